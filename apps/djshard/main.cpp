@@ -1,0 +1,41 @@
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "djshard/common/error.h"
+#include "djshard/common/signals.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"djshard: curate JSONL corpora across machines that share a directory"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  int exit_code = djshard::kExitOk;
+  djshard::cli::AddPrepareCommand(app, &exit_code);
+  djshard::cli::AddStatusCommand(app, &exit_code);
+  djshard::cli::AddRetryCommand(app, &exit_code);
+  djshard::cli::AddMergeCommand(app, &exit_code);
+  djshard::cli::AddVerifyCommand(app, &exit_code);
+  djshard::cli::AddVersionCommand(app, &exit_code);
+
+  djshard::InstallStopHandlers();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ERROR: %s (see 'djshard --help')\n", e.what());
+    return djshard::kExitFailure;
+  } catch (const djshard::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ERROR: %s\n", e.what());
+    return e.code();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ERROR: internal error: %s (please report it)\n", e.what());
+    return djshard::kExitFailure;
+  }
+  std::cout.flush();
+  return exit_code;
+}

@@ -1,0 +1,54 @@
+#include "djshard/store/merge.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+
+namespace djshard::cli {
+
+void AddMergeCommand(CLI::App& app, int* exit_code) {
+  struct Options {
+    std::string job_dir;
+    store::MergeRequest request;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "merge", "Verify every shard output and concatenate them in order into one file");
+  cmd->add_option("--job-dir", opt->job_dir, "Job directory")->required();
+  cmd->add_option("--output", opt->request.output, "Merged JSONL (default <job-dir>/merged.jsonl)");
+  cmd->add_flag("--overwrite", opt->request.overwrite, "Replace an existing output");
+  cmd->callback([opt, exit_code]() {
+    const store::JobDir job = store::JobDir::Open(opt->job_dir);
+    const store::MergeOutcome out = store::Merge(job, opt->request);
+    std::printf("Merged %llu rows from %llu shards into %s (sha256 %s)\n",
+                static_cast<unsigned long long>(out.rows),
+                static_cast<unsigned long long>(out.num_shards), out.output_path.c_str(),
+                out.sha256.c_str());
+    *exit_code = 0;
+  });
+}
+
+void AddVerifyCommand(CLI::App& app, int* exit_code) {
+  struct Options {
+    std::string job_dir;
+    store::VerifyRequest request;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "verify", "Re-check a finished job: shard outputs, node count and the merged output");
+  cmd->add_option("--job-dir", opt->job_dir, "Job directory")->required();
+  cmd->add_option("--output", opt->request.output,
+                  "Merged JSONL (default: merge.json's output, else <job-dir>/merged.jsonl)");
+  cmd->add_option("--expect-nodes", opt->request.expect_nodes,
+                  "Distinct hostnames required among the done records")
+      ->capture_default_str();
+  cmd->callback([opt, exit_code]() {
+    const store::JobDir job = store::JobDir::Open(opt->job_dir);
+    const store::MergeOutcome out = store::Verify(job, opt->request);
+    std::printf("%s\n", store::PassLine(out).c_str());
+    *exit_code = 0;
+  });
+}
+
+}  // namespace djshard::cli

@@ -1,0 +1,56 @@
+#include "djshard/store/prepare.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "djshard/common/clock.h"
+
+namespace djshard::cli {
+
+void AddPrepareCommand(CLI::App& app, int* exit_code) {
+  auto req = std::make_shared<store::PrepareRequest>();
+  auto dataset = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "prepare", "Validate the input and the recipe, cut ordered shards, publish a job directory");
+  cmd->add_option("--config", req->config_path, "Data-Juicer YAML recipe")->required();
+  cmd->add_option("--dataset-path", *dataset, "JSONL file or directory (overrides dataset_path)");
+  cmd->add_option("--job-dir", req->job_dir, "Job directory to create (shared by all nodes)")
+      ->required();
+  cmd->add_option("--num-shards", req->num_shards, "Number of byte-balanced shards")->required();
+  cmd->add_option("--lease-secs,--lock-timeout-secs", req->policy.lease_secs,
+                  "Seconds without heartbeat after which a claim may be taken over")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-secs", req->policy.heartbeat_secs,
+                  "Seconds between a worker's lease refreshes")
+      ->capture_default_str();
+  cmd->add_option("--max-retries", req->policy.max_retries,
+                  "Failed attempts allowed after the first before a shard is failed")
+      ->capture_default_str();
+  cmd->add_option("--poll-interval-secs", req->policy.poll_interval_secs,
+                  "Seconds a worker sleeps while other nodes hold the remaining shards")
+      ->capture_default_str();
+  cmd->callback([req, dataset, exit_code]() {
+    if (!dataset->empty()) req->dataset_path = *dataset;
+    const double start = MonotonicSeconds();
+    const store::PrepareOutcome out = store::Prepare(*req);
+    const store::Manifest& m = out.manifest;
+    if (out.already_prepared) {
+      std::printf("Job is already prepared and unchanged: %s\n", out.job_dir.c_str());
+      *exit_code = 0;
+      return;
+    }
+    for (const std::string& w : m.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
+    const double secs = MonotonicSeconds() - start;
+    std::printf("Prepared job %s: %llu rows in %zu input file(s), %llu shards, %.1f MB in %.2f s\n",
+                m.job_id.c_str(), static_cast<unsigned long long>(m.total_rows),
+                m.input_files.size(), static_cast<unsigned long long>(m.num_shards),
+                static_cast<double>(m.total_size_bytes) / 1e6, secs);
+    std::printf("Job directory: %s\n", out.job_dir.c_str());
+    std::printf("Shards: %s/shards (%s ... %s)\n", out.job_dir.c_str(), m.shards.front().id.c_str(),
+                m.shards.back().id.c_str());
+    *exit_code = 0;
+  });
+}
+
+}  // namespace djshard::cli

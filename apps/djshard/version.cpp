@@ -1,0 +1,28 @@
+#include <cstdio>
+
+#include "commands.h"
+#include "djshard/common/build_info.h"
+#include "djshard/model/runtime.h"
+
+namespace djshard::cli {
+
+void AddVersionCommand(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand("version", "Print djshard's version, commit and libtorch");
+  cmd->callback([exit_code]() {
+    std::printf("djshard %s (commit %s)\n", version(), git_commit());
+    const model::TorchRuntimeInfo torch = model::QueryTorchRuntime();
+    if (!torch.built_with_torch) {
+      std::printf("libtorch: not built in (model operators absent)\n");
+    } else {
+      std::printf("libtorch: %s\n", torch.torch_version.c_str());
+      if (torch.cuda_available) {
+        std::printf("CUDA: available (%d device(s))\n", torch.cuda_device_count);
+      } else {
+        std::printf("CUDA: not available\n");
+      }
+    }
+    *exit_code = 0;
+  });
+}
+
+}  // namespace djshard::cli

@@ -1,0 +1,29 @@
+# Every dependency is a Debian package installed by scripts/setup.sh.
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json 3.10 CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(simdjson CONFIG REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(Threads REQUIRED)
+
+# zstd ships a CMake config on Debian; fall back to pkg-config elsewhere.
+find_package(zstd CONFIG QUIET)
+if(TARGET zstd::libzstd_shared)
+  set(DJSHARD_ZSTD_TARGET zstd::libzstd_shared)
+elseif(TARGET zstd::libzstd_static)
+  set(DJSHARD_ZSTD_TARGET zstd::libzstd_static)
+else()
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+  set(DJSHARD_ZSTD_TARGET PkgConfig::ZSTD)
+endif()
+
+# libtorch: Debian's CPU build by default. A CUDA-enabled libtorch is used
+# instead when its prefix comes first in CMAKE_PREFIX_PATH, for example
+#   -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+if(DJSHARD_WITH_TORCH)
+  find_package(Torch REQUIRED)
+  message(STATUS "djshard: libtorch ${Torch_VERSION} from ${Torch_DIR}")
+endif()

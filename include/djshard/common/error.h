@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace djshard {
+
+// Process exit codes. They are part of djshard's interface (README "Exit codes").
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitIncomplete = 1,  // status: the job is not finished yet
+  kExitFailure = 2,     // bad input, refused request, failed shard or failed verification
+  kExitInterrupted = 130,
+  kExitTerminated = 143,
+};
+
+// The one error type of djshard. It carries where the problem is (a file and,
+// when known, a 1-based line), what is wrong, and what the user can do about it.
+// The CLI prints it as "ERROR: <file>:<line>: <what> (<hint>)" and exits with code().
+class Error : public std::runtime_error {
+ public:
+  explicit Error(std::string what, std::string hint = {}, int code = kExitFailure);
+  Error(std::string file, uint64_t line, std::string what, std::string hint = {},
+        int code = kExitFailure);
+
+  const std::string& file() const { return file_; }
+  uint64_t line() const { return line_; }  // 0 when the error has no line
+  const std::string& message() const { return message_; }
+  const std::string& hint() const { return hint_; }
+  int code() const { return code_; }
+
+ private:
+  static std::string Format(const std::string& file, uint64_t line, const std::string& what,
+                            const std::string& hint);
+
+  std::string file_;
+  uint64_t line_ = 0;
+  std::string message_;
+  std::string hint_;
+  int code_;
+};
+
+// Throws Error naming `path` and strerror(errno) for a failed system call.
+[[noreturn]] void ThrowSystemError(const std::string& path, const std::string& action);
+
+}  // namespace djshard

@@ -1,0 +1,15 @@
+#pragma once
+
+namespace djshard {
+
+// Installs SIGINT/SIGTERM handlers that only record the signal, so that long
+// loops can stop at a safe point and clean up (staging directories, claims).
+void InstallStopHandlers();
+// True once SIGINT or SIGTERM arrived.
+bool StopRequested();
+// The exit code for the signal received: 130 (SIGINT) or 143 (SIGTERM); 0 if none.
+int StopExitCode();
+// Throws Error("interrupted", code StopExitCode()) when a stop was requested.
+void ThrowIfStopRequested();
+
+}  // namespace djshard

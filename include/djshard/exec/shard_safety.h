@@ -1,0 +1,23 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "djshard/ops/registry.h"
+#include "djshard/recipe/recipe.h"
+
+namespace djshard::exec {
+
+// What a shard-safe recipe implies for preparing a job.
+struct ShardSafetyReport {
+  std::vector<std::string> warnings;    // printed and recorded in the manifest
+  std::vector<std::string> index_keys;  // sorted, unique
+};
+
+// Proves that running `recipe` shard by shard gives the same rows as running it
+// on the whole dataset: every operator is a known Mapper or Filter, none needs
+// whole-dataset semantics, none exports stats on its own. Throws Error with
+// the recipe's file and line otherwise.
+ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Registry& registry);
+
+}  // namespace djshard::exec

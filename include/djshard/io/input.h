@@ -1,0 +1,61 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace djshard::io {
+
+class Sha256;
+
+// A stream of decoded bytes (plain file, gzip or zstd).
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Reads up to `capacity` bytes into `buf`; returns 0 only at the end of input.
+  virtual size_t Read(char* buf, size_t capacity) = 0;
+};
+
+// Opens `path` for reading, decoding gzip (".gz") or zstd (".zst") by the
+// name's suffix (case-insensitive). When `raw_hash` is given, every byte read
+// from the file itself (before decoding) is fed to it; it must outlive the source.
+std::unique_ptr<ByteSource> OpenInput(const std::string& path, Sha256* raw_hash = nullptr);
+
+// Splits a ByteSource into lines. Memory is one read block plus the longest line.
+class LineReader {
+ public:
+  // Bytes after every returned line that are always readable (simdjson's padding).
+  static constexpr size_t kPadding = 64;
+
+  LineReader(std::unique_ptr<ByteSource> source, std::string display_path);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Sets *line to the next line without its '\n'. Returns false at the end.
+  // The view, and kPadding bytes after it, stay valid until the next call.
+  bool Next(std::string_view* line);
+
+  // 1-based number of the line last returned.
+  uint64_t line_number() const { return line_number_; }
+  // Decoded bytes consumed so far, newlines included.
+  uint64_t bytes_consumed() const { return bytes_consumed_; }
+  const std::string& display_path() const { return display_path_; }
+
+ private:
+  bool Fill();
+
+  std::unique_ptr<ByteSource> source_;
+  std::string display_path_;
+  char* buf_ = nullptr;
+  size_t capacity_ = 0;  // usable bytes; kPadding more are allocated
+  size_t begin_ = 0;     // first unread byte
+  size_t end_ = 0;       // one past the last valid byte
+  size_t scanned_ = 0;   // bytes after begin_ known to hold no '\n'
+  bool eof_ = false;
+  uint64_t line_number_ = 0;
+  uint64_t bytes_consumed_ = 0;
+};
+
+}  // namespace djshard::io

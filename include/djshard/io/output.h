@@ -1,0 +1,42 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace djshard::io {
+
+class Sha256;
+
+// A buffered writer to a new file that becomes visible under its final name
+// only on Commit(): bytes go to "<path>.tmp.<random>", Commit() flushes,
+// fsyncs and renames. Destroying an uncommitted writer removes the temp file,
+// so no reader ever sees a half-written file.
+class AtomicFileWriter {
+ public:
+  // `path` is the final name. When `overwrite` is false, Commit() refuses to
+  // replace an existing file (the check is made again just before the rename).
+  explicit AtomicFileWriter(std::string path, bool overwrite = false);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void Append(std::string_view bytes);
+  // Flushes, fsyncs, renames into place and fsyncs the directory.
+  void Commit();
+
+  uint64_t bytes_written() const { return bytes_written_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void Flush();
+
+  std::string path_;
+  std::string temp_path_;
+  bool overwrite_;
+  int fd_ = -1;
+  std::string buffer_;
+  uint64_t bytes_written_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace djshard::io

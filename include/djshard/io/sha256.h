@@ -1,0 +1,30 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace djshard::io {
+
+// Incremental SHA-256 (OpenSSL). Not copyable.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
+  void Update(const void* data, size_t size);
+  void Update(std::string_view data) { Update(data.data(), data.size()); }
+  // Lowercase hex digest. The object must not be updated afterwards.
+  std::string HexDigest();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// SHA-256 of a whole file's bytes, read in large blocks.
+std::string Sha256OfFile(const std::string& path);
+
+}  // namespace djshard::io

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace djshard::store {
+
+inline constexpr int kManifestSchemaVersion = 2;
+
+// How workers treat claims of this job (fixed at prepare time).
+struct Policy {
+  int64_t lease_secs = 300;
+  int64_t heartbeat_secs = 15;
+  int64_t max_retries = 3;
+  int64_t poll_interval_secs = 20;
+};
+
+struct InputFile {
+  std::string path;           // absolute
+  std::string relative_path;  // to the dataset path ("" parts for a single file: its name)
+  uint64_t size_bytes = 0;
+  int64_t mtime_ns = 0;
+  uint64_t rows = 0;
+  std::string sha256;  // of the raw file bytes
+};
+
+struct ShardEntry {
+  std::string id;  // part-00003-of-00016
+  uint64_t index = 0;
+  std::string path;  // relative to the job dir: shards/<id>.jsonl
+  uint64_t rows = 0;
+  uint64_t size_bytes = 0;
+  std::string sha256;
+};
+
+// manifest.json of a job directory (SPEC-elastic-sharding.md, "prepare").
+struct Manifest {
+  int schema_version = kManifestSchemaVersion;
+  std::string job_id;
+  std::string created_at;
+  std::string dataset_path;
+  std::string media_root;
+  std::vector<std::string> media_keys;
+  std::vector<std::string> index_keys;
+  std::vector<InputFile> input_files;
+  uint64_t total_rows = 0;
+  uint64_t total_size_bytes = 0;
+  std::string normalized_sha256;
+  uint64_t num_shards = 0;
+  std::vector<ShardEntry> shards;
+  std::string recipe_source_path;
+  std::string recipe_snapshot_path = "recipe.yaml";
+  std::string recipe_sha256;
+  std::string engine_name = "djshard";
+  std::string engine_version;
+  std::string engine_git_commit;
+  Policy policy;
+  std::vector<std::string> warnings;
+
+  // JSON with sorted keys, two-space indented, ending in '\n'.
+  std::string ToJson() const;
+  // Parses manifest text; errors name `path`.
+  static Manifest FromJson(const std::string& text, const std::string& path);
+};
+
+// "part-{i}-of-{N}" with both numbers zero-padded to max(5, digits(N)).
+std::string ShardId(uint64_t index, uint64_t num_shards);
+
+// Rows per shard for the byte-balanced cut, given each row's normalized size
+// (newline included). Exposed for tests; prepare applies the same rule while
+// streaming.
+std::vector<uint64_t> CutShards(const std::vector<uint64_t>& row_bytes, uint64_t num_shards);
+
+// Streaming form of the cut: feed rows in order; Add() returns true when the
+// current shard closes after this row.
+class ShardCutter {
+ public:
+  ShardCutter(uint64_t total_rows, uint64_t total_bytes, uint64_t num_shards);
+  bool Add(uint64_t row_bytes);
+  uint64_t current_shard() const { return shard_; }
+
+ private:
+  uint64_t total_rows_, total_bytes_, num_shards_;
+  uint64_t written_rows_ = 0, written_bytes_ = 0, shard_ = 0;
+};
+
+}  // namespace djshard::store

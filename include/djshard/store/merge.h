@@ -1,0 +1,59 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "djshard/io/disk.h"
+#include "djshard/store/job.h"
+
+namespace djshard::store {
+
+// What streaming the published shard outputs found.
+struct VerifiedOutputs {
+  uint64_t rows = 0;
+  uint64_t bytes = 0;
+  std::string sha256;           // of the concatenation, in manifest order
+  std::set<std::string> hosts;  // distinct hostnames of the done records
+};
+
+// Streams every shard's published output in manifest order, re-validating
+// each line as a JSON object and checking rows, size and sha256 against its
+// done record; `sink` receives the bytes in order. The job must be complete.
+// Throws Error naming the shard and the mismatch.
+VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
+                                      const std::function<void(std::string_view)>& sink);
+
+struct MergeRequest {
+  std::string output;  // empty: <job-dir>/merged.jsonl
+  bool overwrite = false;
+};
+
+struct MergeOutcome {
+  std::string output_path;
+  uint64_t rows = 0;
+  std::string sha256;
+  uint64_t num_shards = 0;
+  uint64_t nodes = 0;
+};
+
+// Concatenates verified shard outputs into one file (temp + fsync + rename)
+// and writes merge.json. On any problem the old output stays untouched.
+MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk = io::RealDisk());
+
+struct VerifyRequest {
+  std::string output;         // empty: merge.json's output, else <job-dir>/merged.jsonl
+  uint64_t expect_nodes = 1;  // distinct hostnames required among done records
+};
+
+// Re-checks a finished job end to end: every shard done and intact, enough
+// distinct nodes, and the merged output equal to the shard outputs in order.
+MergeOutcome Verify(const JobDir& job, const VerifyRequest& request);
+
+// "PASS: N shards were completed by K node(s); merged R rows into <path>"
+std::string PassLine(const MergeOutcome& outcome);
+
+}  // namespace djshard::store

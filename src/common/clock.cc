@@ -1,0 +1,45 @@
+#include "djshard/common/clock.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace djshard {
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+std::tm UtcTm(int64_t epoch_nanos) {
+  const time_t secs = static_cast<time_t>(epoch_nanos / 1000000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return tm;
+}
+}  // namespace
+
+std::string FormatUtcIso8601(int64_t epoch_nanos) {
+  const std::tm tm = UtcTm(epoch_nanos);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>((epoch_nanos / 1000000) % 1000));
+  return buf;
+}
+
+std::string FormatUtcCompact(int64_t epoch_nanos) {
+  const std::tm tm = UtcTm(epoch_nanos);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return buf;
+}
+
+}  // namespace djshard

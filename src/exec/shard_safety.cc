@@ -1,0 +1,82 @@
+#include "djshard/exec/shard_safety.h"
+
+#include <algorithm>
+
+#include "djshard/common/error.h"
+
+namespace djshard::exec {
+
+namespace {
+
+bool NeedsWholeDataset(const std::string& name) {
+  return name.find("deduplicator") != std::string::npos ||
+         name.find("global_") != std::string::npos ||
+         name.find("full_dataset_") != std::string::npos;
+}
+
+}  // namespace
+
+ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Registry& registry) {
+  ShardSafetyReport report;
+  const std::string& path = recipe.path;
+
+  if (recipe.executor_type) {
+    const std::string& type = *recipe.executor_type;
+    if (type == "default" || type == "ray") {
+      report.warnings.push_back("executor_type '" + type +
+                                "' is run in-process by djshard's executor");
+    } else if (type != "djshard") {
+      throw Error(path, 0, "executor_type '" + type + "' is not supported",
+                  "use default, ray or djshard");
+    }
+  }
+
+  for (const recipe::OperatorSpec& op : recipe.process) {
+    const std::string where = "operator '" + op.name + "'";
+    if (NeedsWholeDataset(op.name)) {
+      throw Error(path, op.line, where + " requires whole-dataset semantics",
+                  "run it on the merged output; djshard shards only Mappers and Filters");
+    }
+    const ops::OperatorInfo* info = registry.Find(op.name);
+    if (info == nullptr) {
+      throw Error(path, op.line,
+                  "Unknown operator '" + op.name + "'; cannot prove it is shard-safe",
+                  "check the name against 'djshard ops'");
+    }
+    if (info->kind != ops::OpKind::kMapper && info->kind != ops::OpKind::kFilter) {
+      throw Error(
+          path, op.line,
+          where + " is a " + ops::OpKindName(info->kind) + " and requires whole-dataset semantics",
+          "only Mappers and Filters can run shard by shard");
+    }
+    if (op.args.Has("stats_export_path")) {
+      throw Error(path, op.args.LineOf("stats_export_path"),
+                  where + ": stats_export_path is not allowed",
+                  "each shard would overwrite the file; stats stay in __dj__stats__");
+    }
+    if (op.args.Has("save_dir")) {
+      report.warnings.push_back(where +
+                                ": save_dir is shared by every worker; files written there "
+                                "are not part of the job's verified output");
+    }
+    if (op.args.Has("index_key")) {
+      const YAML::Node key = op.args.Raw("index_key");
+      if (!key.IsScalar() || key.Scalar().empty()) {
+        throw Error(path, op.args.LineOf("index_key"),
+                    where + ": index_key must be a non-empty string", "name the field to add");
+      }
+      report.index_keys.push_back(key.Scalar());
+    }
+    if (!info->implemented) {
+      report.warnings.push_back(where +
+                                " is not implemented by this djshard build; workers "
+                                "will refuse the job until it is");
+    }
+  }
+  std::sort(report.index_keys.begin(), report.index_keys.end());
+  report.index_keys.erase(std::unique(report.index_keys.begin(), report.index_keys.end()),
+                          report.index_keys.end());
+  return report;
+}
+
+}  // namespace djshard::exec

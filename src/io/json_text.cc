@@ -1,0 +1,267 @@
+#include "djshard/io/json_text.h"
+
+#include <simdjson.h>
+
+#include <cstdio>
+
+#include "djshard/common/error.h"
+#include "djshard/common/text.h"
+#include "djshard/io/input.h"
+
+namespace djshard::io {
+
+static_assert(LineReader::kPadding >= simdjson::SIMDJSON_PADDING,
+              "LineReader must pad lines for simdjson");
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out->append(buf);
+        } else {
+          out->push_back(ch);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+namespace {
+
+unsigned HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c - 'A' + 10;
+}
+
+void AppendUtf8(std::string* out, uint32_t cp) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Index one past the closing quote of the string literal starting at `pos`.
+size_t SkipString(std::string_view s, size_t pos) {
+  for (size_t i = pos + 1; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '"') {
+      return i + 1;
+    }
+  }
+  return s.size();
+}
+
+// Index one past the compact JSON value starting at `pos`.
+size_t SkipValue(std::string_view s, size_t pos) {
+  if (s[pos] == '"') return SkipString(s, pos);
+  if (s[pos] == '{' || s[pos] == '[') {
+    int depth = 0;
+    for (size_t i = pos; i < s.size(); ++i) {
+      const char c = s[i];
+      if (c == '"') {
+        i = SkipString(s, i) - 1;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) return i + 1;
+      }
+    }
+    return s.size();
+  }
+  size_t i = pos;
+  while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']') ++i;
+  return i;
+}
+
+}  // namespace
+
+std::string UnescapeJsonString(std::string_view literal) {
+  std::string out;
+  out.reserve(literal.size());
+  for (size_t i = 1; i + 1 < literal.size(); ++i) {
+    const char c = literal[i];
+    if (c != '\\') {
+      out.push_back(c);
+      continue;
+    }
+    const char e = literal[++i];
+    switch (e) {
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'u': {
+        uint32_t cp = 0;
+        for (int k = 1; k <= 4; ++k) cp = cp * 16 + HexValue(literal[i + k]);
+        i += 4;
+        if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < literal.size() && literal[i + 1] == '\\' &&
+            literal[i + 2] == 'u') {
+          uint32_t low = 0;
+          for (int k = 3; k <= 6; ++k) low = low * 16 + HexValue(literal[i + k]);
+          if (low >= 0xDC00 && low < 0xE000) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            i += 6;
+          }
+        }
+        AppendUtf8(&out, cp);
+        break;
+      }
+      default:  // '"', '\\', '/'
+        out.push_back(e);
+    }
+  }
+  return out;
+}
+
+void MinifyJson(std::string_view json, std::string* out) {
+  out->resize(json.size());
+  size_t len = 0;
+  if (simdjson::minify(json.data(), json.size(), out->data(), len) != simdjson::SUCCESS) {
+    throw Error("cannot minify a JSON value (unterminated string)");
+  }
+  out->resize(len);
+}
+
+std::vector<JsonMember> SplitCompactObject(std::string_view object) {
+  std::vector<JsonMember> members;
+  size_t i = 1;  // after '{'
+  while (i < object.size() && object[i] != '}') {
+    const size_t key_end = SkipString(object, i);
+    const std::string_view key = object.substr(i, key_end - i);
+    const size_t value_begin = key_end + 1;  // after ':'
+    const size_t value_end = SkipValue(object, value_begin);
+    members.push_back({key, object.substr(value_begin, value_end - value_begin)});
+    i = value_end;
+    if (i < object.size() && object[i] == ',') ++i;
+  }
+  return members;
+}
+
+std::vector<std::string_view> SplitCompactArray(std::string_view array) {
+  std::vector<std::string_view> items;
+  size_t i = 1;  // after '['
+  while (i < array.size() && array[i] != ']') {
+    const size_t end = SkipValue(array, i);
+    items.push_back(array.substr(i, end - i));
+    i = end;
+    if (i < array.size() && array[i] == ',') ++i;
+  }
+  return items;
+}
+
+struct JsonLineParser::State {
+  simdjson::dom::parser parser;
+  simdjson::dom::object object;
+};
+
+JsonLineParser::JsonLineParser() : state_(std::make_unique<State>()) {}
+JsonLineParser::~JsonLineParser() = default;
+
+namespace {
+
+const char* TypeName(simdjson::dom::element_type t) {
+  switch (t) {
+    case simdjson::dom::element_type::ARRAY:
+      return "array";
+    case simdjson::dom::element_type::STRING:
+      return "string";
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE:
+      return "number";
+    case simdjson::dom::element_type::BOOL:
+      return "boolean";
+    case simdjson::dom::element_type::NULL_VALUE:
+      return "null";
+    default:
+      return "object";
+  }
+}
+
+}  // namespace
+
+void JsonLineParser::ParseObject(std::string_view line, const std::string& file, uint64_t line_no) {
+  if (IsBlank(line)) {
+    throw Error(file, line_no, "blank line", "JSONL holds exactly one JSON object per line");
+  }
+  if (!simdjson::validate_utf8(line.data(), line.size())) {
+    throw Error(file, line_no, "invalid UTF-8", "re-encode the file as UTF-8");
+  }
+  simdjson::dom::element element;
+  const auto error =
+      state_->parser.parse(reinterpret_cast<const uint8_t*>(line.data()), line.size(), false)
+          .get(element);
+  if (error) {
+    throw Error(file, line_no, std::string("invalid JSON: ") + simdjson::error_message(error),
+                "each line must be one complete JSON object");
+  }
+  if (element.type() != simdjson::dom::element_type::OBJECT) {
+    throw Error(file, line_no,
+                std::string("record is not a JSON object (got ") + TypeName(element.type()) + ")",
+                "each line must be one JSON object");
+  }
+  state_->object = element.get_object().value_unsafe();
+}
+
+bool JsonLineParser::Has(std::string_view key) const {
+  simdjson::dom::element value;
+  return state_->object.at_key(key).get(value) == simdjson::SUCCESS;
+}
+
+bool JsonLineParser::HasNonNull(std::string_view key) const {
+  simdjson::dom::element value;
+  if (state_->object.at_key(key).get(value) != simdjson::SUCCESS) return false;
+  return !value.is_null();
+}
+
+}  // namespace djshard::io

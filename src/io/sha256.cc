@@ -1,0 +1,58 @@
+#include "djshard/io/sha256.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "djshard/common/error.h"
+#include "djshard/common/text.h"
+
+namespace djshard::io {
+
+struct Sha256::State {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+Sha256::Sha256() : state_(std::make_unique<State>()) {
+  state_->ctx = EVP_MD_CTX_new();
+  if (state_->ctx == nullptr || EVP_DigestInit_ex(state_->ctx, EVP_sha256(), nullptr) != 1) {
+    throw Error("OpenSSL: cannot initialise SHA-256");
+  }
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(state_->ctx); }
+
+void Sha256::Update(const void* data, size_t size) {
+  if (size > 0) EVP_DigestUpdate(state_->ctx, data, size);
+}
+
+std::string Sha256::HexDigest() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(state_->ctx, digest, &len);
+  return HexEncode(digest, len);
+}
+
+std::string Sha256OfFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) ThrowSystemError(path, "cannot open");
+  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::vector<char> buf(4 << 20);
+  Sha256 hash;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      ThrowSystemError(path, "cannot read");
+    }
+    if (n == 0) break;
+    hash.Update(buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return hash.HexDigest();
+}
+
+}  // namespace djshard::io

@@ -1,0 +1,49 @@
+#include "djshard/ops/registry.h"
+
+#include <algorithm>
+
+#include "src/ops/catalogue.h"
+
+namespace djshard::ops {
+
+const char* OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kMapper:
+      return "mapper";
+    case OpKind::kFilter:
+      return "filter";
+    case OpKind::kDeduplicator:
+      return "deduplicator";
+    case OpKind::kSelector:
+      return "selector";
+    case OpKind::kGrouper:
+      return "grouper";
+    case OpKind::kAggregator:
+      return "aggregator";
+  }
+  return "unknown";
+}
+
+Registry::Registry() {
+  for (size_t i = 0; i < kCatalogueSize; ++i) {
+    const CatalogueEntry& e = kCatalogue[i];
+    operators_.push_back({e.name, e.kind, e.accelerator, /*implemented=*/false});
+  }
+  std::sort(operators_.begin(), operators_.end(),
+            [](const OperatorInfo& a, const OperatorInfo& b) { return a.name < b.name; });
+}
+
+const Registry& Registry::Global() {
+  static const Registry registry;
+  return registry;
+}
+
+const OperatorInfo* Registry::Find(std::string_view name) const {
+  auto it =
+      std::lower_bound(operators_.begin(), operators_.end(), name,
+                       [](const OperatorInfo& op, std::string_view n) { return op.name < n; });
+  if (it == operators_.end() || it->name != name) return nullptr;
+  return &*it;
+}
+
+}  // namespace djshard::ops

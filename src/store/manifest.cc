@@ -1,0 +1,146 @@
+#include "djshard/store/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/error.h"
+#include "djshard/common/text.h"
+
+namespace djshard::store {
+
+using nlohmann::json;
+
+std::string ShardId(uint64_t index, uint64_t num_shards) {
+  const int width = std::max(5, DecimalDigits(num_shards));
+  return "part-" + ZeroPad(index, width) + "-of-" + ZeroPad(num_shards, width);
+}
+
+ShardCutter::ShardCutter(uint64_t total_rows, uint64_t total_bytes, uint64_t num_shards)
+    : total_rows_(total_rows), total_bytes_(total_bytes), num_shards_(num_shards) {}
+
+bool ShardCutter::Add(uint64_t row_bytes) {
+  ++written_rows_;
+  written_bytes_ += row_bytes;
+  if (shard_ + 1 >= num_shards_) return false;
+  using u128 = unsigned __int128;
+  const bool enough_bytes = static_cast<u128>(written_bytes_) * num_shards_ >=
+                            static_cast<u128>(total_bytes_) * (shard_ + 1);
+  const bool rows_just_suffice = total_rows_ - written_rows_ == num_shards_ - shard_ - 1;
+  if (enough_bytes || rows_just_suffice) {
+    ++shard_;
+    return true;
+  }
+  return false;
+}
+
+std::vector<uint64_t> CutShards(const std::vector<uint64_t>& row_bytes, uint64_t num_shards) {
+  uint64_t total = 0;
+  for (uint64_t b : row_bytes) total += b;
+  ShardCutter cutter(row_bytes.size(), total, num_shards);
+  std::vector<uint64_t> rows(num_shards, 0);
+  for (uint64_t b : row_bytes) {
+    const uint64_t shard = cutter.current_shard();
+    ++rows[shard];
+    cutter.Add(b);
+  }
+  return rows;
+}
+
+std::string Manifest::ToJson() const {
+  json j;
+  j["schema_version"] = schema_version;
+  j["job_id"] = job_id;
+  j["created_at"] = created_at;
+  j["dataset_path"] = dataset_path;
+  j["media_root"] = media_root;
+  j["media_keys"] = media_keys;
+  j["index_keys"] = index_keys;
+  j["input_files"] = json::array();
+  for (const InputFile& f : input_files) {
+    j["input_files"].push_back({{"path", f.path},
+                                {"relative_path", f.relative_path},
+                                {"size_bytes", f.size_bytes},
+                                {"mtime_ns", f.mtime_ns},
+                                {"rows", f.rows},
+                                {"sha256", f.sha256}});
+  }
+  j["total_rows"] = total_rows;
+  j["total_size_bytes"] = total_size_bytes;
+  j["normalized_sha256"] = normalized_sha256;
+  j["num_shards"] = num_shards;
+  j["shards"] = json::array();
+  for (const ShardEntry& s : shards) {
+    j["shards"].push_back({{"id", s.id},
+                           {"index", s.index},
+                           {"path", s.path},
+                           {"rows", s.rows},
+                           {"size_bytes", s.size_bytes},
+                           {"sha256", s.sha256}});
+  }
+  j["recipe"] = {{"source_path", recipe_source_path},
+                 {"snapshot_path", recipe_snapshot_path},
+                 {"sha256", recipe_sha256}};
+  j["engine"] = {
+      {"name", engine_name}, {"version", engine_version}, {"git_commit", engine_git_commit}};
+  j["policy"] = {{"lease_secs", policy.lease_secs},
+                 {"heartbeat_secs", policy.heartbeat_secs},
+                 {"max_retries", policy.max_retries},
+                 {"poll_interval_secs", policy.poll_interval_secs}};
+  j["warnings"] = warnings;
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
+  Manifest m;
+  try {
+    const json j = json::parse(text);
+    m.schema_version = j.at("schema_version").get<int>();
+    if (m.schema_version != kManifestSchemaVersion) {
+      throw Error(path, 0,
+                  "manifest schema_version " + std::to_string(m.schema_version) +
+                      " is not supported (this djshard reads " +
+                      std::to_string(kManifestSchemaVersion) + ")",
+                  "prepare the job again with this djshard");
+    }
+    m.job_id = j.at("job_id").get<std::string>();
+    m.created_at = j.at("created_at").get<std::string>();
+    m.dataset_path = j.at("dataset_path").get<std::string>();
+    m.media_root = j.at("media_root").get<std::string>();
+    m.media_keys = j.at("media_keys").get<std::vector<std::string>>();
+    m.index_keys = j.at("index_keys").get<std::vector<std::string>>();
+    for (const json& f : j.at("input_files")) {
+      m.input_files.push_back({f.at("path").get<std::string>(),
+                               f.at("relative_path").get<std::string>(),
+                               f.at("size_bytes").get<uint64_t>(), f.at("mtime_ns").get<int64_t>(),
+                               f.at("rows").get<uint64_t>(), f.at("sha256").get<std::string>()});
+    }
+    m.total_rows = j.at("total_rows").get<uint64_t>();
+    m.total_size_bytes = j.at("total_size_bytes").get<uint64_t>();
+    m.normalized_sha256 = j.at("normalized_sha256").get<std::string>();
+    m.num_shards = j.at("num_shards").get<uint64_t>();
+    for (const json& s : j.at("shards")) {
+      m.shards.push_back({s.at("id").get<std::string>(), s.at("index").get<uint64_t>(),
+                          s.at("path").get<std::string>(), s.at("rows").get<uint64_t>(),
+                          s.at("size_bytes").get<uint64_t>(), s.at("sha256").get<std::string>()});
+    }
+    const json& r = j.at("recipe");
+    m.recipe_source_path = r.at("source_path").get<std::string>();
+    m.recipe_snapshot_path = r.at("snapshot_path").get<std::string>();
+    m.recipe_sha256 = r.at("sha256").get<std::string>();
+    const json& e = j.at("engine");
+    m.engine_name = e.at("name").get<std::string>();
+    m.engine_version = e.at("version").get<std::string>();
+    m.engine_git_commit = e.at("git_commit").get<std::string>();
+    const json& p = j.at("policy");
+    m.policy.lease_secs = p.at("lease_secs").get<int64_t>();
+    m.policy.heartbeat_secs = p.at("heartbeat_secs").get<int64_t>();
+    m.policy.max_retries = p.at("max_retries").get<int64_t>();
+    m.policy.poll_interval_secs = p.at("poll_interval_secs").get<int64_t>();
+    m.warnings = j.at("warnings").get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    throw Error(path, 0, std::string("manifest is not valid: ") + e.what(),
+                "the job directory was not written by djshard prepare, or was edited");
+  }
+  return m;
+}
+
+}  // namespace djshard::store

@@ -1,0 +1,178 @@
+#include "djshard/store/merge.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/io/input.h"
+#include "djshard/io/json_text.h"
+#include "djshard/io/output.h"
+#include "djshard/io/sha256.h"
+#include "djshard/store/status.h"
+
+namespace djshard::store {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The done record's output path, proven to stay inside the job directory.
+std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std::string& record) {
+  const fs::path rel = fs::path(done.output_path).lexically_normal();
+  if (done.output_path.empty() || rel.is_absolute() || *rel.begin() == "..") {
+    throw Error(record, 0, "output_path '" + done.output_path + "' leaves the job directory",
+                "retry the shard; done records name files inside the job");
+  }
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(fs::path(job.dir()) / rel, ec);
+  const fs::path real_job = fs::weakly_canonical(job.dir(), ec);
+  const std::string r = real.string(), j = real_job.string() + "/";
+  if (r.compare(0, j.size(), j) != 0) {
+    throw Error(record, 0, "output_path '" + done.output_path + "' resolves outside the job",
+                "a symbolic link points out of the job directory");
+  }
+  return (fs::path(job.dir()) / rel).string();
+}
+
+std::string DefaultOutput(const JobDir& job) { return job.dir() + "/merged.jsonl"; }
+
+}  // namespace
+
+VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
+                                      const std::function<void(std::string_view)>& sink) {
+  VerifiedOutputs total;
+  io::Sha256 total_hash;
+  io::JsonLineParser parser;
+  for (const ShardEntry& shard : job.manifest().shards) {
+    const std::string record_path = job.DonePath(shard.id);
+    const DoneRecord done = DoneRecord::FromJson(io::ReadFile(record_path), record_path);
+    if (done.shard_id != shard.id) {
+      throw Error(record_path, 0, "done record names shard '" + done.shard_id + "'",
+                  "the record was copied from another shard; retry this one");
+    }
+    const std::string output = OutputInsideJob(job, done, record_path);
+    io::LineReader reader(io::OpenInput(output), output);
+    io::Sha256 shard_hash;
+    uint64_t rows = 0, bytes = 0;
+    std::string_view line;
+    while (reader.Next(&line)) {
+      parser.ParseObject(line, output, reader.line_number());
+      // The view is followed by its '\n' in the reader's buffer, except on a
+      // last line without one, which the size check below reports.
+      const std::string_view with_newline(line.data(), line.size() + 1);
+      const bool has_newline = reader.bytes_consumed() == bytes + line.size() + 1;
+      const std::string_view bytes_out = has_newline ? with_newline : line;
+      shard_hash.Update(bytes_out);
+      total_hash.Update(bytes_out);
+      sink(bytes_out);
+      bytes += bytes_out.size();
+      ++rows;
+    }
+    const std::string sha = shard_hash.HexDigest();
+    if (rows != done.rows || bytes != done.size_bytes || sha != done.sha256) {
+      throw Error(output, 0,
+                  "shard output does not match its done record (rows " + std::to_string(rows) +
+                      " vs " + std::to_string(done.rows) + ", bytes " + std::to_string(bytes) +
+                      " vs " + std::to_string(done.size_bytes) + ", sha256 " + sha.substr(0, 12) +
+                      " vs " + done.sha256.substr(0, 12) + ")",
+                  "the file was changed after it was published; run 'djshard retry --shard-id " +
+                      shard.id + "' after removing " + record_path);
+    }
+    total.rows += rows;
+    total.bytes += bytes;
+    total.hosts.insert(done.hostname);
+  }
+  total.sha256 = total_hash.HexDigest();
+  return total;
+}
+
+MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk) {
+  RequireComplete(job, "merge");
+  const std::string output =
+      fs::absolute(request.output.empty() ? DefaultOutput(job) : request.output)
+          .lexically_normal()
+          .string();
+  std::error_code ec;
+  if (!request.overwrite && fs::exists(fs::symlink_status(output, ec))) {
+    throw Error(output, 0, "output already exists", "pass --overwrite to replace it");
+  }
+  fs::create_directories(fs::path(output).parent_path(), ec);
+  io::AtomicFileWriter writer(output, request.overwrite);
+  const VerifiedOutputs v =
+      StreamVerifiedOutputs(job, [&](std::string_view bytes) { writer.Append(bytes); });
+  writer.Commit();
+
+  MergeOutcome outcome{output, v.rows, v.sha256, job.manifest().shards.size(), v.hosts.size()};
+  const json merge = {{"job_id", job.manifest().job_id},
+                      {"merged_at", FormatUtcIso8601(NowNanos())},
+                      {"output_path", output},
+                      {"rows", v.rows},
+                      {"sha256", v.sha256},
+                      {"num_shards", outcome.num_shards}};
+  disk.WriteAtomic(job.dir() + "/merge.json", merge.dump(2) + "\n");
+  return outcome;
+}
+
+MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
+  RequireComplete(job, "verify");
+  std::string output = request.output;
+  std::optional<json> merge_record;
+  const std::string merge_path = job.dir() + "/merge.json";
+  std::error_code ec;
+  if (fs::exists(merge_path, ec)) {
+    try {
+      merge_record = json::parse(io::ReadFile(merge_path));
+    } catch (const json::exception& e) {
+      throw Error(merge_path, 0, std::string("merge.json is not valid: ") + e.what(),
+                  "merge again with --overwrite");
+    }
+  }
+  if (output.empty()) {
+    output =
+        merge_record ? merge_record->value("output_path", DefaultOutput(job)) : DefaultOutput(job);
+  }
+  output = fs::absolute(output).lexically_normal().string();
+
+  const VerifiedOutputs v = StreamVerifiedOutputs(job, [](std::string_view) {});
+  if (v.hosts.size() < request.expect_nodes) {
+    throw Error(job.dir(), 0,
+                "shards were completed by " + std::to_string(v.hosts.size()) +
+                    " distinct node(s), expected at least " + std::to_string(request.expect_nodes),
+                "some nodes did not take part; check their logs");
+  }
+  if (!fs::exists(output, ec)) {
+    throw Error(output, 0, "merged output does not exist", "run 'djshard merge' first");
+  }
+  io::Sha256 merged_hash;
+  io::LineReader reader(io::OpenInput(output, &merged_hash), output);
+  io::JsonLineParser parser;
+  std::string_view line;
+  uint64_t rows = 0;
+  while (reader.Next(&line)) {
+    parser.ParseObject(line, output, reader.line_number());
+    ++rows;
+  }
+  const std::string merged_sha = merged_hash.HexDigest();
+  if (rows != v.rows || merged_sha != v.sha256 || reader.bytes_consumed() != v.bytes) {
+    throw Error(output, 0,
+                "merged output differs from the shard outputs (" + std::to_string(rows) +
+                    " rows vs " + std::to_string(v.rows) + ")",
+                "merge again with --overwrite");
+  }
+  if (merge_record && merge_record->value("output_path", "") == output &&
+      merge_record->value("sha256", "") != merged_sha) {
+    throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
+                "merge again with --overwrite");
+  }
+  return MergeOutcome{output, rows, merged_sha, job.manifest().shards.size(), v.hosts.size()};
+}
+
+std::string PassLine(const MergeOutcome& o) {
+  return "PASS: " + std::to_string(o.num_shards) + " shards were completed by " +
+         std::to_string(o.nodes) + " node(s); merged " + std::to_string(o.rows) + " rows into " +
+         o.output_path;
+}
+
+}  // namespace djshard::store

@@ -13,6 +13,11 @@ void AddVersionCommand(CLI::App& app, int* exit_code) {
     const model::TorchRuntimeInfo torch = model::QueryTorchRuntime();
     if (!torch.built_with_torch) {
       std::printf("libtorch: not built in (model operators absent)\n");
+    } else if (!torch.loaded) {
+      std::printf("libtorch: module %s cannot be loaded: %s\n", torch.module_path.c_str(),
+                  torch.load_error.c_str());
+      *exit_code = 2;
+      return;
     } else {
       std::printf("libtorch: %s\n", torch.torch_version.c_str());
       if (torch.cuda_available) {

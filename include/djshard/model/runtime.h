@@ -6,13 +6,19 @@ namespace djshard::model {
 
 // What this build knows of libtorch, for `djshard version`.
 struct TorchRuntimeInfo {
-  bool built_with_torch = false;
-  std::string torch_version;  // e.g. "1.13.1"; empty without torch
+  bool built_with_torch = false;  // the torch module was built (DJSHARD_WITH_TORCH=ON)
+  bool loaded = false;            // and could be loaded now
+  std::string load_error;         // why not, when built but not loaded
+  std::string module_path;
+  std::string torch_version;  // e.g. "1.13.1"
   bool cuda_available = false;
   int cuda_device_count = 0;
 };
 
-// Queries libtorch (CUDA availability is probed at call time).
+// libtorch lives in a separate module (libdjshard_torch.so, beside the
+// binary) that is loaded on first use, so commands that need no model pay
+// neither its start-up time nor its memory. DJSHARD_TORCH_MODULE overrides
+// the module's path.
 TorchRuntimeInfo QueryTorchRuntime();
 
 }  // namespace djshard::model

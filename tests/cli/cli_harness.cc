@@ -1,0 +1,119 @@
+#include "tests/cli/cli_harness.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "djshard/io/sha256.h"
+#include "djshard/store/job.h"
+
+namespace djshard::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+CliResult RunDjshard(const std::vector<std::string>& args, const std::string& cwd) {
+  char out_tmpl[] = "/tmp/djshard-out-XXXXXX";
+  char err_tmpl[] = "/tmp/djshard-err-XXXXXX";
+  const int out_fd = mkstemp(out_tmpl);
+  const int err_fd = mkstemp(err_tmpl);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    std::vector<char*> argv;
+    std::string bin = DJSHARD_BIN;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out_fd);
+  close(err_fd);
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Slurp(out_tmpl);
+  r.err = Slurp(err_tmpl);
+  unlink(out_tmpl);
+  unlink(err_tmpl);
+  return r;
+}
+
+void CliTest::SetUp() {
+  char tmpl[] = "/tmp/djshard-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  dir_ = tmpl;
+}
+
+void CliTest::TearDown() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string CliTest::Write(const std::string& rel, const std::string& content) const {
+  const std::string path = Path(rel);
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+std::string CliTest::Read(const std::string& rel) const { return Slurp(Path(rel)); }
+
+bool CliTest::Exists(const std::string& rel) const { return fs::exists(Path(rel)); }
+
+std::vector<std::string> CliTest::List(const std::string& rel) const {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(Path(rel))) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string CliTest::DemoRecipe(const std::string& dataset, const std::string& extra_ops) const {
+  return Write("recipe.yaml",
+               "dataset_path: " + dataset +
+                   "\nprocess:\n  - whitespace_normalization_mapper:\n"
+                   "  - text_length_filter:\n      min_len: 1\n      max_len: 10000\n" +
+                   extra_ops);
+}
+
+void CliTest::FinishAllShards(const std::string& job_dir, const std::string& hostname) const {
+  const store::JobDir job = store::JobDir::Open(job_dir);
+  for (const store::ShardEntry& s : job.manifest().shards) {
+    const std::string attempt = "attempts/" + s.id + "/0001-00000000000000000000000000000001";
+    fs::create_directories(job_dir + "/" + attempt);
+    const std::string output = attempt + "/processed.jsonl";
+    fs::copy_file(job_dir + "/" + s.path, job_dir + "/" + output);
+    const nlohmann::json done = {{"shard_id", s.id},
+                                 {"status", "done"},
+                                 {"completed_at", "2026-11-30T00:00:00.000Z"},
+                                 {"hostname", hostname},
+                                 {"pid", 4242},
+                                 {"token", "00000000000000000000000000000001"},
+                                 {"attempt_number", 1},
+                                 {"output_path", output},
+                                 {"rows", s.rows},
+                                 {"size_bytes", s.size_bytes},
+                                 {"sha256", io::Sha256OfFile(job_dir + "/" + output)}};
+    std::ofstream(job.DonePath(s.id)) << done.dump();
+  }
+}
+
+}  // namespace djshard::testing

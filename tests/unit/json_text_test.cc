@@ -1,0 +1,76 @@
+#include "djshard/io/json_text.h"
+
+#include <gtest/gtest.h>
+
+#include "djshard/common/error.h"
+
+namespace djshard::io {
+namespace {
+
+TEST(JsonText, UnescapesEscapesAndSurrogatePairs) {
+  EXPECT_EQ(UnescapeJsonString("\"a\\n\\t\\\"\\\\\\/\""), "a\n\t\"\\/");
+  EXPECT_EQ(UnescapeJsonString("\"\\u00e9\""), "\xC3\xA9");
+  EXPECT_EQ(UnescapeJsonString("\"\\ud83d\\ude00\""), "\xF0\x9F\x98\x80");
+}
+
+TEST(JsonText, EscapesOnlyWhatJsonRequires) {
+  std::string out;
+  AppendJsonString(&out, "a\"b\\c\nd\x01\xC3\xA9");
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\nd\\u0001\xC3\xA9\"");
+}
+
+TEST(JsonText, SplitsCompactObjectsAndArrays) {
+  const auto members =
+      SplitCompactObject("{\"a\":[1,{\"x\":\"]}\"}],\"b\\\"\":\"s,}\",\"c\":-1.5e3}");
+  ASSERT_EQ(members.size(), 3u);
+  EXPECT_EQ(members[0].key_literal, "\"a\"");
+  EXPECT_EQ(members[0].value, "[1,{\"x\":\"]}\"}]");
+  EXPECT_EQ(members[1].key_literal, "\"b\\\"\"");
+  EXPECT_EQ(members[1].value, "\"s,}\"");
+  EXPECT_EQ(members[2].value, "-1.5e3");
+  const auto items = SplitCompactArray("[\"a\",null,[1,2],{}]");
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_EQ(items[2], "[1,2]");
+  EXPECT_TRUE(SplitCompactObject("{}").empty());
+  EXPECT_TRUE(SplitCompactArray("[]").empty());
+}
+
+TEST(JsonText, MinifyKeepsStringsIntact) {
+  std::string out;
+  MinifyJson("{ \"a b\" : \" x  y \" ,\n \"c\" : [ 1 , 2 ] }", &out);
+  EXPECT_EQ(out, "{\"a b\":\" x  y \",\"c\":[1,2]}");
+}
+
+std::string Padded(const std::string& s) { return s + std::string(64, '\0'); }
+
+TEST(JsonLineParser, ReportsEachProblemWithFileAndLine) {
+  JsonLineParser p;
+  const struct {
+    std::string line;
+    std::string message;
+  } cases[] = {{" \t\r", "blank line"},
+               {"{\"a\":\"\xC3\"}", "invalid UTF-8"},
+               {"{\"a\":}", "invalid JSON"},
+               {"[1]", "record is not a JSON object (got array)"},
+               {"\"s\"", "record is not a JSON object (got string)"},
+               {"3", "record is not a JSON object (got number)"},
+               {"{\"a\":1} {\"b\":2}", "invalid JSON"}};
+  for (const auto& c : cases) {
+    const std::string buf = Padded(c.line);
+    try {
+      p.ParseObject(std::string_view(buf.data(), c.line.size()), "f.jsonl", 9);
+      ADD_FAILURE() << "accepted: " << c.line;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("f.jsonl:9: " + c.message, 0), 0u) << e.what();
+    }
+  }
+  const std::string ok = Padded("{\"a\":null,\"b\":1}");
+  p.ParseObject(std::string_view(ok.data(), 16), "f.jsonl", 1);
+  EXPECT_TRUE(p.Has("a"));
+  EXPECT_FALSE(p.HasNonNull("a"));
+  EXPECT_TRUE(p.HasNonNull("b"));
+  EXPECT_FALSE(p.Has("c"));
+}
+
+}  // namespace
+}  // namespace djshard::io

@@ -7,6 +7,7 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(simdjson CONFIG REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
 
 # zstd ships a CMake config on Debian; fall back to pkg-config elsewhere.
 find_package(zstd CONFIG QUIET)
@@ -15,10 +16,11 @@ if(TARGET zstd::libzstd_shared)
 elseif(TARGET zstd::libzstd_static)
   set(DJSHARD_ZSTD_TARGET zstd::libzstd_static)
 else()
-  find_package(PkgConfig REQUIRED)
   pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
   set(DJSHARD_ZSTD_TARGET PkgConfig::ZSTD)
 endif()
+
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
 # libtorch: Debian's CPU build by default. A CUDA-enabled libtorch is used
 # instead when its prefix comes first in CMAKE_PREFIX_PATH, for example

@@ -108,7 +108,10 @@ size_t SkipValue(std::string_view s, size_t pos) {
     return s.size();
   }
   size_t i = pos;
-  while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']') ++i;
+  while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\t' &&
+         s[i] != '\n' && s[i] != '\r') {
+    ++i;
+  }
   return i;
 }
 
@@ -172,29 +175,46 @@ void MinifyJson(std::string_view json, std::string* out) {
   out->resize(len);
 }
 
-std::vector<JsonMember> SplitCompactObject(std::string_view object) {
+namespace {
+size_t SkipSpace(std::string_view s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  return i;
+}
+}  // namespace
+
+std::vector<JsonMember> SplitObject(std::string_view object) {
   std::vector<JsonMember> members;
-  size_t i = 1;  // after '{'
+  size_t i = SkipSpace(object, SkipSpace(object, 0) + 1);  // after '{'
   while (i < object.size() && object[i] != '}') {
     const size_t key_end = SkipString(object, i);
     const std::string_view key = object.substr(i, key_end - i);
-    const size_t value_begin = key_end + 1;  // after ':'
+    const size_t value_begin = SkipSpace(object, SkipSpace(object, key_end) + 1);  // after ':'
     const size_t value_end = SkipValue(object, value_begin);
-    members.push_back({key, object.substr(value_begin, value_end - value_begin)});
-    i = value_end;
-    if (i < object.size() && object[i] == ',') ++i;
+    size_t trimmed = value_end;
+    while (trimmed > value_begin && (object[trimmed - 1] == ' ' || object[trimmed - 1] == '\t' ||
+                                     object[trimmed - 1] == '\n' || object[trimmed - 1] == '\r')) {
+      --trimmed;
+    }
+    members.push_back({key, object.substr(value_begin, trimmed - value_begin)});
+    i = SkipSpace(object, value_end);
+    if (i < object.size() && object[i] == ',') i = SkipSpace(object, i + 1);
   }
   return members;
 }
 
-std::vector<std::string_view> SplitCompactArray(std::string_view array) {
+std::vector<std::string_view> SplitArray(std::string_view array) {
   std::vector<std::string_view> items;
-  size_t i = 1;  // after '['
+  size_t i = SkipSpace(array, SkipSpace(array, 0) + 1);  // after '['
   while (i < array.size() && array[i] != ']') {
     const size_t end = SkipValue(array, i);
-    items.push_back(array.substr(i, end - i));
-    i = end;
-    if (i < array.size() && array[i] == ',') ++i;
+    size_t trimmed = end;
+    while (trimmed > i && (array[trimmed - 1] == ' ' || array[trimmed - 1] == '\t' ||
+                           array[trimmed - 1] == '\n' || array[trimmed - 1] == '\r')) {
+      --trimmed;
+    }
+    items.push_back(array.substr(i, trimmed - i));
+    i = SkipSpace(array, end);
+    if (i < array.size() && array[i] == ',') i = SkipSpace(array, i + 1);
   }
   return items;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "src/ops/builtin.h"
 #include "src/ops/catalogue.h"
 
 namespace djshard::ops {
@@ -27,10 +28,25 @@ const char* OpKindName(OpKind kind) {
 Registry::Registry() {
   for (size_t i = 0; i < kCatalogueSize; ++i) {
     const CatalogueEntry& e = kCatalogue[i];
-    operators_.push_back({e.name, e.kind, e.accelerator, /*implemented=*/false});
+    OperatorInfo info;
+    info.name = e.name;
+    info.kind = e.kind;
+    info.accelerator = e.accelerator;
+    info.implemented = false;
+    operators_.push_back(std::move(info));
   }
   std::sort(operators_.begin(), operators_.end(),
             [](const OperatorInfo& a, const OperatorInfo& b) { return a.name < b.name; });
+  for (const BuiltinOperator& b : BuiltinOperators()) {
+    auto it =
+        std::lower_bound(operators_.begin(), operators_.end(), b.name,
+                         [](const OperatorInfo& op, const std::string& n) { return op.name < n; });
+    if (it == operators_.end() || it->name != b.name) continue;  // not in the catalogue
+    it->implemented = true;
+    it->factory = b.factory;
+    it->summary = b.summary;
+    it->args = b.args;
+  }
 }
 
 const Registry& Registry::Global() {

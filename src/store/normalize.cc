@@ -48,7 +48,7 @@ void RecordNormalizer::Normalize(std::string_view line, uint64_t global_row,
 
 void RecordNormalizer::Rebuild(uint64_t global_row, const std::string& file, uint64_t line_no,
                                std::string* out) {
-  const std::vector<io::JsonMember> members = io::SplitCompactObject(compact_);
+  const std::vector<io::JsonMember> members = io::SplitObject(compact_);
   std::vector<bool> index_present(index_keys_.size(), false);
   std::vector<std::string> seen_media;
   out->clear();
@@ -78,7 +78,7 @@ void RecordNormalizer::Rebuild(uint64_t global_row, const std::string& file, uin
     }
     out->push_back('[');
     bool first_item = true;
-    for (std::string_view item : io::SplitCompactArray(m.value)) {
+    for (std::string_view item : io::SplitArray(m.value)) {
       if (item.empty() || item[0] != '"') {
         throw Error(file, line_no, "media field '" + key + "' must be a list of strings",
                     "found a non-string item " + std::string(item.substr(0, 40)));

@@ -20,19 +20,18 @@ TEST(JsonText, EscapesOnlyWhatJsonRequires) {
 }
 
 TEST(JsonText, SplitsCompactObjectsAndArrays) {
-  const auto members =
-      SplitCompactObject("{\"a\":[1,{\"x\":\"]}\"}],\"b\\\"\":\"s,}\",\"c\":-1.5e3}");
+  const auto members = SplitObject("{\"a\":[1,{\"x\":\"]}\"}],\"b\\\"\":\"s,}\",\"c\":-1.5e3}");
   ASSERT_EQ(members.size(), 3u);
   EXPECT_EQ(members[0].key_literal, "\"a\"");
   EXPECT_EQ(members[0].value, "[1,{\"x\":\"]}\"}]");
   EXPECT_EQ(members[1].key_literal, "\"b\\\"\"");
   EXPECT_EQ(members[1].value, "\"s,}\"");
   EXPECT_EQ(members[2].value, "-1.5e3");
-  const auto items = SplitCompactArray("[\"a\",null,[1,2],{}]");
+  const auto items = SplitArray("[\"a\",null,[1,2],{}]");
   ASSERT_EQ(items.size(), 4u);
   EXPECT_EQ(items[2], "[1,2]");
-  EXPECT_TRUE(SplitCompactObject("{}").empty());
-  EXPECT_TRUE(SplitCompactArray("[]").empty());
+  EXPECT_TRUE(SplitObject("{}").empty());
+  EXPECT_TRUE(SplitArray("[]").empty());
 }
 
 TEST(JsonText, MinifyKeepsStringsIntact) {

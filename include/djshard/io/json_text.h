@@ -19,17 +19,17 @@ std::string UnescapeJsonString(std::string_view literal);
 // their exact text; the result replaces *out.
 void MinifyJson(std::string_view json, std::string* out);
 
-// One top-level member of a compact JSON object: its key literal (with quotes,
-// as written) and the raw text of its value.
+// One top-level member of a JSON object: its key literal (with quotes, as
+// written) and the raw text of its value (without surrounding whitespace).
 struct JsonMember {
   std::string_view key_literal;
   std::string_view value;
 };
 
-// Splits a compact, valid JSON object into its members, in order.
-std::vector<JsonMember> SplitCompactObject(std::string_view object);
-// Splits a compact, valid JSON array into the raw text of its items.
-std::vector<std::string_view> SplitCompactArray(std::string_view array);
+// Splits a valid JSON object into its members, in order.
+std::vector<JsonMember> SplitObject(std::string_view object);
+// Splits a valid JSON array into the raw text of its items.
+std::vector<std::string_view> SplitArray(std::string_view array);
 
 // Validates lines of JSONL. One parser is reused across lines (not thread-safe).
 class JsonLineParser {

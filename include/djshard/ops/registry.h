@@ -1,10 +1,28 @@
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+namespace djshard::recipe {
+struct OperatorSpec;
+}
+
 namespace djshard::ops {
+
+class Operator;
+
+// Builds a configured operator; `text_key` is the recipe's default.
+using OperatorFactory = std::unique_ptr<Operator> (*)(const recipe::OperatorSpec& spec,
+                                                      const std::string& text_key);
+
+// One argument of an operator, for `djshard ops`.
+struct ArgDoc {
+  std::string name;
+  std::string default_value;
+  std::string doc;
+};
 
 // Data-Juicer's operator kinds. Only mappers and filters are shard-safe.
 enum class OpKind { kMapper, kFilter, kDeduplicator, kSelector, kGrouper, kAggregator };
@@ -14,8 +32,11 @@ const char* OpKindName(OpKind kind);
 struct OperatorInfo {
   std::string name;
   OpKind kind;
-  std::string accelerator;  // "cpu" or "cuda", Data-Juicer's default placement
-  bool implemented;         // djshard can run it
+  std::string accelerator;            // "cpu" or "cuda", Data-Juicer's default placement
+  bool implemented;                   // djshard can run it
+  OperatorFactory factory = nullptr;  // set when implemented
+  std::string summary;                // what it does, when implemented
+  std::vector<ArgDoc> args;           // its own arguments, when implemented
 };
 
 // Every operator of Data-Juicer's catalogue, by name, with whether djshard

@@ -1,0 +1,61 @@
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "djshard/io/record.h"
+
+namespace djshard::ops {
+
+inline constexpr const char* kStatsKey = "__dj__stats__";
+inline constexpr const char* kMetaKey = "__dj__meta__";
+
+// An operator's failure on one record (missing field, wrong type, regex
+// limit). The executor drops the record and reports the message.
+class OpError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What an operator sees of one record: decoded text fields, the stats of
+// Data-Juicer's __dj__stats__, and nested fields by dotted path. Changes are
+// kept here and written into the record by Commit().
+class Sample {
+ public:
+  explicit Sample(io::Record* record) : record_(record) {}
+
+  // The decoded string at top-level `key`. Throws OpError when it is missing
+  // or not a string.
+  const std::string& Text(const std::string& key);
+  void SetText(const std::string& key, std::string value);
+
+  // The raw JSON of a stat, nullopt when absent (existing stats of the input
+  // count: Data-Juicer reuses them).
+  std::optional<std::string_view> Stat(std::string_view key);
+  // Sets a stat to raw JSON text.
+  void SetStat(std::string_view key, std::string raw_json);
+  // A numeric stat as double; throws OpError when it is not a number.
+  double StatNumber(std::string_view key);
+
+  // Raw JSON of a field by dotted path ("meta.lang"); nullopt when any part is
+  // missing or a parent is not an object.
+  std::optional<std::string> Field(std::string_view dotted_path) const;
+
+  // Writes changed text fields and, when `write_stats`, the stats into the record.
+  void Commit(bool write_stats);
+
+ private:
+  void LoadStats();
+
+  io::Record* record_;
+  std::vector<std::pair<std::string, std::string>> texts_;  // key -> decoded
+  std::vector<bool> text_changed_;
+  std::vector<std::pair<std::string, std::string>> stats_;  // key -> raw JSON
+  bool stats_loaded_ = false;
+};
+
+}  // namespace djshard::ops

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "djshard/ops/operator.h"
+#include "djshard/ops/registry.h"
+
+namespace djshard::ops {
+
+// An operator implemented by djshard, as the registry lists it.
+struct BuiltinOperator {
+  std::string name;
+  OperatorFactory factory;
+  std::string summary;
+  std::vector<ArgDoc> args;
+};
+
+const std::vector<BuiltinOperator>& BuiltinOperators();
+
+// Factories, one per operator, defined in the operator's file.
+#define DJSHARD_DECLARE_FACTORY(fn) \
+  std::unique_ptr<Operator> fn(const recipe::OperatorSpec& spec, const std::string& text_key)
+DJSHARD_DECLARE_FACTORY(MakeWhitespaceNormalizationMapper);
+DJSHARD_DECLARE_FACTORY(MakePunctuationNormalizationMapper);
+DJSHARD_DECLARE_FACTORY(MakeCleanEmailMapper);
+DJSHARD_DECLARE_FACTORY(MakeCleanLinksMapper);
+DJSHARD_DECLARE_FACTORY(MakeRemoveSpecificCharsMapper);
+DJSHARD_DECLARE_FACTORY(MakeCleanCopyrightMapper);
+DJSHARD_DECLARE_FACTORY(MakeRemoveLongWordsMapper);
+DJSHARD_DECLARE_FACTORY(MakeRemoveRepeatSentencesMapper);
+DJSHARD_DECLARE_FACTORY(MakeTextLengthFilter);
+DJSHARD_DECLARE_FACTORY(MakeAverageLineLengthFilter);
+DJSHARD_DECLARE_FACTORY(MakeMaximumLineLengthFilter);
+DJSHARD_DECLARE_FACTORY(MakeWordsNumFilter);
+DJSHARD_DECLARE_FACTORY(MakeWordRepetitionFilter);
+DJSHARD_DECLARE_FACTORY(MakeAlphanumericFilter);
+DJSHARD_DECLARE_FACTORY(MakeCharacterRepetitionFilter);
+DJSHARD_DECLARE_FACTORY(MakeSpecialCharactersFilter);
+DJSHARD_DECLARE_FACTORY(MakeSuffixFilter);
+DJSHARD_DECLARE_FACTORY(MakeSpecifiedFieldFilter);
+DJSHARD_DECLARE_FACTORY(MakeSpecifiedNumericFieldFilter);
+#undef DJSHARD_DECLARE_FACTORY
+
+// Helpers shared by filters that write one numeric stat.
+std::string IntStat(int64_t v);
+std::string FloatStat(double v);
+
+}  // namespace djshard::ops

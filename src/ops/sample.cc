@@ -1,0 +1,122 @@
+#include "djshard/ops/sample.h"
+
+#include <cstdlib>
+
+#include "djshard/io/json_text.h"
+
+namespace djshard::ops {
+
+const std::string& Sample::Text(const std::string& key) {
+  for (const auto& [k, v] : texts_) {
+    if (k == key) return v;
+  }
+  const std::optional<std::string_view> raw = record_->Find(key);
+  if (!raw) throw OpError("field '" + key + "' not found");
+  if (raw->empty() || raw->front() != '"') throw OpError("field '" + key + "' is not a string");
+  std::string decoded = raw->find('\\') == std::string_view::npos
+                            ? std::string(raw->substr(1, raw->size() - 2))
+                            : io::UnescapeJsonString(*raw);
+  texts_.emplace_back(key, std::move(decoded));
+  text_changed_.push_back(false);
+  return texts_.back().second;
+}
+
+void Sample::SetText(const std::string& key, std::string value) {
+  for (size_t i = 0; i < texts_.size(); ++i) {
+    if (texts_[i].first == key) {
+      if (texts_[i].second != value) text_changed_[i] = true;
+      texts_[i].second = std::move(value);
+      return;
+    }
+  }
+  texts_.emplace_back(key, std::move(value));
+  text_changed_.push_back(true);
+}
+
+void Sample::LoadStats() {
+  stats_loaded_ = true;
+  const std::optional<std::string_view> raw = record_->Find(kStatsKey);
+  if (!raw || raw->empty() || raw->front() != '{') return;
+  for (const io::JsonMember& m : io::SplitObject(*raw)) {
+    stats_.emplace_back(io::UnescapeJsonString(m.key_literal), std::string(m.value));
+  }
+}
+
+std::optional<std::string_view> Sample::Stat(std::string_view key) {
+  if (!stats_loaded_) LoadStats();
+  for (const auto& [k, v] : stats_) {
+    if (k == key) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+void Sample::SetStat(std::string_view key, std::string raw_json) {
+  if (!stats_loaded_) LoadStats();
+  for (auto& [k, v] : stats_) {
+    if (k == key) {
+      v = std::move(raw_json);
+      return;
+    }
+  }
+  stats_.emplace_back(std::string(key), std::move(raw_json));
+}
+
+double Sample::StatNumber(std::string_view key) {
+  const std::optional<std::string_view> raw = Stat(key);
+  if (!raw) throw OpError("stat '" + std::string(key) + "' is missing");
+  const std::string text(*raw);
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size()) {
+    throw OpError("stat '" + std::string(key) + "' is not a number: " + text.substr(0, 40));
+  }
+  return v;
+}
+
+std::optional<std::string> Sample::Field(std::string_view dotted_path) const {
+  size_t dot = dotted_path.find('.');
+  const std::string_view head = dotted_path.substr(0, dot);
+  std::optional<std::string_view> raw = record_->Find(head);
+  if (!raw) return std::nullopt;
+  std::string_view current = *raw;
+  while (dot != std::string_view::npos) {
+    const size_t next = dotted_path.find('.', dot + 1);
+    const std::string_view part = dotted_path.substr(
+        dot + 1, next == std::string_view::npos ? std::string_view::npos : next - dot - 1);
+    if (current.empty() || current.front() != '{') return std::nullopt;
+    bool found = false;
+    for (const io::JsonMember& m : io::SplitObject(current)) {
+      if (io::UnescapeJsonString(m.key_literal) == part) {
+        current = m.value;
+        found = true;
+        break;
+      }
+    }
+    if (!found) return std::nullopt;
+    dot = next;
+  }
+  return std::string(current);
+}
+
+void Sample::Commit(bool write_stats) {
+  for (size_t i = 0; i < texts_.size(); ++i) {
+    if (!text_changed_[i]) continue;
+    std::string raw;
+    raw.reserve(texts_[i].second.size() + 16);
+    io::AppendJsonString(&raw, texts_[i].second);
+    record_->Set(texts_[i].first, std::move(raw));
+  }
+  if (!write_stats) return;
+  if (!stats_loaded_) LoadStats();
+  std::string raw = "{";
+  for (const auto& [k, v] : stats_) {
+    if (raw.size() > 1) raw.push_back(',');
+    io::AppendJsonString(&raw, k);
+    raw.push_back(':');
+    raw.append(v);
+  }
+  raw.push_back('}');
+  record_->Set(kStatsKey, std::move(raw));
+}
+
+}  // namespace djshard::ops

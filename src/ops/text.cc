@@ -1,0 +1,228 @@
+#include "djshard/ops/text.h"
+
+#include <algorithm>
+#include <bitset>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "src/ops/unicode_tables.h"
+
+namespace djshard::ops::text {
+
+namespace {
+
+// A code point set: a bitmap for the Basic Multilingual Plane, ranges beyond.
+class CodePointSet {
+ public:
+  CodePointSet(const unicode::CodePointRange* ranges, size_t size) : ranges_(ranges), size_(size) {
+    for (size_t i = 0; i < size; ++i) {
+      for (uint32_t cp = ranges[i].lo; cp <= ranges[i].hi && cp < 0x10000; ++cp) bmp_.set(cp);
+    }
+  }
+  bool Contains(uint32_t cp) const {
+    if (cp < 0x10000) return bmp_.test(cp);
+    const unicode::CodePointRange* end = ranges_ + size_;
+    const auto* it =
+        std::upper_bound(ranges_, end, cp, [](uint32_t c, const auto& r) { return c < r.lo; });
+    return it != ranges_ && cp <= (it - 1)->hi;
+  }
+
+ private:
+  std::bitset<0x10000> bmp_;
+  const unicode::CodePointRange* ranges_;
+  size_t size_;
+};
+
+const CodePointSet& AlnumSet() {
+  static const CodePointSet set(unicode::kAlnum, unicode::kAlnumSize);
+  return set;
+}
+const CodePointSet& SpaceSet() {
+  static const CodePointSet set(unicode::kSpace, unicode::kSpaceSize);
+  return set;
+}
+const CodePointSet& SpecialSet() {
+  static const CodePointSet set(unicode::kSpecial, unicode::kSpecialSize);
+  return set;
+}
+
+bool IsLineBreak(uint32_t cp) {
+  return cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C || cp == 0x1D ||
+         cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+}
+
+}  // namespace
+
+void AppendUtf8(std::string* out, uint32_t cp) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+size_t CodePointCount(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+bool IsAlnum(uint32_t cp) { return AlnumSet().Contains(cp); }
+bool IsSpace(uint32_t cp) { return SpaceSet().Contains(cp); }
+bool IsSpecial(uint32_t cp) { return SpecialSet().Contains(cp); }
+
+std::string Lower(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));
+      ++i;
+      continue;
+    }
+    const uint32_t cp = NextCodePoint(s, &i);
+    const unicode::LowerMapping* end = unicode::kLower + unicode::kLowerSize;
+    const auto* it =
+        std::lower_bound(unicode::kLower, end, cp,
+                         [](const unicode::LowerMapping& m, uint32_t c) { return m.cp < c; });
+    if (it != end && it->cp == cp) {
+      AppendUtf8(&out, it->lower[0]);
+      if (it->lower[1] != 0) AppendUtf8(&out, it->lower[1]);
+    } else {
+      AppendUtf8(&out, cp);
+    }
+  }
+  return out;
+}
+
+std::string_view Strip(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    size_t next = begin;
+    if (!IsSpace(NextCodePoint(s, &next))) break;
+    begin = next;
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    size_t probe = start;
+    if (!IsSpace(NextCodePoint(s, &probe))) break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
+std::vector<std::string_view> SplitLines(std::string_view s) {
+  std::vector<std::string_view> lines;
+  size_t line_start = 0, i = 0;
+  while (i < s.size()) {
+    const size_t at = i;
+    const uint32_t cp = NextCodePoint(s, &i);
+    if (!IsLineBreak(cp)) continue;
+    lines.push_back(s.substr(line_start, at - line_start));
+    if (cp == '\r' && i < s.size() && s[i] == '\n') ++i;
+    line_start = i;
+  }
+  if (line_start < s.size()) lines.push_back(s.substr(line_start));
+  return lines;
+}
+
+std::vector<std::string_view> SplitWords(std::string_view s) {
+  std::vector<std::string_view> words;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == ' ' || s[i] == '\n' || s[i] == '\t') {
+      if (i > start) words.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return words;
+}
+
+std::string_view StripSpecial(std::string_view w) {
+  size_t begin = 0;
+  while (begin < w.size()) {
+    size_t next = begin;
+    if (!IsSpecial(NextCodePoint(w, &next))) break;
+    begin = next;
+  }
+  size_t end = w.size();
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<unsigned char>(w[start]) & 0xC0) == 0x80) --start;
+    size_t probe = start;
+    if (!IsSpecial(NextCodePoint(w, &probe))) break;
+    end = start;
+  }
+  return w.substr(begin, end - begin);
+}
+
+void AppendPythonFloat(std::string* out, double v) {
+  if (std::isnan(v)) {
+    out->append("NaN");
+    return;
+  }
+  if (std::isinf(v)) {
+    out->append(v > 0 ? "Infinity" : "-Infinity");
+    return;
+  }
+  // Shortest round-trip digits, then Python's repr layout: fixed notation for
+  // exponents in [-4, 16), scientific ("1e-05", "1.5e+16") otherwise.
+  char sci[64];
+  const auto res = std::to_chars(sci, sci + sizeof sci, v, std::chars_format::scientific);
+  std::string_view s(sci, res.ptr - sci);
+  bool negative = false;
+  if (s[0] == '-') {
+    negative = true;
+    s.remove_prefix(1);
+  }
+  const size_t e_pos = s.find('e');
+  std::string digits;
+  for (char c : s.substr(0, e_pos)) {
+    if (c != '.') digits.push_back(c);
+  }
+  int exp = std::atoi(std::string(s.substr(e_pos + 1)).c_str());
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  if (negative) out->push_back('-');
+  const int n = static_cast<int>(digits.size());
+  if (exp >= -4 && exp < 16) {
+    if (exp < 0) {
+      out->append("0.");
+      out->append(static_cast<size_t>(-exp - 1), '0');
+      out->append(digits);
+    } else if (exp + 1 >= n) {
+      out->append(digits);
+      out->append(static_cast<size_t>(exp + 1 - n), '0');
+      out->append(".0");
+    } else {
+      out->append(digits, 0, exp + 1);
+      out->push_back('.');
+      out->append(digits, exp + 1);
+    }
+    return;
+  }
+  out->push_back(digits[0]);
+  if (n > 1) {
+    out->push_back('.');
+    out->append(digits, 1);
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+  out->append(buf);
+}
+
+}  // namespace djshard::ops::text

@@ -13,5 +13,7 @@ void AddRetryCommand(CLI::App& app, int* exit_code);
 void AddMergeCommand(CLI::App& app, int* exit_code);
 void AddVerifyCommand(CLI::App& app, int* exit_code);
 void AddVersionCommand(CLI::App& app, int* exit_code);
+void AddRunCommand(CLI::App& app, int* exit_code);
+void AddOpsCommand(CLI::App& app, int* exit_code);
 
 }  // namespace djshard::cli

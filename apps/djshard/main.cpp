@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   djshard::cli::AddRetryCommand(app, &exit_code);
   djshard::cli::AddMergeCommand(app, &exit_code);
   djshard::cli::AddVerifyCommand(app, &exit_code);
+  djshard::cli::AddRunCommand(app, &exit_code);
+  djshard::cli::AddOpsCommand(app, &exit_code);
   djshard::cli::AddVersionCommand(app, &exit_code);
 
   djshard::InstallStopHandlers();

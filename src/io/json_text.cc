@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
@@ -13,10 +14,27 @@ namespace djshard::io {
 static_assert(LineReader::kPadding >= simdjson::SIMDJSON_PADDING,
               "LineReader must pad lines for simdjson");
 
+namespace {
+// Bytes that JSON strings must escape: '"', '\\' and control characters.
+struct EscapeTable {
+  bool needs[256] = {};
+  EscapeTable() {
+    for (int c = 0; c < 0x20; ++c) needs[c] = true;
+    needs[static_cast<unsigned char>('"')] = true;
+    needs[static_cast<unsigned char>('\\')] = true;
+  }
+};
+const EscapeTable kEscape;
+}  // namespace
+
 void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
-  for (char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (!kEscape.needs[c]) continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -39,16 +57,14 @@ void AppendJsonString(std::string* out, std::string_view s) {
       case '\f':
         out->append("\\f");
         break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out->append(buf);
-        } else {
-          out->push_back(ch);
-        }
+      default: {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out->append(buf);
+      }
     }
   }
+  out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 
@@ -80,12 +96,16 @@ void AppendUtf8(std::string* out, uint32_t cp) {
 
 // Index one past the closing quote of the string literal starting at `pos`.
 size_t SkipString(std::string_view s, size_t pos) {
-  for (size_t i = pos + 1; i < s.size(); ++i) {
-    if (s[i] == '\\') {
-      ++i;
-    } else if (s[i] == '"') {
-      return i + 1;
-    }
+  size_t i = pos + 1;
+  while (i < s.size()) {
+    const void* q = std::memchr(s.data() + i, '"', s.size() - i);
+    if (q == nullptr) return s.size();
+    const size_t at = static_cast<const char*>(q) - s.data();
+    // The quote ends the string unless an odd number of backslashes precede it.
+    size_t backslashes = 0;
+    while (at - backslashes > pos + 1 && s[at - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return at + 1;
+    i = at + 1;
   }
   return s.size();
 }
@@ -121,11 +141,12 @@ std::string UnescapeJsonString(std::string_view literal) {
   std::string out;
   out.reserve(literal.size());
   for (size_t i = 1; i + 1 < literal.size(); ++i) {
-    const char c = literal[i];
-    if (c != '\\') {
-      out.push_back(c);
-      continue;
-    }
+    const size_t end = literal.size() - 1;
+    const void* bs = std::memchr(literal.data() + i, '\\', end - i);
+    const size_t run_end = bs ? static_cast<const char*>(bs) - literal.data() : end;
+    out.append(literal.data() + i, run_end - i);
+    i = run_end;
+    if (i >= end) break;
     const char e = literal[++i];
     switch (e) {
       case 'n':
@@ -276,6 +297,13 @@ void JsonLineParser::ParseObject(std::string_view line, const std::string& file,
 bool JsonLineParser::Has(std::string_view key) const {
   simdjson::dom::element value;
   return state_->object.at_key(key).get(value) == simdjson::SUCCESS;
+}
+
+bool JsonLineParser::GetString(std::string_view key, std::string* out) const {
+  std::string_view value;
+  if (state_->object.at_key(key).get_string().get(value) != simdjson::SUCCESS) return false;
+  out->assign(value);
+  return true;
 }
 
 bool JsonLineParser::HasNonNull(std::string_view key) const {

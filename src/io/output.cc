@@ -79,3 +79,98 @@ void AtomicFileWriter::Commit() {
 }
 
 }  // namespace djshard::io
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <vector>
+
+namespace djshard::io {
+
+struct OutputStream::Codec {
+  enum Kind { kGzip, kZstd } kind;
+  z_stream zs{};
+  ZSTD_CCtx* zstd = nullptr;
+  std::vector<char> buf = std::vector<char>(1 << 20);
+  ~Codec() {
+    if (kind == kGzip) deflateEnd(&zs);
+    ZSTD_freeCCtx(zstd);
+  }
+};
+
+OutputStream::OutputStream(std::string path, bool overwrite) : file_(path, overwrite) {
+  if (EndsWithIgnoreCase(path, ".gz")) {
+    codec_ = std::make_unique<Codec>();
+    codec_->kind = Codec::kGzip;
+    // 15 + 16: a gzip header and trailer, as gzip(1) writes.
+    if (deflateInit2(&codec_->zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+      throw Error(path, 0, "zlib: cannot initialise compression");
+    }
+  } else if (EndsWithIgnoreCase(path, ".zst")) {
+    codec_ = std::make_unique<Codec>();
+    codec_->kind = Codec::kZstd;
+    codec_->zstd = ZSTD_createCCtx();
+    if (codec_->zstd == nullptr) throw Error(path, 0, "zstd: cannot initialise compression");
+    ZSTD_CCtx_setParameter(codec_->zstd, ZSTD_c_compressionLevel, 3);
+  }
+}
+
+OutputStream::~OutputStream() = default;
+
+void OutputStream::Append(std::string_view bytes) {
+  bytes_in_ += bytes.size();
+  if (!codec_) {
+    file_.Append(bytes);
+    return;
+  }
+  Codec& c = *codec_;
+  if (c.kind == Codec::kGzip) {
+    c.zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+    c.zs.avail_in = static_cast<uInt>(bytes.size());
+    while (c.zs.avail_in > 0) {
+      c.zs.next_out = reinterpret_cast<Bytef*>(c.buf.data());
+      c.zs.avail_out = static_cast<uInt>(c.buf.size());
+      deflate(&c.zs, Z_NO_FLUSH);
+      file_.Append(std::string_view(c.buf.data(), c.buf.size() - c.zs.avail_out));
+    }
+    return;
+  }
+  ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+  while (in.pos < in.size) {
+    ZSTD_outBuffer out{c.buf.data(), c.buf.size(), 0};
+    const size_t rc = ZSTD_compressStream2(c.zstd, &out, &in, ZSTD_e_continue);
+    if (ZSTD_isError(rc))
+      throw Error(file_.path(), 0, std::string("zstd: ") + ZSTD_getErrorName(rc));
+    file_.Append(std::string_view(c.buf.data(), out.pos));
+  }
+}
+
+void OutputStream::Commit() {
+  if (codec_) {
+    Codec& c = *codec_;
+    if (c.kind == Codec::kGzip) {
+      int rc = Z_OK;
+      c.zs.avail_in = 0;
+      while (rc != Z_STREAM_END) {
+        c.zs.next_out = reinterpret_cast<Bytef*>(c.buf.data());
+        c.zs.avail_out = static_cast<uInt>(c.buf.size());
+        rc = deflate(&c.zs, Z_FINISH);
+        file_.Append(std::string_view(c.buf.data(), c.buf.size() - c.zs.avail_out));
+      }
+    } else {
+      ZSTD_inBuffer in{nullptr, 0, 0};
+      size_t remaining = 1;
+      while (remaining != 0) {
+        ZSTD_outBuffer out{c.buf.data(), c.buf.size(), 0};
+        remaining = ZSTD_compressStream2(c.zstd, &out, &in, ZSTD_e_end);
+        if (ZSTD_isError(remaining)) {
+          throw Error(file_.path(), 0, std::string("zstd: ") + ZSTD_getErrorName(remaining));
+        }
+        file_.Append(std::string_view(c.buf.data(), out.pos));
+      }
+    }
+  }
+  file_.Commit();
+}
+
+}  // namespace djshard::io

@@ -9,7 +9,12 @@ bool HasEscape(std::string_view literal) { return literal.find('\\') != std::str
 }  // namespace
 
 void Record::Assign(std::string_view line) {
-  line_.assign(line);
+  owned_.assign(line);
+  AssignView(owned_);
+}
+
+void Record::AssignView(std::string_view line) {
+  line_ = line;
   members_.clear();
   replacements_.clear();
   appended_.clear();

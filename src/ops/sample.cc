@@ -21,6 +21,11 @@ const std::string& Sample::Text(const std::string& key) {
   return texts_.back().second;
 }
 
+void Sample::PreloadText(const std::string& key, std::string value) {
+  texts_.emplace_back(key, std::move(value));
+  text_changed_.push_back(false);
+}
+
 void Sample::SetText(const std::string& key, std::string value) {
   for (size_t i = 0; i < texts_.size(); ++i) {
     if (texts_[i].first == key) {

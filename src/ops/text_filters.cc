@@ -4,9 +4,9 @@
 // special_characters_filter.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string_view>
-#include <unordered_map>
 
 #include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
@@ -96,9 +96,78 @@ class WordsNumFilter : public StatFilter {
   }
 };
 
-// Hash of a string_view for n-gram counting.
-struct ViewHash {
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+// Hash of a byte range, 8 bytes at a time.
+uint64_t HashBytes(const char* p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ (w * 0xFF51AFD7ED558CCDull)) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, p, n);
+  h = (h ^ (w * 0xFF51AFD7ED558CCDull)) * 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 32);
+}
+
+// Counts keys of one text in an open-addressing table reused across texts
+// (one per thread). A key is (begin, length) into a sequence of T; equal
+// hashes are confirmed by comparing the elements, so counts are exact.
+template <typename T>
+class NGramCounter {
+ public:
+  struct Slot {
+    uint64_t hash;
+    const T* begin;
+    uint32_t length;
+    uint32_t count;  // 0: empty
+    uint32_t id;     // index among distinct keys, in order of first appearance
+  };
+
+  void Reset(size_t keys) {
+    size_t cap = 16;
+    while (cap < keys * 2) cap *= 2;
+    if (slots_.size() < cap || slots_.size() > cap * 8)
+      slots_.assign(cap, Slot{});
+    else
+      std::fill(slots_.begin(), slots_.begin() + cap, Slot{});
+    mask_ = cap - 1;
+    used_ = 0;
+  }
+
+  // Adds one occurrence; returns the key's index among distinct keys.
+  uint32_t Add(uint64_t hash, const T* begin, uint32_t length) {
+    size_t i = hash & mask_;
+    for (;;) {
+      Slot& slot = slots_[i];
+      if (slot.count == 0) {
+        slot = Slot{hash, begin, length, 1, static_cast<uint32_t>(used_)};
+        order_[used_] = static_cast<uint32_t>(i);
+        return static_cast<uint32_t>(used_++);
+      }
+      if (slot.hash == hash && slot.length == length &&
+          std::equal(begin, begin + length, slot.begin)) {
+        ++slot.count;
+        return slot.id;
+      }
+      i = (i + 1) & mask_;
+    }
+  }
+
+  void ReserveOrder(size_t keys) {
+    if (order_.size() < keys) order_.resize(keys);
+  }
+  size_t distinct() const { return used_; }
+  uint32_t CountAt(size_t k) const { return slots_[order_[k]].count; }
+
+ private:
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> order_;
+  size_t mask_ = 0;
+  size_t used_ = 0;
 };
 
 class WordRepetitionFilter : public StatFilter {
@@ -114,29 +183,37 @@ class WordRepetitionFilter : public StatFilter {
     // Words lower-cased, then stripped of special characters; the ratio of
     // word n-grams whose n-gram occurs more than once.
     const std::string lowered = text::Lower(text);
-    std::vector<std::string_view> words;
+    thread_local std::vector<std::string_view> words;
+    words.clear();
     for (std::string_view w : text::SplitWords(lowered)) {
       const std::string_view s = text::StripSpecial(w);
       if (!s.empty()) words.push_back(s);
     }
     const int64_t total = static_cast<int64_t>(words.size()) - n_ + 1;
     if (total <= 0) return FloatStat(0.0);
-    // Each n-gram becomes its words joined by ' ' (words never contain ' ').
-    std::vector<std::string> grams;
-    grams.reserve(static_cast<size_t>(total));
-    std::unordered_map<std::string_view, int64_t, ViewHash> counts;
-    counts.reserve(static_cast<size_t>(total) * 2);
-    for (int64_t i = 0; i < total; ++i) {
-      std::string g;
-      for (int64_t k = 0; k < n_; ++k) {
-        if (k) g.push_back(' ');
-        g.append(words[i + k]);
-      }
-      grams.push_back(std::move(g));
+    // Words become ids (equal words, equal ids); n-grams are runs of ids.
+    thread_local NGramCounter<char> word_table;
+    thread_local std::vector<uint32_t> ids;
+    thread_local std::vector<uint64_t> id_hash;
+    word_table.Reset(words.size());
+    word_table.ReserveOrder(words.size());
+    ids.resize(words.size());
+    for (size_t i = 0; i < words.size(); ++i) {
+      const std::string_view w = words[i];
+      const uint64_t h = HashBytes(w.data(), w.size());
+      ids[i] = word_table.Add(h, w.data(), static_cast<uint32_t>(w.size()));
     }
-    for (const std::string& g : grams) ++counts[g];
+    thread_local NGramCounter<uint32_t> grams;
+    grams.Reset(static_cast<size_t>(total));
+    grams.ReserveOrder(static_cast<size_t>(total));
+    for (int64_t i = 0; i < total; ++i) {
+      const uint32_t* begin = ids.data() + i;
+      const uint64_t h = HashBytes(reinterpret_cast<const char*>(begin), sizeof(uint32_t) * n_);
+      grams.Add(h, begin, static_cast<uint32_t>(n_));
+    }
     int64_t repeated = 0;
-    for (const auto& [g, c] : counts) {
+    for (size_t k = 0; k < grams.distinct(); ++k) {
+      const uint32_t c = grams.CountAt(k);
       if (c > 1) repeated += c;
     }
     return FloatStat(static_cast<double>(repeated) / static_cast<double>(total));
@@ -183,8 +260,8 @@ class CharacterRepetitionFilter : public StatFilter {
     // Character n-grams (as UTF-8 byte ranges spanning n code points). With D
     // distinct n-grams and R of them repeated, the k = min(floor(sqrt(D)), R)
     // most frequent ones' total count over the number of n-grams.
-    std::vector<size_t> starts;
-    starts.reserve(text.size() + 1);
+    thread_local std::vector<size_t> starts;
+    starts.clear();
     for (size_t i = 0; i < text.size(); ++i) {
       if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) starts.push_back(i);
     }
@@ -192,16 +269,19 @@ class CharacterRepetitionFilter : public StatFilter {
     starts.push_back(text.size());
     const int64_t total = len - n_ + 1;
     if (total <= 0) return FloatStat(0.0);
-    std::unordered_map<std::string_view, int64_t, ViewHash> counts;
-    counts.reserve(static_cast<size_t>(total) * 2);
-    const std::string_view view(text);
+    thread_local NGramCounter<char> counter;
+    counter.Reset(static_cast<size_t>(total));
+    counter.ReserveOrder(static_cast<size_t>(total));
     for (int64_t i = 0; i < total; ++i) {
-      ++counts[view.substr(starts[i], starts[i + n_] - starts[i])];
+      const char* begin = text.data() + starts[i];
+      const uint32_t len = static_cast<uint32_t>(starts[i + n_] - starts[i]);
+      counter.Add(HashBytes(begin, len), begin, len);
     }
-    std::vector<int64_t> freqs;
-    freqs.reserve(counts.size());
+    thread_local std::vector<int64_t> freqs;
+    freqs.clear();
     int64_t singles = 0;
-    for (const auto& [g, c] : counts) {
+    for (size_t k = 0; k < counter.distinct(); ++k) {
+      const int64_t c = counter.CountAt(k);
       freqs.push_back(c);
       singles += (c == 1);
     }

@@ -144,6 +144,19 @@ Recipe LoadRecipe(const std::string& path) {
     }
   }
 
+  for (const char* key : {"skip_op_error", "keep_stats_in_res_ds"}) {
+    const YAML::Node node = root[key];
+    if (!node || node.IsNull()) continue;
+    bool value = false;
+    try {
+      value = node.as<bool>();
+    } catch (const YAML::Exception&) {
+      throw Error(path, LineOfNode(node), std::string("'") + key + "' must be true or false");
+    }
+    (std::string(key) == "skip_op_error" ? recipe.skip_op_error : recipe.keep_stats_in_res_ds) =
+        value;
+  }
+
   const YAML::Node process = root["process"];
   if (!process || process.IsNull()) {
     throw Error(path, 0, "recipe has no 'process' list",

@@ -21,13 +21,9 @@
 namespace djshard::store {
 
 namespace fs = std::filesystem;
+using io::InputCandidate;
 
 namespace {
-
-bool IsJsonlName(const std::string& name) {
-  return EndsWithIgnoreCase(name, ".jsonl") || EndsWithIgnoreCase(name, ".jsonl.gz") ||
-         EndsWithIgnoreCase(name, ".jsonl.zst");
-}
 
 struct FileStat {
   uint64_t size = 0;
@@ -162,34 +158,6 @@ void CheckPolicy(const Policy& p) {
 
 }  // namespace
 
-std::vector<InputCandidate> DiscoverInputs(const std::string& dataset_path,
-                                           const std::string& display_root) {
-  std::vector<InputCandidate> found;
-  std::error_code ec;
-  if (fs::is_directory(dataset_path, ec)) {
-    for (auto it = fs::recursive_directory_iterator(
-             dataset_path, fs::directory_options::follow_directory_symlink, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (!it->is_regular_file(ec)) continue;
-      const std::string name = it->path().filename().string();
-      if (!IsJsonlName(name)) continue;
-      const std::string rel = it->path().lexically_relative(dataset_path).string();
-      found.push_back({it->path().string(), (fs::path(display_root) / rel).string(), rel});
-    }
-    if (ec) throw Error(display_root, 0, "cannot list directory: " + ec.message());
-    std::sort(found.begin(), found.end(), [](const InputCandidate& a, const InputCandidate& b) {
-      return a.relative_path < b.relative_path;
-    });
-  } else if (IsJsonlName(dataset_path)) {
-    found.push_back({dataset_path, display_root, fs::path(dataset_path).filename().string()});
-  }
-  if (found.empty()) {
-    throw Error(display_root, 0, "no input files found",
-                "djshard reads files ending in .jsonl, .jsonl.gz or .jsonl.zst");
-  }
-  return found;
-}
-
 PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   struct stat st {};
   if (::stat(request.config_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
@@ -207,7 +175,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
 
   std::string dataset_display;
   const std::string dataset_path = ResolveDataset(request, recipe, &dataset_display);
-  const std::vector<InputCandidate> inputs = DiscoverInputs(dataset_path, dataset_display);
+  const std::vector<InputCandidate> inputs = io::DiscoverInputs(dataset_path, dataset_display);
 
   io::Sha256 recipe_hash;
   recipe_hash.Update(recipe_bytes);

@@ -50,6 +50,9 @@ class JsonLineParser {
   bool HasNonNull(std::string_view key) const;
   // After ParseObject: whether the object has top-level `key` at all.
   bool Has(std::string_view key) const;
+  // After ParseObject: the decoded string at top-level `key`, or false when it
+  // is missing or not a string.
+  bool GetString(std::string_view key, std::string* out) const;
 
  private:
   struct State;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,33 @@ class AtomicFileWriter {
   std::string buffer_;
   uint64_t bytes_written_ = 0;
   bool committed_ = false;
+};
+
+}  // namespace djshard::io
+
+namespace djshard::io {
+
+// An AtomicFileWriter that compresses with gzip or zstd when the final name
+// ends in ".gz" or ".zst" (case-insensitive), and writes plain bytes otherwise.
+// Nothing is visible under the final name before Commit().
+class OutputStream {
+ public:
+  OutputStream(std::string path, bool overwrite);
+  ~OutputStream();
+  OutputStream(const OutputStream&) = delete;
+  OutputStream& operator=(const OutputStream&) = delete;
+
+  void Append(std::string_view bytes);
+  // Finishes the compressed stream and commits the file.
+  void Commit();
+  // Uncompressed bytes appended so far.
+  uint64_t bytes_in() const { return bytes_in_; }
+
+ private:
+  struct Codec;
+  AtomicFileWriter file_;
+  std::unique_ptr<Codec> codec_;
+  uint64_t bytes_in_ = 0;
 };
 
 }  // namespace djshard::io

@@ -17,6 +17,8 @@ class Record {
  public:
   // Takes a copy of `line`, which must be one valid JSON object.
   void Assign(std::string_view line);
+  // Like Assign, without the copy: `line` must outlive every use of the record.
+  void AssignView(std::string_view line);
 
   // Raw JSON of top-level `key` (its first occurrence); nullopt when absent.
   // Reflects the overlay.
@@ -29,7 +31,7 @@ class Record {
   // Appends the record, without '\n', to *out.
   void Serialize(std::string* out) const;
 
-  const std::string& line() const { return line_; }
+  std::string_view line() const { return line_; }
 
  private:
   struct Member {
@@ -42,7 +44,8 @@ class Record {
   Member* FindMember(std::string_view key);
   const Member* FindMember(std::string_view key) const;
 
-  std::string line_;
+  std::string owned_;      // the line, when Assign copied it
+  std::string_view line_;  // the line, owned_ or the caller's
   std::vector<Member> members_;
   std::vector<std::string> replacements_;
   std::vector<std::pair<std::string, std::string>> appended_;

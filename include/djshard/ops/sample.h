@@ -32,6 +32,8 @@ class Sample {
   // or not a string.
   const std::string& Text(const std::string& key);
   void SetText(const std::string& key, std::string value);
+  // Seeds the decoded text of `key` (already decoded by the parser), unchanged.
+  void PreloadText(const std::string& key, std::string value);
 
   // The raw JSON of a stat, nullopt when absent (existing stats of the input
   // count: Data-Juicer reuses them).

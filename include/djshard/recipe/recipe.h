@@ -62,6 +62,8 @@ struct Recipe {
   std::string audio_key = "audios";
   std::string video_key = "videos";
   std::optional<int64_t> np;
+  bool skip_op_error = true;         // default of every operator's skip_op_error
+  bool keep_stats_in_res_ds = true;  // keep __dj__stats__ and __dj__meta__ in the output
   std::vector<OperatorSpec> process;
 };
 

@@ -1,0 +1,49 @@
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "djshard/common/error.h"
+#include "djshard/ops/registry.h"
+
+namespace djshard::cli {
+
+void AddOpsCommand(CLI::App& app, int* exit_code) {
+  auto name = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "ops", "List Data-Juicer's operators: kind, whether djshard runs them, their arguments");
+  cmd->add_option("name", *name, "Show one operator in full");
+  cmd->callback([name, exit_code]() {
+    const ops::Registry& reg = ops::Registry::Global();
+    if (name->empty()) {
+      size_t implemented = 0;
+      std::printf("%-44s %-13s %-5s %s\n", "operator", "kind", "accel", "djshard");
+      for (const ops::OperatorInfo& op : reg.All()) {
+        implemented += op.implemented;
+        std::printf("%-44s %-13s %-5s %s\n", op.name.c_str(), ops::OpKindName(op.kind),
+                    op.accelerator.c_str(), op.implemented ? "yes" : "-");
+      }
+      std::printf("%zu operators, %zu implemented by djshard\n", reg.All().size(), implemented);
+      *exit_code = 0;
+      return;
+    }
+    const ops::OperatorInfo* op = reg.Find(*name);
+    if (op == nullptr) {
+      throw Error("unknown operator '" + *name + "'", "'djshard ops' lists every operator");
+    }
+    std::printf("%s\n  kind: %s\n  accelerator: %s\n  implemented by djshard: %s\n",
+                op->name.c_str(), ops::OpKindName(op->kind), op->accelerator.c_str(),
+                op->implemented ? "yes" : "no");
+    if (op->implemented) {
+      std::printf("  %s\n  arguments (besides text_key, skip_op_error, batch_size, ...):\n",
+                  op->summary.c_str());
+      if (op->args.empty()) std::printf("    (none)\n");
+      for (const ops::ArgDoc& a : op->args) {
+        std::printf("    %-28s default %-14s %s\n", a.name.c_str(), a.default_value.c_str(),
+                    a.doc.c_str());
+      }
+    }
+    *exit_code = 0;
+  });
+}
+
+}  // namespace djshard::cli

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "djshard/exec/plan.h"
+#include "djshard/io/discover.h"
+#include "djshard/io/output.h"
+
+namespace djshard::exec {
+
+struct OperatorCounters {
+  std::string name;
+  uint64_t rows_in = 0;
+  uint64_t rows_out = 0;
+  uint64_t errors = 0;
+  double seconds = 0;  // summed over threads
+};
+
+struct ExecSummary {
+  uint64_t rows_in = 0;
+  uint64_t rows_out = 0;
+  uint64_t bytes_in = 0;   // input lines, newlines included
+  uint64_t bytes_out = 0;  // output before compression
+  uint64_t errors = 0;     // records dropped by operator errors
+  double seconds = 0;
+  std::vector<OperatorCounters> operators;
+};
+
+struct ExecOptions {
+  int threads = 1;
+  size_t batch_bytes = 1 << 20;  // a batch closes at this many input bytes or plan.batch_rows rows
+  // Called at most twice a second with the summary so far (rows, bytes, time).
+  std::function<void(const ExecSummary&)> progress;
+};
+
+// Runs `plan` over the input files in order: a reader cuts the input into
+// batches, `threads` threads run the fused stage on whole batches, and an
+// ordered writer appends each batch's output (and operator errors, one JSON
+// line each) in input order, so the bytes never depend on the thread count.
+// Memory is bounded by batch size x threads. A line that is not a JSON object
+// is an Error naming its file and line; so is an operator error when the
+// operator's skip_op_error is false. Neither stream is committed here.
+ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+                    io::OutputStream& output, io::OutputStream* errors, const ExecOptions& options);
+
+// The stats file of a run: per-operator rows in/out, seconds and errors.
+std::string SummaryJson(const ExecSummary& summary, int threads);
+
+}  // namespace djshard::exec

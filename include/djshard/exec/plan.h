@@ -1,0 +1,34 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "djshard/ops/operator.h"
+#include "djshard/ops/registry.h"
+#include "djshard/recipe/recipe.h"
+
+namespace djshard::exec {
+
+// One configured operator of a plan, with the recipe options that concern it.
+struct PlannedOperator {
+  std::unique_ptr<ops::Operator> op;
+  bool skip_op_error = true;  // drop and report a failing record instead of stopping
+};
+
+// A recipe compiled against the registry. Consecutive CPU Mappers and Filters
+// form one fused stage that runs on a batch inside one thread (the only kind
+// of stage so far).
+struct Plan {
+  std::vector<PlannedOperator> operators;
+  bool keep_stats = true;         // keep_stats_in_res_ds: write __dj__stats__ / __dj__meta__
+  bool has_filter = false;        // every output record then carries __dj__stats__
+  size_t batch_rows = 1000;       // largest batch_size of the recipe's operators
+  std::string text_key = "text";  // the recipe's text_key
+};
+
+// Builds every operator of `recipe` (Error with file and line for an unknown,
+// unimplemented or whole-dataset operator, or a bad argument).
+Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry);
+
+}  // namespace djshard::exec

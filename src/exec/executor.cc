@@ -1,0 +1,279 @@
+#include "djshard/exec/executor.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/common/signals.h"
+#include "djshard/io/input.h"
+#include "djshard/io/json_text.h"
+#include "djshard/io/record.h"
+
+namespace djshard::exec {
+
+namespace {
+
+struct LineRef {
+  size_t offset;
+  size_t length;
+  size_t file;
+  uint64_t line_no;
+};
+
+// A run of consecutive input lines, copied into one buffer with padding.
+struct Batch {
+  uint64_t seq = 0;
+  std::string data;
+  std::vector<LineRef> lines;
+};
+
+struct BatchResult {
+  std::string output;
+  std::string errors;
+  uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
+  std::vector<OperatorCounters> counters;
+};
+
+// Reads batches from the input files in order. Not thread-safe: the executor
+// calls it under its reader lock.
+class BatchReader {
+ public:
+  BatchReader(const std::vector<io::InputCandidate>& inputs, size_t batch_bytes, size_t batch_rows)
+      : inputs_(inputs), batch_bytes_(batch_bytes), batch_rows_(batch_rows) {}
+
+  bool Next(Batch* batch) {
+    batch->data.clear();
+    batch->lines.clear();
+    while (batch->data.size() < batch_bytes_ && batch->lines.size() < batch_rows_) {
+      if (!reader_) {
+        if (file_ >= inputs_.size()) break;
+        reader_ = std::make_unique<io::LineReader>(io::OpenInput(inputs_[file_].path),
+                                                   inputs_[file_].display_path);
+      }
+      std::string_view line;
+      if (!reader_->Next(&line)) {
+        reader_.reset();
+        ++file_;
+        continue;
+      }
+      batch->lines.push_back({batch->data.size(), line.size(), file_, reader_->line_number()});
+      batch->data.append(line);
+      batch->data.push_back('\n');
+    }
+    batch->data.append(io::LineReader::kPadding, '\0');
+    batch->seq = next_seq_++;
+    return !batch->lines.empty();
+  }
+
+ private:
+  const std::vector<io::InputCandidate>& inputs_;
+  size_t batch_bytes_, batch_rows_;
+  size_t file_ = 0;
+  std::unique_ptr<io::LineReader> reader_;
+  uint64_t next_seq_ = 0;
+};
+
+// Per-thread scratch reused across batches.
+struct Scratch {
+  io::JsonLineParser parser;
+  std::vector<io::Record> records;
+  std::vector<ops::Sample> samples;
+  std::vector<char> alive;
+  std::string text;
+};
+
+void AppendError(std::string* out, const std::string& op, const std::string& message,
+                 const std::string& file, uint64_t line) {
+  const nlohmann::json e = {{"op", op}, {"error", message}, {"file", file}, {"line", line}};
+  out->append(e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  out->push_back('\n');
+}
+
+void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+                  const Batch& batch, Scratch& s, BatchResult* r) {
+  const size_t n = batch.lines.size();
+  r->counters.resize(plan.operators.size());
+  for (size_t i = 0; i < plan.operators.size(); ++i)
+    r->counters[i].name = plan.operators[i].op->name();
+  if (s.records.size() < n) s.records.resize(n);
+  s.samples.clear();
+  s.alive.assign(n, 1);
+  for (size_t k = 0; k < n; ++k) {
+    const LineRef& ref = batch.lines[k];
+    const std::string_view line(batch.data.data() + ref.offset, ref.length);
+    s.parser.ParseObject(line, inputs[ref.file].display_path, ref.line_no);
+    s.records[k].AssignView(line);
+    s.samples.emplace_back(&s.records[k]);
+    // The parser has decoded the text already: hand it over instead of decoding twice.
+    if (s.parser.GetString(plan.text_key, &s.text)) {
+      s.samples.back().PreloadText(plan.text_key, std::move(s.text));
+    }
+    r->bytes_in += ref.length + 1;
+  }
+  r->rows_in = n;
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    const PlannedOperator& planned = plan.operators[i];
+    const ops::Operator& op = *planned.op;
+    const bool is_filter = op.kind() == ops::OpKind::kFilter;
+    OperatorCounters& c = r->counters[i];
+    const double start = MonotonicSeconds();
+    for (size_t k = 0; k < n; ++k) {
+      if (!s.alive[k]) continue;
+      ++c.rows_in;
+      try {
+        if (is_filter) {
+          if (!static_cast<const ops::Filter&>(op).Process(s.samples[k])) s.alive[k] = 0;
+        } else {
+          static_cast<const ops::Mapper&>(op).Map(s.samples[k]);
+        }
+      } catch (const std::exception& e) {
+        const LineRef& ref = batch.lines[k];
+        const std::string& file = inputs[ref.file].display_path;
+        if (!planned.skip_op_error) {
+          throw Error(file, ref.line_no, "operator '" + op.name() + "' failed: " + e.what(),
+                      "set skip_op_error: true to drop such records and keep going");
+        }
+        s.alive[k] = 0;
+        ++c.errors;
+        ++r->error_count;
+        AppendError(&r->errors, op.name(), e.what(), file, ref.line_no);
+        continue;
+      }
+      if (s.alive[k]) ++c.rows_out;
+    }
+    c.seconds += MonotonicSeconds() - start;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (!s.alive[k]) continue;
+    s.samples[k].Commit(plan.keep_stats && plan.has_filter);
+    if (!plan.keep_stats) {
+      s.records[k].Remove(ops::kStatsKey);
+      s.records[k].Remove(ops::kMetaKey);
+    }
+    s.records[k].Serialize(&r->output);
+    r->output.push_back('\n');
+    ++r->rows_out;
+  }
+}
+
+}  // namespace
+
+ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+                    io::OutputStream& output, io::OutputStream* errors,
+                    const ExecOptions& options) {
+  const int threads = std::max(1, options.threads);
+  const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2;
+  const double start = MonotonicSeconds();
+  double last_progress = start;
+
+  BatchReader reader(inputs, options.batch_bytes, plan.batch_rows);
+  std::mutex reader_mu;
+  std::mutex writer_mu;
+  std::condition_variable writer_cv;
+  std::map<uint64_t, BatchResult> pending;
+  uint64_t next_to_write = 0;
+  bool failed = false;
+  std::exception_ptr failure;
+
+  ExecSummary summary;
+  summary.operators.resize(plan.operators.size());
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    summary.operators[i].name = plan.operators[i].op->name();
+  }
+
+  auto worker = [&]() {
+    Scratch scratch;
+    Batch batch;
+    try {
+      for (;;) {
+        {
+          std::lock_guard<std::mutex> lock(reader_mu);
+          if (failed || !reader.Next(&batch)) return;
+        }
+        {
+          // Bounded memory: wait while this batch is too far ahead of the writer.
+          std::unique_lock<std::mutex> lock(writer_mu);
+          writer_cv.wait(lock, [&] { return failed || batch.seq < next_to_write + max_in_flight; });
+          if (failed) return;
+        }
+        if (StopRequested()) ThrowIfStopRequested();
+        BatchResult result;
+        ProcessBatch(plan, inputs, batch, scratch, &result);
+        std::lock_guard<std::mutex> lock(writer_mu);
+        if (failed) return;
+        pending.emplace(batch.seq, std::move(result));
+        // Write every batch that is next in input order.
+        for (auto it = pending.find(next_to_write); it != pending.end();
+             it = pending.find(next_to_write)) {
+          BatchResult& done = it->second;
+          output.Append(done.output);
+          if (errors != nullptr && !done.errors.empty()) errors->Append(done.errors);
+          summary.rows_in += done.rows_in;
+          summary.rows_out += done.rows_out;
+          summary.bytes_in += done.bytes_in;
+          summary.bytes_out += done.output.size();
+          summary.errors += done.error_count;
+          for (size_t i = 0; i < done.counters.size(); ++i) {
+            summary.operators[i].rows_in += done.counters[i].rows_in;
+            summary.operators[i].rows_out += done.counters[i].rows_out;
+            summary.operators[i].errors += done.counters[i].errors;
+            summary.operators[i].seconds += done.counters[i].seconds;
+          }
+          pending.erase(it);
+          ++next_to_write;
+        }
+        writer_cv.notify_all();
+        const double now = MonotonicSeconds();
+        if (options.progress && now - last_progress >= 0.5) {
+          last_progress = now;
+          summary.seconds = now - start;
+          options.progress(summary);
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(writer_mu);
+      if (!failed) {
+        failed = true;
+        failure = std::current_exception();
+      }
+      writer_cv.notify_all();
+    }
+  };
+
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+  summary.seconds = MonotonicSeconds() - start;
+  return summary;
+}
+
+std::string SummaryJson(const ExecSummary& s, int threads) {
+  nlohmann::json j;
+  j["rows_in"] = s.rows_in;
+  j["rows_out"] = s.rows_out;
+  j["bytes_in"] = s.bytes_in;
+  j["bytes_out"] = s.bytes_out;
+  j["errors"] = s.errors;
+  j["seconds"] = s.seconds;
+  j["threads"] = threads;
+  j["operators"] = nlohmann::json::array();
+  for (const OperatorCounters& c : s.operators) {
+    j["operators"].push_back({{"name", c.name},
+                              {"rows_in", c.rows_in},
+                              {"rows_out", c.rows_out},
+                              {"errors", c.errors},
+                              {"seconds", c.seconds}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace djshard::exec

@@ -1,0 +1,37 @@
+#include "djshard/exec/plan.h"
+
+#include <algorithm>
+
+#include "djshard/common/error.h"
+#include "djshard/exec/shard_safety.h"
+
+namespace djshard::exec {
+
+Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry) {
+  // The same operator rules as for sharded jobs: only Mappers and Filters.
+  CheckShardSafety(recipe, registry);
+  Plan plan;
+  plan.keep_stats = recipe.keep_stats_in_res_ds;
+  plan.text_key = recipe.text_key;
+  for (const recipe::OperatorSpec& spec : recipe.process) {
+    const ops::OperatorInfo* info = registry.Find(spec.name);
+    if (!info->implemented) {
+      throw Error(recipe.path, spec.line,
+                  "operator '" + spec.name + "' is not implemented by this djshard build",
+                  "'djshard ops' lists the operators djshard runs");
+    }
+    PlannedOperator planned;
+    planned.op = info->factory(spec, recipe.text_key);
+    planned.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
+    if (spec.args.Has("batch_size")) {
+      const int64_t b = spec.args.GetInt("batch_size", 1000);
+      if (b < 1) spec.args.Fail("batch_size", "must be at least 1", "");
+      plan.batch_rows = std::max(plan.batch_rows, static_cast<size_t>(b));
+    }
+    plan.has_filter = plan.has_filter || info->kind == ops::OpKind::kFilter;
+    plan.operators.push_back(std::move(planned));
+  }
+  return plan;
+}
+
+}  // namespace djshard::exec

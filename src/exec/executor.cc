@@ -1,5 +1,6 @@
 #include "djshard/exec/executor.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -20,18 +21,14 @@ namespace djshard::exec {
 
 namespace {
 
-struct LineRef {
-  size_t offset;
-  size_t length;
-  size_t file;
-  uint64_t line_no;
-};
-
-// A run of consecutive input lines, copied into one buffer with padding.
+// A run of whole lines of one input file, read in one piece, with padding
+// after it for the JSON parser. Lines are split by the thread that runs it.
 struct Batch {
   uint64_t seq = 0;
-  std::string data;
-  std::vector<LineRef> lines;
+  size_t file = 0;
+  uint64_t first_line = 1;  // 1-based line number of the first line
+  std::string data;         // lines, each ending in '\n', then padding
+  size_t size = 0;          // bytes of lines in data (without padding)
 };
 
 struct BatchResult {
@@ -41,48 +38,74 @@ struct BatchResult {
   std::vector<OperatorCounters> counters;
 };
 
-// Reads batches from the input files in order. Not thread-safe: the executor
+// Reads the input files in order as batches of about `batch_bytes`, cut after
+// a newline; a batch never spans two files. Not thread-safe: the executor
 // calls it under its reader lock.
 class BatchReader {
  public:
-  BatchReader(const std::vector<io::InputCandidate>& inputs, size_t batch_bytes, size_t batch_rows)
-      : inputs_(inputs), batch_bytes_(batch_bytes), batch_rows_(batch_rows) {}
+  BatchReader(const std::vector<io::InputCandidate>& inputs, size_t batch_bytes)
+      : inputs_(inputs), batch_bytes_(batch_bytes) {}
 
   bool Next(Batch* batch) {
-    batch->data.clear();
-    batch->lines.clear();
-    while (batch->data.size() < batch_bytes_ && batch->lines.size() < batch_rows_) {
-      if (!reader_) {
-        if (file_ >= inputs_.size()) break;
-        reader_ = std::make_unique<io::LineReader>(io::OpenInput(inputs_[file_].path),
-                                                   inputs_[file_].display_path);
+    for (;;) {
+      if (!source_) {
+        if (file_ >= inputs_.size()) return false;
+        source_ = io::OpenInput(inputs_[file_].path);
+        next_line_ = 1;
+        carry_.clear();
       }
-      std::string_view line;
-      if (!reader_->Next(&line)) {
-        reader_.reset();
-        ++file_;
-        continue;
+      std::string& data = batch->data;
+      data.swap(carry_);
+      carry_.clear();
+      bool eof = false;
+      size_t cut = std::string::npos;
+      while (!eof) {
+        if (data.size() >= batch_bytes_) {
+          cut = data.rfind('\n');
+          if (cut != std::string::npos) break;
+        }
+        const size_t want = std::max(batch_bytes_, data.size() + (64 << 10)) - data.size();
+        const size_t old = data.size();
+        data.resize(old + want);
+        const size_t n = source_->Read(data.data() + old, want);
+        data.resize(old + n);
+        eof = (n == 0);
       }
-      batch->lines.push_back({batch->data.size(), line.size(), file_, reader_->line_number()});
-      batch->data.append(line);
-      batch->data.push_back('\n');
+      if (eof) {
+        // The file ends here; a last line without '\n' gets one.
+        if (!data.empty() && data.back() != '\n') data.push_back('\n');
+        source_.reset();
+      } else {
+        carry_.assign(data, cut + 1, std::string::npos);
+        data.resize(cut + 1);
+      }
+      const size_t file = file_;
+      if (eof) ++file_;
+      if (data.empty()) continue;
+      batch->file = file;
+      batch->first_line = next_line_;
+      batch->size = data.size();
+      next_line_ += static_cast<uint64_t>(std::count(data.begin(), data.end(), '\n'));
+      data.append(io::LineReader::kPadding, '\0');
+      batch->seq = next_seq_++;
+      return true;
     }
-    batch->data.append(io::LineReader::kPadding, '\0');
-    batch->seq = next_seq_++;
-    return !batch->lines.empty();
   }
 
  private:
   const std::vector<io::InputCandidate>& inputs_;
-  size_t batch_bytes_, batch_rows_;
+  size_t batch_bytes_;
   size_t file_ = 0;
-  std::unique_ptr<io::LineReader> reader_;
+  std::unique_ptr<io::ByteSource> source_;
+  std::string carry_;
+  uint64_t next_line_ = 1;
   uint64_t next_seq_ = 0;
 };
 
 // Per-thread scratch reused across batches.
 struct Scratch {
   io::JsonLineParser parser;
+  std::vector<std::string_view> lines;
   std::vector<io::Record> records;
   std::vector<ops::Sample> samples;
   std::vector<char> alive;
@@ -98,25 +121,34 @@ void AppendError(std::string* out, const std::string& op, const std::string& mes
 
 void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
                   const Batch& batch, Scratch& s, BatchResult* r) {
-  const size_t n = batch.lines.size();
   r->counters.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i)
     r->counters[i].name = plan.operators[i].op->name();
+  const std::string& file = inputs[batch.file].display_path;
+  // Split the batch into lines and parse each one.
+  s.lines.clear();
+  size_t pos = 0;
+  while (pos < batch.size) {
+    const char* nl =
+        static_cast<const char*>(std::memchr(batch.data.data() + pos, '\n', batch.size - pos));
+    const size_t end = static_cast<size_t>(nl - batch.data.data());
+    s.lines.push_back(std::string_view(batch.data.data() + pos, end - pos));
+    pos = end + 1;
+  }
+  const size_t n = s.lines.size();
   if (s.records.size() < n) s.records.resize(n);
-  s.samples.clear();
+  if (s.samples.size() < n) s.samples.resize(n, ops::Sample(nullptr));
   s.alive.assign(n, 1);
   for (size_t k = 0; k < n; ++k) {
-    const LineRef& ref = batch.lines[k];
-    const std::string_view line(batch.data.data() + ref.offset, ref.length);
-    s.parser.ParseObject(line, inputs[ref.file].display_path, ref.line_no);
+    const std::string_view line = s.lines[k];
+    s.parser.ParseObject(line, file, batch.first_line + k);
     s.records[k].AssignView(line);
-    s.samples.emplace_back(&s.records[k]);
+    s.samples[k].Reset(&s.records[k]);
     // The parser has decoded the text already: hand it over instead of decoding twice.
-    if (s.parser.GetString(plan.text_key, &s.text)) {
-      s.samples.back().PreloadText(plan.text_key, std::move(s.text));
-    }
-    r->bytes_in += ref.length + 1;
+    if (s.parser.GetString(plan.text_key, &s.text))
+      s.samples[k].PreloadText(plan.text_key, std::move(s.text));
   }
+  r->bytes_in = batch.size;
   r->rows_in = n;
   for (size_t i = 0; i < plan.operators.size(); ++i) {
     const PlannedOperator& planned = plan.operators[i];
@@ -134,22 +166,22 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
           static_cast<const ops::Mapper&>(op).Map(s.samples[k]);
         }
       } catch (const std::exception& e) {
-        const LineRef& ref = batch.lines[k];
-        const std::string& file = inputs[ref.file].display_path;
+        const uint64_t line_no = batch.first_line + k;
         if (!planned.skip_op_error) {
-          throw Error(file, ref.line_no, "operator '" + op.name() + "' failed: " + e.what(),
+          throw Error(file, line_no, "operator '" + op.name() + "' failed: " + e.what(),
                       "set skip_op_error: true to drop such records and keep going");
         }
         s.alive[k] = 0;
         ++c.errors;
         ++r->error_count;
-        AppendError(&r->errors, op.name(), e.what(), file, ref.line_no);
+        AppendError(&r->errors, op.name(), e.what(), file, line_no);
         continue;
       }
       if (s.alive[k]) ++c.rows_out;
     }
     c.seconds += MonotonicSeconds() - start;
   }
+  r->output.reserve(batch.size + batch.size / 8);
   for (size_t k = 0; k < n; ++k) {
     if (!s.alive[k]) continue;
     s.samples[k].Commit(plan.keep_stats && plan.has_filter);
@@ -173,7 +205,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   const double start = MonotonicSeconds();
   double last_progress = start;
 
-  BatchReader reader(inputs, options.batch_bytes, plan.batch_rows);
+  BatchReader reader(inputs, options.batch_bytes);
   std::mutex reader_mu;
   std::mutex writer_mu;
   std::condition_variable writer_cv;

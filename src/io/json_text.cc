@@ -27,10 +27,28 @@ struct EscapeTable {
 const EscapeTable kEscape;
 }  // namespace
 
+// Whether any of the 8 bytes in `w` is < 0x20, '"' or '\\'.
+inline bool WordNeedsEscape(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  const uint64_t quote = w ^ (kOnes * '"');
+  const uint64_t slash = w ^ (kOnes * '\\');
+  const uint64_t control = (w - kOnes * 0x20) & ~w;
+  return (((quote - kOnes) & ~quote) | ((slash - kOnes) & ~slash) | control) & kHigh;
+}
+
 void AppendJsonString(std::string* out, std::string_view s) {
+  out->reserve(out->size() + s.size() + 2);
   out->push_back('"');
   size_t run = 0;
   for (size_t i = 0; i < s.size(); ++i) {
+    // Skip 8 plain bytes at a time.
+    while (i + 8 <= s.size()) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if (WordNeedsEscape(w)) break;
+      i += 8;
+    }
+    if (i >= s.size()) break;
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (!kEscape.needs[c]) continue;
     out->append(s.data() + run, i - run);

@@ -1,4 +1,6 @@
 // whitespace_normalization_mapper and punctuation_normalization_mapper.
+#include <cstring>
+
 #include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
 
@@ -34,22 +36,39 @@ class WhitespaceNormalizationMapper : public Mapper {
     const std::string_view stripped = text::Strip(text);
     std::string out;
     out.reserve(stripped.size());
-    size_t i = 0;
-    while (i < stripped.size()) {
-      const unsigned char c = static_cast<unsigned char>(stripped[i]);
+    // Only a tab or a sequence led by 0xC2, 0xE2, 0xE3 or 0xEF can be an odd
+    // whitespace character; other characters are skipped without decoding and
+    // copied in runs.
+    size_t i = 0, run = 0;
+    bool changed = stripped.size() != text.size();
+    const char* data = stripped.data();
+    const size_t size = stripped.size();
+    while (i < size) {
+      const unsigned char c = static_cast<unsigned char>(data[i]);
+      size_t next;
       if (c < 0x80) {
-        out.push_back(c == '\t' ? ' ' : static_cast<char>(c));
-        ++i;
+        if (c != '\t') {
+          ++i;
+          continue;
+        }
+        next = i + 1;
+      } else if (c == 0xC2 || c == 0xE2 || c == 0xE3 || c == 0xEF) {
+        next = i;
+        if (!IsOddWhitespace(text::NextCodePoint(stripped, &next))) {
+          i = next;
+          continue;
+        }
+      } else {
+        i += text::SequenceLength(c);
         continue;
       }
-      const size_t start = i;
-      const uint32_t cp = text::NextCodePoint(stripped, &i);
-      if (IsOddWhitespace(cp)) {
-        out.push_back(' ');
-      } else {
-        out.append(stripped.substr(start, i - start));
-      }
+      out.append(data + run, i - run);
+      out.push_back(' ');
+      run = i = next;
+      changed = true;
     }
+    if (!changed) return;
+    out.append(stripped.data() + run, stripped.size() - run);
     sample.SetText(text_key(), std::move(out));
   }
 };

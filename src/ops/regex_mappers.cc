@@ -1,7 +1,5 @@
 // clean_email_mapper, clean_links_mapper and remove_specific_chars_mapper:
 // regular-expression substitutions.
-#include <optional>
-
 #include "src/ops/builtin.h"
 #include "src/ops/regex.h"
 
@@ -29,32 +27,83 @@ std::string LinksPattern() {
   return R"((?i)\b()" + start + body + last + ")";
 }
 
+bool IsAsciiSpace(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+// Whether a whitespace-free token can hold a match of a default pattern.
+using TokenTrigger = bool (*)(std::string_view token);
+
+bool HasAt(std::string_view token) { return token.find('@') != std::string_view::npos; }
+
+bool MayHoldLink(std::string_view token) {
+  if (token.find_first_of(":/") != std::string_view::npos) return true;
+  for (size_t i = 0; i + 3 <= token.size(); ++i) {
+    if ((token[i] | 0x20) == 'w' && (token[i + 1] | 0x20) == 'w' && (token[i + 2] | 0x20) == 'w') {
+      return true;
+    }
+  }
+  return false;
+}
+
 class RegexSubMapper : public Mapper {
  public:
-  // `default_pattern` with `required_char` (a byte every match contains, for a
-  // quick skip) apply when the recipe gives no pattern.
+  // `default_pattern` applies when the recipe gives no pattern. No match of a
+  // default pattern contains whitespace, and `trigger` tells which
+  // whitespace-free tokens can hold one, so only those are searched.
   RegexSubMapper(const recipe::OperatorSpec& spec, const std::string& key,
-                 const std::string& default_pattern, std::optional<char> required_char)
+                 const std::string& default_pattern, TokenTrigger trigger,
+                 const char* trigger_bytes)
       : Mapper(spec, key, {"pattern", "repl"}) {
+    for (const char* b = trigger_bytes; *b != '\0'; ++b) {
+      trigger_bytes_[static_cast<unsigned char>(*b)] = true;
+    }
     const std::string pattern = args().GetString("pattern", "");
     const bool custom = args().Has("pattern") && !args().Raw("pattern").IsNull();
     regex_ = std::make_unique<Regex>(custom ? UnquotePattern(pattern) : default_pattern, true,
                                      spec.name + ": pattern");
-    if (!custom) required_char_ = required_char;
+    if (!custom) trigger_ = trigger;
     repl_ = args().GetString("repl", "");
   }
 
   void Map(Sample& sample) const override {
     const std::string& text = sample.Text(text_key());
-    if (required_char_ && text.find(*required_char_) == std::string::npos) return;
     std::string out;
-    if (regex_->Replace(text, repl_, &out)) sample.SetText(text_key(), std::move(out));
+    if (trigger_ == nullptr) {
+      if (regex_->Replace(text, repl_, &out)) sample.SetText(text_key(), std::move(out));
+      return;
+    }
+    // A match never spans whitespace, so matching token by token is the same
+    // as matching the whole text (a token starts after whitespace or at the
+    // start, where \b sees a non-word character either way).
+    // Only tokens around a byte that every match contains are looked at.
+    size_t copied = 0, i = 0;
+    bool changed = false;
+    std::string replaced;
+    while (i < text.size()) {
+      while (i < text.size() && !trigger_bytes_[static_cast<unsigned char>(text[i])]) ++i;
+      if (i == text.size()) break;
+      size_t begin = i;
+      while (begin > copied && !IsAsciiSpace(text[begin - 1])) --begin;
+      while (i < text.size() && !IsAsciiSpace(text[i])) ++i;
+      const std::string_view token(text.data() + begin, i - begin);
+      if (!trigger_(token) || !regex_->Replace(token, repl_, &replaced)) continue;
+      if (!changed) out.reserve(text.size());
+      changed = true;
+      out.append(text, copied, begin - copied);
+      out.append(replaced);
+      copied = i;
+    }
+    if (!changed) return;
+    out.append(text, copied, std::string::npos);
+    sample.SetText(text_key(), std::move(out));
   }
 
  private:
   std::unique_ptr<Regex> regex_;
   std::string repl_;
-  std::optional<char> required_char_;
+  TokenTrigger trigger_ = nullptr;
+  bool trigger_bytes_[256] = {};  // a token holding a match holds one of these
 };
 
 // Data-Juicer joins the characters with '|' inside one character class, so
@@ -100,12 +149,12 @@ class RemoveSpecificCharsMapper : public Mapper {
 
 std::unique_ptr<Operator> MakeCleanEmailMapper(const recipe::OperatorSpec& spec,
                                                const std::string& text_key) {
-  return std::make_unique<RegexSubMapper>(spec, text_key, kEmailPattern, '@');
+  return std::make_unique<RegexSubMapper>(spec, text_key, kEmailPattern, HasAt, "@");
 }
 
 std::unique_ptr<Operator> MakeCleanLinksMapper(const recipe::OperatorSpec& spec,
                                                const std::string& text_key) {
-  return std::make_unique<RegexSubMapper>(spec, text_key, LinksPattern(), std::nullopt);
+  return std::make_unique<RegexSubMapper>(spec, text_key, LinksPattern(), MayHoldLink, ":/wW");
 }
 
 std::unique_ptr<Operator> MakeRemoveSpecificCharsMapper(const recipe::OperatorSpec& spec,

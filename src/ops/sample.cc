@@ -21,6 +21,14 @@ const std::string& Sample::Text(const std::string& key) {
   return texts_.back().second;
 }
 
+void Sample::Reset(io::Record* record) {
+  record_ = record;
+  texts_.clear();
+  text_changed_.clear();
+  stats_.clear();
+  stats_loaded_ = false;
+}
+
 void Sample::PreloadText(const std::string& key, std::string value) {
   texts_.emplace_back(key, std::move(value));
   text_changed_.push_back(false);

@@ -73,14 +73,70 @@ void AppendUtf8(std::string* out, uint32_t cp) {
 }
 
 size_t CodePointCount(std::string_view s) {
-  size_t n = 0;
-  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  // Continuation bytes (10xxxxxx) are not code points; count them 8 at a time.
+  constexpr uint64_t kHigh = 0x8080808080808080ull;
+  size_t continuation = 0, i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    // One bit per continuation byte, summed by a multiply (no popcount instruction needed).
+    const uint64_t bits = (w & ~(w << 1) & kHigh) >> 7;
+    continuation += static_cast<size_t>((bits * 0x0101010101010101ull) >> 56);
+  }
+  for (; i < s.size(); ++i) continuation += (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+  return s.size() - continuation;
+}
+
+namespace {
+struct AsciiTables {
+  bool alnum[128];
+  bool special[128];
+  AsciiTables() {
+    for (uint32_t c = 0; c < 128; ++c) {
+      alnum[c] = AlnumSet().Contains(c);
+      special[c] = SpecialSet().Contains(c);
+    }
+  }
+};
+const AsciiTables kAsciiTables;
+const AsciiTables& Ascii() { return kAsciiTables; }
+}  // namespace
+
+bool IsAlnum(uint32_t cp) { return cp < 128 ? Ascii().alnum[cp] : AlnumSet().Contains(cp); }
+bool IsSpace(uint32_t cp) { return SpaceSet().Contains(cp); }
+bool IsSpecial(uint32_t cp) { return cp < 128 ? Ascii().special[cp] : SpecialSet().Contains(cp); }
+
+size_t CountAlnum(std::string_view s) {
+  const AsciiTables& t = Ascii();
+  const CodePointSet& set = AlnumSet();
+  size_t n = 0, i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      n += t.alnum[c];
+      ++i;
+    } else {
+      n += set.Contains(NextCodePoint(s, &i));
+    }
+  }
   return n;
 }
 
-bool IsAlnum(uint32_t cp) { return AlnumSet().Contains(cp); }
-bool IsSpace(uint32_t cp) { return SpaceSet().Contains(cp); }
-bool IsSpecial(uint32_t cp) { return SpecialSet().Contains(cp); }
+size_t CountSpecial(std::string_view s) {
+  const AsciiTables& t = Ascii();
+  const CodePointSet& set = SpecialSet();
+  size_t n = 0, i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      n += t.special[c];
+      ++i;
+    } else {
+      n += set.Contains(NextCodePoint(s, &i));
+    }
+  }
+  return n;
+}
 
 std::string Lower(std::string_view s) {
   std::string out;
@@ -143,17 +199,17 @@ std::vector<std::string_view> SplitLines(std::string_view s) {
 
 std::vector<std::string_view> SplitWords(std::string_view s) {
   std::vector<std::string_view> words;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == ' ' || s[i] == '\n' || s[i] == '\t') {
-      if (i > start) words.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  }
+  ForEachWord(s, [&](std::string_view w) { words.push_back(w); });
   return words;
 }
 
 std::string_view StripSpecial(std::string_view w) {
+  if (w.empty()) return w;
+  const unsigned char first = static_cast<unsigned char>(w.front());
+  const unsigned char last = static_cast<unsigned char>(w.back());
+  if (first < 0x80 && last < 0x80 && !kAsciiTables.special[first] && !kAsciiTables.special[last]) {
+    return w;
+  }
   size_t begin = 0;
   while (begin < w.size()) {
     size_t next = begin;

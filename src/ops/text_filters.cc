@@ -91,7 +91,7 @@ class WordsNumFilter : public StatFilter {
   std::string Compute(const std::string& text) const override {
     // Words that keep something once special characters are stripped.
     int64_t n = 0;
-    for (std::string_view w : text::SplitWords(text)) n += !text::StripSpecial(w).empty();
+    text::ForEachWord(text, [&](std::string_view w) { n += !text::StripSpecial(w).empty(); });
     return IntStat(n);
   }
 };
@@ -114,42 +114,47 @@ uint64_t HashBytes(const char* p, size_t n) {
 }
 
 // Counts keys of one text in an open-addressing table reused across texts
-// (one per thread). A key is (begin, length) into a sequence of T; equal
-// hashes are confirmed by comparing the elements, so counts are exact.
+// (one per thread). A key is a run of T in one array (`base`): its offset
+// and length. Equal hashes are confirmed by comparing the elements, so counts
+// are exact. Slots are 16 bytes to keep the table in cache.
 template <typename T>
 class NGramCounter {
  public:
-  struct Slot {
-    uint64_t hash;
-    const T* begin;
-    uint32_t length;
-    uint32_t count;  // 0: empty
-    uint32_t id;     // index among distinct keys, in order of first appearance
-  };
-
-  void Reset(size_t keys) {
+  // Prepares for up to `keys` keys that point into `base`.
+  void Reset(const T* base, size_t keys) {
     size_t cap = 16;
     while (cap < keys * 2) cap *= 2;
-    if (slots_.size() < cap || slots_.size() > cap * 8)
+    if (cap > slots_.size()) {
       slots_.assign(cap, Slot{});
-    else
-      std::fill(slots_.begin(), slots_.begin() + cap, Slot{});
+    } else {
+      // Clear only the slots the previous text used; a smaller text uses a
+      // prefix of the table.
+      for (size_t k = 0; k < used_; ++k) slots_[order_[k]].count = 0;
+    }
+    if (order_.size() < keys) {
+      order_.resize(keys);
+      lengths_.resize(keys);
+    }
+    base_ = base;
     mask_ = cap - 1;
     used_ = 0;
   }
 
-  // Adds one occurrence; returns the key's index among distinct keys.
-  uint32_t Add(uint64_t hash, const T* begin, uint32_t length) {
+  // Adds one occurrence of base[offset, offset + length); returns the key's
+  // id: its index among distinct keys, in order of first appearance.
+  uint32_t Add(uint64_t hash, uint32_t offset, uint32_t length) {
+    const uint32_t h32 = static_cast<uint32_t>(hash >> 32);
     size_t i = hash & mask_;
     for (;;) {
       Slot& slot = slots_[i];
       if (slot.count == 0) {
-        slot = Slot{hash, begin, length, 1, static_cast<uint32_t>(used_)};
+        slot = Slot{h32, 1, offset, static_cast<uint32_t>(used_)};
         order_[used_] = static_cast<uint32_t>(i);
+        lengths_[used_] = length;
         return static_cast<uint32_t>(used_++);
       }
-      if (slot.hash == hash && slot.length == length &&
-          std::equal(begin, begin + length, slot.begin)) {
+      if (slot.hash == h32 && lengths_[slot.id] == length &&
+          std::equal(base_ + offset, base_ + offset + length, base_ + slot.offset)) {
         ++slot.count;
         return slot.id;
       }
@@ -157,15 +162,23 @@ class NGramCounter {
     }
   }
 
-  void ReserveOrder(size_t keys) {
-    if (order_.size() < keys) order_.resize(keys);
-  }
+  // Starts loading the slot that Add(hash, ...) will probe first.
+  void Prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }
+
   size_t distinct() const { return used_; }
-  uint32_t CountAt(size_t k) const { return slots_[order_[k]].count; }
+  uint32_t CountAt(size_t id) const { return slots_[order_[id]].count; }
 
  private:
+  struct Slot {
+    uint32_t hash;   // high half of the 64-bit hash (the low half picks the slot)
+    uint32_t count;  // 0: empty
+    uint32_t offset;
+    uint32_t id;
+  };
   std::vector<Slot> slots_;
-  std::vector<uint32_t> order_;
+  std::vector<uint32_t> order_;    // id -> slot
+  std::vector<uint32_t> lengths_;  // id -> key length
+  const T* base_ = nullptr;
   size_t mask_ = 0;
   size_t used_ = 0;
 };
@@ -185,31 +198,50 @@ class WordRepetitionFilter : public StatFilter {
     const std::string lowered = text::Lower(text);
     thread_local std::vector<std::string_view> words;
     words.clear();
-    for (std::string_view w : text::SplitWords(lowered)) {
+    text::ForEachWord(lowered, [&](std::string_view w) {
       const std::string_view s = text::StripSpecial(w);
       if (!s.empty()) words.push_back(s);
-    }
+    });
     const int64_t total = static_cast<int64_t>(words.size()) - n_ + 1;
     if (total <= 0) return FloatStat(0.0);
-    // Words become ids (equal words, equal ids); n-grams are runs of ids.
-    thread_local NGramCounter<char> word_table;
-    thread_local std::vector<uint32_t> ids;
-    thread_local std::vector<uint64_t> id_hash;
-    word_table.Reset(words.size());
-    word_table.ReserveOrder(words.size());
-    ids.resize(words.size());
+    // A rolling hash over word hashes names each n-gram; a bit per hash value
+    // finds the n-grams whose hash was seen before, and only those are
+    // counted exactly (compared word by word). The others occur once.
+    thread_local std::vector<uint64_t> word_hash, hashes;
+    word_hash.resize(words.size());
     for (size_t i = 0; i < words.size(); ++i) {
-      const std::string_view w = words[i];
-      const uint64_t h = HashBytes(w.data(), w.size());
-      ids[i] = word_table.Add(h, w.data(), static_cast<uint32_t>(w.size()));
+      word_hash[i] = HashBytes(words[i].data(), words[i].size());
     }
-    thread_local NGramCounter<uint32_t> grams;
-    grams.Reset(static_cast<size_t>(total));
-    grams.ReserveOrder(static_cast<size_t>(total));
+    constexpr uint64_t kBase = 0x100000001B3ull;
+    uint64_t top_power = 1;
+    for (int64_t k = 1; k < n_; ++k) top_power *= kBase;
+    uint64_t h = 0;
+    for (int64_t k = 0; k < n_; ++k) h = h * kBase + word_hash[k];
+    hashes.resize(static_cast<size_t>(total));
     for (int64_t i = 0; i < total; ++i) {
-      const uint32_t* begin = ids.data() + i;
-      const uint64_t h = HashBytes(reinterpret_cast<const char*>(begin), sizeof(uint32_t) * n_);
-      grams.Add(h, begin, static_cast<uint32_t>(n_));
+      uint64_t mixed = h ^ (h >> 29);
+      mixed *= 0xBF58476D1CE4E5B9ull;
+      hashes[i] = mixed ^ (mixed >> 32);
+      if (i + 1 < total) h = (h - word_hash[i] * top_power) * kBase + word_hash[i + n_];
+    }
+    size_t bits = 1 << 12;
+    while (bits < static_cast<size_t>(total) * 16 && bits < (size_t{1} << 22)) bits <<= 1;
+    thread_local std::vector<uint64_t> seen, twice;
+    seen.assign(bits / 64, 0);
+    twice.assign(bits / 64, 0);
+    const size_t mask = bits - 1;
+    for (int64_t i = 0; i < total; ++i) {
+      const size_t b = (hashes[i] >> 20) & mask;
+      const uint64_t bit = uint64_t{1} << (b & 63);
+      twice[b >> 6] |= seen[b >> 6] & bit;
+      seen[b >> 6] |= bit;
+    }
+    thread_local NGramCounter<std::string_view> grams;
+    grams.Reset(words.data(), static_cast<size_t>(total));
+    for (int64_t i = 0; i < total; ++i) {
+      const size_t b = (hashes[i] >> 20) & mask;
+      if ((twice[b >> 6] >> (b & 63) & 1) == 0) continue;
+      grams.Add(hashes[i], static_cast<uint32_t>(i), static_cast<uint32_t>(n_));
     }
     int64_t repeated = 0;
     for (size_t k = 0; k < grams.distinct(); ++k) {
@@ -231,19 +263,8 @@ class AlphanumericFilter : public StatFilter {
     RefuseTokenization();
   }
   std::string Compute(const std::string& text) const override {
-    size_t total = 0, alnum = 0, i = 0;
-    while (i < text.size()) {
-      const unsigned char c = static_cast<unsigned char>(text[i]);
-      uint32_t cp;
-      if (c < 0x80) {
-        cp = c;
-        ++i;
-      } else {
-        cp = text::NextCodePoint(text, &i);
-      }
-      ++total;
-      alnum += text::IsAlnum(cp);
-    }
+    const size_t total = text::CodePointCount(text);
+    const size_t alnum = text::CountAlnum(text);
     return FloatStat(total ? static_cast<double>(alnum) / static_cast<double>(total) : 0.0);
   }
 };
@@ -260,32 +281,70 @@ class CharacterRepetitionFilter : public StatFilter {
     // Character n-grams (as UTF-8 byte ranges spanning n code points). With D
     // distinct n-grams and R of them repeated, the k = min(floor(sqrt(D)), R)
     // most frequent ones' total count over the number of n-grams.
-    thread_local std::vector<size_t> starts;
-    starts.clear();
-    for (size_t i = 0; i < text.size(); ++i) {
-      if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) starts.push_back(i);
+    // Code points, and a polynomial rolling hash over each window of n of
+    // them (mixed for the table); equal hashes are confirmed element-wise.
+    thread_local std::vector<uint32_t> cps;
+    cps.clear();
+    size_t pos = 0;
+    while (pos < text.size()) {
+      const unsigned char c = static_cast<unsigned char>(text[pos]);
+      if (c < 0x80) {
+        cps.push_back(c);
+        ++pos;
+      } else {
+        cps.push_back(text::NextCodePoint(text, &pos));
+      }
     }
-    const int64_t len = static_cast<int64_t>(starts.size());
-    starts.push_back(text.size());
-    const int64_t total = len - n_ + 1;
+    const int64_t total = static_cast<int64_t>(cps.size()) - n_ + 1;
     if (total <= 0) return FloatStat(0.0);
-    thread_local NGramCounter<char> counter;
-    counter.Reset(static_cast<size_t>(total));
-    counter.ReserveOrder(static_cast<size_t>(total));
+    constexpr uint64_t kBase = 0x100000001B3ull;
+    uint64_t top_power = 1;  // kBase^(n-1)
+    for (int64_t k = 1; k < n_; ++k) top_power *= kBase;
+    uint64_t h = 0;
+    for (int64_t k = 0; k < n_; ++k) h = h * kBase + cps[k];
+    thread_local std::vector<uint64_t> hashes;
+    hashes.resize(static_cast<size_t>(total));
     for (int64_t i = 0; i < total; ++i) {
-      const char* begin = text.data() + starts[i];
-      const uint32_t len = static_cast<uint32_t>(starts[i + n_] - starts[i]);
-      counter.Add(HashBytes(begin, len), begin, len);
+      uint64_t mixed = h ^ (h >> 29);
+      mixed *= 0xBF58476D1CE4E5B9ull;
+      hashes[i] = mixed ^ (mixed >> 32);
+      if (i + 1 < total) h = (h - cps[i] * top_power) * kBase + cps[i + n_];
+    }
+    // Most n-grams occur once. A bit per hash value finds the few whose hash
+    // was seen before; only those go through the exact counter, the others
+    // are certainly distinct singletons.
+    size_t bits = 1 << 12;
+    while (bits < static_cast<size_t>(total) * 16 && bits < (size_t{1} << 22)) bits <<= 1;
+    thread_local std::vector<uint64_t> seen, twice;
+    seen.assign(bits / 64, 0);
+    twice.assign(bits / 64, 0);
+    const size_t mask = bits - 1;
+    for (int64_t i = 0; i < total; ++i) {
+      const size_t b = (hashes[i] >> 20) & mask;
+      const uint64_t bit = uint64_t{1} << (b & 63);
+      twice[b >> 6] |= seen[b >> 6] & bit;
+      seen[b >> 6] |= bit;
+    }
+    thread_local NGramCounter<uint32_t> counter;
+    counter.Reset(cps.data(), static_cast<size_t>(total));
+    int64_t singletons = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      const size_t b = (hashes[i] >> 20) & mask;
+      if ((twice[b >> 6] >> (b & 63) & 1) == 0) {
+        ++singletons;
+        continue;
+      }
+      counter.Add(hashes[i], static_cast<uint32_t>(i), static_cast<uint32_t>(n_));
     }
     thread_local std::vector<int64_t> freqs;
     freqs.clear();
-    int64_t singles = 0;
+    int64_t singles = singletons;
     for (size_t k = 0; k < counter.distinct(); ++k) {
       const int64_t c = counter.CountAt(k);
       freqs.push_back(c);
       singles += (c == 1);
     }
-    const int64_t distinct = static_cast<int64_t>(freqs.size());
+    const int64_t distinct = static_cast<int64_t>(freqs.size()) + singletons;
     const int64_t k = std::min(static_cast<int64_t>(std::sqrt(static_cast<double>(distinct))),
                                distinct - singles);
     int64_t top = 0;
@@ -306,12 +365,8 @@ class SpecialCharactersFilter : public StatFilter {
       : StatFilter(spec, key, {"min_ratio", "max_ratio"}, "special_char_ratio",
                    {"min_ratio", 0.0, "max_ratio", 0.25}) {}
   std::string Compute(const std::string& text) const override {
-    size_t total = 0, special = 0, i = 0;
-    while (i < text.size()) {
-      const uint32_t cp = text::NextCodePoint(text, &i);
-      ++total;
-      special += text::IsSpecial(cp);
-    }
+    const size_t total = text::CodePointCount(text);
+    const size_t special = text::CountSpecial(text);
     return FloatStat(total ? static_cast<double>(special) / static_cast<double>(total) : 0.0);
   }
 };

@@ -27,6 +27,8 @@ class OpError : public std::runtime_error {
 class Sample {
  public:
   explicit Sample(io::Record* record) : record_(record) {}
+  // Starts over on another record, keeping allocated memory.
+  void Reset(io::Record* record);
 
   // The decoded string at top-level `key`. Throws OpError when it is missing
   // or not a string.

@@ -46,6 +46,9 @@ size_t CodePointCount(std::string_view s);
 bool IsAlnum(uint32_t cp);    // str.isalnum()
 bool IsSpace(uint32_t cp);    // str.isspace(): what str.strip() removes
 bool IsSpecial(uint32_t cp);  // Data-Juicer's special characters (1618 code points)
+// Code points of `s` for which IsAlnum / IsSpecial holds.
+size_t CountAlnum(std::string_view s);
+size_t CountSpecial(std::string_view s);
 
 // str.lower().
 std::string Lower(std::string_view s);
@@ -55,6 +58,18 @@ std::string_view Strip(std::string_view s);
 std::vector<std::string_view> SplitLines(std::string_view s);
 // Words split on ' ', '\n' and '\t', empty pieces dropped.
 std::vector<std::string_view> SplitWords(std::string_view s);
+// Calls f(word) for each word of SplitWords(s), without building a vector.
+template <typename F>
+void ForEachWord(std::string_view s, F&& f) {
+  const char* p = s.data();
+  const char* end = p + s.size();
+  while (p < end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\t')) ++p;
+    const char* start = p;
+    while (p < end && *p != ' ' && *p != '\n' && *p != '\t') ++p;
+    if (p > start) f(std::string_view(start, static_cast<size_t>(p - start)));
+  }
+}
 // Removes leading and trailing special characters.
 std::string_view StripSpecial(std::string_view word);
 

@@ -293,13 +293,14 @@ void JsonLineParser::ParseObject(std::string_view line, const std::string& file,
   if (IsBlank(line)) {
     throw Error(file, line_no, "blank line", "JSONL holds exactly one JSON object per line");
   }
-  if (!simdjson::validate_utf8(line.data(), line.size())) {
-    throw Error(file, line_no, "invalid UTF-8", "re-encode the file as UTF-8");
-  }
   simdjson::dom::element element;
   const auto error =
       state_->parser.parse(reinterpret_cast<const uint8_t*>(line.data()), line.size(), false)
           .get(element);
+  if (error == simdjson::UTF8_ERROR ||
+      (error && !simdjson::validate_utf8(line.data(), line.size()))) {
+    throw Error(file, line_no, "invalid UTF-8", "re-encode the file as UTF-8");
+  }
   if (error) {
     throw Error(file, line_no, std::string("invalid JSON: ") + simdjson::error_message(error),
                 "each line must be one complete JSON object");

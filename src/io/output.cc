@@ -34,23 +34,26 @@ void AtomicFileWriter::Append(std::string_view bytes) {
   bytes_written_ += bytes.size();
   if (buffer_.size() + bytes.size() > kBufferSize) Flush();
   if (bytes.size() >= kBufferSize) {
-    buffer_.assign(bytes);
-    Flush();
+    WriteAll(bytes);  // large pieces skip the buffer
     return;
   }
   buffer_.append(bytes);
 }
 
-void AtomicFileWriter::Flush() {
+void AtomicFileWriter::WriteAll(std::string_view bytes) {
   size_t done = 0;
-  while (done < buffer_.size()) {
-    const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       ThrowSystemError(temp_path_, "cannot write");
     }
     done += static_cast<size_t>(n);
   }
+}
+
+void AtomicFileWriter::Flush() {
+  WriteAll(buffer_);
   buffer_.clear();
 }
 

@@ -1,5 +1,8 @@
 // whitespace_normalization_mapper and punctuation_normalization_mapper.
 #include <cstring>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
@@ -26,6 +29,34 @@ bool IsOddWhitespace(uint32_t cp) {
   }
 }
 
+// Index of the first byte at or after `i` that is a tab or 0xC2, 0xE2, 0xE3 or
+// 0xEF (the lead bytes of the odd whitespace characters), or `size`.
+inline size_t NextCandidate(const char* data, size_t i, size_t size) {
+#ifdef __SSE2__
+  const __m128i tab = _mm_set1_epi8('\t');
+  const __m128i c2 = _mm_set1_epi8(static_cast<char>(0xC2));
+  const __m128i e2 = _mm_set1_epi8(static_cast<char>(0xE2));
+  const __m128i e3 = _mm_set1_epi8(static_cast<char>(0xE3));
+  const __m128i ef = _mm_set1_epi8(static_cast<char>(0xEF));
+  while (i + 16 <= size) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i));
+    const __m128i hit =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, c2)),
+                     _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, e2), _mm_cmpeq_epi8(v, e3)),
+                                  _mm_cmpeq_epi8(v, ef)));
+    const int mask = _mm_movemask_epi8(hit);
+    if (mask != 0) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+    i += 16;
+  }
+#endif
+  while (i < size) {
+    const unsigned char c = static_cast<unsigned char>(data[i]);
+    if (c == '\t' || c == 0xC2 || c == 0xE2 || c == 0xE3 || c == 0xEF) return i;
+    ++i;
+  }
+  return size;
+}
+
 class WhitespaceNormalizationMapper : public Mapper {
  public:
   WhitespaceNormalizationMapper(const recipe::OperatorSpec& spec, const std::string& key)
@@ -44,22 +75,13 @@ class WhitespaceNormalizationMapper : public Mapper {
     const char* data = stripped.data();
     const size_t size = stripped.size();
     while (i < size) {
-      const unsigned char c = static_cast<unsigned char>(data[i]);
-      size_t next;
-      if (c < 0x80) {
-        if (c != '\t') {
-          ++i;
-          continue;
-        }
+      i = NextCandidate(data, i, size);
+      if (i >= size) break;
+      size_t next = i;
+      if (data[i] == '\t') {
         next = i + 1;
-      } else if (c == 0xC2 || c == 0xE2 || c == 0xE3 || c == 0xEF) {
-        next = i;
-        if (!IsOddWhitespace(text::NextCodePoint(stripped, &next))) {
-          i = next;
-          continue;
-        }
-      } else {
-        i += text::SequenceLength(c);
+      } else if (!IsOddWhitespace(text::NextCodePoint(stripped, &next))) {
+        i = next;
         continue;
       }
       out.append(data + run, i - run);

@@ -30,6 +30,7 @@ class AtomicFileWriter {
 
  private:
   void Flush();
+  void WriteAll(std::string_view bytes);
 
   std::string path_;
   std::string temp_path_;

@@ -22,6 +22,10 @@ endif()
 
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
+# fastText (Debian's libfasttext-dev) for language_id_score_filter.
+find_library(DJSHARD_FASTTEXT_LIBRARY NAMES fasttext REQUIRED)
+find_path(DJSHARD_FASTTEXT_INCLUDE fasttext/fasttext.h REQUIRED)
+
 # libtorch: Debian's CPU build by default. A CUDA-enabled libtorch is used
 # instead when its prefix comes first in CMAKE_PREFIX_PATH, for example
 #   -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"

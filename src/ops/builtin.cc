@@ -108,6 +108,12 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        {{"field_key", "''", "dotted path of the field"},
         {"min_value", "-sys.maxsize", "minimum"},
         {"max_value", "sys.maxsize", "maximum"}}},
+      {"language_id_score_filter",
+       MakeLanguageIdScoreFilter,
+       "Keeps texts whose fastText language is one of `lang` with score >= min_score",
+       {{"lang", "''", "language code or list of codes (empty: any language)"},
+        {"min_score", "0.0", "minimum prediction score"},
+        {"model_path", "(required)", "fastText language-id model, e.g. lid.176.bin"}}},
   };
   return ops;
 }

@@ -1,0 +1,79 @@
+// language_id_score_filter: fastText language identification (Debian's
+// libfasttext). The model is a file given by model_path, e.g. lid.176.bin.
+#include <fasttext/fasttext.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "djshard/common/error.h"
+#include "djshard/io/json_text.h"
+#include "djshard/ops/text.h"
+#include "src/ops/builtin.h"
+
+namespace djshard::ops {
+
+namespace {
+
+class LanguageIdScoreFilter : public Filter {
+ public:
+  LanguageIdScoreFilter(const recipe::OperatorSpec& spec, const std::string& key)
+      : Filter(spec, key, {"lang", "min_score", "model_path"}) {
+    langs_ = args().GetStringList("lang", {});
+    langs_.erase(std::remove(langs_.begin(), langs_.end(), std::string()), langs_.end());
+    min_score_ = args().GetDouble("min_score", 0.0);
+    const std::string path = args().GetString("model_path", "");
+    if (path.empty()) {
+      args().Fail(
+          "model_path", "is required",
+          "djshard downloads nothing: give the path of a fastText model such as lid.176.bin");
+    }
+    try {
+      model_.loadModel(path);
+    } catch (const std::exception& e) {
+      args().Fail("model_path", "cannot be loaded: " + std::string(e.what()),
+                  "check that " + path + " is a fastText .bin model");
+    }
+  }
+
+  bool Process(Sample& sample) const override {
+    if (!sample.Stat("lang") || !sample.Stat("lang_score")) {
+      // As Data-Juicer: lower-cased, newlines as spaces, the top prediction.
+      std::string text = text::Lower(sample.Text(text_key()));
+      for (char& c : text) {
+        if (c == '\n') c = ' ';
+      }
+      text.push_back('\n');
+      std::istringstream in(text);
+      std::vector<std::pair<fasttext::real, std::string>> predictions;
+      model_.predictLine(in, predictions, 1, 0.0);
+      if (predictions.empty()) throw OpError("fastText made no prediction");
+      std::string label = predictions[0].second;
+      if (label.rfind("__label__", 0) == 0) label.erase(0, 9);
+      std::string raw;
+      io::AppendJsonString(&raw, label);
+      sample.SetStat("lang", raw);
+      sample.SetStat("lang_score", FloatStat(static_cast<double>(predictions[0].first)));
+    }
+    const std::optional<std::string_view> lang_raw = sample.Stat("lang");
+    const std::string lang =
+        lang_raw->size() >= 2 && lang_raw->front() == '"' ? io::UnescapeJsonString(*lang_raw) : "";
+    const double score = sample.StatNumber("lang_score");
+    if (langs_.empty()) return score >= min_score_;
+    const bool known = std::find(langs_.begin(), langs_.end(), lang) != langs_.end();
+    return known && score >= min_score_;
+  }
+
+ private:
+  std::vector<std::string> langs_;
+  double min_score_ = 0;
+  fasttext::FastText model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Operator> MakeLanguageIdScoreFilter(const recipe::OperatorSpec& spec,
+                                                    const std::string& text_key) {
+  return std::make_unique<LanguageIdScoreFilter>(spec, text_key);
+}
+
+}  // namespace djshard::ops

@@ -1,0 +1,254 @@
+// Black-box tests of `djshard run` and `djshard ops`: the real binary.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::vector<json> ParseLines(const std::string& text) {
+  std::vector<json> rows;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) rows.push_back(json::parse(line));
+  return rows;
+}
+
+class RunCli : public CliTest {
+ protected:
+  // A corpus of `n` varied records (long enough to cross many batches when n is large).
+  void WriteCorpus(const std::string& rel, int n) {
+    std::string rows;
+    for (int i = 0; i < n; ++i) {
+      std::string text = "  Row " + std::to_string(i) + "\\u3000has\\ttext\\u00a0";
+      for (int k = 0; k < i % 7; ++k)
+        text += " word" + std::to_string(k) + " visit https://ex.com/" + std::to_string(i);
+      if (i % 5 == 0) text = "short";
+      rows += "{\"id\": " + std::to_string(i) + ", \"text\": \"" + text +
+              "\", \"meta\": {\"score\": " + std::to_string((i % 10) / 10.0) + "}}\n";
+    }
+    Write(rel, rows);
+  }
+  std::string Recipe(const std::string& ops, const std::string& extra = "") {
+    return Write("recipe.yaml", "dataset_path: data.jsonl\nexport_path: out/result.jsonl\n" +
+                                    extra + "process:\n" + ops);
+  }
+};
+
+TEST_F(RunCli, AppliesTheRecipeInOrderAndWritesStats) {
+  WriteCorpus("data.jsonl", 50);
+  Recipe(
+      "  - whitespace_normalization_mapper:\n  - clean_links_mapper:\n"
+      "  - text_length_filter:\n      min_len: 10\n");
+  const CliResult r = Run({"run", "--config", "recipe.yaml", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Kept 40 of 50 rows"), std::string::npos) << r.out;
+  const std::vector<json> rows = ParseLines(Read("out/result.jsonl"));
+  ASSERT_EQ(rows.size(), 40u);
+  EXPECT_EQ(rows[0]["id"], 1);
+  // Whitespace first (strip, odd spaces to ' '), then links leave their spaces.
+  EXPECT_EQ(rows[0]["text"], "Row 1 has text  word0 visit ");
+  EXPECT_EQ(rows[1]["text"], "Row 2 has text  word0 visit  word1 visit ");
+  EXPECT_EQ(rows[0]["__dj__stats__"]["text_len"], 28);
+  EXPECT_EQ(rows[0]["meta"]["score"], 0.1);
+  const json stats = json::parse(Read("out/result.jsonl.stats.json"));
+  EXPECT_EQ(stats["rows_in"], 50);
+  EXPECT_EQ(stats["rows_out"], 40);
+  ASSERT_EQ(stats["operators"].size(), 3u);
+  EXPECT_EQ(stats["operators"][2]["name"], "text_length_filter");
+  EXPECT_EQ(stats["operators"][2]["rows_in"], 50);
+  EXPECT_EQ(stats["operators"][2]["rows_out"], 40);
+  EXPECT_EQ(Read("out/result.jsonl.errors.jsonl"), "");
+}
+
+TEST_F(RunCli, OutputBytesDoNotDependOnThreadCount) {
+  WriteCorpus("data.jsonl", 30000);
+  Recipe(
+      "  - whitespace_normalization_mapper:\n  - punctuation_normalization_mapper:\n"
+      "  - clean_links_mapper:\n  - words_num_filter:\n      min_num: 3\n"
+      "  - character_repetition_filter:\n      rep_len: 5\n      max_ratio: 0.9\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--threads", "1", "--export-path", "one.jsonl"})
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      Run({"run", "--config", "recipe.yaml", "--threads", "8", "--export-path", "eight.jsonl"})
+          .exit_code,
+      0);
+  const std::string one = Read("one.jsonl");
+  EXPECT_GT(one.size(), 1000000u);
+  EXPECT_EQ(one, Read("eight.jsonl"));
+}
+
+TEST_F(RunCli, UntouchedRecordsPassThroughByteForByte) {
+  const std::string rows =
+      "{\"text\": \"long enough text here\",  \"x\" : [1.0, 1e5, \"\\u00e9\"], \"y\":{\"z\" "
+      ":null}}\n"
+      "{\"y\":2,\"text\":\"another long text\",\"__dj__stats__\":{\"old\":1}}\n";
+  Write("data.jsonl", rows);
+  Recipe("  - text_length_filter:\n      min_len: 5\n", "keep_stats_in_res_ds: false\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml"}).exit_code, 0);
+  const std::string out = Read("out/result.jsonl");
+  const std::string first = rows.substr(0, rows.find('\n') + 1);
+  EXPECT_EQ(out.substr(0, first.size()), first);
+  // keep_stats_in_res_ds: false drops stats that came with the input too.
+  EXPECT_EQ(out.substr(first.size()), "{\"y\":2,\"text\":\"another long text\"}\n");
+}
+
+TEST_F(RunCli, ChangedTextIsReplacedInPlaceAndStatsAreReusedOrAppended) {
+  Write("data.jsonl",
+        "{\"a\":1,\"text\":\" padded \",\"b\":[1.50]}\n"
+        "{\"text\":\"xx\",\"__dj__stats__\":{\"text_len\":99}}\n");
+  Recipe("  - whitespace_normalization_mapper:\n  - text_length_filter:\n      min_len: 5\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml"}).exit_code, 0);
+  // Row 1 has 6 code points after stripping and is kept; row 2's stat (99) is reused.
+  EXPECT_EQ(Read("out/result.jsonl"),
+            "{\"a\":1,\"text\":\"padded\",\"b\":[1.50],\"__dj__stats__\":{\"text_len\":6}}\n"
+            "{\"text\":\"xx\",\"__dj__stats__\":{\"text_len\":99}}\n");
+}
+
+TEST_F(RunCli, OperatorErrorsDropTheRecordAndAreReported) {
+  Write("data.jsonl",
+        "{\"text\":\"aaaa\",\"meta\":{\"score\":0.5}}\n{\"text\":\"bbbb\"}\n"
+        "{\"text\":\"cccc\",\"meta\":{\"score\":0.7}}\n");
+  Recipe(
+      "  - specified_numeric_field_filter:\n      field_key: meta.score\n      min_value: 0.1\n"
+      "      max_value: 1.0\n");
+  CliResult r = Run({"run", "--config", "recipe.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ParseLines(Read("out/result.jsonl")).size(), 2u);
+  const std::vector<json> errors = ParseLines(Read("out/result.jsonl.errors.jsonl"));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]["op"], "specified_numeric_field_filter");
+  EXPECT_EQ(errors[0]["line"], 2);
+  EXPECT_NE(errors[0]["error"].get<std::string>().find("meta.score"), std::string::npos);
+  EXPECT_NE(r.out.find("1 record(s) dropped by operator errors"), std::string::npos);
+
+  Recipe(
+      "  - specified_numeric_field_filter:\n      field_key: meta.score\n"
+      "      skip_op_error: false\n");
+  fs::remove(Path("out/result.jsonl"));
+  r = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("data.jsonl:2: operator 'specified_numeric_field_filter' failed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Exists("out/result.jsonl"));
+  for (const std::string& name : List("out")) EXPECT_EQ(name.find(".tmp."), std::string::npos);
+}
+
+TEST_F(RunCli, APathologicalUserPatternBecomesARecordErrorNotAHang) {
+  Write("data.jsonl", "{\"text\":\"" + std::string(5000, 'a') + "b\"}\n{\"text\":\"fine\"}\n");
+  Recipe("  - clean_email_mapper:\n      pattern: '(a+)+$'\n");
+  const CliResult r = Run({"run", "--config", "recipe.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), "{\"text\":\"fine\"}\n");
+  EXPECT_NE(Read("out/result.jsonl.errors.jsonl").find("limit"), std::string::npos);
+}
+
+TEST_F(RunCli, BadInputLineIsAnErrorWithFileAndLine) {
+  Write("data.jsonl", "{\"text\":\"ok\"}\n[1]\n");
+  Recipe("  - text_length_filter:\n");
+  const CliResult r = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("data.jsonl:2: record is not a JSON object"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists("out/result.jsonl"));
+}
+
+TEST_F(RunCli, RefusesUnknownArgumentsTokenizationAndUnimplementedOperators) {
+  Write("data.jsonl", "{\"text\":\"ok\"}\n");
+  Recipe("  - text_length_filter:\n      min_length: 3\n");
+  CliResult r = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("recipe.yaml:5: text_length_filter: argument 'min_length' is not an "
+                       "argument of text_length_filter"),
+            std::string::npos)
+      << r.err;
+  Recipe("  - words_num_filter:\n      tokenization: true\n");
+  r = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("needs a Hugging Face tokenizer"), std::string::npos) << r.err;
+  Recipe("  - clean_html_mapper:\n");
+  r = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("operator 'clean_html_mapper' is not implemented"), std::string::npos);
+}
+
+TEST_F(RunCli, ReadsAndWritesCompressedJsonl) {
+  WriteCorpus("plain/data.jsonl", 200);
+  ASSERT_EQ(
+      std::system(("gzip -c " + Path("plain/data.jsonl") + " > " + Path("in.jsonl.gz")).c_str()),
+      0);
+  Recipe("  - whitespace_normalization_mapper:\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--dataset-path", "plain/data.jsonl",
+                 "--export-path", "ref.jsonl"})
+                .exit_code,
+            0);
+  for (const char* out : {"o.jsonl.zst", "o.jsonl.gz"}) {
+    const CliResult r = Run(
+        {"run", "--config", "recipe.yaml", "--dataset-path", "in.jsonl.gz", "--export-path", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string tool =
+        std::string(out).find(".zst") != std::string::npos ? "zstd -dc " : "gzip -dc ";
+    ASSERT_EQ(std::system((tool + Path(out) + " > " + Path("decoded.jsonl")).c_str()), 0);
+    EXPECT_EQ(Read("decoded.jsonl"), Read("ref.jsonl")) << out;
+  }
+}
+
+TEST_F(RunCli, LanguageIdFilterUsesAFastTextModel) {
+  // Train a tiny model with Debian's fasttext on generated text.
+  std::string train;
+  const char* en[] = {"the", "data", "is", "good", "and", "we", "have", "more", "of", "it"};
+  const char* fr[] = {"le", "la", "est", "bon", "et", "nous", "avons", "plus", "de", "donc"};
+  for (int i = 0; i < 400; ++i) {
+    std::string e = "__label__en", f = "__label__fr";
+    for (int k = 0; k < 8; ++k) {
+      e += std::string(" ") + en[(i * 7 + k * 3) % 10];
+      f += std::string(" ") + fr[(i * 7 + k * 3) % 10];
+    }
+    train += e + "\n" + f + "\n";
+  }
+  Write("train.txt", train);
+  ASSERT_EQ(
+      std::system(("fasttext supervised -input " + Path("train.txt") + " -output " + Path("lid") +
+                   " -epoch 20 -lr 1.0 -dim 10 -thread 1 -verbose 0 > /dev/null")
+                      .c_str()),
+      0);
+  Write("data.jsonl",
+        "{\"text\":\"The data is good and we have more\"}\n"
+        "{\"text\":\"Le data est bon et nous avons plus\"}\n");
+  Recipe("  - language_id_score_filter:\n      lang: en\n      min_score: 0.5\n      model_path: " +
+         Path("lid.bin") + "\n");
+  const CliResult r = Run({"run", "--config", "recipe.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> rows = ParseLines(Read("out/result.jsonl"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["__dj__stats__"]["lang"], "en");
+  EXPECT_GE(rows[0]["__dj__stats__"]["lang_score"].get<double>(), 0.5);
+
+  Recipe("  - language_id_score_filter:\n      lang: en\n");
+  const CliResult missing = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("model_path"), std::string::npos);
+}
+
+TEST_F(RunCli, OpsListsTheCatalogueAndShowsOneOperator) {
+  CliResult r = Run({"ops"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("document_deduplicator"), std::string::npos);
+  EXPECT_NE(r.out.find("164 operators, 20 implemented by djshard"), std::string::npos) << r.out;
+  r = Run({"ops", "character_repetition_filter"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("rep_len"), std::string::npos);
+  EXPECT_EQ(Run({"ops", "nope"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace djshard::testing

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -201,87 +202,126 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
                     io::OutputStream& output, io::OutputStream* errors,
                     const ExecOptions& options) {
   const int threads = std::max(1, options.threads);
-  const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2;
+  const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2 + 2;
   const double start = MonotonicSeconds();
   double last_progress = start;
 
   BatchReader reader(inputs, options.batch_bytes);
-  std::mutex reader_mu;
-  std::mutex writer_mu;
-  std::condition_variable writer_cv;
-  std::map<uint64_t, BatchResult> pending;
-  uint64_t next_to_write = 0;
-  bool failed = false;
-  std::exception_ptr failure;
-
   ExecSummary summary;
   summary.operators.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i) {
     summary.operators[i].name = plan.operators[i].op->name();
   }
 
+  // The calling thread does all I/O: it reads batches ahead into `queue` and
+  // writes finished ones in input order. `threads` workers only compute, so
+  // reading, writing and compressing overlap with the operators.
+  std::mutex mu;
+  std::condition_variable work_cv;  // workers: a batch is queued, or the end
+  std::condition_variable io_cv;    // I/O thread: a result is ready, or a failure
+  std::deque<Batch> queue;
+  std::map<uint64_t, BatchResult> pending;
+  uint64_t read_count = 0, next_to_write = 0;
+  bool end_of_input = false, failed = false;
+  std::exception_ptr failure;
+
+  auto fail = [&](std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failed) {
+      failed = true;
+      failure = e;
+    }
+    work_cv.notify_all();
+    io_cv.notify_all();
+  };
+
   auto worker = [&]() {
     Scratch scratch;
-    Batch batch;
     try {
       for (;;) {
+        Batch batch;
         {
-          std::lock_guard<std::mutex> lock(reader_mu);
-          if (failed || !reader.Next(&batch)) return;
+          std::unique_lock<std::mutex> lock(mu);
+          work_cv.wait(lock, [&] { return failed || !queue.empty() || end_of_input; });
+          if (failed || queue.empty()) return;
+          batch = std::move(queue.front());
+          queue.pop_front();
         }
-        {
-          // Bounded memory: wait while this batch is too far ahead of the writer.
-          std::unique_lock<std::mutex> lock(writer_mu);
-          writer_cv.wait(lock, [&] { return failed || batch.seq < next_to_write + max_in_flight; });
-          if (failed) return;
+        if (StopRequested() || (options.cancel != nullptr && options.cancel->load())) {
+          ThrowIfStopRequested();
+          throw Error("the run was cancelled", "its claim was lost");
         }
-        if (StopRequested()) ThrowIfStopRequested();
         BatchResult result;
         ProcessBatch(plan, inputs, batch, scratch, &result);
-        std::lock_guard<std::mutex> lock(writer_mu);
-        if (failed) return;
+        std::lock_guard<std::mutex> lock(mu);
         pending.emplace(batch.seq, std::move(result));
-        // Write every batch that is next in input order.
-        for (auto it = pending.find(next_to_write); it != pending.end();
-             it = pending.find(next_to_write)) {
-          BatchResult& done = it->second;
-          output.Append(done.output);
-          if (errors != nullptr && !done.errors.empty()) errors->Append(done.errors);
-          summary.rows_in += done.rows_in;
-          summary.rows_out += done.rows_out;
-          summary.bytes_in += done.bytes_in;
-          summary.bytes_out += done.output.size();
-          summary.errors += done.error_count;
-          for (size_t i = 0; i < done.counters.size(); ++i) {
-            summary.operators[i].rows_in += done.counters[i].rows_in;
-            summary.operators[i].rows_out += done.counters[i].rows_out;
-            summary.operators[i].errors += done.counters[i].errors;
-            summary.operators[i].seconds += done.counters[i].seconds;
-          }
-          pending.erase(it);
-          ++next_to_write;
+        io_cv.notify_one();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  };
+
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  try {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      if (failed) break;
+      auto it = pending.find(next_to_write);
+      if (it != pending.end()) {
+        BatchResult done = std::move(it->second);
+        pending.erase(it);
+        lock.unlock();
+        output.Append(done.output);
+        if (errors != nullptr && !done.errors.empty()) errors->Append(done.errors);
+        summary.rows_in += done.rows_in;
+        summary.rows_out += done.rows_out;
+        summary.bytes_in += done.bytes_in;
+        summary.bytes_out += done.output.size();
+        summary.errors += done.error_count;
+        for (size_t i = 0; i < done.counters.size(); ++i) {
+          summary.operators[i].rows_in += done.counters[i].rows_in;
+          summary.operators[i].rows_out += done.counters[i].rows_out;
+          summary.operators[i].errors += done.counters[i].errors;
+          summary.operators[i].seconds += done.counters[i].seconds;
         }
-        writer_cv.notify_all();
         const double now = MonotonicSeconds();
         if (options.progress && now - last_progress >= 0.5) {
           last_progress = now;
           summary.seconds = now - start;
           options.progress(summary);
         }
+        lock.lock();
+        ++next_to_write;
+        continue;
       }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(writer_mu);
-      if (!failed) {
-        failed = true;
-        failure = std::current_exception();
+      // Bounded memory: read ahead only while few batches are in flight.
+      if (!end_of_input && read_count - next_to_write < max_in_flight) {
+        lock.unlock();
+        Batch batch;
+        const bool got = reader.Next(&batch);
+        lock.lock();
+        if (got) {
+          queue.push_back(std::move(batch));
+          ++read_count;
+        } else {
+          end_of_input = true;
+        }
+        work_cv.notify_all();
+        continue;
       }
-      writer_cv.notify_all();
+      if (end_of_input && next_to_write == read_count) break;
+      io_cv.wait(lock);
     }
-  };
-
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
+  } catch (...) {
+    fail(std::current_exception());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    end_of_input = true;
+    work_cv.notify_all();
+  }
   for (std::thread& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
   summary.seconds = MonotonicSeconds() - start;

@@ -50,6 +50,17 @@ void AtomicFileWriter::WriteAll(std::string_view bytes) {
     }
     done += static_cast<size_t>(n);
   }
+  file_offset_ += bytes.size();
+#ifdef __linux__
+  // Start writeback of what is written so far, so that the fsync in Commit()
+  // has little left to wait for.
+  constexpr uint64_t kWritebackChunk = 16 << 20;
+  if (file_offset_ - writeback_offset_ >= kWritebackChunk) {
+    sync_file_range(fd_, static_cast<off_t>(writeback_offset_),
+                    static_cast<off_t>(file_offset_ - writeback_offset_), SYNC_FILE_RANGE_WRITE);
+    writeback_offset_ = file_offset_;
+  }
+#endif
 }
 
 void AtomicFileWriter::Flush() {

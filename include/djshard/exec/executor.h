@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,12 +35,16 @@ struct ExecOptions {
   size_t batch_bytes = 1 << 20;  // a batch closes at this many input bytes or plan.batch_rows rows
   // Called at most twice a second with the summary so far (rows, bytes, time).
   std::function<void(const ExecSummary&)> progress;
+  // When set and true, the run stops at the next batch with an Error (a worker
+  // that lost its claim). SIGINT/SIGTERM stop it the same way.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
-// Runs `plan` over the input files in order: a reader cuts the input into
-// batches, `threads` threads run the fused stage on whole batches, and an
-// ordered writer appends each batch's output (and operator errors, one JSON
-// line each) in input order, so the bytes never depend on the thread count.
+// Runs `plan` over the input files in order: the calling thread reads the
+// input as batches and writes results, `threads` threads run the fused stage
+// on whole batches, and results are written (output, and operator errors as
+// one JSON line each) in input order, so the bytes never depend on the thread
+// count.
 // Memory is bounded by batch size x threads. A line that is not a JSON object
 // is an Error naming its file and line; so is an operator error when the
 // operator's skip_op_error is false. Neither stream is committed here.

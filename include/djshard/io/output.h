@@ -38,6 +38,8 @@ class AtomicFileWriter {
   int fd_ = -1;
   std::string buffer_;
   uint64_t bytes_written_ = 0;
+  uint64_t file_offset_ = 0;       // bytes handed to write(2)
+  uint64_t writeback_offset_ = 0;  // bytes whose writeback was started
   bool committed_ = false;
 };
 

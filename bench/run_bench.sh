@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Benchmark of `djshard run` against pyref (plain Python, one process).
+#
+#   bench/run_bench.sh [--mb 256] [--workdir DIR] [--shared ../shared] [--repeat 3]
+#
+# Generates gen_corpus.py --mb N --seed 3, then in one run times, for the
+# recipes demo and refine (bench/recipes): djshard run with 1 and 2 threads
+# (best of --repeat runs) and, when <shared>/pyref exists, pyref.py once.
+# Prints wall seconds, MB/s, rows/s, peak RSS, the ratio to pyref and the
+# 2-thread scaling, and checks that djshard and pyref produced the same records.
+# Targets (1 thread): demo >= 250 MB/s and >= 13x pyref; refine >= 40 MB/s and
+# >= 20x pyref; 2 threads >= 1.7x one thread; peak RSS <= 300 MB.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mb=256
+workdir=/tmp/djshard-bench
+shared="$root/../shared"
+repeat=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mb) mb=$2; shift 2 ;;
+    --workdir) workdir=$2; shift 2 ;;
+    --shared) shared=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    *) echo "usage: $0 [--mb N] [--workdir DIR] [--shared DIR] [--repeat N]" >&2; exit 2 ;;
+  esac
+done
+bin="$root/build/bin/djshard"
+[ -x "$bin" ] || { echo "build djshard first: scripts/build.sh" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "/usr/bin/time is needed (scripts/setup.sh installs it)" >&2; exit 2; }
+gen="$shared/data/gen_corpus.py"
+[ -f "$gen" ] || { echo "gen_corpus.py not found at $gen (pass --shared)" >&2; exit 2; }
+pyref="$shared/pyref/pyref.py"
+have_pyref=0
+if [ -f "$pyref" ] && /usr/bin/python3 -c 'import regex, yaml' 2>/dev/null; then
+  have_pyref=1
+else
+  echo "pyref comparison skipped: $pyref or Debian's python3-regex/python3-yaml missing"
+fi
+
+mkdir -p "$workdir"
+corpus="$workdir/corpus-${mb}mb-seed3.jsonl"
+[ -f "$corpus" ] || python3 "$gen" "$corpus" --mb "$mb" --seed 3 >&2
+bytes=$(stat -c %s "$corpus")
+cat "$corpus" >/dev/null
+
+# measure CMD...: prints "seconds peak_kb" of one run.
+measure() {
+  /usr/bin/time -f '%e %M' -o "$workdir/time.log" "$@" >/dev/null 2>"$workdir/cmd.err" || {
+    cat "$workdir/cmd.err" >&2; exit 1; }
+  cat "$workdir/time.log"
+}
+
+# best OUT CMD...: the fastest of $repeat runs, "seconds peak_kb"; OUT (the
+# run's output) is removed before each run, so every run writes a new file.
+best() {
+  local out=$1 best_s="" best_kb=0 s kb
+  shift
+  for _ in $(seq "$repeat"); do
+    rm -f "$out" "$out.stats.json" "$out.errors.jsonl"
+    read -r s kb < <(measure "$@")
+    if [ -z "$best_s" ] || awk -v a="$s" -v b="$best_s" 'BEGIN{exit !(a<b)}'; then best_s=$s; fi
+    [ "$kb" -gt "$best_kb" ] && best_kb=$kb
+  done
+  echo "$best_s $best_kb"
+}
+
+rows=$(wc -l <"$corpus")
+printf 'corpus: %s (%.1f MB, %d rows)\n\n' "$corpus" "$(echo "$bytes / 1000000" | bc -l)" "$rows"
+printf '%-7s %-18s %8s %9s %10s %9s %8s\n' recipe runner seconds MB/s rows/s "RSS MB" "x pyref"
+for recipe in demo refine; do
+  conf="$root/bench/recipes/$recipe.yaml"
+  read -r t1 kb1 < <(best "$workdir/$recipe.t1.jsonl" "$bin" run --config "$conf" --dataset-path "$corpus" \
+    --export-path "$workdir/$recipe.t1.jsonl" --threads 1)
+  read -r t2 kb2 < <(best "$workdir/$recipe.t2.jsonl" "$bin" run --config "$conf" --dataset-path "$corpus" \
+    --export-path "$workdir/$recipe.t2.jsonl" --threads 2)
+  py_s=""
+  if [ "$have_pyref" = 1 ]; then
+    read -r py_s py_kb < <(measure /usr/bin/python3 "$pyref" --recipe "$conf" --input "$corpus" \
+      --output "$workdir/$recipe.pyref.jsonl")
+  fi
+  for row in "djshard 1 thread|$t1|$kb1" "djshard 2 threads|$t2|$kb2" ${py_s:+"pyref|$py_s|$py_kb"}; do
+    IFS='|' read -r name s kb <<<"$row"
+    awk -v r="$recipe" -v n="$name" -v s="$s" -v kb="$kb" -v b="$bytes" -v rows="$rows" -v py="$py_s" 'BEGIN {
+      ratio = (py != "" && s > 0) ? sprintf("%.1f", py / s) : "-"
+      printf "%-7s %-18s %8.2f %9.1f %10.0f %9.1f %8s\n", r, n, s, b / 1e6 / s, rows / s, kb / 1024, ratio }'
+  done
+  awk -v a="$t1" -v b="$t2" -v r="$recipe" 'BEGIN { printf "%-7s 2 threads / 1 thread: %.2fx\n", r, a / b }'
+  cmp -s "$workdir/$recipe.t1.jsonl" "$workdir/$recipe.t2.jsonl" &&
+    echo "$recipe: 1-thread and 2-thread outputs are byte-identical" ||
+    echo "$recipe: 1-thread and 2-thread outputs DIFFER"
+  if [ "$have_pyref" = 1 ]; then
+    printf '%s: djshard vs pyref: ' "$recipe"
+    python3 "$root/bench/compare_outputs.py" "$workdir/$recipe.t1.jsonl" "$workdir/$recipe.pyref.jsonl" || true
+  fi
+  echo
+done
+echo "targets (1 thread): demo >= 250 MB/s and >= 13x pyref; refine >= 40 MB/s and >= 20x pyref;"
+echo "                    2 threads >= 1.7x one thread; peak RSS <= 300 MB"

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -221,6 +221,18 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   std::condition_variable io_cv;    // I/O thread: a result is ready, or a failure
   std::deque<Batch> queue;
   std::map<uint64_t, BatchResult> pending;
+  // Buffers go round (read -> processed -> written -> read again) instead of
+  // being allocated for every batch: fresh memory costs page faults.
+  std::vector<std::string> spare;
+  auto take_spare = [&]() {
+    std::string b;
+    if (!spare.empty()) {
+      b = std::move(spare.back());
+      spare.pop_back();
+    }
+    b.clear();
+    return b;
+  };
   uint64_t read_count = 0, next_to_write = 0;
   bool end_of_input = false, failed = false;
   std::exception_ptr failure;
@@ -247,14 +259,19 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           batch = std::move(queue.front());
           queue.pop_front();
         }
+        BatchResult result;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          result.output = take_spare();
+        }
         if (StopRequested() || (options.cancel != nullptr && options.cancel->load())) {
           ThrowIfStopRequested();
           throw Error("the run was cancelled", "its claim was lost");
         }
-        BatchResult result;
         ProcessBatch(plan, inputs, batch, scratch, &result);
         std::lock_guard<std::mutex> lock(mu);
         pending.emplace(batch.seq, std::move(result));
+        spare.push_back(std::move(batch.data));
         io_cv.notify_one();
       }
     } catch (...) {
@@ -293,13 +310,15 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           options.progress(summary);
         }
         lock.lock();
+        spare.push_back(std::move(done.output));
         ++next_to_write;
         continue;
       }
       // Bounded memory: read ahead only while few batches are in flight.
       if (!end_of_input && read_count - next_to_write < max_in_flight) {
-        lock.unlock();
         Batch batch;
+        batch.data = take_spare();
+        lock.unlock();
         const bool got = reader.Next(&batch);
         lock.lock();
         if (got) {

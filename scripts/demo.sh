@@ -19,3 +19,6 @@ if [ "$code" -ne 1 ]; then echo "demo: unexpected status exit code $code" >&2; e
 echo
 echo "Shards are in $job/shards:"
 ls -l "$job/shards"
+echo
+echo "The same recipe on one machine (djshard run):"
+"$bin" run --config "$root/configs/demo.yaml" --export-path "$root/build/demo/demo-processed.jsonl"

@@ -15,5 +15,7 @@ void AddVerifyCommand(CLI::App& app, int* exit_code);
 void AddVersionCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddOpsCommand(CLI::App& app, int* exit_code);
+void AddWorkerCommand(CLI::App& app, int* exit_code);
+void AddDlcCommand(CLI::App& app, int* exit_code);
 
 }  // namespace djshard::cli

@@ -11,10 +11,12 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   int exit_code = djshard::kExitOk;
   djshard::cli::AddPrepareCommand(app, &exit_code);
+  djshard::cli::AddWorkerCommand(app, &exit_code);
   djshard::cli::AddStatusCommand(app, &exit_code);
   djshard::cli::AddRetryCommand(app, &exit_code);
   djshard::cli::AddMergeCommand(app, &exit_code);
   djshard::cli::AddVerifyCommand(app, &exit_code);
+  djshard::cli::AddDlcCommand(app, &exit_code);
   djshard::cli::AddRunCommand(app, &exit_code);
   djshard::cli::AddOpsCommand(app, &exit_code);
   djshard::cli::AddVersionCommand(app, &exit_code);

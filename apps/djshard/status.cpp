@@ -1,17 +1,78 @@
 #include "djshard/store/status.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "commands.h"
+#include "djshard/common/clock.h"
+#include "djshard/common/signals.h"
 
 namespace djshard::cli {
+
+namespace {
+
+uint64_t DoneRows(const store::JobStatus& s) {
+  uint64_t rows = 0;
+  for (const store::ShardStatus& sh : s.shards) {
+    if (sh.state == store::ShardState::kDone) rows += sh.shard->rows;
+  }
+  return rows;
+}
+
+// Refreshes until the job is terminal: counts, each shard's owner and
+// heartbeat age, and input rows/s finished since the watch started.
+int Watch(const store::JobDir& job, double interval) {
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  const double start = MonotonicSeconds();
+  uint64_t start_rows = 0;
+  bool first = true;
+  for (;;) {
+    const store::JobStatus s = store::ReadStatus(job);
+    const uint64_t rows = DoneRows(s);
+    if (first) start_rows = rows;
+    first = false;
+    const double elapsed = MonotonicSeconds() - start;
+    if (tty) std::fputs("\033[H\033[2J", stdout);
+    std::printf("%s  %s\n", FormatUtcIso8601(NowNanos()).c_str(), s.SummaryLine().c_str());
+    std::printf("rows done: %llu of %llu, %.0f rows/s since the watch began\n",
+                static_cast<unsigned long long>(rows),
+                static_cast<unsigned long long>(job.manifest().total_rows),
+                elapsed > 0 ? static_cast<double>(rows - start_rows) / elapsed : 0.0);
+    for (const store::ShardStatus& sh : s.shards) {
+      if (sh.state != store::ShardState::kRunning && sh.state != store::ShardState::kStale &&
+          sh.state != store::ShardState::kFailed) {
+        continue;
+      }
+      std::printf("  %s  %-7s  owner=%s pid=%lld", sh.shard->id.c_str(),
+                  store::ShardStateName(sh.state), sh.owner.c_str(),
+                  static_cast<long long>(sh.pid));
+      if (sh.lock) std::printf("  heartbeat %.1fs ago", sh.lock->age_secs);
+      if (!sh.error.empty()) std::printf("  error=%s", sh.error.c_str());
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+    if (s.terminal()) return s.ExitCode();
+    const double until = MonotonicSeconds() + interval;
+    while (MonotonicSeconds() < until) {
+      if (StopRequested()) return StopExitCode();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+}  // namespace
 
 void AddStatusCommand(CLI::App& app, int* exit_code) {
   struct Options {
     std::string job_dir;
     bool all = false;
     bool json = false;
+    bool watch = false;
+    double interval = 2;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -19,8 +80,16 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--job-dir", opt->job_dir, "Job directory")->required();
   cmd->add_flag("--all", opt->all, "One line per shard, with its owner");
   cmd->add_flag("--json", opt->json, "Machine-readable output");
+  cmd->add_flag("--watch", opt->watch,
+                "Refresh counts, owners, heartbeat ages and rows/s until the job is terminal");
+  cmd->add_option("--interval", opt->interval, "Seconds between --watch refreshes")
+      ->capture_default_str();
   cmd->callback([opt, exit_code]() {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
+    if (opt->watch) {
+      *exit_code = Watch(job, opt->interval);
+      return;
+    }
     const store::JobStatus status = store::ReadStatus(job);
     const std::string text = opt->json ? status.Json() : status.Text(opt->all);
     std::fwrite(text.data(), 1, text.size(), stdout);

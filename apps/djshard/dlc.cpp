@@ -1,0 +1,63 @@
+#include "djshard/coord/dlc.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "commands.h"
+
+namespace djshard::cli {
+
+namespace {
+
+// configs/demo.yaml of this installation: beside the source tree of a build
+// (build/bin/djshard) or under share/djshard of an install.
+std::string DefaultConfig() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  for (const fs::path& p : {exe.parent_path() / "../../configs/demo.yaml",
+                            exe.parent_path() / "../share/djshard/configs/demo.yaml"}) {
+    if (fs::exists(p, ec)) return p.lexically_normal().string();
+  }
+  return "configs/demo.yaml";
+}
+
+}  // namespace
+
+void AddDlcCommand(CLI::App& app, int* exit_code) {
+  auto opt = std::make_shared<coord::DlcOptions>();
+  auto dataset = std::make_shared<std::string>();
+  auto run_id = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "dlc", "Run prepare, workers and merge as the same command on every node of a launcher");
+  cmd->add_option("--job-dir", opt->job_dir, "Job directory (shared by all nodes)")->required();
+  cmd->add_option("--config", opt->config, "Recipe (default: configs/demo.yaml)");
+  cmd->add_option("--dataset-path", *dataset, "JSONL file or directory");
+  cmd->add_option("--nodes", opt->nodes, "Number of instances the launcher starts");
+  cmd->add_option("--num-shards", opt->num_shards, "Shards to prepare")->capture_default_str();
+  cmd->add_flag("--require-all-nodes", opt->require_all_nodes,
+                "Strict mode: every node must complete shards (needs --nodes)");
+  cmd->add_option("--output", opt->output, "Merged JSONL (default <job-dir>/merged.jsonl)");
+  cmd->add_option("--run-id", *run_id, "Run id (default: from the launcher's environment)");
+  cmd->add_option("--wait-timeout-secs", opt->wait_timeout_secs,
+                  "Give up waiting for other instances after this long")
+      ->capture_default_str();
+  cmd->add_option("--poll-interval-secs", opt->poll_interval_secs, "Seconds between looks")
+      ->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "Executor threads (default: every core)");
+  cmd->callback([opt, dataset, run_id, exit_code]() {
+    if (opt->config.empty()) opt->config = DefaultConfig();
+    if (!dataset->empty()) opt->dataset_path = *dataset;
+    if (!run_id->empty()) opt->run_id = *run_id;
+    opt->say = [](const std::string& s) {
+      std::printf("%s\n", s.c_str());
+      std::fflush(stdout);
+    };
+    *exit_code = coord::RunDlc(*opt);
+  });
+}
+
+}  // namespace djshard::cli

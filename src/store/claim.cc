@@ -1,0 +1,266 @@
+#include "djshard/store/claim.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/common/text.h"
+
+namespace djshard::store {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// Holds flock(LOCK_EX) on an fd for a scope.
+class FlockGuard {
+ public:
+  FlockGuard(int fd, bool blocking) : fd_(fd) {
+    for (;;) {
+      if (::flock(fd_, LOCK_EX | (blocking ? 0 : LOCK_NB)) == 0) {
+        held_ = true;
+        return;
+      }
+      if (errno != EINTR) return;
+    }
+  }
+  ~FlockGuard() {
+    if (held_) ::flock(fd_, LOCK_UN);
+  }
+  bool held() const { return held_; }
+
+ private:
+  int fd_;
+  bool held_ = false;
+};
+
+std::string ReadSmall(int fd) {
+  std::string out;
+  char buf[4096];
+  off_t off = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, off);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    off += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+Claim::Claim(Claim&& o) noexcept
+    : shard_id_(std::move(o.shard_id_)),
+      token_(std::move(o.token_)),
+      attempt_rel_(std::move(o.attempt_rel_)),
+      attempt_dir_(std::move(o.attempt_dir_)),
+      claimed_at_(std::move(o.claimed_at_)),
+      lock_path_(std::move(o.lock_path_)),
+      lock_json_(std::move(o.lock_json_)),
+      attempt_number_(o.attempt_number_),
+      fd_(o.fd_),
+      dev_(o.dev_),
+      ino_(o.ino_) {
+  o.fd_ = -1;
+}
+
+Claim& Claim::operator=(Claim&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    shard_id_ = std::move(o.shard_id_);
+    token_ = std::move(o.token_);
+    attempt_rel_ = std::move(o.attempt_rel_);
+    attempt_dir_ = std::move(o.attempt_dir_);
+    claimed_at_ = std::move(o.claimed_at_);
+    lock_path_ = std::move(o.lock_path_);
+    lock_json_ = std::move(o.lock_json_);
+    attempt_number_ = o.attempt_number_;
+    fd_ = o.fd_;
+    dev_ = o.dev_;
+    ino_ = o.ino_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+Claim::~Claim() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ClaimStore::ClaimStore(const JobDir& job, io::Disk& disk) : job_(job), disk_(disk) {}
+
+std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
+  // The attempt number follows the attempts already there; two claimants that
+  // compute the same number cannot both win the O_EXCL create below.
+  int64_t attempts = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(job_.AttemptsDir(shard_id), ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    ++attempts;
+  }
+  Claim claim;
+  claim.shard_id_ = shard_id;
+  claim.token_ = RandomHex(32);
+  claim.attempt_number_ = attempts + 1;
+  claim.attempt_rel_ =
+      "attempts/" + shard_id + "/" + ZeroPad(claim.attempt_number_, 4) + "-" + claim.token_;
+  claim.attempt_dir_ = job_.dir() + "/" + claim.attempt_rel_;
+  claim.claimed_at_ = FormatUtcIso8601(NowNanos());
+  claim.lock_path_ = job_.LockPath(shard_id);
+  const json lock = {{"shard_id", shard_id},
+                     {"token", claim.token_},
+                     {"hostname", HostName()},
+                     {"pid", static_cast<int64_t>(::getpid())},
+                     {"claimed_at", claim.claimed_at_},
+                     {"attempt_number", claim.attempt_number_},
+                     {"attempt_dir", claim.attempt_rel_}};
+  claim.lock_json_ = lock.dump();
+  if (!disk_.CreateExclusive(claim.lock_path_, claim.lock_json_ + "\n")) return std::nullopt;
+  claim.fd_ = ::open(claim.lock_path_.c_str(), O_RDWR | O_CLOEXEC);
+  struct stat st {};
+  if (claim.fd_ < 0 || ::fstat(claim.fd_, &st) != 0) {
+    ThrowSystemError(claim.lock_path_, "cannot open the new claim");
+  }
+  claim.dev_ = st.st_dev;
+  claim.ino_ = st.st_ino;
+  // Between create and open another node may in theory have taken the lock
+  // over (only after a full lease); the token check catches it.
+  if (ReadSmall(claim.fd_).find(claim.token_) == std::string::npos) return std::nullopt;
+  return claim;
+}
+
+std::optional<double> ClaimStore::LockAge(const std::string& shard_id, int64_t fs_now_ns) const {
+  struct stat st {};
+  if (::stat(job_.LockPath(shard_id).c_str(), &st) != 0) return std::nullopt;
+  return static_cast<double>(fs_now_ns - MtimeNs(st)) / 1e9;
+}
+
+bool ClaimStore::TakeOverStale(const std::string& shard_id, double lease_secs) {
+  const std::string path = job_.LockPath(shard_id);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool moved = false;
+  {
+    FlockGuard guard(fd, /*blocking=*/false);
+    struct stat by_fd {
+    }, by_path{};
+    if (guard.held() && ::fstat(fd, &by_fd) == 0 && ::stat(path.c_str(), &by_path) == 0 &&
+        by_fd.st_ino == by_path.st_ino && by_fd.st_dev == by_path.st_dev) {
+      // Re-check the age now that the lock is ours to inspect.
+      const double age = static_cast<double>(job_.FilesystemNowNanos() - MtimeNs(by_fd)) / 1e9;
+      if (age > lease_secs) {
+        std::string attempt_rel;
+        try {
+          attempt_rel = json::parse(ReadSmall(fd)).value("attempt_dir", "");
+        } catch (const std::exception&) {
+          // A lock cut short by a crash: nothing to mark.
+        }
+        // The old attempt is marked before the lock disappears, so its owner,
+        // if it is still alive, finds "stale" when it looks.
+        if (!attempt_rel.empty() && attempt_rel.find("..") == std::string::npos) {
+          SetAttemptStatus(job_.dir() + "/" + attempt_rel, "stale",
+                           "lease expired after " + std::to_string(static_cast<int64_t>(age)) +
+                               " s without heartbeat",
+                           disk_);
+        }
+        const std::string target = job_.StateDir() + "/stale_locks/" + shard_id + "." +
+                                   std::to_string(NowNanos() / 1000000000) + "." + RandomHex(8) +
+                                   ".lock";
+        disk_.Rename(path, target);
+        disk_.SyncDir(job_.StateDir() + "/locks");
+        moved = true;
+      }
+    }
+  }
+  ::close(fd);
+  return moved;
+}
+
+template <typename Fn>
+bool ClaimStore::WithOwnership(const Claim& claim, Fn&& fn) {
+  if (claim.fd_ < 0) return false;
+  FlockGuard guard(claim.fd_, /*blocking=*/true);
+  if (!guard.held()) return false;
+  struct stat by_path {};
+  if (::stat(claim.lock_path_.c_str(), &by_path) != 0 || by_path.st_ino != claim.ino_ ||
+      by_path.st_dev != claim.dev_) {
+    return false;
+  }
+  if (ReadSmall(claim.fd_).find(claim.token_) == std::string::npos) return false;
+  fn();
+  return true;
+}
+
+bool ClaimStore::Heartbeat(const Claim& claim) {
+  return WithOwnership(claim, [&] {
+    // A null time sets the mtime by the clock of the filesystem's server.
+    if (::futimens(claim.fd_, nullptr) != 0) ThrowSystemError(claim.lock_path_, "cannot touch");
+  });
+}
+
+ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim,
+                                                  const std::string& done_json) {
+  bool already = false;
+  const bool owned = WithOwnership(claim, [&] {
+    already = !disk_.PublishLink(job_.DonePath(claim.shard_id_), done_json);
+    ::unlink(claim.lock_path_.c_str());
+    disk_.SyncDir(job_.StateDir() + "/locks");
+  });
+  if (!owned) return PublishResult::kLost;
+  return already ? PublishResult::kAlreadyDone : PublishResult::kPublished;
+}
+
+bool ClaimStore::Release(const Claim& claim, const std::string& failed_json) {
+  return WithOwnership(claim, [&] {
+    if (!failed_json.empty()) disk_.PublishLink(job_.FailedPath(claim.shard_id_), failed_json);
+    ::unlink(claim.lock_path_.c_str());
+    disk_.SyncDir(job_.StateDir() + "/locks");
+  });
+}
+
+void SetAttemptStatus(const std::string& attempt_dir, const std::string& status,
+                      const std::string& error, io::Disk& disk) {
+  const std::string path = attempt_dir + "/attempt.json";
+  json j = json::object();
+  try {
+    j = json::parse(io::ReadFile(path));
+  } catch (const std::exception&) {
+    std::error_code ec;
+    if (!fs::is_directory(attempt_dir, ec)) return;
+  }
+  if (j.value("status", "") == "stale" && status != "stale") return;
+  j["status"] = status;
+  if (!error.empty()) j["error"] = error;
+  j["finished_at"] = FormatUtcIso8601(NowNanos());
+  disk.WriteAtomic(path, j.dump(2) + "\n");
+}
+
+int64_t CountFailures(const JobDir& job, const std::string& shard_id) {
+  int64_t failures = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(job.AttemptsDir(shard_id), ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    try {
+      const std::string status =
+          json::parse(io::ReadFile(it->path().string() + "/attempt.json")).value("status", "");
+      failures += (status == "failed" || status == "stale");
+    } catch (const std::exception&) {
+      // An attempt whose record never got written (a crash right after the
+      // claim) has not run: it is not a failure.
+    }
+  }
+  return failures;
+}
+
+}  // namespace djshard::store

@@ -1,0 +1,355 @@
+#include "djshard/store/worker.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "djshard/common/build_info.h"
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/common/signals.h"
+#include "djshard/common/text.h"
+#include "djshard/exec/executor.h"
+#include "djshard/exec/plan.h"
+#include "djshard/io/output.h"
+#include "djshard/io/sha256.h"
+#include "djshard/recipe/recipe.h"
+#include "djshard/store/claim.h"
+#include "djshard/store/job.h"
+
+namespace djshard::store {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Names in a directory, without stat-ing each entry (one getdents pass).
+std::set<std::string> ListNames(const std::string& dir, const std::string& suffix) {
+  std::set<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      names.insert(name.substr(0, name.size() - suffix.size()));
+    }
+  }
+  ::closedir(d);
+  return names;
+}
+
+// This attempt's log lines: attempts/<shard>/<attempt>/process.log.
+class AttemptLog {
+ public:
+  explicit AttemptLog(const std::string& path) : out_(path, std::ios::app) {}
+  void Line(const std::string& text) {
+    out_ << FormatUtcIso8601(NowNanos()) << " " << text << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+// Sleeps up to `secs`, waking early on SIGINT/SIGTERM.
+void SleepInterruptibly(double secs) {
+  const double until = MonotonicSeconds() + secs;
+  while (!StopRequested() && MonotonicSeconds() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Refreshes a claim's lease every `interval` seconds until stopped; sets
+// `lost` when ownership is gone.
+class HeartbeatThread {
+ public:
+  HeartbeatThread(ClaimStore& store, const Claim& claim, double interval, std::atomic<bool>* lost)
+      : thread_([this, &store, &claim, interval, lost] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!stop_) {
+            if (cv_.wait_for(lock, std::chrono::duration<double>(interval),
+                             [&] { return stop_; })) {
+              break;
+            }
+            lock.unlock();
+            bool ok = false;
+            try {
+              ok = store.Heartbeat(claim);
+            } catch (const std::exception&) {
+              ok = false;
+            }
+            if (!ok) lost->store(true);
+            lock.lock();
+            if (!ok) break;
+          }
+        }) {}
+  ~HeartbeatThread() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct Effective {
+  Policy policy;
+  int threads;
+};
+
+void CheckCompatible(const JobDir& job, bool allow_mismatch) {
+  const Manifest& m = job.manifest();
+  const std::string ours = version();
+  const std::string major_theirs = m.engine_version.substr(0, m.engine_version.find('.'));
+  const std::string major_ours = ours.substr(0, ours.find('.'));
+  if (!allow_mismatch && (m.engine_name != "djshard" || major_theirs != major_ours)) {
+    throw Error(job.dir() + "/manifest.json", 0,
+                "job was prepared by " + m.engine_name + " " + m.engine_version +
+                    ", this worker is djshard " + ours,
+                "use a matching djshard or pass --allow-version-mismatch");
+  }
+  const std::string recipe_path = job.dir() + "/" + m.recipe_snapshot_path;
+  if (!allow_mismatch && io::Sha256OfFile(recipe_path) != m.recipe_sha256) {
+    throw Error(recipe_path, 0, "recipe snapshot does not match the manifest's sha256",
+                "the job's recipe.yaml was edited; prepare a new job or pass "
+                "--allow-version-mismatch");
+  }
+}
+
+// Runs one claimed attempt. Returns "done", "failed", "lost", "stale",
+// "superseded" or "interrupted".
+std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const Effective& eff) {
+  const Manifest& m = job.manifest();
+  const ShardEntry* shard = job.FindShard(claim.shard_id());
+  fs::create_directories(claim.attempt_dir());
+  json attempt = json::parse(claim.lock_json());
+  attempt["status"] = "running";
+  attempt["input_path"] = shard->path;
+  attempt["started_at"] = FormatUtcIso8601(NowNanos());
+  io::RealDisk().WriteAtomic(claim.attempt_dir() + "/attempt.json", attempt.dump(2) + "\n");
+  AttemptLog log(claim.attempt_dir() + "/process.log");
+  log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
+           std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
+
+  std::atomic<bool> lost{false};
+  HeartbeatThread heartbeat(store, claim, static_cast<double>(eff.policy.heartbeat_secs), &lost);
+  const double start = MonotonicSeconds();
+  std::string error;
+  exec::ExecSummary summary;
+  try {
+    const recipe::Recipe recipe = recipe::LoadRecipe(job.dir() + "/" + m.recipe_snapshot_path);
+    const exec::Plan plan = exec::CompilePlan(recipe, ops::Registry::Global());
+    io::InputCandidate input{job.dir() + "/" + shard->path, job.dir() + "/" + shard->path,
+                             shard->path};
+    io::OutputStream output(claim.attempt_dir() + "/processed.jsonl", true);
+    io::OutputStream errors(claim.attempt_dir() + "/errors.jsonl", true);
+    exec::ExecOptions exec_options;
+    exec_options.threads = eff.threads;
+    exec_options.cancel = &lost;
+    log.Line("running " + std::to_string(plan.operators.size()) + " operator(s) with " +
+             std::to_string(eff.threads) + " thread(s) on " + shard->path);
+    summary = exec::Execute(plan, {input}, output, &errors, exec_options);
+    output.Commit();
+    errors.Commit();
+  } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    error = std::string("internal error: ") + e.what();
+  }
+  heartbeat.Stop();
+
+  if (StopRequested()) {
+    log.Line("interrupted by a signal; handing the shard back");
+    SetAttemptStatus(claim.attempt_dir(), "interrupted", "interrupted by a signal");
+    store.Release(claim);
+    return "interrupted";
+  }
+  if (lost.load()) {
+    log.Line("lost the claim (lease taken over); publishing nothing");
+    SetAttemptStatus(claim.attempt_dir(), "lost", "claim lost while running");
+    return "lost";
+  }
+  if (!error.empty()) {
+    log.Line("failed: " + error);
+    SetAttemptStatus(claim.attempt_dir(), "failed", error);
+    const int64_t failures = CountFailures(job, claim.shard_id());
+    std::string failed_json;
+    if (failures > eff.policy.max_retries) {
+      log.Line("failure " + std::to_string(failures) + " exceeds max_retries " +
+               std::to_string(eff.policy.max_retries) + ": shard failed");
+      failed_json = json({{"shard_id", claim.shard_id()},
+                          {"status", "failed"},
+                          {"failures", failures},
+                          {"last_error", error},
+                          {"last_attempt", claim.attempt_rel()},
+                          {"last_log", claim.attempt_rel() + "/process.log"},
+                          {"failed_at", FormatUtcIso8601(NowNanos())},
+                          {"hostname", HostName()}})
+                        .dump(2) +
+                    "\n";
+    }
+    if (!store.Release(claim, failed_json)) {
+      SetAttemptStatus(claim.attempt_dir(), "lost", error);
+      return "lost";
+    }
+    return "failed";
+  }
+
+  const std::string output_rel = claim.attempt_rel() + "/processed.jsonl";
+  const std::string output_abs = job.dir() + "/" + output_rel;
+  json op_stats = json::array();
+  for (const exec::OperatorCounters& c : summary.operators) {
+    op_stats.push_back({{"name", c.name},
+                        {"rows_in", c.rows_in},
+                        {"rows_out", c.rows_out},
+                        {"errors", c.errors},
+                        {"seconds", c.seconds}});
+  }
+  const json done = {
+      {"shard_id", claim.shard_id()},
+      {"status", "done"},
+      {"completed_at", FormatUtcIso8601(NowNanos())},
+      {"hostname", HostName()},
+      {"pid", static_cast<int64_t>(::getpid())},
+      {"token", claim.token()},
+      {"attempt_number", claim.attempt_number()},
+      {"output_path", output_rel},
+      {"rows", summary.rows_out},
+      {"size_bytes", summary.bytes_out},
+      {"sha256", io::Sha256OfFile(output_abs)},
+      {"engine", {{"name", "djshard"}, {"version", version()}, {"git_commit", git_commit()}}},
+      {"op_stats", op_stats},
+      {"seconds", MonotonicSeconds() - start}};
+  switch (store.PublishDone(claim, done.dump(2) + "\n")) {
+    case ClaimStore::PublishResult::kPublished:
+      log.Line("done: " + std::to_string(summary.rows_in) + " rows in, " +
+               std::to_string(summary.rows_out) + " out");
+      SetAttemptStatus(claim.attempt_dir(), "done");
+      return "done";
+    case ClaimStore::PublishResult::kAlreadyDone:
+      log.Line("another attempt published this shard first");
+      SetAttemptStatus(claim.attempt_dir(), "superseded");
+      return "superseded";
+    case ClaimStore::PublishResult::kLost:
+      break;
+  }
+  log.Line("lost the claim before publishing; publishing nothing");
+  SetAttemptStatus(claim.attempt_dir(), "lost", "claim lost before publishing");
+  return "lost";
+}
+
+}  // namespace
+
+int RunWorker(const WorkerOptions& options) {
+  const JobDir job = JobDir::Open(options.job_dir);
+  CheckCompatible(job, options.allow_version_mismatch);
+  const Manifest& m = job.manifest();
+  Effective eff{m.policy, options.threads > 0 ? options.threads
+                                              : static_cast<int>(std::max(
+                                                    1u, std::thread::hardware_concurrency()))};
+  if (options.lease_secs) eff.policy.lease_secs = *options.lease_secs;
+  if (options.heartbeat_secs) eff.policy.heartbeat_secs = *options.heartbeat_secs;
+  if (options.max_retries) eff.policy.max_retries = *options.max_retries;
+  if (options.poll_interval_secs) eff.policy.poll_interval_secs = *options.poll_interval_secs;
+  const auto say = [&](const std::string& s) {
+    if (options.say) options.say(s);
+  };
+  const std::string me = HostName() + ":" + std::to_string(::getpid());
+
+  ClaimStore store(job);
+  int64_t taken = 0;
+  bool claim_failed = false;
+  for (;;) {
+    if (StopRequested()) return StopExitCode();
+    if (options.abort_code) {
+      if (const int code = options.abort_code(); code != 0) return code;
+    }
+    // One scan: three directory listings, then a stat only for locked shards.
+    const std::set<std::string> done = ListNames(job.StateDir() + "/done", ".json");
+    const std::set<std::string> failed = ListNames(job.StateDir() + "/failed", ".json");
+    const std::set<std::string> locked = ListNames(job.StateDir() + "/locks", ".lock");
+    std::optional<Claim> claim;
+    std::vector<std::string> held;
+    std::optional<int64_t> fs_now;
+    for (const ShardEntry& s : m.shards) {
+      if (done.count(s.id) || failed.count(s.id)) continue;
+      if (locked.count(s.id)) {
+        if (!fs_now) fs_now = job.FilesystemNowNanos();
+        const std::optional<double> age = store.LockAge(s.id, *fs_now);
+        if (age && *age <= static_cast<double>(eff.policy.lease_secs)) {
+          held.push_back(s.id);
+          continue;
+        }
+        if (age && store.TakeOverStale(s.id, static_cast<double>(eff.policy.lease_secs))) {
+          say(me + ": took over stale lock of " + s.id);
+        } else if (age) {
+          held.push_back(s.id);
+          continue;
+        }
+      }
+      claim = store.TryClaim(s.id);
+      if (claim) break;
+      held.push_back(s.id);
+    }
+    if (!claim) {
+      if (held.empty()) {
+        // Nothing running, nothing claimable: the job is terminal.
+        if (!failed.empty()) {
+          say(me + ": job ended with " + std::to_string(failed.size()) + " failed shard(s)");
+          return kExitFailure;
+        }
+        if (done.size() >= m.shards.size()) {
+          say(me + ": every shard is done");
+          return kExitOk;
+        }
+        continue;  // a lock vanished between listing and claiming: scan again
+      }
+      say(me + ": waiting for " + std::to_string(held.size()) +
+          " shard(s) held by other workers (" + held.front() + (held.size() > 1 ? ", ..." : "") +
+          "); next look in " + std::to_string(eff.policy.poll_interval_secs) + " s");
+      SleepInterruptibly(static_cast<double>(eff.policy.poll_interval_secs));
+      continue;
+    }
+    Claim& held_claim = *claim;
+    say(me + ": took " + held_claim.shard_id() + " (attempt " +
+        std::to_string(held_claim.attempt_number()) + ")");
+    const double start = MonotonicSeconds();
+    const std::string result = RunAttempt(job, store, held_claim, eff);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - start);
+    if (result == "done") {
+      say(me + ": finished " + held_claim.shard_id() + " in " + secs + " s");
+    } else if (result == "interrupted") {
+      say(me + ": interrupted; handed " + held_claim.shard_id() + " back");
+      return StopExitCode();
+    } else {
+      say(me + ": " + result + " " + held_claim.shard_id() + " after " + secs + " s");
+      if (result == "failed") claim_failed = true;
+    }
+    ++taken;
+    if (options.max_shards > 0 && taken >= options.max_shards) {
+      return claim_failed ? kExitFailure : kExitOk;
+    }
+  }
+}
+
+}  // namespace djshard::store

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -120,8 +121,10 @@ void AppendError(std::string* out, const std::string& op, const std::string& mes
   out->push_back('\n');
 }
 
+// `stop_check`, when set, is asked every few records: true stops the batch.
 void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
-                  const Batch& batch, Scratch& s, BatchResult* r) {
+                  const Batch& batch, Scratch& s, BatchResult* r,
+                  const std::function<bool()>& stop_check) {
   r->counters.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i)
     r->counters[i].name = plan.operators[i].op->name();
@@ -159,6 +162,10 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     const double start = MonotonicSeconds();
     for (size_t k = 0; k < n; ++k) {
       if (!s.alive[k]) continue;
+      if (stop_check && (k & 15) == 0 && stop_check()) {
+        ThrowIfStopRequested();
+        throw Error("the run was cancelled", "its claim was lost");
+      }
       ++c.rows_in;
       try {
         if (is_filter) {
@@ -247,6 +254,9 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
     io_cv.notify_all();
   };
 
+  const std::function<bool()> stop_check = [&options] {
+    return StopRequested() || (options.cancel != nullptr && options.cancel->load());
+  };
   auto worker = [&]() {
     Scratch scratch;
     try {
@@ -268,7 +278,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           ThrowIfStopRequested();
           throw Error("the run was cancelled", "its claim was lost");
         }
-        ProcessBatch(plan, inputs, batch, scratch, &result);
+        ProcessBatch(plan, inputs, batch, scratch, &result, stop_check);
         std::lock_guard<std::mutex> lock(mu);
         pending.emplace(batch.seq, std::move(result));
         spare.push_back(std::move(batch.data));

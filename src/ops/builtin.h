@@ -42,6 +42,7 @@ DJSHARD_DECLARE_FACTORY(MakeSuffixFilter);
 DJSHARD_DECLARE_FACTORY(MakeSpecifiedFieldFilter);
 DJSHARD_DECLARE_FACTORY(MakeSpecifiedNumericFieldFilter);
 DJSHARD_DECLARE_FACTORY(MakeLanguageIdScoreFilter);
+DJSHARD_DECLARE_FACTORY(MakeTestSleepMapper);
 #undef DJSHARD_DECLARE_FACTORY
 
 // Helpers shared by filters that write one numeric stat.

@@ -1,6 +1,8 @@
 #include "djshard/ops/registry.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "src/ops/builtin.h"
 #include "src/ops/catalogue.h"
@@ -46,6 +48,21 @@ Registry::Registry() {
     it->factory = b.factory;
     it->summary = b.summary;
     it->args = b.args;
+  }
+  const char* test_ops = std::getenv("DJSHARD_ENABLE_TEST_OPERATORS");
+  if (test_ops != nullptr && std::strcmp(test_ops, "1") == 0) {
+    OperatorInfo sleep;
+    sleep.name = "djshard_test_sleep_mapper";
+    sleep.kind = OpKind::kMapper;
+    sleep.accelerator = "cpu";
+    sleep.implemented = true;
+    sleep.factory = MakeTestSleepMapper;
+    sleep.summary = "Test only: sleeps `seconds` per record";
+    sleep.args = {{"seconds", "1.0", "seconds to sleep per record"}};
+    operators_.insert(
+        std::lower_bound(operators_.begin(), operators_.end(), sleep.name,
+                         [](const OperatorInfo& op, const std::string& n) { return op.name < n; }),
+        std::move(sleep));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 
@@ -204,8 +205,16 @@ bool ClaimStore::WithOwnership(const Claim& claim, Fn&& fn) {
 
 bool ClaimStore::Heartbeat(const Claim& claim) {
   return WithOwnership(claim, [&] {
-    // A null time sets the mtime by the clock of the filesystem's server.
-    if (::futimens(claim.fd_, nullptr) != 0) ThrowSystemError(claim.lock_path_, "cannot touch");
+    // Rewriting the same bytes makes the filesystem (the NFS server, for a
+    // shared directory) stamp the mtime with its own clock; a timestamp set by
+    // this process would carry this node's clock, skew included. fsync sends
+    // the write to the server now rather than at close.
+    const std::string content = claim.lock_json_ + "\n";
+    if (::pwrite(claim.fd_, content.data(), content.size(), 0) !=
+            static_cast<ssize_t>(content.size()) ||
+        ::fsync(claim.fd_) != 0) {
+      ThrowSystemError(claim.lock_path_, "cannot refresh the lease");
+    }
   });
 }
 
@@ -214,6 +223,7 @@ ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim,
   bool already = false;
   const bool owned = WithOwnership(claim, [&] {
     already = !disk_.PublishLink(job_.DonePath(claim.shard_id_), done_json);
+    CrashPoint("after_link");
     ::unlink(claim.lock_path_.c_str());
     disk_.SyncDir(job_.StateDir() + "/locks");
   });

@@ -4,17 +4,16 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "djshard/common/build_info.h"
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
@@ -71,43 +70,39 @@ void SleepInterruptibly(double secs) {
 }
 
 // Refreshes a claim's lease every `interval` seconds until stopped; sets
-// `lost` when ownership is gone.
+// `lost` when ownership is gone. It sleeps in short relative slices rather
+// than on an absolute deadline, so a node whose wall clock jumps or is off by
+// hours still heartbeats on time.
 class HeartbeatThread {
  public:
   HeartbeatThread(ClaimStore& store, const Claim& claim, double interval, std::atomic<bool>* lost)
       : thread_([this, &store, &claim, interval, lost] {
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!stop_) {
-            if (cv_.wait_for(lock, std::chrono::duration<double>(interval),
-                             [&] { return stop_; })) {
-              break;
+          while (!stop_.load()) {
+            const double next = MonotonicSeconds() + interval;
+            while (!stop_.load() && MonotonicSeconds() < next) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(50));
             }
-            lock.unlock();
+            if (stop_.load()) break;
             bool ok = false;
             try {
               ok = store.Heartbeat(claim);
             } catch (const std::exception&) {
               ok = false;
             }
-            if (!ok) lost->store(true);
-            lock.lock();
-            if (!ok) break;
+            if (!ok) {
+              lost->store(true);
+              break;
+            }
           }
         }) {}
   ~HeartbeatThread() { Stop(); }
   void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
+    stop_.store(true);
     if (thread_.joinable()) thread_.join();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
@@ -170,6 +165,7 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
     summary = exec::Execute(plan, {input}, output, &errors, exec_options);
     output.Commit();
     errors.Commit();
+    CrashPoint("after_output");
   } catch (const Error& e) {
     error = e.what();
   } catch (const std::exception& e) {
@@ -283,6 +279,7 @@ int RunWorker(const WorkerOptions& options) {
     if (options.abort_code) {
       if (const int code = options.abort_code(); code != 0) return code;
     }
+    CrashPoint("before_claim");
     // One scan: three directory listings, then a stat only for locked shards.
     const std::set<std::string> done = ListNames(job.StateDir() + "/done", ".json");
     const std::set<std::string> failed = ListNames(job.StateDir() + "/failed", ".json");
@@ -330,6 +327,7 @@ int RunWorker(const WorkerOptions& options) {
       continue;
     }
     Claim& held_claim = *claim;
+    CrashPoint("after_claim");
     say(me + ": took " + held_claim.shard_id() + " (attempt " +
         std::to_string(held_claim.attempt_number()) + ")");
     const double start = MonotonicSeconds();

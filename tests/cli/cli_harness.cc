@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,36 +26,46 @@ std::string Slurp(const std::string& path) {
 }
 }  // namespace
 
-CliResult RunDjshard(const std::vector<std::string>& args, const std::string& cwd) {
+Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cwd,
+                     const std::vector<std::string>& env, const std::vector<std::string>& prefix) {
   char out_tmpl[] = "/tmp/djshard-out-XXXXXX";
   char err_tmpl[] = "/tmp/djshard-err-XXXXXX";
   const int out_fd = mkstemp(out_tmpl);
   const int err_fd = mkstemp(err_tmpl);
+  std::vector<std::string> command = prefix;
+  command.push_back(DJSHARD_BIN);
+  command.insert(command.end(), args.begin(), args.end());
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(out_fd, 1);
     dup2(err_fd, 2);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    for (const std::string& e : env) putenv(strdup(e.c_str()));
     std::vector<char*> argv;
-    std::string bin = DJSHARD_BIN;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (std::string& a : copy) argv.push_back(a.data());
+    for (std::string& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
   close(out_fd);
   close(err_fd);
+  return Spawned{pid, out_tmpl, err_tmpl};
+}
+
+CliResult WaitFor(const Spawned& p) {
+  int status = 0;
+  waitpid(p.pid, &status, 0);
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = Slurp(out_tmpl);
-  r.err = Slurp(err_tmpl);
-  unlink(out_tmpl);
-  unlink(err_tmpl);
+  r.out = Slurp(p.out_path);
+  r.err = Slurp(p.err_path);
+  unlink(p.out_path.c_str());
+  unlink(p.err_path.c_str());
   return r;
+}
+
+CliResult RunDjshard(const std::vector<std::string>& args, const std::string& cwd) {
+  return WaitFor(SpawnDjshard(args, cwd));
 }
 
 void CliTest::SetUp() {

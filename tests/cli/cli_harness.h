@@ -17,6 +17,21 @@ struct CliResult {
 // Runs the real djshard binary with `args` in `cwd` (default: the test's dir).
 CliResult RunDjshard(const std::vector<std::string>& args, const std::string& cwd = "");
 
+// A djshard process running in the background.
+struct Spawned {
+  int pid = -1;
+  std::string out_path, err_path;
+};
+
+// Starts djshard with `args` in `cwd`, with `env` ("NAME=value") added to the
+// environment, behind `prefix` (a command that execs the rest, e.g. unshare
+// or faketime), without waiting for it.
+Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cwd,
+                     const std::vector<std::string>& env = {},
+                     const std::vector<std::string>& prefix = {});
+// Waits for a spawned process; exit code 128+N when killed by signal N.
+CliResult WaitFor(const Spawned& process);
+
 // A fresh temporary directory per test, removed afterwards.
 class CliTest : public ::testing::Test {
  protected:
@@ -35,6 +50,10 @@ class CliTest : public ::testing::Test {
   std::string DemoRecipe(const std::string& dataset = "data.jsonl",
                          const std::string& extra_ops = "") const;
   CliResult Run(const std::vector<std::string>& args) const { return RunDjshard(args, dir_); }
+  Spawned Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                const std::vector<std::string>& prefix = {}) const {
+    return SpawnDjshard(args, dir_, env, prefix);
+  }
 
   // Plays the part of a worker that finished every shard unchanged: copies
   // each shard into an attempt directory and publishes its done record.

@@ -63,7 +63,8 @@ class ClaimStore {
   // moves the lock into state/stale_locks/. True when the lock was moved.
   bool TakeOverStale(const std::string& shard_id, double lease_secs);
 
-  // Refreshes the lock's mtime after verifying ownership. False when lost.
+  // Refreshes the lock's mtime (by the filesystem's clock) after verifying
+  // ownership. False when lost.
   bool Heartbeat(const Claim& claim);
 
   // Verifies ownership and, still under the flock, publishes `done_json` as

@@ -1,0 +1,370 @@
+// Black-box tests of elastic workers and dlc: real processes racing on a real
+// job directory, kill -9 and SIGTERM in the middle of shards, clock skew,
+// distinct hostnames (unshare --uts) and mpirun.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "djshard/io/sha256.h"
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kTestOps = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
+
+class WorkerCli : public CliTest {
+ protected:
+  // Compact rows, so that a single-process run and the sharded job see the same bytes.
+  void WriteCorpus(int rows) {
+    std::string text;
+    for (int i = 0; i < rows; ++i) {
+      text += "{\"id\":" + std::to_string(i) + ",\"text\":\"  row " + std::to_string(i) +
+              (i % 3 ? " has\\u3000some\\ttext" : "") + " \"}\n";
+    }
+    Write("data.jsonl", text);
+  }
+  // The recipe: optional slow step, whitespace normalization, a length filter.
+  void WriteRecipe(double sleep_secs = 0, const std::string& extra = "") {
+    std::string ops = "process:\n";
+    if (sleep_secs > 0) {
+      ops += "  - djshard_test_sleep_mapper:\n      seconds: " + std::to_string(sleep_secs) + "\n";
+    }
+    ops +=
+        "  - whitespace_normalization_mapper:\n  - text_length_filter:\n      min_len: 6\n" + extra;
+    Write("recipe.yaml", "dataset_path: data.jsonl\n" + ops);
+  }
+  void Prepare(int shards, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"prepare",
+                                     "--config",
+                                     "recipe.yaml",
+                                     "--job-dir",
+                                     "job",
+                                     "--num-shards",
+                                     std::to_string(shards),
+                                     "--lease-secs",
+                                     "2",
+                                     "--heartbeat-secs",
+                                     "1",
+                                     "--poll-interval-secs",
+                                     "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = WaitFor(Spawn(args, kTestOps));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  Spawned Worker(const std::vector<std::string>& extra = {},
+                 const std::vector<std::string>& env = kTestOps,
+                 const std::vector<std::string>& prefix = {}) {
+    std::vector<std::string> args = {"worker", "--job-dir", "job", "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spawn(args, env, prefix);
+  }
+  size_t Count(const std::string& rel) const {
+    if (!Exists(rel)) return 0;
+    return List(rel).size();
+  }
+  // Waits until `rel` exists (or `secs` pass).
+  bool WaitForFile(const std::string& rel, double secs) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(secs);
+    while (std::chrono::steady_clock::now() < until) {
+      if (Exists(rel)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  std::string OnlyAttempt(const std::string& shard) const {
+    const std::vector<std::string> attempts = List("job/attempts/" + shard);
+    return attempts.empty() ? "" : "job/attempts/" + shard + "/" + attempts.front();
+  }
+  // sha256 of a single-process `djshard run` of the same recipe and input.
+  std::string ReferenceSha() {
+    const CliResult r = WaitFor(Spawn(
+        {"run", "--config", "recipe.yaml", "--export-path", "reference.jsonl", "--threads", "1"},
+        kTestOps));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return io::Sha256OfFile(Path("reference.jsonl"));
+  }
+  std::string MergedSha() {
+    const CliResult r =
+        Run({"merge", "--job-dir", "job", "--output", "merged.jsonl", "--overwrite"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return io::Sha256OfFile(Path("merged.jsonl"));
+  }
+};
+
+TEST_F(WorkerCli, SixteenWorkersRaceForOneShardAndExactlyOneClaims) {
+  WriteCorpus(20);
+  WriteRecipe();
+  Prepare(1);
+  std::vector<Spawned> workers;
+  for (int i = 0; i < 16; ++i) workers.push_back(Worker());
+  for (const Spawned& w : workers) EXPECT_EQ(WaitFor(w).exit_code, 0);
+  EXPECT_EQ(Count("job/attempts/part-00000-of-00001"), 1u);
+  EXPECT_EQ(Count("job/state/stale_locks"), 0u);
+  EXPECT_TRUE(Exists("job/state/done/part-00000-of-00001.json"));
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
+}
+
+TEST_F(WorkerCli, AStaleLockIsTakenOverAndItsOldOwnerCanNoLongerPublish) {
+  WriteCorpus(4);
+  WriteRecipe(1.0);  // 4 s of work
+  Prepare(1);
+  // A never refreshes its lease within the 2 s lease.
+  const Spawned a = Worker({"--heartbeat-secs", "30"});
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  const Spawned b = Worker();
+  // A ends its attempt without publishing while B holds the lock.
+  const std::string a_attempt =
+      "job/attempts/part-00000-of-00001/" + List("job/attempts/part-00000-of-00001").front();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (Read(a_attempt + "/process.log").find("lost the claim") == std::string::npos &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_NE(Read(a_attempt + "/process.log").find("lost the claim"), std::string::npos);
+  EXPECT_FALSE(Exists("job/state/done/part-00000-of-00001.json"));
+  const json a_record = json::parse(Read(a_attempt + "/attempt.json"));
+  EXPECT_EQ(a_record["status"], "stale");
+  const std::string lock = Read("job/state/locks/part-00000-of-00001.lock");
+  EXPECT_EQ(lock.find(a_record["token"].get<std::string>()), std::string::npos) << lock;
+
+  EXPECT_EQ(WaitFor(b).exit_code, 0);
+  EXPECT_EQ(WaitFor(a).exit_code, 0);
+  EXPECT_EQ(Count("job/state/stale_locks"), 1u);
+  EXPECT_EQ(Count("job/attempts/part-00000-of-00001"), 2u);
+  const json done = json::parse(Read("job/state/done/part-00000-of-00001.json"));
+  EXPECT_NE(done["token"], a_record["token"]);
+  EXPECT_EQ(done["attempt_number"], 2);
+}
+
+TEST_F(WorkerCli, ALiveWorkerKeepsAShardLongerThanTheLease) {
+  WriteCorpus(5);
+  WriteRecipe(1.0);  // 5 s of work under a 2 s lease
+  Prepare(1);
+  const Spawned a = Worker();
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
+  const Spawned b = Worker();
+  EXPECT_EQ(WaitFor(a).exit_code, 0);
+  const CliResult rb = WaitFor(b);
+  EXPECT_EQ(rb.exit_code, 0);
+  EXPECT_NE(rb.err.find("waiting for 1 shard(s) held by other workers"), std::string::npos);
+  EXPECT_EQ(Count("job/state/stale_locks"), 0u);
+  EXPECT_EQ(Count("job/attempts/part-00000-of-00001"), 1u);
+}
+
+TEST_F(WorkerCli, AWorkerWithASkewedClockNeitherStealsNorLooksStale) {
+  WriteCorpus(6);
+  WriteRecipe(1.0);  // 3 s per shard
+  Prepare(2);
+  const Spawned a = Worker({"--max-shards", "1"});
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00002.lock", 10));
+  const Spawned ahead = Worker({"--max-shards", "1"}, kTestOps, {"faketime", "-m", "-f", "+3h"});
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00001-of-00002.lock", 10));
+  // A third worker, three hours behind, finds two live locks and waits.
+  const Spawned behind = Worker({}, kTestOps, {"faketime", "-m", "-f", "-3h"});
+  EXPECT_EQ(WaitFor(a).exit_code, 0);
+  EXPECT_EQ(WaitFor(ahead).exit_code, 0);
+  EXPECT_EQ(WaitFor(behind).exit_code, 0);
+  EXPECT_EQ(Count("job/state/stale_locks"), 0u);
+  EXPECT_EQ(Count("job/attempts/part-00000-of-00002"), 1u);
+  EXPECT_EQ(Count("job/attempts/part-00001-of-00002"), 1u);
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
+}
+
+TEST_F(WorkerCli, KillNineAtEveryStepLosesAndDuplicatesNothing) {
+  WriteCorpus(200);
+  WriteRecipe();
+  const std::string reference = ReferenceSha();
+  for (const char* point : {"before_claim", "after_claim", "after_output", "after_link"}) {
+    SCOPED_TRACE(point);
+    fs::remove_all(Path("job"));
+    Prepare(4);
+    const CliResult killed = WaitFor(Worker(
+        {}, {std::string("DJSHARD_TEST_KILL_AT=") + point, "DJSHARD_ENABLE_TEST_OPERATORS=1"}));
+    EXPECT_EQ(killed.exit_code, 128 + SIGKILL);
+    const CliResult rescue = WaitFor(Worker());
+    EXPECT_EQ(rescue.exit_code, 0) << rescue.err;
+    EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
+    EXPECT_EQ(MergedSha(), reference);
+  }
+}
+
+TEST_F(WorkerCli, KillNineInTheMiddleOfAShardIsTakenOverAfterTheLease) {
+  WriteCorpus(8);
+  WriteRecipe(0.4);
+  const std::string reference = ReferenceSha();
+  Prepare(2);
+  const Spawned a = Worker();
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00002.lock", 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  kill(a.pid, SIGKILL);
+  EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
+  const CliResult b = WaitFor(Worker());
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("took over stale lock of part-00000-of-00002"), std::string::npos) << b.err;
+  EXPECT_EQ(MergedSha(), reference);
+  const json old = json::parse(Read(OnlyAttempt("part-00000-of-00002") + "/attempt.json"));
+  EXPECT_EQ(old["status"], "stale");
+}
+
+TEST_F(WorkerCli, SigtermHandsTheShardBackAtOnceWithoutCountingAFailure) {
+  WriteCorpus(4);
+  WriteRecipe(1.0);
+  Prepare(1, {"--max-retries", "0"});
+  const Spawned a = Worker();
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto sent = std::chrono::steady_clock::now();
+  kill(a.pid, SIGTERM);
+  const CliResult ra = WaitFor(a);
+  EXPECT_EQ(ra.exit_code, 143);
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(1000));
+  EXPECT_FALSE(Exists("job/state/locks/part-00000-of-00001.lock"));
+  EXPECT_EQ(json::parse(Read(OnlyAttempt("part-00000-of-00001") + "/attempt.json"))["status"],
+            "interrupted");
+  const CliResult rb = WaitFor(Worker());
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
+}
+
+TEST_F(WorkerCli, DeterministicFailuresExhaustRetriesThenRetrySucceeds) {
+  WriteCorpus(10);
+  WriteRecipe(0, "  - language_id_score_filter:\n      model_path: " + Path("lid.bin") + "\n");
+  Prepare(2, {"--max-retries", "2"});
+  const CliResult r = WaitFor(Worker());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("job ended with 2 failed shard(s)"), std::string::npos) << r.err;
+  EXPECT_EQ(Count("job/attempts/part-00000-of-00002"), 3u);
+  const json failed = json::parse(Read("job/state/failed/part-00000-of-00002.json"));
+  EXPECT_EQ(failed["failures"], 3);
+  EXPECT_NE(failed["last_error"].get<std::string>().find("model_path"), std::string::npos);
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 2);
+
+  // The cause goes away (the model appears); retry and finish.
+  std::string train;
+  for (int i = 0; i < 200; ++i) train += "__label__en row has some text\n__label__fr le la les\n";
+  Write("train.txt", train);
+  ASSERT_EQ(std::system(("fasttext supervised -input " + Path("train.txt") + " -output " +
+                         Path("lid") + " -epoch 5 -dim 5 -thread 1 -verbose 0 > /dev/null")
+                            .c_str()),
+            0);
+  EXPECT_EQ(Run({"retry", "--job-dir", "job", "--all-failed"}).exit_code, 0);
+  EXPECT_EQ(WaitFor(Worker()).exit_code, 0);
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
+}
+
+class DlcCli : public WorkerCli {
+ protected:
+  Spawned Instance(const std::string& host, const std::vector<std::string>& extra,
+                   const std::string& run_id = "run-1") {
+    std::vector<std::string> args = {"dlc",
+                                     "--job-dir",
+                                     "job",
+                                     "--config",
+                                     "recipe.yaml",
+                                     "--dataset-path",
+                                     "data.jsonl",
+                                     "--run-id",
+                                     run_id,
+                                     "--poll-interval-secs",
+                                     "1",
+                                     "--threads",
+                                     "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spawn(args, kTestOps,
+                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+  }
+};
+
+TEST_F(DlcCli, StrictModeNeedsAndGetsEveryNode) {
+  WriteCorpus(60);
+  WriteRecipe(0.05);
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b", "node-c"}) {
+    nodes.push_back(Instance(host, {"--nodes", "3", "--num-shards", "6", "--require-all-nodes"}));
+  }
+  int elected = 0;
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("PASS: 6 shards were completed by 3 node(s)"), std::string::npos) << r.out;
+    elected += r.out.find("elected as DLC finalize coordinator") != std::string::npos;
+  }
+  EXPECT_EQ(elected, 1);
+  std::set<std::string> owners;
+  for (const std::string& f : List("job/state/done")) {
+    owners.insert(json::parse(Read("job/state/done/" + f))["hostname"].get<std::string>());
+  }
+  EXPECT_EQ(owners, (std::set<std::string>{"node-a", "node-b", "node-c"}));
+}
+
+TEST_F(DlcCli, ElasticModeFinishesWithFewerLiveNodes) {
+  WriteCorpus(40);
+  WriteRecipe();
+  const Spawned a = Instance("node-a", {"--nodes", "4", "--num-shards", "8"});
+  const Spawned b = Instance("node-b", {"--nodes", "4", "--num-shards", "8"});
+  for (const Spawned& n : {a, b}) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("PASS: 8 shards were completed by"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(Count("job/state/done"), 8u);
+  EXPECT_TRUE(Exists("job/merged.jsonl"));
+}
+
+TEST_F(DlcCli, AFailedPrepareStopsEveryInstanceAndANewRunIdRecovers) {
+  WriteRecipe();  // data.jsonl does not exist yet: prepare fails
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b", "node-c"}) nodes.push_back(Instance(host, {}));
+  for (const Spawned& n : nodes) EXPECT_EQ(WaitFor(n).exit_code, 2);
+  EXPECT_FALSE(Exists("job"));
+  // The cause is fixed; the same run id keeps its stored result, a new one runs.
+  WriteCorpus(30);
+  EXPECT_EQ(WaitFor(Instance("node-a", {})).exit_code, 2);
+  const Spawned a = Instance("node-a", {}, "run-2");
+  const Spawned b = Instance("node-b", {}, "run-2");
+  EXPECT_EQ(WaitFor(a).exit_code, 0);
+  EXPECT_EQ(WaitFor(b).exit_code, 0);
+  // A repeated run id after success returns the stored result at once.
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult again = WaitFor(Instance("node-c", {}, "run-2"));
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_NE(again.out.find("PASS: 4 shards"), std::string::npos) << again.out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST_F(DlcCli, AWorkerFailureMakesEveryInstanceExitWithItsCode) {
+  WriteCorpus(30);
+  WriteRecipe(0, "  - language_id_score_filter:\n      model_path: " + Path("missing.bin") + "\n");
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b", "node-c"}) nodes.push_back(Instance(host, {}));
+  for (const Spawned& n : nodes) EXPECT_EQ(WaitFor(n).exit_code, 2);
+  EXPECT_FALSE(Exists("job/merged.jsonl"));
+}
+
+TEST_F(DlcCli, RunsUnderMpirun) {
+  WriteCorpus(50);
+  WriteRecipe();
+  const CliResult r = WaitFor(Spawn(
+      {"dlc", "--job-dir", "job", "--config", "recipe.yaml", "--dataset-path", "data.jsonl",
+       "--num-shards", "6", "--poll-interval-secs", "1", "--threads", "1"},
+      {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_plm=isolated",
+       "OMPI_MCA_btl_vader_single_copy_mechanism=none", "OMPI_MCA_rmaps_base_oversubscribe=1"},
+      {"mpirun", "-np", "3"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("PASS: 6 shards were completed by 1 node(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(Count("job/state/done"), 6u);
+}
+
+}  // namespace
+}  // namespace djshard::testing

@@ -10,7 +10,7 @@ PACKAGES=(
   libsimdjson-dev zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev
   libtorch-dev libpcre2-dev libfasttext-dev fasttext
   python3 python3-regex python3-yaml
-  util-linux time bc
+  util-linux time bc faketime openmpi-bin
 )
 
 missing=()

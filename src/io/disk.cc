@@ -26,13 +26,13 @@ void WriteAll(int fd, std::string_view content, const std::string& path) {
   }
 }
 
-// Writes and fsyncs a new file at `path`, which must not exist.
-void WriteNewFile(const std::string& path, std::string_view content) {
+// Writes (and with `sync`, fsyncs) a new file at `path`, which must not exist.
+void WriteNewFile(const std::string& path, std::string_view content, bool sync = true) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) ThrowSystemError(path, "cannot create");
   try {
     WriteAll(fd, content, path);
-    if (::fsync(fd) != 0) ThrowSystemError(path, "cannot fsync");
+    if (sync && ::fsync(fd) != 0) ThrowSystemError(path, "cannot fsync");
   } catch (...) {
     ::close(fd);
     ::unlink(path.c_str());
@@ -60,7 +60,7 @@ void Disk::WriteAtomic(const std::string& path, std::string_view content) {
   SyncDir(ParentDir(path));
 }
 
-bool Disk::CreateExclusive(const std::string& path, std::string_view content) {
+bool Disk::CreateExclusive(const std::string& path, std::string_view content, bool durable) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (errno == EEXIST) return false;
@@ -68,15 +68,24 @@ bool Disk::CreateExclusive(const std::string& path, std::string_view content) {
   }
   try {
     WriteAll(fd, content, path);
-    if (::fsync(fd) != 0) ThrowSystemError(path, "cannot fsync");
+    if (durable && ::fsync(fd) != 0) ThrowSystemError(path, "cannot fsync");
   } catch (...) {
     ::close(fd);
     ::unlink(path.c_str());
     throw;
   }
   ::close(fd);
-  SyncDir(ParentDir(path));
+  if (durable) SyncDir(ParentDir(path));
   return true;
+}
+
+void Disk::WriteReplace(const std::string& path, std::string_view content) {
+  const std::string tmp = TempBeside(path);
+  WriteNewFile(tmp, content, /*sync=*/false);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    ThrowSystemError(path, "cannot rename into place");
+  }
 }
 
 bool Disk::PublishLink(const std::string& path, std::string_view content) {

@@ -68,9 +68,9 @@ void AtomicFileWriter::Flush() {
   buffer_.clear();
 }
 
-void AtomicFileWriter::Commit() {
+void AtomicFileWriter::Commit(bool durable) {
   Flush();
-  if (::fsync(fd_) != 0) ThrowSystemError(temp_path_, "cannot fsync");
+  if (durable && ::fsync(fd_) != 0) ThrowSystemError(temp_path_, "cannot fsync");
   ::close(fd_);
   fd_ = -1;
   if (overwrite_) {
@@ -88,6 +88,7 @@ void AtomicFileWriter::Commit() {
     ::unlink(temp_path_.c_str());
   }
   committed_ = true;
+  if (!durable) return;
   std::string parent = std::filesystem::path(path_).parent_path().string();
   RealDisk().SyncDir(parent.empty() ? "." : parent);
 }
@@ -159,7 +160,7 @@ void OutputStream::Append(std::string_view bytes) {
   }
 }
 
-void OutputStream::Commit() {
+void OutputStream::Commit(bool durable) {
   if (codec_) {
     Codec& c = *codec_;
     if (c.kind == Codec::kGzip) {
@@ -184,7 +185,7 @@ void OutputStream::Commit() {
       }
     }
   }
-  file_.Commit();
+  file_.Commit(durable);
 }
 
 }  // namespace djshard::io

@@ -127,7 +127,11 @@ std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
                      {"attempt_number", claim.attempt_number_},
                      {"attempt_dir", claim.attempt_rel_}};
   claim.lock_json_ = lock.dump();
-  if (!disk_.CreateExclusive(claim.lock_path_, claim.lock_json_ + "\n")) return std::nullopt;
+  // A claim need not survive a crash of this node (fencing re-checks it before
+  // anything is published), so its create is not fsynced.
+  if (!disk_.CreateExclusive(claim.lock_path_, claim.lock_json_ + "\n", /*durable=*/false)) {
+    return std::nullopt;
+  }
   claim.fd_ = ::open(claim.lock_path_.c_str(), O_RDWR | O_CLOEXEC);
   struct stat st {};
   if (claim.fd_ < 0 || ::fstat(claim.fd_, &st) != 0) {
@@ -224,8 +228,8 @@ ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim,
   const bool owned = WithOwnership(claim, [&] {
     already = !disk_.PublishLink(job_.DonePath(claim.shard_id_), done_json);
     CrashPoint("after_link");
+    // A lock that comes back after a crash is harmless: the done record wins.
     ::unlink(claim.lock_path_.c_str());
-    disk_.SyncDir(job_.StateDir() + "/locks");
   });
   if (!owned) return PublishResult::kLost;
   return already ? PublishResult::kAlreadyDone : PublishResult::kPublished;
@@ -253,7 +257,13 @@ void SetAttemptStatus(const std::string& attempt_dir, const std::string& status,
   j["status"] = status;
   if (!error.empty()) j["error"] = error;
   j["finished_at"] = FormatUtcIso8601(NowNanos());
-  disk.WriteAtomic(path, j.dump(2) + "\n");
+  // Failures and takeovers are durable (they count toward retries); the rest
+  // is a record for people.
+  if (status == "failed" || status == "stale") {
+    disk.WriteAtomic(path, j.dump(2) + "\n");
+  } else {
+    disk.WriteReplace(path, j.dump(2) + "\n");
+  }
 }
 
 int64_t CountFailures(const JobDir& job, const std::string& shard_id) {

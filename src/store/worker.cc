@@ -1,12 +1,15 @@
 #include "djshard/store/worker.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -70,39 +73,53 @@ void SleepInterruptibly(double secs) {
 }
 
 // Refreshes a claim's lease every `interval` seconds until stopped; sets
-// `lost` when ownership is gone. It sleeps in short relative slices rather
-// than on an absolute deadline, so a node whose wall clock jumps or is off by
-// hours still heartbeats on time.
+// `lost` when ownership is gone. It waits with poll(2) on a pipe and a
+// relative timeout: Stop() wakes it at once, and a node whose wall clock
+// jumps or is off by hours still heartbeats on time.
 class HeartbeatThread {
  public:
-  HeartbeatThread(ClaimStore& store, const Claim& claim, double interval, std::atomic<bool>* lost)
-      : thread_([this, &store, &claim, interval, lost] {
-          while (!stop_.load()) {
-            const double next = MonotonicSeconds() + interval;
-            while (!stop_.load() && MonotonicSeconds() < next) {
-              std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            }
-            if (stop_.load()) break;
-            bool ok = false;
-            try {
-              ok = store.Heartbeat(claim);
-            } catch (const std::exception&) {
-              ok = false;
-            }
-            if (!ok) {
-              lost->store(true);
-              break;
-            }
+  HeartbeatThread(ClaimStore& store, const Claim& claim, double interval, std::atomic<bool>* lost) {
+    if (::pipe2(wake_, O_CLOEXEC) != 0) ThrowSystemError("pipe", "cannot create");
+    thread_ = std::thread([this, &store, &claim, interval, lost] {
+      for (;;) {
+        const double next = MonotonicSeconds() + interval;
+        bool stopping = false;
+        for (double left = interval; left > 0; left = next - MonotonicSeconds()) {
+          pollfd pfd{wake_[0], POLLIN, 0};
+          if (::poll(&pfd, 1, static_cast<int>(left * 1000) + 1) > 0) {
+            stopping = true;
+            break;
           }
-        }) {}
-  ~HeartbeatThread() { Stop(); }
+        }
+        if (stopping) break;
+        bool ok = false;
+        try {
+          ok = store.Heartbeat(claim);
+        } catch (const std::exception&) {
+          ok = false;
+        }
+        if (!ok) {
+          lost->store(true);
+          break;
+        }
+      }
+    });
+  }
+  ~HeartbeatThread() {
+    Stop();
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+  }
   void Stop() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    const char byte = 1;
+    while (::write(wake_[1], &byte, 1) < 0 && errno == EINTR) {
+    }
+    thread_.join();
   }
 
  private:
-  std::atomic<bool> stop_{false};
+  int wake_[2] = {-1, -1};
   std::thread thread_;
 };
 
@@ -132,7 +149,8 @@ void CheckCompatible(const JobDir& job, bool allow_mismatch) {
 
 // Runs one claimed attempt. Returns "done", "failed", "lost", "stale",
 // "superseded" or "interrupted".
-std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const Effective& eff) {
+std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const Effective& eff,
+                       std::unique_ptr<exec::Plan>* plan_cache) {
   const Manifest& m = job.manifest();
   const ShardEntry* shard = job.FindShard(claim.shard_id());
   fs::create_directories(claim.attempt_dir());
@@ -140,7 +158,7 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
   attempt["status"] = "running";
   attempt["input_path"] = shard->path;
   attempt["started_at"] = FormatUtcIso8601(NowNanos());
-  io::RealDisk().WriteAtomic(claim.attempt_dir() + "/attempt.json", attempt.dump(2) + "\n");
+  io::RealDisk().WriteReplace(claim.attempt_dir() + "/attempt.json", attempt.dump(2) + "\n");
   AttemptLog log(claim.attempt_dir() + "/process.log");
   log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
            std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
@@ -151,8 +169,14 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
   std::string error;
   exec::ExecSummary summary;
   try {
-    const recipe::Recipe recipe = recipe::LoadRecipe(job.dir() + "/" + m.recipe_snapshot_path);
-    const exec::Plan plan = exec::CompilePlan(recipe, ops::Registry::Global());
+    // The plan is built once per worker (operators may load models); a
+    // failure to build it fails this attempt and is tried again next time.
+    if (!*plan_cache) {
+      const recipe::Recipe recipe = recipe::LoadRecipe(job.dir() + "/" + m.recipe_snapshot_path);
+      *plan_cache =
+          std::make_unique<exec::Plan>(exec::CompilePlan(recipe, ops::Registry::Global()));
+    }
+    const exec::Plan& plan = **plan_cache;
     io::InputCandidate input{job.dir() + "/" + shard->path, job.dir() + "/" + shard->path,
                              shard->path};
     io::OutputStream output(claim.attempt_dir() + "/processed.jsonl", true);
@@ -163,8 +187,10 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
     log.Line("running " + std::to_string(plan.operators.size()) + " operator(s) with " +
              std::to_string(eff.threads) + " thread(s) on " + shard->path);
     summary = exec::Execute(plan, {input}, output, &errors, exec_options);
+    // processed.jsonl must be durable before a done record can name it; its
+    // directory fsync also covers the errors file renamed just before.
+    errors.Commit(/*durable=*/false);
     output.Commit();
-    errors.Commit();
     CrashPoint("after_output");
   } catch (const Error& e) {
     error = e.what();
@@ -272,6 +298,7 @@ int RunWorker(const WorkerOptions& options) {
   const std::string me = HostName() + ":" + std::to_string(::getpid());
 
   ClaimStore store(job);
+  std::unique_ptr<exec::Plan> plan;
   int64_t taken = 0;
   bool claim_failed = false;
   for (;;) {
@@ -331,7 +358,7 @@ int RunWorker(const WorkerOptions& options) {
     say(me + ": took " + held_claim.shard_id() + " (attempt " +
         std::to_string(held_claim.attempt_number()) + ")");
     const double start = MonotonicSeconds();
-    const std::string result = RunAttempt(job, store, held_claim, eff);
+    const std::string result = RunAttempt(job, store, held_claim, eff, &plan);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - start);
     if (result == "done") {

@@ -16,9 +16,15 @@ class Disk {
   // over `path` and fsyncs the directory. Readers see the old file or the new one.
   virtual void WriteAtomic(const std::string& path, std::string_view content);
 
-  // Creates `path` with O_CREAT|O_EXCL, writes `content` and fsyncs it.
-  // Returns false, touching nothing, when `path` already exists.
-  virtual bool CreateExclusive(const std::string& path, std::string_view content);
+  // Creates `path` with O_CREAT|O_EXCL and writes `content`; with `durable`,
+  // fsyncs it and its directory. Returns false, touching nothing, when `path`
+  // already exists. The create itself is atomic either way.
+  virtual bool CreateExclusive(const std::string& path, std::string_view content,
+                               bool durable = true);
+
+  // Like WriteAtomic without the fsyncs: for records that help people (an
+  // attempt's status) but that no protocol decision needs after a crash.
+  virtual void WriteReplace(const std::string& path, std::string_view content);
 
   // Publishes `content` at `path` by link() of a fsynced temporary file: the
   // first writer wins and a published file is never replaced. Returns false

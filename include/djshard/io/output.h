@@ -22,8 +22,9 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void Append(std::string_view bytes);
-  // Flushes, fsyncs, renames into place and fsyncs the directory.
-  void Commit();
+  // Flushes, fsyncs, renames into place and fsyncs the directory. Without
+  // `durable` only flushes and renames (a file no protocol step relies on).
+  void Commit(bool durable = true);
 
   uint64_t bytes_written() const { return bytes_written_; }
   const std::string& path() const { return path_; }
@@ -58,8 +59,8 @@ class OutputStream {
   OutputStream& operator=(const OutputStream&) = delete;
 
   void Append(std::string_view bytes);
-  // Finishes the compressed stream and commits the file.
-  void Commit();
+  // Finishes the compressed stream and commits the file (see AtomicFileWriter).
+  void Commit(bool durable = true);
   // Uncompressed bytes appended so far.
   uint64_t bytes_in() const { return bytes_in_; }
 

@@ -10,6 +10,7 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/disk.h"
+#include "djshard/io/sha256.h"
 
 namespace djshard::io {
 
@@ -54,7 +55,7 @@ void AtomicFileWriter::WriteAll(std::string_view bytes) {
 #ifdef __linux__
   // Start writeback of what is written so far, so that the fsync in Commit()
   // has little left to wait for.
-  constexpr uint64_t kWritebackChunk = 16 << 20;
+  constexpr uint64_t kWritebackChunk = 4 << 20;
   if (file_offset_ - writeback_offset_ >= kWritebackChunk) {
     sync_file_range(fd_, static_cast<off_t>(writeback_offset_),
                     static_cast<off_t>(file_offset_ - writeback_offset_), SYNC_FILE_RANGE_WRITE);
@@ -132,8 +133,19 @@ OutputStream::OutputStream(std::string path, bool overwrite) : file_(path, overw
 
 OutputStream::~OutputStream() = default;
 
+void OutputStream::HashContent() {
+  if (!hash_) hash_ = std::make_unique<Sha256>();
+}
+
+std::string OutputStream::ContentSha256() {
+  if (!hash_) throw Error(file_.path(), 0, "content hashing was not enabled");
+  if (digest_.empty()) digest_ = hash_->HexDigest();
+  return digest_;
+}
+
 void OutputStream::Append(std::string_view bytes) {
   bytes_in_ += bytes.size();
+  if (hash_) hash_->Update(bytes);
   if (!codec_) {
     file_.Append(bytes);
     return;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "djshard/common/text.h"
 #include "src/ops/unicode_tables.h"
 
 namespace djshard::ops::text {
@@ -53,24 +54,6 @@ bool IsLineBreak(uint32_t cp) {
 }
 
 }  // namespace
-
-void AppendUtf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 size_t CodePointCount(std::string_view s) {
   // Continuation bytes (10xxxxxx) are not code points; count them 8 at a time.

@@ -162,9 +162,6 @@ class NGramCounter {
     }
   }
 
-  // Starts loading the slot that Add(hash, ...) will probe first.
-  void Prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }
-
   size_t distinct() const { return used_; }
   uint32_t CountAt(size_t id) const { return slots_[order_[id]].count; }
 
@@ -182,6 +179,57 @@ class NGramCounter {
   size_t mask_ = 0;
   size_t used_ = 0;
 };
+
+// Hashes of every window of `n` consecutive values (a polynomial rolling
+// hash, then mixed for table use): hashes[i] names values[i, i + n).
+void WindowHashes(const std::vector<uint64_t>& values, int64_t n, std::vector<uint64_t>* hashes) {
+  constexpr uint64_t kBase = 0x100000001B3ull;
+  const int64_t total = static_cast<int64_t>(values.size()) - n + 1;
+  uint64_t top_power = 1;  // kBase^(n-1)
+  for (int64_t k = 1; k < n; ++k) top_power *= kBase;
+  uint64_t h = 0;
+  for (int64_t k = 0; k < n; ++k) h = h * kBase + values[k];
+  hashes->resize(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) {
+    uint64_t mixed = h ^ (h >> 29);
+    mixed *= 0xBF58476D1CE4E5B9ull;
+    (*hashes)[i] = mixed ^ (mixed >> 32);
+    if (i + 1 < total) h = (h - values[i] * top_power) * kBase + values[i + n];
+  }
+}
+
+// Counts the windows of `base` named by `hashes` (each `n` long). Most
+// windows occur once: a bit per hash value finds those whose hash was seen
+// before, and only they go through the exact counter (compared element by
+// element). Returns the number of windows that are certainly unique.
+template <typename T>
+int64_t CountWindows(const std::vector<uint64_t>& hashes, const T* base, int64_t n,
+                     NGramCounter<T>* counter) {
+  const size_t total = hashes.size();
+  size_t bits = 1 << 12;
+  while (bits < total * 16 && bits < (size_t{1} << 22)) bits <<= 1;
+  thread_local std::vector<uint64_t> seen, twice;
+  seen.assign(bits / 64, 0);
+  twice.assign(bits / 64, 0);
+  const size_t mask = bits - 1;
+  for (size_t i = 0; i < total; ++i) {
+    const size_t b = (hashes[i] >> 20) & mask;
+    const uint64_t bit = uint64_t{1} << (b & 63);
+    twice[b >> 6] |= seen[b >> 6] & bit;
+    seen[b >> 6] |= bit;
+  }
+  counter->Reset(base, total);
+  int64_t unique = 0;
+  for (size_t i = 0; i < total; ++i) {
+    const size_t b = (hashes[i] >> 20) & mask;
+    if ((twice[b >> 6] >> (b & 63) & 1) == 0) {
+      ++unique;
+      continue;
+    }
+    counter->Add(hashes[i], static_cast<uint32_t>(i), static_cast<uint32_t>(n));
+  }
+  return unique;
+}
 
 class WordRepetitionFilter : public StatFilter {
  public:
@@ -204,45 +252,16 @@ class WordRepetitionFilter : public StatFilter {
     });
     const int64_t total = static_cast<int64_t>(words.size()) - n_ + 1;
     if (total <= 0) return FloatStat(0.0);
-    // A rolling hash over word hashes names each n-gram; a bit per hash value
-    // finds the n-grams whose hash was seen before, and only those are
-    // counted exactly (compared word by word). The others occur once.
+    // Each n-gram is named by a rolling hash over its words' hashes, and
+    // counted exactly word by word when its hash is seen twice.
     thread_local std::vector<uint64_t> word_hash, hashes;
     word_hash.resize(words.size());
     for (size_t i = 0; i < words.size(); ++i) {
       word_hash[i] = HashBytes(words[i].data(), words[i].size());
     }
-    constexpr uint64_t kBase = 0x100000001B3ull;
-    uint64_t top_power = 1;
-    for (int64_t k = 1; k < n_; ++k) top_power *= kBase;
-    uint64_t h = 0;
-    for (int64_t k = 0; k < n_; ++k) h = h * kBase + word_hash[k];
-    hashes.resize(static_cast<size_t>(total));
-    for (int64_t i = 0; i < total; ++i) {
-      uint64_t mixed = h ^ (h >> 29);
-      mixed *= 0xBF58476D1CE4E5B9ull;
-      hashes[i] = mixed ^ (mixed >> 32);
-      if (i + 1 < total) h = (h - word_hash[i] * top_power) * kBase + word_hash[i + n_];
-    }
-    size_t bits = 1 << 12;
-    while (bits < static_cast<size_t>(total) * 16 && bits < (size_t{1} << 22)) bits <<= 1;
-    thread_local std::vector<uint64_t> seen, twice;
-    seen.assign(bits / 64, 0);
-    twice.assign(bits / 64, 0);
-    const size_t mask = bits - 1;
-    for (int64_t i = 0; i < total; ++i) {
-      const size_t b = (hashes[i] >> 20) & mask;
-      const uint64_t bit = uint64_t{1} << (b & 63);
-      twice[b >> 6] |= seen[b >> 6] & bit;
-      seen[b >> 6] |= bit;
-    }
+    WindowHashes(word_hash, n_, &hashes);
     thread_local NGramCounter<std::string_view> grams;
-    grams.Reset(words.data(), static_cast<size_t>(total));
-    for (int64_t i = 0; i < total; ++i) {
-      const size_t b = (hashes[i] >> 20) & mask;
-      if ((twice[b >> 6] >> (b & 63) & 1) == 0) continue;
-      grams.Add(hashes[i], static_cast<uint32_t>(i), static_cast<uint32_t>(n_));
-    }
+    CountWindows(hashes, words.data(), n_, &grams);
     int64_t repeated = 0;
     for (size_t k = 0; k < grams.distinct(); ++k) {
       const uint32_t c = grams.CountAt(k);
@@ -281,9 +300,7 @@ class CharacterRepetitionFilter : public StatFilter {
     // Character n-grams (as UTF-8 byte ranges spanning n code points). With D
     // distinct n-grams and R of them repeated, the k = min(floor(sqrt(D)), R)
     // most frequent ones' total count over the number of n-grams.
-    // Code points, and a polynomial rolling hash over each window of n of
-    // them (mixed for the table); equal hashes are confirmed element-wise.
-    thread_local std::vector<uint32_t> cps;
+    thread_local std::vector<uint64_t> cps, hashes;
     cps.clear();
     size_t pos = 0;
     while (pos < text.size()) {
@@ -297,45 +314,9 @@ class CharacterRepetitionFilter : public StatFilter {
     }
     const int64_t total = static_cast<int64_t>(cps.size()) - n_ + 1;
     if (total <= 0) return FloatStat(0.0);
-    constexpr uint64_t kBase = 0x100000001B3ull;
-    uint64_t top_power = 1;  // kBase^(n-1)
-    for (int64_t k = 1; k < n_; ++k) top_power *= kBase;
-    uint64_t h = 0;
-    for (int64_t k = 0; k < n_; ++k) h = h * kBase + cps[k];
-    thread_local std::vector<uint64_t> hashes;
-    hashes.resize(static_cast<size_t>(total));
-    for (int64_t i = 0; i < total; ++i) {
-      uint64_t mixed = h ^ (h >> 29);
-      mixed *= 0xBF58476D1CE4E5B9ull;
-      hashes[i] = mixed ^ (mixed >> 32);
-      if (i + 1 < total) h = (h - cps[i] * top_power) * kBase + cps[i + n_];
-    }
-    // Most n-grams occur once. A bit per hash value finds the few whose hash
-    // was seen before; only those go through the exact counter, the others
-    // are certainly distinct singletons.
-    size_t bits = 1 << 12;
-    while (bits < static_cast<size_t>(total) * 16 && bits < (size_t{1} << 22)) bits <<= 1;
-    thread_local std::vector<uint64_t> seen, twice;
-    seen.assign(bits / 64, 0);
-    twice.assign(bits / 64, 0);
-    const size_t mask = bits - 1;
-    for (int64_t i = 0; i < total; ++i) {
-      const size_t b = (hashes[i] >> 20) & mask;
-      const uint64_t bit = uint64_t{1} << (b & 63);
-      twice[b >> 6] |= seen[b >> 6] & bit;
-      seen[b >> 6] |= bit;
-    }
-    thread_local NGramCounter<uint32_t> counter;
-    counter.Reset(cps.data(), static_cast<size_t>(total));
-    int64_t singletons = 0;
-    for (int64_t i = 0; i < total; ++i) {
-      const size_t b = (hashes[i] >> 20) & mask;
-      if ((twice[b >> 6] >> (b & 63) & 1) == 0) {
-        ++singletons;
-        continue;
-      }
-      counter.Add(hashes[i], static_cast<uint32_t>(i), static_cast<uint32_t>(n_));
-    }
+    WindowHashes(cps, n_, &hashes);
+    thread_local NGramCounter<uint64_t> counter;
+    const int64_t singletons = CountWindows(hashes, cps.data(), n_, &counter);
     thread_local std::vector<int64_t> freqs;
     freqs.clear();
     int64_t singles = singletons;

@@ -167,6 +167,7 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
   HeartbeatThread heartbeat(store, claim, static_cast<double>(eff.policy.heartbeat_secs), &lost);
   const double start = MonotonicSeconds();
   std::string error;
+  std::string output_sha256;
   exec::ExecSummary summary;
   try {
     // The plan is built once per worker (operators may load models); a
@@ -180,6 +181,7 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
     io::InputCandidate input{job.dir() + "/" + shard->path, job.dir() + "/" + shard->path,
                              shard->path};
     io::OutputStream output(claim.attempt_dir() + "/processed.jsonl", true);
+    output.HashContent();  // the done record's sha256, without reading the file again
     io::OutputStream errors(claim.attempt_dir() + "/errors.jsonl", true);
     exec::ExecOptions exec_options;
     exec_options.threads = eff.threads;
@@ -191,6 +193,7 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
     // directory fsync also covers the errors file renamed just before.
     errors.Commit(/*durable=*/false);
     output.Commit();
+    output_sha256 = output.ContentSha256();
     CrashPoint("after_output");
   } catch (const Error& e) {
     error = e.what();
@@ -237,7 +240,6 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
   }
 
   const std::string output_rel = claim.attempt_rel() + "/processed.jsonl";
-  const std::string output_abs = job.dir() + "/" + output_rel;
   json op_stats = json::array();
   for (const exec::OperatorCounters& c : summary.operators) {
     op_stats.push_back({{"name", c.name},
@@ -257,7 +259,7 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
       {"output_path", output_rel},
       {"rows", summary.rows_out},
       {"size_bytes", summary.bytes_out},
-      {"sha256", io::Sha256OfFile(output_abs)},
+      {"sha256", output_sha256},
       {"engine", {{"name", "djshard"}, {"version", version()}, {"git_commit", git_commit()}}},
       {"op_stats", op_stats},
       {"seconds", MonotonicSeconds() - start}};

@@ -10,6 +10,9 @@ namespace djshard {
 // staging-directory names).
 std::string RandomHex(size_t num_chars = 32);
 
+// Appends code point `cp` encoded as UTF-8.
+void AppendUtf8(std::string* out, uint32_t cp);
+
 // Lowercase hex of raw bytes.
 std::string HexEncode(const unsigned char* data, size_t size);
 

@@ -64,10 +64,17 @@ class OutputStream {
   // Uncompressed bytes appended so far.
   uint64_t bytes_in() const { return bytes_in_; }
 
+  // Hashes everything appended from now on (call before the first Append).
+  void HashContent();
+  // SHA-256 of the uncompressed bytes appended (after HashContent()).
+  std::string ContentSha256();
+
  private:
   struct Codec;
   AtomicFileWriter file_;
   std::unique_ptr<Codec> codec_;
+  std::unique_ptr<Sha256> hash_;
+  std::string digest_;
   uint64_t bytes_in_ = 0;
 };
 

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "djshard/common/text.h"
+
 // Text helpers shared by every operator. Text is valid UTF-8 and every length
 // or ratio counts code points, as Python's len() does. Character classes
 // follow Python 3.11 (Unicode 14.0) so that results match Data-Juicer.
@@ -38,7 +40,7 @@ inline size_t SequenceLength(unsigned char c) {
   return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
 }
 
-void AppendUtf8(std::string* out, uint32_t cp);
+using djshard::AppendUtf8;
 
 // Number of code points (Python's len()).
 size_t CodePointCount(std::string_view s);

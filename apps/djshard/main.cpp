@@ -1,3 +1,5 @@
+#include <malloc.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -6,6 +8,11 @@
 #include "djshard/common/signals.h"
 
 int main(int argc, char** argv) {
+  // Batches are megabytes each and come and go all the time (per batch, per
+  // shard attempt). Keep freed memory in the process instead of handing it
+  // back and faulting it in again; peak memory stays what the batches need.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   CLI::App app{"djshard: curate JSONL corpora across machines that share a directory"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

@@ -5,7 +5,7 @@
 #
 # Generates gen_corpus.py --mb N --seed 3, then in one run times, for the
 # recipes demo and refine (bench/recipes): djshard run with 1 and 2 threads
-# (best of --repeat runs) and, when <shared>/pyref exists, pyref.py once.
+# (best of --repeat runs, alternating) and, when <shared>/pyref exists, pyref.py once.
 # Prints wall seconds, MB/s, rows/s, peak RSS, the ratio to pyref and the
 # 2-thread scaling, and checks that djshard and pyref produced the same records.
 # Targets (1 thread): demo >= 250 MB/s and >= 13x pyref; refine >= 40 MB/s and
@@ -51,29 +51,28 @@ measure() {
   cat "$workdir/time.log"
 }
 
-# best OUT CMD...: the fastest of $repeat runs, "seconds peak_kb"; OUT (the
-# run's output) is removed before each run, so every run writes a new file.
-best() {
-  local out=$1 best_s="" best_kb=0 s kb
-  shift
-  for _ in $(seq "$repeat"); do
-    rm -f "$out" "$out.stats.json" "$out.errors.jsonl"
-    read -r s kb < <(measure "$@")
-    if [ -z "$best_s" ] || awk -v a="$s" -v b="$best_s" 'BEGIN{exit !(a<b)}'; then best_s=$s; fi
-    [ "$kb" -gt "$best_kb" ] && best_kb=$kb
-  done
-  echo "$best_s $best_kb"
-}
-
 rows=$(wc -l <"$corpus")
 printf 'corpus: %s (%.1f MB, %d rows)\n\n' "$corpus" "$(echo "$bytes / 1000000" | bc -l)" "$rows"
 printf '%-7s %-18s %8s %9s %10s %9s %8s\n' recipe runner seconds MB/s rows/s "RSS MB" "x pyref"
 for recipe in demo refine; do
   conf="$root/bench/recipes/$recipe.yaml"
-  read -r t1 kb1 < <(best "$workdir/$recipe.t1.jsonl" "$bin" run --config "$conf" --dataset-path "$corpus" \
-    --export-path "$workdir/$recipe.t1.jsonl" --threads 1)
-  read -r t2 kb2 < <(best "$workdir/$recipe.t2.jsonl" "$bin" run --config "$conf" --dataset-path "$corpus" \
-    --export-path "$workdir/$recipe.t2.jsonl" --threads 2)
+  # 1 and 2 threads alternate, so that noise from other tenants hits both alike.
+  t1="" t2="" kb1=0 kb2=0
+  for _ in $(seq "$repeat"); do
+    for t in 1 2; do
+      out="$workdir/$recipe.t$t.jsonl"
+      rm -f "$out" "$out.stats.json" "$out.errors.jsonl"
+      read -r s kb < <(measure "$bin" run --config "$conf" --dataset-path "$corpus" \
+        --export-path "$out" --threads "$t")
+      if [ "$t" = 1 ]; then
+        if [ -z "$t1" ] || awk -v a="$s" -v b="$t1" 'BEGIN{exit !(a<b)}'; then t1=$s; fi
+        [ "$kb" -gt "$kb1" ] && kb1=$kb
+      else
+        if [ -z "$t2" ] || awk -v a="$s" -v b="$t2" 'BEGIN{exit !(a<b)}'; then t2=$s; fi
+        [ "$kb" -gt "$kb2" ] && kb2=$kb
+      fi
+    done
+  done
   py_s=""
   if [ "$have_pyref" = 1 ]; then
     read -r py_s py_kb < <(measure /usr/bin/python3 "$pyref" --recipe "$conf" --input "$corpus" \

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "djshard/common/clock.h"
@@ -223,6 +224,15 @@ int RunDlc(const DlcOptions& o) {
     try {
       store::VerifyRequest nodes_check;
       nodes_check.expect_nodes = o.require_all_nodes ? static_cast<uint64_t>(o.nodes) : 1;
+      // The node count is checked before anything is merged.
+      std::set<std::string> owners;
+      for (const store::ShardStatus& sh : store::ReadStatus(job).shards) owners.insert(sh.owner);
+      if (owners.size() < nodes_check.expect_nodes) {
+        throw Error(job_dir, 0,
+                    "shards were completed by " + std::to_string(owners.size()) +
+                        " distinct node(s), expected " + std::to_string(nodes_check.expect_nodes),
+                    "some instances did not take part; check their logs");
+      }
       store::MergeRequest merge;
       merge.output = o.output;
       merge.overwrite = true;

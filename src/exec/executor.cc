@@ -40,54 +40,62 @@ struct BatchResult {
   std::vector<OperatorCounters> counters;
 };
 
-// Reads the input files in order as batches of about `batch_bytes`, cut after
-// a newline; a batch never spans two files. Not thread-safe: the executor
-// calls it under its reader lock.
+// Reads the input files in order as batches of about `batch_bytes` and at
+// most `batch_rows` lines (the recipe's batch_size), cut after a newline; a
+// batch never spans two files. Not thread-safe: only the I/O thread calls it.
 class BatchReader {
  public:
-  BatchReader(const std::vector<io::InputCandidate>& inputs, size_t batch_bytes)
-      : inputs_(inputs), batch_bytes_(batch_bytes) {}
+  BatchReader(const std::vector<io::InputCandidate>& inputs, size_t batch_bytes, size_t batch_rows)
+      : inputs_(inputs), batch_bytes_(batch_bytes), batch_rows_(batch_rows) {}
 
   bool Next(Batch* batch) {
     for (;;) {
       if (!source_) {
         if (file_ >= inputs_.size()) return false;
         source_ = io::OpenInput(inputs_[file_].path);
+        exhausted_ = false;
         next_line_ = 1;
         carry_.clear();
       }
       std::string& data = batch->data;
       data.swap(carry_);
       carry_.clear();
-      bool eof = false;
-      size_t cut = std::string::npos;
-      while (!eof) {
-        if (data.size() >= batch_bytes_) {
-          cut = data.rfind('\n');
-          if (cut != std::string::npos) break;
-        }
+      bool has_newline = data.find('\n') != std::string::npos;
+      while (!exhausted_ && (data.size() < batch_bytes_ || !has_newline)) {
         const size_t want = std::max(batch_bytes_, data.size() + (64 << 10)) - data.size();
         const size_t old = data.size();
         data.resize(old + want);
         const size_t n = source_->Read(data.data() + old, want);
         data.resize(old + n);
-        eof = (n == 0);
+        exhausted_ = (n == 0);
+        has_newline = has_newline || std::memchr(data.data() + old, '\n', n) != nullptr;
       }
-      if (eof) {
-        // The file ends here; a last line without '\n' gets one.
-        if (!data.empty() && data.back() != '\n') data.push_back('\n');
-        source_.reset();
-      } else {
-        carry_.assign(data, cut + 1, std::string::npos);
-        data.resize(cut + 1);
+      // The file's last line may lack its '\n'.
+      if (exhausted_ && !data.empty() && data.back() != '\n') data.push_back('\n');
+      size_t cut = exhausted_ ? data.size() : data.rfind('\n') + 1;
+      size_t lines = 0;
+      for (size_t pos = 0; pos < cut;) {
+        pos = static_cast<size_t>(
+                  static_cast<const char*>(std::memchr(data.data() + pos, '\n', cut - pos)) -
+                  data.data()) +
+              1;
+        if (++lines == batch_rows_) {
+          cut = pos;
+          break;
+        }
       }
+      carry_.assign(data, cut, std::string::npos);
+      data.resize(cut);
       const size_t file = file_;
-      if (eof) ++file_;
+      if (exhausted_ && carry_.empty()) {
+        source_.reset();
+        ++file_;
+      }
       if (data.empty()) continue;
       batch->file = file;
       batch->first_line = next_line_;
       batch->size = data.size();
-      next_line_ += static_cast<uint64_t>(std::count(data.begin(), data.end(), '\n'));
+      next_line_ += lines;
       data.append(io::LineReader::kPadding, '\0');
       batch->seq = next_seq_++;
       return true;
@@ -96,9 +104,10 @@ class BatchReader {
 
  private:
   const std::vector<io::InputCandidate>& inputs_;
-  size_t batch_bytes_;
+  size_t batch_bytes_, batch_rows_;
   size_t file_ = 0;
   std::unique_ptr<io::ByteSource> source_;
+  bool exhausted_ = false;
   std::string carry_;
   uint64_t next_line_ = 1;
   uint64_t next_seq_ = 0;
@@ -213,7 +222,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   const double start = MonotonicSeconds();
   double last_progress = start;
 
-  BatchReader reader(inputs, options.batch_bytes);
+  BatchReader reader(inputs, options.batch_bytes, plan.batch_rows);
   ExecSummary summary;
   summary.operators.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i) {

@@ -13,6 +13,7 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry) {
   Plan plan;
   plan.keep_stats = recipe.keep_stats_in_res_ds;
   plan.text_key = recipe.text_key;
+  size_t batch_size = 0;
   for (const recipe::OperatorSpec& spec : recipe.process) {
     const ops::OperatorInfo* info = registry.Find(spec.name);
     if (!info->implemented) {
@@ -26,11 +27,17 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry) {
     if (spec.args.Has("batch_size")) {
       const int64_t b = spec.args.GetInt("batch_size", 1000);
       if (b < 1) spec.args.Fail("batch_size", "must be at least 1", "");
-      plan.batch_rows = std::max(plan.batch_rows, static_cast<size_t>(b));
+      batch_size = std::max(batch_size, static_cast<size_t>(b));
+    }
+    if (spec.args.Has("num_proc")) {
+      const int64_t n = spec.args.GetInt("num_proc", 0);
+      if (n < 1) spec.args.Fail("num_proc", "must be at least 1", "");
+      plan.num_proc = std::max(plan.num_proc, static_cast<int>(n));
     }
     plan.has_filter = plan.has_filter || info->kind == ops::OpKind::kFilter;
     plan.operators.push_back(std::move(planned));
   }
+  plan.batch_rows = batch_size > 0 ? batch_size : 1000;  // Data-Juicer's default batch size
   return plan;
 }
 

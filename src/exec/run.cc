@@ -50,7 +50,9 @@ RunOutcome RunRecipe(const RunRequest& request) {
     }
   }
 
+  // --threads, else the recipe's np, else the operators' num_proc, else every core.
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (plan.num_proc > 0) threads = plan.num_proc;
   if (recipe.np) threads = static_cast<int>(*recipe.np);
   if (request.threads) threads = *request.threads;
   if (threads < 1) throw Error("--threads must be at least 1");

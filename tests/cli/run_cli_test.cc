@@ -144,6 +144,27 @@ TEST_F(RunCli, OperatorErrorsDropTheRecordAndAreReported) {
   for (const std::string& name : List("out")) EXPECT_EQ(name.find(".tmp."), std::string::npos);
 }
 
+TEST_F(RunCli, BatchSizeCutsBatchesWithoutChangingOutputOrLineNumbers) {
+  WriteCorpus("data.jsonl", 50);
+  std::string rows = Read("data.jsonl");
+  rows.insert(rows.find('\n', rows.find("\"id\": 22,")) + 1, "{\"text\":\"no meta here\"}\n");
+  Write("data.jsonl", rows);
+  const std::string ops =
+      "  - whitespace_normalization_mapper:\n  - specified_numeric_field_filter:\n"
+      "      field_key: meta.score\n      max_value: 1.0\n";
+  Recipe(ops);
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--export-path", "default.jsonl"}).exit_code, 0);
+  Recipe(ops + "      batch_size: 7\n");
+  ASSERT_EQ(
+      Run({"run", "--config", "recipe.yaml", "--export-path", "small.jsonl", "--threads", "3"})
+          .exit_code,
+      0);
+  EXPECT_EQ(Read("small.jsonl"), Read("default.jsonl"));
+  const std::vector<json> errors = ParseLines(Read("small.jsonl.errors.jsonl"));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]["line"], 24);
+}
+
 TEST_F(RunCli, APathologicalUserPatternBecomesARecordErrorNotAHang) {
   Write("data.jsonl", "{\"text\":\"" + std::string(5000, 'a') + "b\"}\n{\"text\":\"fine\"}\n");
   Recipe("  - clean_email_mapper:\n      pattern: '(a+)+$'\n");

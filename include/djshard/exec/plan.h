@@ -21,9 +21,10 @@ struct PlannedOperator {
 // of stage so far).
 struct Plan {
   std::vector<PlannedOperator> operators;
-  bool keep_stats = true;         // keep_stats_in_res_ds: write __dj__stats__ / __dj__meta__
-  bool has_filter = false;        // every output record then carries __dj__stats__
-  size_t batch_rows = 1000;       // largest batch_size of the recipe's operators
+  bool keep_stats = true;    // keep_stats_in_res_ds: write __dj__stats__ / __dj__meta__
+  bool has_filter = false;   // every output record then carries __dj__stats__
+  size_t batch_rows = 1000;  // rows per batch: the largest batch_size of the recipe's operators
+  int num_proc = 0;          // the largest num_proc of the recipe's operators (0: none given)
   std::string text_key = "text";  // the recipe's text_key
 };
 

@@ -10,6 +10,7 @@
 
 namespace djshard::model {
 
+#ifdef DJSHARD_WITH_TORCH
 namespace {
 
 std::string ModulePath() {
@@ -27,6 +28,7 @@ std::string ModulePath() {
 }
 
 }  // namespace
+#endif
 
 TorchRuntimeInfo QueryTorchRuntime() {
   TorchRuntimeInfo info;

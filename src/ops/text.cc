@@ -147,11 +147,13 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::string_view Strip(std::string_view s) {
+// `s` without the leading and trailing code points for which `drop` holds.
+template <typename Pred>
+std::string_view StripIf(std::string_view s, Pred drop) {
   size_t begin = 0;
   while (begin < s.size()) {
     size_t next = begin;
-    if (!IsSpace(NextCodePoint(s, &next))) break;
+    if (!drop(NextCodePoint(s, &next))) break;
     begin = next;
   }
   size_t end = s.size();
@@ -159,11 +161,13 @@ std::string_view Strip(std::string_view s) {
     size_t start = end - 1;
     while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
     size_t probe = start;
-    if (!IsSpace(NextCodePoint(s, &probe))) break;
+    if (!drop(NextCodePoint(s, &probe))) break;
     end = start;
   }
   return s.substr(begin, end - begin);
 }
+
+std::string_view Strip(std::string_view s) { return StripIf(s, IsSpace); }
 
 std::vector<std::string_view> SplitLines(std::string_view s) {
   std::vector<std::string_view> lines;
@@ -193,21 +197,7 @@ std::string_view StripSpecial(std::string_view w) {
   if (first < 0x80 && last < 0x80 && !kAsciiTables.special[first] && !kAsciiTables.special[last]) {
     return w;
   }
-  size_t begin = 0;
-  while (begin < w.size()) {
-    size_t next = begin;
-    if (!IsSpecial(NextCodePoint(w, &next))) break;
-    begin = next;
-  }
-  size_t end = w.size();
-  while (end > begin) {
-    size_t start = end - 1;
-    while (start > begin && (static_cast<unsigned char>(w[start]) & 0xC0) == 0x80) --start;
-    size_t probe = start;
-    if (!IsSpecial(NextCodePoint(w, &probe))) break;
-    end = start;
-  }
-  return w.substr(begin, end - begin);
+  return StripIf(w, IsSpecial);
 }
 
 void AppendPythonFloat(std::string* out, double v) {

@@ -99,7 +99,7 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
     throw Error(output, 0, "output already exists", "pass --overwrite to replace it");
   }
   fs::create_directories(fs::path(output).parent_path(), ec);
-  io::AtomicFileWriter writer(output, request.overwrite);
+  io::OutputStream writer(output, request.overwrite);
   const VerifiedOutputs v =
       StreamVerifiedOutputs(job, [&](std::string_view bytes) { writer.Append(bytes); });
   writer.Commit();
@@ -145,17 +145,24 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   if (!fs::exists(output, ec)) {
     throw Error(output, 0, "merged output does not exist", "run 'djshard merge' first");
   }
+  // The hash is over the content (decompressed for a .gz or .zst output).
   io::Sha256 merged_hash;
-  io::LineReader reader(io::OpenInput(output, &merged_hash), output);
+  io::LineReader reader(io::OpenInput(output), output);
   io::JsonLineParser parser;
   std::string_view line;
-  uint64_t rows = 0;
+  uint64_t rows = 0, bytes = 0;
   while (reader.Next(&line)) {
     parser.ParseObject(line, output, reader.line_number());
+    merged_hash.Update(line);
+    bytes += line.size();
+    if (reader.bytes_consumed() > bytes) {
+      merged_hash.Update("\n");
+      ++bytes;
+    }
     ++rows;
   }
   const std::string merged_sha = merged_hash.HexDigest();
-  if (rows != v.rows || merged_sha != v.sha256 || reader.bytes_consumed() != v.bytes) {
+  if (rows != v.rows || merged_sha != v.sha256 || bytes != v.bytes) {
     throw Error(output, 0,
                 "merged output differs from the shard outputs (" + std::to_string(rows) +
                     " rows vs " + std::to_string(v.rows) + ")",

@@ -347,7 +347,9 @@ int RunWorker(const WorkerOptions& options) {
           say(me + ": every shard is done");
           return kExitOk;
         }
-        continue;  // a lock vanished between listing and claiming: scan again
+        // A record or lock changed between listing and claiming: look again shortly.
+        SleepInterruptibly(0.1);
+        continue;
       }
       say(me + ": waiting for " + std::to_string(held.size()) +
           " shard(s) held by other workers (" + held.front() + (held.size() > 1 ? ", ..." : "") +

@@ -173,6 +173,20 @@ TEST_F(JobCli, MergeConcatenatesDoneOutputsInManifestOrderAndVerifyPasses) {
   EXPECT_NE(two.err.find("1 distinct node(s), expected at least 2"), std::string::npos);
 }
 
+TEST_F(JobCli, MergeCompressesByNameAndVerifyReadsIt) {
+  FinishAllShards(job_);
+  for (const char* name : {"merged.jsonl.zst", "merged.jsonl.gz"}) {
+    const CliResult r = Run({"merge", "--job-dir", "job", "--output", name, "--overwrite"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string tool = std::string(name).find(".zst") != std::string::npos ? "zstd" : "gzip";
+    ASSERT_EQ(std::system((tool + " -dc " + Path(name) + " > " + Path("plain.jsonl")).c_str()), 0);
+    EXPECT_EQ(Read("plain.jsonl"), ShardsConcatenated()) << name;
+    const CliResult v = Run({"verify", "--job-dir", "job"});
+    EXPECT_EQ(v.exit_code, 0) << v.err;
+    EXPECT_NE(v.out.find(std::string("merged 12 rows into ") + Path(name)), std::string::npos);
+  }
+}
+
 TEST_F(JobCli, MergeRefusesAnIncompleteJob) {
   FinishAllShards(job_);
   fs::remove(Path("job/state/done/part-00002-of-00004.json"));

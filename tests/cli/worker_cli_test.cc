@@ -263,6 +263,36 @@ TEST_F(WorkerCli, DeterministicFailuresExhaustRetriesThenRetrySucceeds) {
   EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
 }
 
+TEST_F(WorkerCli, RefusesAnEditedRecipeUnlessAllowed) {
+  WriteCorpus(10);
+  WriteRecipe();
+  Prepare(2);
+  Write("job/recipe.yaml", Read("job/recipe.yaml") + "# edited after prepare\n");
+  const CliResult refused = WaitFor(Worker());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("recipe snapshot does not match the manifest's sha256"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(Count("job/attempts"), 0u);
+  EXPECT_EQ(WaitFor(Worker({"--allow-version-mismatch"})).exit_code, 0);
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
+}
+
+TEST_F(WorkerCli, StatusWatchFollowsAJobUntilItIsTerminal) {
+  WriteCorpus(6);
+  WriteRecipe(0.5);
+  Prepare(2);
+  const Spawned worker = Worker();
+  const CliResult watch = Run({"status", "--job-dir", "job", "--watch", "--interval", "0.5"});
+  EXPECT_EQ(watch.exit_code, 0) << watch.err;
+  EXPECT_NE(watch.out.find("Job job: total=2 pending=0 running=0 stale=0 done=2 failed=0"),
+            std::string::npos)
+      << watch.out;
+  EXPECT_NE(watch.out.find("heartbeat"), std::string::npos) << watch.out;
+  EXPECT_NE(watch.out.find("rows done: 6 of 6"), std::string::npos) << watch.out;
+  EXPECT_EQ(WaitFor(worker).exit_code, 0);
+}
+
 class DlcCli : public WorkerCli {
  protected:
   Spawned Instance(const std::string& host, const std::vector<std::string>& extra,

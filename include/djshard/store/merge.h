@@ -40,8 +40,10 @@ struct MergeOutcome {
   uint64_t nodes = 0;
 };
 
-// Concatenates verified shard outputs into one file (temp + fsync + rename)
-// and writes merge.json. On any problem the old output stays untouched.
+// Concatenates verified shard outputs into one file (temp + fsync + rename;
+// gzip or zstd when its name ends in .gz or .zst) and writes merge.json, whose
+// sha256 is that of the uncompressed content. On any problem the old output
+// stays untouched.
 MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk = io::RealDisk());
 
 struct VerifyRequest {

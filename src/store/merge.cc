@@ -1,7 +1,12 @@
 #include "djshard/store/merge.h"
 
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
@@ -38,12 +43,92 @@ std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std
 
 std::string DefaultOutput(const JobDir& job) { return job.dir() + "/merged.jsonl"; }
 
+// Hashes the concatenated content and hands it to a sink on a second thread,
+// so that validating the shard outputs and writing the merged file overlap.
+class ContentPipe {
+ public:
+  explicit ContentPipe(const std::function<void(std::string_view)>& sink)
+      : sink_(sink), thread_([this] { Drain(); }) {}
+  ~ContentPipe() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void Append(std::string_view bytes) {
+    chunk_.append(bytes);
+    if (chunk_.size() >= kChunk) Push();
+  }
+
+  // Flushes, waits for the sink, and returns the content's sha256.
+  std::string Finish() {
+    Push();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (failure_) std::rethrow_exception(failure_);
+    return hash_.HexDigest();
+  }
+
+ private:
+  static constexpr size_t kChunk = 1 << 20;
+
+  void Push() {
+    if (chunk_.empty()) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return queue_.size() < 4 || failure_; });
+    queue_.push_back(std::move(chunk_));
+    chunk_.clear();
+    cv_.notify_all();
+  }
+
+  void Drain() {
+    for (;;) {
+      std::string chunk;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closed_; });
+        if (queue_.empty()) return;
+        chunk = std::move(queue_.front());
+        queue_.pop_front();
+        cv_.notify_all();
+      }
+      try {
+        hash_.Update(chunk);
+        sink_(chunk);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        failure_ = std::current_exception();
+        queue_.clear();
+        cv_.notify_all();
+        return;
+      }
+    }
+  }
+
+  const std::function<void(std::string_view)>& sink_;
+  io::Sha256 hash_;
+  std::string chunk_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  bool closed_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 }  // namespace
 
 VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
                                       const std::function<void(std::string_view)>& sink) {
   VerifiedOutputs total;
-  io::Sha256 total_hash;
+  ContentPipe content(sink);
   io::JsonLineParser parser;
   for (const ShardEntry& shard : job.manifest().shards) {
     const std::string record_path = job.DonePath(shard.id);
@@ -65,8 +150,7 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
       const bool has_newline = reader.bytes_consumed() == bytes + line.size() + 1;
       const std::string_view bytes_out = has_newline ? with_newline : line;
       shard_hash.Update(bytes_out);
-      total_hash.Update(bytes_out);
-      sink(bytes_out);
+      content.Append(bytes_out);
       bytes += bytes_out.size();
       ++rows;
     }
@@ -84,7 +168,7 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
     total.bytes += bytes;
     total.hosts.insert(done.hostname);
   }
-  total.sha256 = total_hash.HexDigest();
+  total.sha256 = content.Finish();
   return total;
 }
 

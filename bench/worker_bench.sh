@@ -83,10 +83,10 @@ t0=$(now)
 "$bin" prepare --config "$recipe" --dataset-path "$corpus" --job-dir "$workdir/job" --num-shards 64 \
   --poll-interval-secs 1 >/dev/null
 prep=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{print b - a}')
-# Workers and the single run alternate, best of 2 each: other tenants of this
+# Workers and the single run alternate, best of 3 each: other tenants of this
 # machine add noise of 10-20% to single measurements.
 work="" merge="" single=""
-for rep in 1 2; do
+for rep in 1 2 3; do
   # Back to the freshly prepared state: no attempts, no records.
   rm -rf "$workdir/job/attempts/"* "$workdir/job/state/done/"* "$workdir/job/state/locks/"* \
     "$workdir/job/merged.jsonl" "$workdir/job/merge.json"

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -147,28 +148,71 @@ void CheckCompatible(const JobDir& job, bool allow_mismatch) {
   }
 }
 
-// Runs one claimed attempt. Returns "done", "failed", "lost", "stale",
-// "superseded" or "interrupted".
-std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const Effective& eff,
-                       std::unique_ptr<exec::Plan>* plan_cache) {
-  const Manifest& m = job.manifest();
-  const ShardEntry* shard = job.FindShard(claim.shard_id());
-  fs::create_directories(claim.attempt_dir());
-  json attempt = json::parse(claim.lock_json());
-  attempt["status"] = "running";
-  attempt["input_path"] = shard->path;
-  attempt["started_at"] = FormatUtcIso8601(NowNanos());
-  io::RealDisk().WriteReplace(claim.attempt_dir() + "/attempt.json", attempt.dump(2) + "\n");
-  AttemptLog log(claim.attempt_dir() + "/process.log");
-  log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
-           std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
+// One claimed attempt: its claim, lease and outputs. The processing runs on
+// the worker's thread (Process); committing the output and publishing the
+// done record (Finish) may then run on another thread while the worker
+// already processes its next shard.
+struct Attempt {
+  explicit Attempt(Claim c) : claim(std::move(c)), log(claim.attempt_dir() + "/process.log") {}
 
+  Claim claim;
+  AttemptLog log;
   std::atomic<bool> lost{false};
-  HeartbeatThread heartbeat(store, claim, static_cast<double>(eff.policy.heartbeat_secs), &lost);
-  const double start = MonotonicSeconds();
-  std::string error;
-  std::string output_sha256;
+  std::unique_ptr<HeartbeatThread> heartbeat;
+  std::unique_ptr<io::OutputStream> output, errors;
   exec::ExecSummary summary;
+  double start = 0;
+};
+
+// Marks a failed attempt, publishes the failed record when the retries are
+// used up, and releases the claim. Returns "failed", or "lost".
+std::string FailAttempt(const JobDir& job, ClaimStore& store, Attempt& a, const Effective& eff,
+                        const std::string& error) {
+  const Claim& claim = a.claim;
+  a.log.Line("failed: " + error);
+  SetAttemptStatus(claim.attempt_dir(), "failed", error);
+  const int64_t failures = CountFailures(job, claim.shard_id());
+  std::string failed_json;
+  if (failures > eff.policy.max_retries) {
+    a.log.Line("failure " + std::to_string(failures) + " exceeds max_retries " +
+               std::to_string(eff.policy.max_retries) + ": shard failed");
+    failed_json = json({{"shard_id", claim.shard_id()},
+                        {"status", "failed"},
+                        {"failures", failures},
+                        {"last_error", error},
+                        {"last_attempt", claim.attempt_rel()},
+                        {"last_log", claim.attempt_rel() + "/process.log"},
+                        {"failed_at", FormatUtcIso8601(NowNanos())},
+                        {"hostname", HostName()}})
+                      .dump(2) +
+                  "\n";
+  }
+  if (!store.Release(claim, failed_json)) {
+    SetAttemptStatus(claim.attempt_dir(), "lost", error);
+    return "lost";
+  }
+  return "failed";
+}
+
+// Runs the recipe over the claimed shard. Returns "processed" when the output
+// is complete (Finish publishes it), else the attempt's final status:
+// "failed", "lost" or "interrupted".
+std::string ProcessAttempt(const JobDir& job, ClaimStore& store, Attempt& a, const Effective& eff,
+                           std::unique_ptr<exec::Plan>* plan_cache) {
+  const Manifest& m = job.manifest();
+  const Claim& claim = a.claim;
+  const ShardEntry* shard = job.FindShard(claim.shard_id());
+  json record = json::parse(claim.lock_json());
+  record["status"] = "running";
+  record["input_path"] = shard->path;
+  record["started_at"] = FormatUtcIso8601(NowNanos());
+  io::RealDisk().WriteReplace(claim.attempt_dir() + "/attempt.json", record.dump(2) + "\n");
+  a.log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
+             std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
+  a.heartbeat = std::make_unique<HeartbeatThread>(
+      store, claim, static_cast<double>(eff.policy.heartbeat_secs), &a.lost);
+  a.start = MonotonicSeconds();
+  std::string error;
   try {
     // The plan is built once per worker (operators may load models); a
     // failure to build it fails this attempt and is tried again next time.
@@ -180,66 +224,55 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
     const exec::Plan& plan = **plan_cache;
     io::InputCandidate input{job.dir() + "/" + shard->path, job.dir() + "/" + shard->path,
                              shard->path};
-    io::OutputStream output(claim.attempt_dir() + "/processed.jsonl", true);
-    output.HashContent();  // the done record's sha256, without reading the file again
-    io::OutputStream errors(claim.attempt_dir() + "/errors.jsonl", true);
+    a.output = std::make_unique<io::OutputStream>(claim.attempt_dir() + "/processed.jsonl", true);
+    a.output->HashContent();  // the done record's sha256, without reading the file again
+    a.errors = std::make_unique<io::OutputStream>(claim.attempt_dir() + "/errors.jsonl", true);
     exec::ExecOptions exec_options;
     exec_options.threads = eff.threads;
-    exec_options.cancel = &lost;
-    log.Line("running " + std::to_string(plan.operators.size()) + " operator(s) with " +
-             std::to_string(eff.threads) + " thread(s) on " + shard->path);
-    summary = exec::Execute(plan, {input}, output, &errors, exec_options);
-    // processed.jsonl must be durable before a done record can name it; its
-    // directory fsync also covers the errors file renamed just before.
-    errors.Commit(/*durable=*/false);
-    output.Commit();
-    output_sha256 = output.ContentSha256();
-    CrashPoint("after_output");
+    exec_options.cancel = &a.lost;
+    a.log.Line("running " + std::to_string(plan.operators.size()) + " operator(s) with " +
+               std::to_string(eff.threads) + " thread(s) on " + shard->path);
+    a.summary = exec::Execute(plan, {input}, *a.output, a.errors.get(), exec_options);
   } catch (const Error& e) {
     error = e.what();
   } catch (const std::exception& e) {
     error = std::string("internal error: ") + e.what();
   }
-  heartbeat.Stop();
-
+  if (error.empty()) return "processed";
+  a.heartbeat->Stop();
+  a.output.reset();  // removes the temporary files
+  a.errors.reset();
   if (StopRequested()) {
-    log.Line("interrupted by a signal; handing the shard back");
+    a.log.Line("interrupted by a signal; handing the shard back");
     SetAttemptStatus(claim.attempt_dir(), "interrupted", "interrupted by a signal");
     store.Release(claim);
     return "interrupted";
   }
-  if (lost.load()) {
-    log.Line("lost the claim (lease taken over); publishing nothing");
+  if (a.lost.load()) {
+    a.log.Line("lost the claim (lease taken over); publishing nothing");
     SetAttemptStatus(claim.attempt_dir(), "lost", "claim lost while running");
     return "lost";
   }
-  if (!error.empty()) {
-    log.Line("failed: " + error);
-    SetAttemptStatus(claim.attempt_dir(), "failed", error);
-    const int64_t failures = CountFailures(job, claim.shard_id());
-    std::string failed_json;
-    if (failures > eff.policy.max_retries) {
-      log.Line("failure " + std::to_string(failures) + " exceeds max_retries " +
-               std::to_string(eff.policy.max_retries) + ": shard failed");
-      failed_json = json({{"shard_id", claim.shard_id()},
-                          {"status", "failed"},
-                          {"failures", failures},
-                          {"last_error", error},
-                          {"last_attempt", claim.attempt_rel()},
-                          {"last_log", claim.attempt_rel() + "/process.log"},
-                          {"failed_at", FormatUtcIso8601(NowNanos())},
-                          {"hostname", HostName()}})
-                        .dump(2) +
-                    "\n";
-    }
-    if (!store.Release(claim, failed_json)) {
-      SetAttemptStatus(claim.attempt_dir(), "lost", error);
-      return "lost";
-    }
-    return "failed";
-  }
+  return FailAttempt(job, store, a, eff, error);
+}
 
-  const std::string output_rel = claim.attempt_rel() + "/processed.jsonl";
+// Commits a processed attempt's output and publishes its done record under
+// the claim's fencing. Returns "done", "superseded", "lost" or "failed".
+std::string FinishAttempt(const JobDir& job, ClaimStore& store, Attempt& a, const Effective& eff) {
+  const Claim& claim = a.claim;
+  std::string output_sha256;
+  try {
+    // processed.jsonl must be durable before a done record can name it; its
+    // directory fsync also covers the errors file renamed just before.
+    a.errors->Commit(/*durable=*/false);
+    a.output->Commit();
+    output_sha256 = a.output->ContentSha256();
+    CrashPoint("after_output");
+  } catch (const std::exception& e) {
+    a.heartbeat->Stop();
+    return FailAttempt(job, store, a, eff, e.what());
+  }
+  const exec::ExecSummary& summary = a.summary;
   json op_stats = json::array();
   for (const exec::OperatorCounters& c : summary.operators) {
     op_stats.push_back({{"name", c.name},
@@ -256,27 +289,30 @@ std::string RunAttempt(const JobDir& job, ClaimStore& store, Claim& claim, const
       {"pid", static_cast<int64_t>(::getpid())},
       {"token", claim.token()},
       {"attempt_number", claim.attempt_number()},
-      {"output_path", output_rel},
+      {"output_path", claim.attempt_rel() + "/processed.jsonl"},
       {"rows", summary.rows_out},
       {"size_bytes", summary.bytes_out},
       {"sha256", output_sha256},
       {"engine", {{"name", "djshard"}, {"version", version()}, {"git_commit", git_commit()}}},
       {"op_stats", op_stats},
-      {"seconds", MonotonicSeconds() - start}};
-  switch (store.PublishDone(claim, done.dump(2) + "\n")) {
+      {"seconds", MonotonicSeconds() - a.start}};
+  // The lease is kept until the record is out: the heartbeat stops after.
+  const ClaimStore::PublishResult published = store.PublishDone(claim, done.dump(2) + "\n");
+  a.heartbeat->Stop();
+  switch (published) {
     case ClaimStore::PublishResult::kPublished:
-      log.Line("done: " + std::to_string(summary.rows_in) + " rows in, " +
-               std::to_string(summary.rows_out) + " out");
+      a.log.Line("done: " + std::to_string(summary.rows_in) + " rows in, " +
+                 std::to_string(summary.rows_out) + " out");
       SetAttemptStatus(claim.attempt_dir(), "done");
       return "done";
     case ClaimStore::PublishResult::kAlreadyDone:
-      log.Line("another attempt published this shard first");
+      a.log.Line("another attempt published this shard first");
       SetAttemptStatus(claim.attempt_dir(), "superseded");
       return "superseded";
     case ClaimStore::PublishResult::kLost:
       break;
   }
-  log.Line("lost the claim before publishing; publishing nothing");
+  a.log.Line("lost the claim before publishing; publishing nothing");
   SetAttemptStatus(claim.attempt_dir(), "lost", "claim lost before publishing");
   return "lost";
 }
@@ -303,10 +339,40 @@ int RunWorker(const WorkerOptions& options) {
   std::unique_ptr<exec::Plan> plan;
   int64_t taken = 0;
   bool claim_failed = false;
+
+  // At most one attempt is being finished (output committed, done record
+  // published) in the background while the next shard is processed.
+  struct Pending {
+    std::unique_ptr<Attempt> attempt;
+    std::future<std::string> result;
+  };
+  std::optional<Pending> pending;
+  const auto report = [&](const Attempt& a, const std::string& result) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - a.start);
+    if (result == "done") {
+      say(me + ": finished " + a.claim.shard_id() + " in " + secs + " s");
+    } else {
+      say(me + ": " + result + " " + a.claim.shard_id() + " after " + secs + " s");
+      if (result == "failed") claim_failed = true;
+    }
+  };
+  const auto settle = [&]() {
+    if (!pending) return;
+    report(*pending->attempt, pending->result.get());
+    pending.reset();
+  };
+
   for (;;) {
-    if (StopRequested()) return StopExitCode();
+    if (StopRequested()) {
+      settle();  // a processed shard is still published
+      return StopExitCode();
+    }
     if (options.abort_code) {
-      if (const int code = options.abort_code(); code != 0) return code;
+      if (const int code = options.abort_code(); code != 0) {
+        settle();
+        return code;
+      }
     }
     CrashPoint("before_claim");
     // One scan: three directory listings, then a stat only for locked shards.
@@ -318,6 +384,7 @@ int RunWorker(const WorkerOptions& options) {
     std::optional<int64_t> fs_now;
     for (const ShardEntry& s : m.shards) {
       if (done.count(s.id) || failed.count(s.id)) continue;
+      if (pending && pending->attempt->claim.shard_id() == s.id) continue;
       if (locked.count(s.id)) {
         if (!fs_now) fs_now = job.FilesystemNowNanos();
         const std::optional<double> age = store.LockAge(s.id, *fs_now);
@@ -337,6 +404,11 @@ int RunWorker(const WorkerOptions& options) {
       held.push_back(s.id);
     }
     if (!claim) {
+      if (pending) {
+        // Our own last shard is the one left: publish it, then look again.
+        settle();
+        continue;
+      }
       if (held.empty()) {
         // Nothing running, nothing claimable: the job is terminal.
         if (!failed.empty()) {
@@ -357,25 +429,28 @@ int RunWorker(const WorkerOptions& options) {
       SleepInterruptibly(static_cast<double>(eff.policy.poll_interval_secs));
       continue;
     }
-    Claim& held_claim = *claim;
     CrashPoint("after_claim");
-    say(me + ": took " + held_claim.shard_id() + " (attempt " +
-        std::to_string(held_claim.attempt_number()) + ")");
-    const double start = MonotonicSeconds();
-    const std::string result = RunAttempt(job, store, held_claim, eff, &plan);
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - start);
-    if (result == "done") {
-      say(me + ": finished " + held_claim.shard_id() + " in " + secs + " s");
+    fs::create_directories(claim->attempt_dir());
+    auto attempt = std::make_unique<Attempt>(std::move(*claim));
+    say(me + ": took " + attempt->claim.shard_id() + " (attempt " +
+        std::to_string(attempt->claim.attempt_number()) + ")");
+    const std::string result = ProcessAttempt(job, store, *attempt, eff, &plan);
+    ++taken;
+    if (result == "processed") {
+      settle();
+      Attempt* a = attempt.get();
+      pending = Pending{std::move(attempt), std::async(std::launch::async, [&job, &store, a, &eff] {
+                          return FinishAttempt(job, store, *a, eff);
+                        })};
     } else if (result == "interrupted") {
-      say(me + ": interrupted; handed " + held_claim.shard_id() + " back");
+      settle();
+      say(me + ": interrupted; handed " + attempt->claim.shard_id() + " back");
       return StopExitCode();
     } else {
-      say(me + ": " + result + " " + held_claim.shard_id() + " after " + secs + " s");
-      if (result == "failed") claim_failed = true;
+      report(*attempt, result);
     }
-    ++taken;
     if (options.max_shards > 0 && taken >= options.max_shards) {
+      settle();
       return claim_failed ? kExitFailure : kExitOk;
     }
   }

@@ -188,7 +188,8 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
       StreamVerifiedOutputs(job, [&](std::string_view bytes) { writer.Append(bytes); });
   writer.Commit();
 
-  MergeOutcome outcome{output, v.rows, v.sha256, job.manifest().shards.size(), v.hosts.size()};
+  MergeOutcome outcome{output,        v.rows, v.bytes, v.sha256, job.manifest().shards.size(),
+                       v.hosts.size()};
   const json merge = {{"job_id", job.manifest().job_id},
                       {"merged_at", FormatUtcIso8601(NowNanos())},
                       {"output_path", output},
@@ -226,6 +227,20 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
                     " distinct node(s), expected at least " + std::to_string(request.expect_nodes),
                 "some nodes did not take part; check their logs");
   }
+  const MergeOutcome expected{
+      output, v.rows, v.bytes, v.sha256, job.manifest().shards.size(), v.hosts.size()};
+  CheckMergedOutput(expected);
+  if (merge_record && merge_record->value("output_path", "") == output &&
+      merge_record->value("sha256", "") != v.sha256) {
+    throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
+                "merge again with --overwrite");
+  }
+  return expected;
+}
+
+void CheckMergedOutput(const MergeOutcome& expected) {
+  const std::string& output = expected.output_path;
+  std::error_code ec;
   if (!fs::exists(output, ec)) {
     throw Error(output, 0, "merged output does not exist", "run 'djshard merge' first");
   }
@@ -245,19 +260,13 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
     }
     ++rows;
   }
-  const std::string merged_sha = merged_hash.HexDigest();
-  if (rows != v.rows || merged_sha != v.sha256 || bytes != v.bytes) {
+  if (rows != expected.rows || bytes != expected.bytes ||
+      merged_hash.HexDigest() != expected.sha256) {
     throw Error(output, 0,
                 "merged output differs from the shard outputs (" + std::to_string(rows) +
-                    " rows vs " + std::to_string(v.rows) + ")",
+                    " rows vs " + std::to_string(expected.rows) + ")",
                 "merge again with --overwrite");
   }
-  if (merge_record && merge_record->value("output_path", "") == output &&
-      merge_record->value("sha256", "") != merged_sha) {
-    throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
-                "merge again with --overwrite");
-  }
-  return MergeOutcome{output, rows, merged_sha, job.manifest().shards.size(), v.hosts.size()};
 }
 
 std::string PassLine(const MergeOutcome& o) {

@@ -35,6 +35,7 @@ struct MergeRequest {
 struct MergeOutcome {
   std::string output_path;
   uint64_t rows = 0;
+  uint64_t bytes = 0;  // uncompressed content
   std::string sha256;
   uint64_t num_shards = 0;
   uint64_t nodes = 0;
@@ -54,6 +55,11 @@ struct VerifyRequest {
 // Re-checks a finished job end to end: every shard done and intact, enough
 // distinct nodes, and the merged output equal to the shard outputs in order.
 MergeOutcome Verify(const JobDir& job, const VerifyRequest& request);
+
+// Re-reads a merged output (decompressing .gz/.zst), re-validates every line
+// and checks rows, bytes and content sha256 against `expected`. Throws Error
+// naming the file on any difference.
+void CheckMergedOutput(const MergeOutcome& expected);
 
 // "PASS: N shards were completed by K node(s); merged R rows into <path>"
 std::string PassLine(const MergeOutcome& outcome);

@@ -29,6 +29,13 @@ bin="$root/build/bin/djshard"
 [ -x "$bin" ] || { echo "build djshard first: scripts/build.sh" >&2; exit 2; }
 mkdir -p "$workdir"
 now() { date +%s.%N; }
+# Two workers (one executor thread each, as two nodes would) drain job dir $1.
+two_workers() {
+  "$bin" worker --job-dir "$1" --threads 1 2>/dev/null &
+  local first=$!
+  "$bin" worker --job-dir "$1" --threads 1 2>/dev/null
+  wait "$first"
+}
 
 # --- 1. per-shard overhead ---------------------------------------------------
 small="$workdir/small.jsonl"
@@ -43,10 +50,7 @@ rm -rf "$workdir/small-job"
 "$bin" prepare --config "$workdir/small.yaml" --dataset-path "$small" --job-dir "$workdir/small-job" \
   --num-shards 2000 --poll-interval-secs 1 >/dev/null
 t0=$(now)
-"$bin" worker --job-dir "$workdir/small-job" --threads 1 2>/dev/null &
-w1=$!
-"$bin" worker --job-dir "$workdir/small-job" --threads 1 2>/dev/null
-wait "$w1"
+two_workers "$workdir/small-job"
 t1=$(now)
 python3 - "$workdir/small-job" "$t0" "$t1" <<'PY'
 import datetime, glob, json, os, statistics, sys
@@ -91,10 +95,7 @@ for rep in 1 2 3; do
   rm -rf "$workdir/job/attempts/"* "$workdir/job/state/done/"* "$workdir/job/state/locks/"* \
     "$workdir/job/merged.jsonl" "$workdir/job/merge.json"
   t1=$(now)
-  "$bin" worker --job-dir "$workdir/job" --threads 1 2>/dev/null &
-  w1=$!
-  "$bin" worker --job-dir "$workdir/job" --threads 1 2>/dev/null
-  wait "$w1"
+  two_workers "$workdir/job"
   t2=$(now)
   "$bin" merge --job-dir "$workdir/job" --overwrite >/dev/null
   t3=$(now)

@@ -142,6 +142,15 @@ std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
   // Between create and open another node may in theory have taken the lock
   // over (only after a full lease); the token check catches it.
   if (ReadSmall(claim.fd_).find(claim.token_) == std::string::npos) return std::nullopt;
+  // The shard may have been finished between the caller's scan and this create:
+  // its owner links the done (or failed) record before it unlinks the lock, so a
+  // record is visible now if it ever will be for that owner. Hand the lock back.
+  struct stat record {};
+  if (::stat(job_.DonePath(shard_id).c_str(), &record) == 0 ||
+      ::stat(job_.FailedPath(shard_id).c_str(), &record) == 0) {
+    WithOwnership(claim, [&] { ::unlink(claim.lock_path_.c_str()); });
+    return std::nullopt;
+  }
   return claim;
 }
 

@@ -382,6 +382,7 @@ int RunWorker(const WorkerOptions& options) {
     std::optional<Claim> claim;
     std::vector<std::string> held;
     std::optional<int64_t> fs_now;
+    bool raced = false;  // a shard changed between the listing and its claim
     for (const ShardEntry& s : m.shards) {
       if (done.count(s.id) || failed.count(s.id)) continue;
       if (pending && pending->attempt->claim.shard_id() == s.id) continue;
@@ -401,12 +402,17 @@ int RunWorker(const WorkerOptions& options) {
       }
       claim = store.TryClaim(s.id);
       if (claim) break;
-      held.push_back(s.id);
+      raced = true;
     }
     if (!claim) {
       if (pending) {
         // Our own last shard is the one left: publish it, then look again.
         settle();
+        continue;
+      }
+      if (raced) {
+        // Another worker took or finished a shard since the listing: look again shortly.
+        SleepInterruptibly(0.1);
         continue;
       }
       if (held.empty()) {
@@ -419,7 +425,7 @@ int RunWorker(const WorkerOptions& options) {
           say(me + ": every shard is done");
           return kExitOk;
         }
-        // A record or lock changed between listing and claiming: look again shortly.
+        // A lock vanished between its listing and its stat: look again shortly.
         SleepInterruptibly(0.1);
         continue;
       }

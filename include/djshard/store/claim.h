@@ -51,7 +51,8 @@ class ClaimStore {
  public:
   ClaimStore(const JobDir& job, io::Disk& disk = io::RealDisk());
 
-  // Creates the lock of `shard_id` with O_EXCL. nullopt when it exists.
+  // Creates the lock of `shard_id` with O_EXCL. nullopt when it exists, or when
+  // the shard already has a done or failed record (the new lock is removed).
   std::optional<Claim> TryClaim(const std::string& shard_id);
 
   // Age in seconds of the shard's lock by the shared filesystem's clock

@@ -1,0 +1,75 @@
+// Claims on a real job directory: the O_EXCL lock, fencing and publishing.
+#include "djshard/store/claim.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "djshard/store/job.h"
+#include "djshard/store/prepare.h"
+
+namespace djshard::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ClaimStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/djshard-claim-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::ofstream(dir_ + "/data.jsonl") << "{\"text\":\"a\"}\n{\"text\":\"b\"}\n";
+    std::ofstream(dir_ + "/r.yaml") << "process:\n  - text_length_filter:\n";
+    PrepareRequest req;
+    req.config_path = dir_ + "/r.yaml";
+    req.dataset_path = dir_ + "/data.jsonl";
+    req.job_dir = dir_ + "/job";
+    req.num_shards = 1;
+    Prepare(req);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(ClaimStoreTest, OnlyOneOfTwoClaimsOfAShardWins) {
+  const JobDir job = JobDir::Open(dir_ + "/job");
+  ClaimStore store(job);
+  const std::string shard = job.manifest().shards.front().id;
+  std::optional<Claim> first = store.TryClaim(shard);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(store.TryClaim(shard).has_value());
+  EXPECT_TRUE(fs::exists(job.LockPath(shard)));
+}
+
+// A claimant that listed the shard as pending before another worker published
+// it creates the lock after the publisher removed its own: it must not run the
+// shard a second time, and must not leave its lock behind.
+TEST_F(ClaimStoreTest, AClaimAfterTheDoneRecordIsRefusedAndLeavesNoLock) {
+  const JobDir job = JobDir::Open(dir_ + "/job");
+  ClaimStore store(job);
+  const std::string shard = job.manifest().shards.front().id;
+  std::optional<Claim> owner = store.TryClaim(shard);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(store.PublishDone(*owner, "{}\n"), ClaimStore::PublishResult::kPublished);
+  EXPECT_FALSE(fs::exists(job.LockPath(shard)));
+  EXPECT_FALSE(store.TryClaim(shard).has_value());
+  EXPECT_FALSE(fs::exists(job.LockPath(shard)));
+}
+
+TEST_F(ClaimStoreTest, AClaimAfterTheFailedRecordIsRefused) {
+  const JobDir job = JobDir::Open(dir_ + "/job");
+  ClaimStore store(job);
+  const std::string shard = job.manifest().shards.front().id;
+  std::optional<Claim> owner = store.TryClaim(shard);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_TRUE(store.Release(*owner, "{}\n"));
+  EXPECT_TRUE(fs::exists(job.FailedPath(shard)));
+  EXPECT_FALSE(store.TryClaim(shard).has_value());
+  EXPECT_FALSE(fs::exists(job.LockPath(shard)));
+}
+
+}  // namespace
+}  // namespace djshard::store

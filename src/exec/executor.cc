@@ -218,7 +218,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
                     io::OutputStream& output, io::OutputStream* errors,
                     const ExecOptions& options) {
   const int threads = std::max(1, options.threads);
-  const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2 + 2;
+  const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2;
   const double start = MonotonicSeconds();
   double last_progress = start;
 
@@ -229,12 +229,12 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
     summary.operators[i].name = plan.operators[i].op->name();
   }
 
-  // The calling thread does all I/O: it reads batches ahead into `queue` and
-  // writes finished ones in input order. `threads` workers only compute, so
-  // reading, writing and compressing overlap with the operators.
+  // Every thread does every kind of work, one step at a time: write the next
+  // result in input order, else read a batch when none is queued, else run a
+  // queued batch. Reading and writing are each done by one thread at a time,
+  // so one thread runs the whole pipeline alone and N threads keep N cores busy.
   std::mutex mu;
-  std::condition_variable work_cv;  // workers: a batch is queued, or the end
-  std::condition_variable io_cv;    // I/O thread: a result is ready, or a failure
+  std::condition_variable cv;  // a step became possible, or the run ended
   std::deque<Batch> queue;
   std::map<uint64_t, BatchResult> pending;
   // Buffers go round (read -> processed -> written -> read again) instead of
@@ -250,116 +250,108 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
     return b;
   };
   uint64_t read_count = 0, next_to_write = 0;
-  bool end_of_input = false, failed = false;
+  bool end_of_input = false, reading = false, writing = false, failed = false;
   std::exception_ptr failure;
-
-  auto fail = [&](std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!failed) {
-      failed = true;
-      failure = e;
-    }
-    work_cv.notify_all();
-    io_cv.notify_all();
-  };
 
   const std::function<bool()> stop_check = [&options] {
     return StopRequested() || (options.cancel != nullptr && options.cancel->load());
   };
-  auto worker = [&]() {
+  // Folds a written batch into the summary; only the writing thread calls it.
+  auto account = [&](const BatchResult& done) {
+    summary.rows_in += done.rows_in;
+    summary.rows_out += done.rows_out;
+    summary.bytes_in += done.bytes_in;
+    summary.bytes_out += done.output.size();
+    summary.errors += done.error_count;
+    for (size_t i = 0; i < done.counters.size(); ++i) {
+      summary.operators[i].rows_in += done.counters[i].rows_in;
+      summary.operators[i].rows_out += done.counters[i].rows_out;
+      summary.operators[i].errors += done.counters[i].errors;
+      summary.operators[i].seconds += done.counters[i].seconds;
+    }
+    const double now = MonotonicSeconds();
+    if (options.progress && now - last_progress >= 0.5) {
+      last_progress = now;
+      summary.seconds = now - start;
+      options.progress(summary);
+    }
+  };
+
+  auto run_steps = [&]() {
     Scratch scratch;
+    std::unique_lock<std::mutex> lock(mu);
     try {
       for (;;) {
-        Batch batch;
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          work_cv.wait(lock, [&] { return failed || !queue.empty() || end_of_input; });
-          if (failed || queue.empty()) return;
-          batch = std::move(queue.front());
+        if (failed) return;
+        auto ready = pending.find(next_to_write);
+        if (!writing && ready != pending.end()) {
+          BatchResult done = std::move(ready->second);
+          pending.erase(ready);
+          writing = true;
+          lock.unlock();
+          output.Append(done.output);
+          if (errors != nullptr && !done.errors.empty()) errors->Append(done.errors);
+          account(done);
+          lock.lock();
+          writing = false;
+          spare.push_back(std::move(done.output));
+          ++next_to_write;
+          cv.notify_all();
+          continue;
+        }
+        // Bounded memory: read ahead only while few batches are in flight.
+        if (!reading && !end_of_input && queue.empty() &&
+            read_count - next_to_write < max_in_flight) {
+          Batch batch;
+          batch.data = take_spare();
+          reading = true;
+          lock.unlock();
+          const bool got = reader.Next(&batch);
+          lock.lock();
+          reading = false;
+          if (got) {
+            queue.push_back(std::move(batch));
+            ++read_count;
+          } else {
+            end_of_input = true;
+          }
+          cv.notify_all();
+          continue;
+        }
+        if (!queue.empty()) {
+          Batch batch = std::move(queue.front());
           queue.pop_front();
-        }
-        BatchResult result;
-        {
-          std::lock_guard<std::mutex> lock(mu);
+          BatchResult result;
           result.output = take_spare();
+          // Another thread may read the next batch meanwhile.
+          cv.notify_all();
+          lock.unlock();
+          if (stop_check()) {
+            ThrowIfStopRequested();
+            throw Error("the run was cancelled", "its claim was lost");
+          }
+          ProcessBatch(plan, inputs, batch, scratch, &result, stop_check);
+          lock.lock();
+          pending.emplace(batch.seq, std::move(result));
+          spare.push_back(std::move(batch.data));
+          cv.notify_all();
+          continue;
         }
-        if (StopRequested() || (options.cancel != nullptr && options.cancel->load())) {
-          ThrowIfStopRequested();
-          throw Error("the run was cancelled", "its claim was lost");
-        }
-        ProcessBatch(plan, inputs, batch, scratch, &result, stop_check);
-        std::lock_guard<std::mutex> lock(mu);
-        pending.emplace(batch.seq, std::move(result));
-        spare.push_back(std::move(batch.data));
-        io_cv.notify_one();
+        if (end_of_input && next_to_write == read_count) return;
+        cv.wait(lock);
       }
     } catch (...) {
-      fail(std::current_exception());
+      if (!lock.owns_lock()) lock.lock();
+      if (!failed) {
+        failed = true;
+        failure = std::current_exception();
+      }
+      cv.notify_all();
     }
   };
 
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-  try {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      if (failed) break;
-      auto it = pending.find(next_to_write);
-      if (it != pending.end()) {
-        BatchResult done = std::move(it->second);
-        pending.erase(it);
-        lock.unlock();
-        output.Append(done.output);
-        if (errors != nullptr && !done.errors.empty()) errors->Append(done.errors);
-        summary.rows_in += done.rows_in;
-        summary.rows_out += done.rows_out;
-        summary.bytes_in += done.bytes_in;
-        summary.bytes_out += done.output.size();
-        summary.errors += done.error_count;
-        for (size_t i = 0; i < done.counters.size(); ++i) {
-          summary.operators[i].rows_in += done.counters[i].rows_in;
-          summary.operators[i].rows_out += done.counters[i].rows_out;
-          summary.operators[i].errors += done.counters[i].errors;
-          summary.operators[i].seconds += done.counters[i].seconds;
-        }
-        const double now = MonotonicSeconds();
-        if (options.progress && now - last_progress >= 0.5) {
-          last_progress = now;
-          summary.seconds = now - start;
-          options.progress(summary);
-        }
-        lock.lock();
-        spare.push_back(std::move(done.output));
-        ++next_to_write;
-        continue;
-      }
-      // Bounded memory: read ahead only while few batches are in flight.
-      if (!end_of_input && read_count - next_to_write < max_in_flight) {
-        Batch batch;
-        batch.data = take_spare();
-        lock.unlock();
-        const bool got = reader.Next(&batch);
-        lock.lock();
-        if (got) {
-          queue.push_back(std::move(batch));
-          ++read_count;
-        } else {
-          end_of_input = true;
-        }
-        work_cv.notify_all();
-        continue;
-      }
-      if (end_of_input && next_to_write == read_count) break;
-      io_cv.wait(lock);
-    }
-  } catch (...) {
-    fail(std::current_exception());
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    end_of_input = true;
-    work_cv.notify_all();
-  }
+  for (int t = 0; t < threads; ++t) pool.emplace_back(run_steps);
   for (std::thread& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
   summary.seconds = MonotonicSeconds() - start;

@@ -11,48 +11,71 @@ namespace djshard::ops {
 
 namespace {
 
-// The 23 code points Data-Juicer turns into U+0020 (not \n, \r, \v, \f, U+0085).
-bool IsOddWhitespace(uint32_t cp) {
-  switch (cp) {
-    case 0x09:
-    case 0x20:
-    case 0x84:
-    case 0xA0:
-    case 0x202F:
-    case 0x205F:
-    case 0x3000:
-    case 0x2060:
-    case 0xFFFC:
-      return true;
+// Data-Juicer turns 23 code points into U+0020 (not \n, \r, \v, \f, U+0085):
+// \t, U+0020, U+0084, U+00A0, U+2000..U+200D, U+202F, U+205F, U+2060, U+3000
+// and U+FFFC. Text is valid UTF-8 (the JSON parser checks it), so they are
+// matched as bytes. Returns the length of the one at `p` (its first byte is a
+// candidate below), or 0 when `p` starts another character.
+inline size_t OddWhitespaceLength(const unsigned char* p, size_t left) {
+  switch (p[0]) {
+    case '\t':
+      return 1;
+    case 0xC2:
+      return left >= 2 && (p[1] == 0x84 || p[1] == 0xA0) ? 2 : 0;
+    case 0xE2:
+      if (left < 3) return 0;
+      if (p[1] == 0x80) return (p[2] >= 0x80 && p[2] <= 0x8D) || p[2] == 0xAF ? 3 : 0;
+      if (p[1] == 0x81) return p[2] == 0x9F || p[2] == 0xA0 ? 3 : 0;
+      return 0;
+    case 0xE3:
+      return left >= 3 && p[1] == 0x80 && p[2] == 0x80 ? 3 : 0;
+    case 0xEF:
+      return left >= 3 && p[1] == 0xBF && p[2] == 0xBC ? 3 : 0;
     default:
-      return (cp >= 0x2000 && cp <= 0x200D);
+      return 0;
   }
 }
 
-// Index of the first byte at or after `i` that is a tab or 0xC2, 0xE2, 0xE3 or
-// 0xEF (the lead bytes of the odd whitespace characters), or `size`.
-inline size_t NextCandidate(const char* data, size_t i, size_t size) {
 #ifdef __SSE2__
-  const __m128i tab = _mm_set1_epi8('\t');
-  const __m128i c2 = _mm_set1_epi8(static_cast<char>(0xC2));
-  const __m128i e2 = _mm_set1_epi8(static_cast<char>(0xE2));
-  const __m128i e3 = _mm_set1_epi8(static_cast<char>(0xE3));
-  const __m128i ef = _mm_set1_epi8(static_cast<char>(0xEF));
-  while (i + 16 <= size) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i));
-    const __m128i hit =
-        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, c2)),
-                     _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, e2), _mm_cmpeq_epi8(v, e3)),
-                                  _mm_cmpeq_epi8(v, ef)));
-    const int mask = _mm_movemask_epi8(hit);
-    if (mask != 0) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
-    i += 16;
+inline __m128i Load16(const unsigned char* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+inline __m128i EqByte(__m128i v, unsigned char c) {
+  return _mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(c)));
+}
+// Bit i set when a two- or three-byte odd whitespace character starts at
+// p[i], for i < 16. Reads p[0..18).
+inline unsigned MultiByteMask(const unsigned char* p) {
+  const __m128i b0 = Load16(p), b1 = Load16(p + 1), b2 = Load16(p + 2);
+  // C2 84, C2 A0
+  __m128i m = _mm_and_si128(EqByte(b0, 0xC2), _mm_or_si128(EqByte(b1, 0x84), EqByte(b1, 0xA0)));
+  // E2 80 80..8D, E2 80 AF, E2 81 9F, E2 81 A0
+  const __m128i off = _mm_sub_epi8(b2, _mm_set1_epi8(static_cast<char>(0x80)));
+  const __m128i low = _mm_cmpeq_epi8(_mm_min_epu8(off, _mm_set1_epi8(0x0D)), off);
+  const __m128i e2 = _mm_or_si128(
+      _mm_and_si128(EqByte(b1, 0x80), _mm_or_si128(low, EqByte(b2, 0xAF))),
+      _mm_and_si128(EqByte(b1, 0x81), _mm_or_si128(EqByte(b2, 0x9F), EqByte(b2, 0xA0))));
+  m = _mm_or_si128(m, _mm_and_si128(EqByte(b0, 0xE2), e2));
+  // E3 80 80, EF BF BC
+  m = _mm_or_si128(
+      m, _mm_and_si128(_mm_and_si128(EqByte(b0, 0xE3), EqByte(b1, 0x80)), EqByte(b2, 0x80)));
+  m = _mm_or_si128(
+      m, _mm_and_si128(_mm_and_si128(EqByte(b0, 0xEF), EqByte(b1, 0xBF)), EqByte(b2, 0xBC)));
+  return static_cast<unsigned>(_mm_movemask_epi8(m));
+}
+#endif
+
+// Index of the first odd whitespace character at or after `i`, or `size`.
+size_t FindOddWhitespace(const unsigned char* data, size_t i, size_t size) {
+#ifdef __SSE2__
+  for (; i + 18 <= size; i += 16) {
+    const unsigned mask = MultiByteMask(data + i) |
+                          static_cast<unsigned>(_mm_movemask_epi8(EqByte(Load16(data + i), '\t')));
+    if (mask != 0) return i + static_cast<size_t>(__builtin_ctz(mask));
   }
 #endif
-  while (i < size) {
-    const unsigned char c = static_cast<unsigned char>(data[i]);
-    if (c == '\t' || c == 0xC2 || c == 0xE2 || c == 0xE3 || c == 0xEF) return i;
-    ++i;
+  for (; i < size; ++i) {
+    if (OddWhitespaceLength(data + i, size - i) != 0) return i;
   }
   return size;
 }
@@ -65,32 +88,52 @@ class WhitespaceNormalizationMapper : public Mapper {
   void Map(Sample& sample) const override {
     const std::string& text = sample.Text(text_key());
     const std::string_view stripped = text::Strip(text);
-    std::string out;
-    out.reserve(stripped.size());
-    // Only a tab or a sequence led by 0xC2, 0xE2, 0xE3 or 0xEF can be an odd
-    // whitespace character; other characters are skipped without decoding and
-    // copied in runs.
-    size_t i = 0, run = 0;
-    bool changed = stripped.size() != text.size();
-    const char* data = stripped.data();
+    const auto* in = reinterpret_cast<const unsigned char*>(stripped.data());
     const size_t size = stripped.size();
-    while (i < size) {
-      i = NextCandidate(data, i, size);
-      if (i >= size) break;
-      size_t next = i;
-      if (data[i] == '\t') {
-        next = i + 1;
-      } else if (!IsOddWhitespace(text::NextCodePoint(stripped, &next))) {
-        i = next;
+    size_t i = FindOddWhitespace(in, 0, size);
+    if (i == size) {
+      if (size != text.size()) sample.SetText(text_key(), std::string(stripped));
+      return;
+    }
+    // The result is never longer than the input, so it is written into a
+    // buffer of the input's size; 16-byte stores at dst stay inside it
+    // because dst never runs ahead of i.
+    std::string out(size, '\0');
+    auto* dst = reinterpret_cast<unsigned char*>(out.data());
+    std::memcpy(dst, in, i);
+    dst += i;
+#ifdef __SSE2__
+    // Tabs become spaces inside the vector; the loop stops only at the
+    // multi-byte characters, which shrink to one byte.
+    const __m128i space = _mm_set1_epi8(' ');
+    while (i + 18 <= size) {
+      const __m128i v = Load16(in + i);
+      const __m128i tabs = EqByte(v, '\t');
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                       _mm_or_si128(_mm_andnot_si128(tabs, v), _mm_and_si128(tabs, space)));
+      const unsigned mask = MultiByteMask(in + i);
+      if (mask == 0) {
+        i += 16;
+        dst += 16;
         continue;
       }
-      out.append(data + run, i - run);
-      out.push_back(' ');
-      run = i = next;
-      changed = true;
+      const size_t k = static_cast<size_t>(__builtin_ctz(mask));
+      dst += k;
+      i += k;
+      *dst++ = ' ';
+      i += in[i] == 0xC2 ? 2 : 3;
     }
-    if (!changed) return;
-    out.append(stripped.data() + run, stripped.size() - run);
+#endif
+    while (i < size) {
+      const size_t len = OddWhitespaceLength(in + i, size - i);
+      if (len != 0) {
+        *dst++ = ' ';
+        i += len;
+      } else {
+        *dst++ = in[i++];
+      }
+    }
+    out.resize(static_cast<size_t>(dst - reinterpret_cast<unsigned char*>(out.data())));
     sample.SetText(text_key(), std::move(out));
   }
 };

@@ -47,7 +47,8 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--poll-interval-secs", opt->poll_interval_secs, "Seconds between looks")
       ->capture_default_str();
-  cmd->add_option("--threads", opt->threads, "Executor threads (default: every core)");
+  cmd->add_option("--threads", opt->threads,
+                  "Executor threads, I/O included (default: every core)");
   cmd->callback([opt, dataset, run_id, exit_code]() {
     if (opt->config.empty()) opt->config = DefaultConfig();
     if (!dataset->empty()) opt->dataset_path = *dataset;

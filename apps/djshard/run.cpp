@@ -35,7 +35,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--export-path", opt->export_path,
                   "Output JSONL, compressed when it ends in .gz or .zst (overrides export_path)");
   cmd->add_option("--threads", opt->threads,
-                  "Worker threads (default: the recipe's np, else all cores)");
+                  "Threads, I/O included (default: the recipe's np, else all cores)");
   cmd->callback([opt, exit_code]() {
     exec::RunRequest req;
     req.config_path = opt->config;

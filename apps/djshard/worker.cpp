@@ -22,7 +22,8 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--heartbeat-secs", opt->heartbeat, "Seconds between lease refreshes");
   cmd->add_option("--max-retries", opt->retries, "Failed attempts allowed after the first");
   cmd->add_option("--poll-interval-secs", opt->poll, "Seconds between looks while others work");
-  cmd->add_option("--threads", opt->w.threads, "Executor threads (default: every core)");
+  cmd->add_option("--threads", opt->w.threads,
+                  "Executor threads, I/O included (default: every core)");
   cmd->add_flag("--allow-version-mismatch", opt->w.allow_version_mismatch,
                 "Run a job prepared by another djshard version or with an edited recipe.yaml");
   cmd->callback([opt, exit_code]() {

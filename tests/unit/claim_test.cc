@@ -29,15 +29,21 @@ class ClaimStoreTest : public ::testing::Test {
     req.job_dir = dir_ + "/job";
     req.num_shards = 1;
     Prepare(req);
+    job_ = JobDir::Open(dir_ + "/job");
+    store_.emplace(*job_);
+    shard_ = job_->manifest().shards.front().id;
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string dir_;
+  std::optional<JobDir> job_;
+  std::optional<ClaimStore> store_;
+  std::string shard_;
 };
 
 TEST_F(ClaimStoreTest, OnlyOneOfTwoClaimsOfAShardWins) {
-  const JobDir job = JobDir::Open(dir_ + "/job");
-  ClaimStore store(job);
-  const std::string shard = job.manifest().shards.front().id;
+  const JobDir& job = *job_;
+  ClaimStore& store = *store_;
+  const std::string& shard = shard_;
   std::optional<Claim> first = store.TryClaim(shard);
   ASSERT_TRUE(first.has_value());
   EXPECT_FALSE(store.TryClaim(shard).has_value());
@@ -48,9 +54,9 @@ TEST_F(ClaimStoreTest, OnlyOneOfTwoClaimsOfAShardWins) {
 // it creates the lock after the publisher removed its own: it must not run the
 // shard a second time, and must not leave its lock behind.
 TEST_F(ClaimStoreTest, AClaimAfterTheDoneRecordIsRefusedAndLeavesNoLock) {
-  const JobDir job = JobDir::Open(dir_ + "/job");
-  ClaimStore store(job);
-  const std::string shard = job.manifest().shards.front().id;
+  const JobDir& job = *job_;
+  ClaimStore& store = *store_;
+  const std::string& shard = shard_;
   std::optional<Claim> owner = store.TryClaim(shard);
   ASSERT_TRUE(owner.has_value());
   EXPECT_EQ(store.PublishDone(*owner, "{}\n"), ClaimStore::PublishResult::kPublished);
@@ -60,9 +66,9 @@ TEST_F(ClaimStoreTest, AClaimAfterTheDoneRecordIsRefusedAndLeavesNoLock) {
 }
 
 TEST_F(ClaimStoreTest, AClaimAfterTheFailedRecordIsRefused) {
-  const JobDir job = JobDir::Open(dir_ + "/job");
-  ClaimStore store(job);
-  const std::string shard = job.manifest().shards.front().id;
+  const JobDir& job = *job_;
+  ClaimStore& store = *store_;
+  const std::string& shard = shard_;
   std::optional<Claim> owner = store.TryClaim(shard);
   ASSERT_TRUE(owner.has_value());
   EXPECT_TRUE(store.Release(*owner, "{}\n"));

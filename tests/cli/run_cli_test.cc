@@ -85,6 +85,18 @@ TEST_F(RunCli, OutputBytesDoNotDependOnThreadCount) {
   const std::string one = Read("one.jsonl");
   EXPECT_GT(one.size(), 1000000u);
   EXPECT_EQ(one, Read("eight.jsonl"));
+  // Batches of 7 rows: thousands of batches read, run and written out of
+  // order by 3 threads.
+  Recipe(
+      "  - whitespace_normalization_mapper:\n      batch_size: 7\n"
+      "  - punctuation_normalization_mapper:\n"
+      "  - clean_links_mapper:\n  - words_num_filter:\n      min_num: 3\n"
+      "  - character_repetition_filter:\n      rep_len: 5\n      max_ratio: 0.9\n");
+  ASSERT_EQ(
+      Run({"run", "--config", "recipe.yaml", "--threads", "3", "--export-path", "small.jsonl"})
+          .exit_code,
+      0);
+  EXPECT_EQ(one, Read("small.jsonl"));
 }
 
 TEST_F(RunCli, UntouchedRecordsPassThroughByteForByte) {
@@ -181,6 +193,20 @@ TEST_F(RunCli, BadInputLineIsAnErrorWithFileAndLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("data.jsonl:2: record is not a JSON object"), std::string::npos) << r.err;
   EXPECT_FALSE(Exists("out/result.jsonl"));
+}
+
+TEST_F(RunCli, ABadLineDeepInALargeInputStopsEveryThreadAndLeavesNoFile) {
+  WriteCorpus("data.jsonl", 40000);
+  std::string rows = Read("data.jsonl");
+  size_t pos = 0;
+  for (int line = 1; line < 30001; ++line) pos = rows.find('\n', pos) + 1;
+  rows.insert(pos, "{\"text\": \"cut off\n");
+  Write("data.jsonl", rows);
+  Recipe("  - whitespace_normalization_mapper:\n      batch_size: 100\n  - text_length_filter:\n");
+  const CliResult r = Run({"run", "--config", "recipe.yaml", "--threads", "4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("data.jsonl:30001: "), std::string::npos) << r.err;
+  EXPECT_TRUE(!Exists("out") || List("out").empty());
 }
 
 TEST_F(RunCli, RefusesUnknownArgumentsTokenizationAndUnimplementedOperators) {

@@ -154,6 +154,62 @@ std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
   return claim;
 }
 
+bool ClaimStore::ClearFinishedLock(const std::string& shard_id) {
+  const std::string path = job_.LockPath(shard_id);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool removed = false;
+  {
+    FlockGuard guard(fd, /*blocking=*/false);
+    struct stat by_fd {
+    }, by_path{}, record{};
+    const bool done = ::stat(job_.DonePath(shard_id).c_str(), &record) == 0;
+    const bool failed = !done && ::stat(job_.FailedPath(shard_id).c_str(), &record) == 0;
+    if (guard.held() && (done || failed) && ::fstat(fd, &by_fd) == 0 &&
+        ::stat(path.c_str(), &by_path) == 0 && by_fd.st_ino == by_path.st_ino &&
+        by_fd.st_dev == by_path.st_dev) {
+      std::string attempt_rel, token;
+      try {
+        const json lock = json::parse(ReadSmall(fd));
+        attempt_rel = lock.value("attempt_dir", "");
+        token = lock.value("token", "");
+      } catch (const std::exception&) {
+        // A lock cut short by a crash: no attempt to mark.
+      }
+      if (!attempt_rel.empty() && attempt_rel.find("..") == std::string::npos) {
+        const std::string attempt_dir = job_.dir() + "/" + attempt_rel;
+        std::string status;
+        try {
+          status = json::parse(io::ReadFile(attempt_dir + "/attempt.json")).value("status", "");
+        } catch (const std::exception&) {
+          // No record: the claimant died before its attempt started.
+        }
+        if (status == "running") {
+          std::string published_by;
+          if (done) {
+            try {
+              published_by = json::parse(io::ReadFile(job_.DonePath(shard_id))).value("token", "");
+            } catch (const std::exception&) {
+              // Unreadable record: the attempt is not known to have published.
+            }
+          }
+          if (!token.empty() && published_by == token) {
+            SetAttemptStatus(attempt_dir, "done", "", disk_);
+          } else {
+            SetAttemptStatus(attempt_dir, "lost", "the shard was finished by another attempt",
+                             disk_);
+          }
+        }
+      }
+      ::unlink(path.c_str());
+      disk_.SyncDir(job_.StateDir() + "/locks");
+      removed = true;
+    }
+  }
+  ::close(fd);
+  return removed;
+}
+
 std::optional<double> ClaimStore::LockAge(const std::string& shard_id, int64_t fs_now_ns) const {
   struct stat st {};
   if (::stat(job_.LockPath(shard_id).c_str(), &st) != 0) return std::nullopt;

@@ -384,7 +384,13 @@ int RunWorker(const WorkerOptions& options) {
     std::optional<int64_t> fs_now;
     bool raced = false;  // a shard changed between the listing and its claim
     for (const ShardEntry& s : m.shards) {
-      if (done.count(s.id) || failed.count(s.id)) continue;
+      if (done.count(s.id) || failed.count(s.id)) {
+        // A lock beside a record: its owner died between the two.
+        if (locked.count(s.id) && store.ClearFinishedLock(s.id)) {
+          say(me + ": removed the leftover lock of finished " + s.id);
+        }
+        continue;
+      }
       if (pending && pending->attempt->claim.shard_id() == s.id) continue;
       if (locked.count(s.id)) {
         if (!fs_now) fs_now = job.FilesystemNowNanos();

@@ -196,7 +196,19 @@ TEST_F(WorkerCli, KillNineAtEveryStepLosesAndDuplicatesNothing) {
     EXPECT_EQ(rescue.exit_code, 0) << rescue.err;
     EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
     EXPECT_EQ(MergedSha(), reference);
+    // Nothing is left looking alive: no lock, no attempt still "running".
+    EXPECT_EQ(Count("job/state/locks"), 0u);
+    for (const std::string& shard : List("job/attempts")) {
+      for (const std::string& attempt : List("job/attempts/" + shard)) {
+        const std::string path = "job/attempts/" + shard + "/" + attempt + "/attempt.json";
+        if (!Exists(path)) continue;  // killed before its attempt started
+        EXPECT_NE(json::parse(Read(path))["status"], "running") << path;
+      }
+    }
   }
+  // The owner killed between publishing and unlocking published its shard.
+  EXPECT_EQ(json::parse(Read(OnlyAttempt("part-00000-of-00004") + "/attempt.json"))["status"],
+            "done");
 }
 
 TEST_F(WorkerCli, KillNineInTheMiddleOfAShardIsTakenOverAfterTheLease) {

@@ -64,6 +64,15 @@ class ClaimStore {
   // moves the lock into state/stale_locks/. True when the lock was moved.
   bool TakeOverStale(const std::string& shard_id, double lease_secs);
 
+  // Removes a lock left beside the shard's done or failed record by an owner
+  // that died between publishing the record and removing its lock (or a
+  // claimant that died before handing back a claim made too late). Works
+  // under flock, which a live owner holds from its ownership check to its
+  // unlink, so only a dead owner's lock goes. A "running" attempt of that lock
+  // becomes "done" when the done record carries its token, "lost" otherwise.
+  // True when a lock was removed.
+  bool ClearFinishedLock(const std::string& shard_id);
+
   // Refreshes the lock's mtime (by the filesystem's clock) after verifying
   // ownership. False when lost.
   bool Heartbeat(const Claim& claim);

@@ -1,6 +1,7 @@
 #include "tests/cli/cli_harness.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,9 +55,11 @@ Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cw
 
 CliResult WaitFor(const Spawned& p) {
   int status = 0;
-  waitpid(p.pid, &status, 0);
+  struct rusage usage {};
+  wait4(p.pid, &status, 0, &usage);
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.peak_rss_kb = usage.ru_maxrss;
   r.out = Slurp(p.out_path);
   r.err = Slurp(p.err_path);
   unlink(p.out_path.c_str());

@@ -12,6 +12,7 @@ struct CliResult {
   int exit_code = -1;
   std::string out;
   std::string err;
+  long peak_rss_kb = 0;  // of the process itself (wait4), not of its children
 };
 
 // Runs the real djshard binary with `args` in `cwd` (default: the test's dir).

@@ -209,6 +209,44 @@ TEST_F(RunCli, ABadLineDeepInALargeInputStopsEveryThreadAndLeavesNoFile) {
   EXPECT_TRUE(!Exists("out") || List("out").empty());
 }
 
+TEST_F(RunCli, MemoryStaysBoundedByBatchesNotByInput) {
+  // 96 MB of input, 2 threads: batches of about 1 MB, a few in flight. The
+  // input is written in pieces so that this test process stays small: a
+  // child's peak RSS counts what it shared with its parent before exec.
+  {
+    std::ofstream data(Path("data.jsonl"), std::ios::binary);
+    const std::string filler(1000, 'w');
+    for (int i = 0; i < 96 * 1000; ++i) {
+      data << "{\"id\":" << i << ",\"text\":\"" << filler << " \\u3000x\"}\n";
+    }
+  }
+  Recipe("  - whitespace_normalization_mapper:\n  - text_length_filter:\n");
+  const CliResult r = Run({"run", "--config", "recipe.yaml", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Kept 96000 of 96000 rows"), std::string::npos) << r.out;
+  EXPECT_LT(r.peak_rss_kb, 64 * 1024) << "peak RSS " << r.peak_rss_kb << " KB";
+}
+
+TEST_F(RunCli, ShowsProgressOnATerminalAndASummaryAtTheEnd) {
+  WriteCorpus("data.jsonl", 12);
+  Recipe("  - djshard_test_sleep_mapper:\n      seconds: 0.1\n  - text_length_filter:\n");
+  // `script` gives the run a terminal; its transcript is the run's output.
+  const CliResult r = WaitFor(Spawn({"run", "--config", "recipe.yaml", "--threads", "1"},
+                                    {"DJSHARD_ENABLE_TEST_OPERATORS=1"},
+                                    {"sh", "-c", "exec script -qec \"$*\" /dev/null", "sh"}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(" rows in, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" MB/s, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Processed 12 rows"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("djshard_test_sleep_mapper"), std::string::npos) << r.out;
+  // Without a terminal: the summary only, no progress line.
+  const CliResult plain = WaitFor(Spawn({"run", "--config", "recipe.yaml", "--threads", "1"},
+                                        {"DJSHARD_ENABLE_TEST_OPERATORS=1"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find(" rows in, "), std::string::npos) << plain.err;
+  EXPECT_NE(plain.out.find("Kept "), std::string::npos) << plain.out;
+}
+
 TEST_F(RunCli, RefusesUnknownArgumentsTokenizationAndUnimplementedOperators) {
   Write("data.jsonl", "{\"text\":\"ok\"}\n");
   Recipe("  - text_length_filter:\n      min_length: 3\n");

@@ -88,8 +88,12 @@ void Disk::WriteReplace(const std::string& path, std::string_view content) {
   }
 }
 
-bool Disk::PublishLink(const std::string& path, std::string_view content) {
-  const std::string tmp = TempBeside(path);
+bool Disk::PublishLink(const std::string& path, std::string_view content,
+                       const std::string& temp_dir) {
+  const std::string tmp =
+      temp_dir.empty()
+          ? TempBeside(path)
+          : TempBeside(temp_dir + "/" + std::filesystem::path(path).filename().string());
   WriteNewFile(tmp, content);
   const int rc = ::link(tmp.c_str(), path.c_str());
   const int err = errno;

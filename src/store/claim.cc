@@ -99,6 +99,15 @@ Claim::~Claim() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+// Where a record's temporary file goes: the attempt's directory when it
+// exists, else (empty) beside the record.
+std::string AttemptTempDir(const Claim& claim) {
+  std::error_code ec;
+  return fs::is_directory(claim.attempt_dir(), ec) ? claim.attempt_dir() : std::string();
+}
+}  // namespace
+
 ClaimStore::ClaimStore(const JobDir& job, io::Disk& disk) : job_(job), disk_(disk) {}
 
 std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
@@ -291,7 +300,9 @@ ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim,
                                                   const std::string& done_json) {
   bool already = false;
   const bool owned = WithOwnership(claim, [&] {
-    already = !disk_.PublishLink(job_.DonePath(claim.shard_id_), done_json);
+    // The temporary record is written in the attempt's directory: a crash
+    // before the link leaves it there, not in state/done.
+    already = !disk_.PublishLink(job_.DonePath(claim.shard_id_), done_json, AttemptTempDir(claim));
     CrashPoint("after_link");
     // A lock that comes back after a crash is harmless: the done record wins.
     ::unlink(claim.lock_path_.c_str());
@@ -302,7 +313,9 @@ ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim,
 
 bool ClaimStore::Release(const Claim& claim, const std::string& failed_json) {
   return WithOwnership(claim, [&] {
-    if (!failed_json.empty()) disk_.PublishLink(job_.FailedPath(claim.shard_id_), failed_json);
+    if (!failed_json.empty()) {
+      disk_.PublishLink(job_.FailedPath(claim.shard_id_), failed_json, AttemptTempDir(claim));
+    }
     ::unlink(claim.lock_path_.c_str());
     disk_.SyncDir(job_.StateDir() + "/locks");
   });

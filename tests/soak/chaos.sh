@@ -11,7 +11,7 @@
 # is done. Then it checks what a user relies on: merge succeeds, the merged
 # sha256 equals a single-process `djshard run` of the same recipe on the job's
 # normalized input, every shard
-# has exactly one done record, no lock is left, no attempt is still marked
+# has exactly one done record and nothing else is in state/done, no lock is left, no attempt is still marked
 # running, and verify passes.
 # --rounds N repeats the whole test N times (0: once). Exit 0 when all hold.
 set -euo pipefail
@@ -99,6 +99,9 @@ YAML
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   [ "$(records)" -eq "$shards" ] || fail "done records: $(records)"
   [ -z "$(ls job/state/locks)" ] || fail "locks left: $(ls job/state/locks)"
+  local litter
+  litter=$(find job/state/done job/state/failed -type f ! -name '*.json')
+  [ -z "$litter" ] || fail "files other than records in state/: $litter"
   [ -z "$(ls job/state/failed)" ] || fail "failed shards: $(ls job/state/failed)"
   local running
   running=$(grep -l '"status": "running"' job/attempts/*/*/attempt.json 2>/dev/null || true)

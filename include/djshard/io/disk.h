@@ -28,8 +28,11 @@ class Disk {
 
   // Publishes `content` at `path` by link() of a fsynced temporary file: the
   // first writer wins and a published file is never replaced. Returns false
-  // when `path` already existed.
-  virtual bool PublishLink(const std::string& path, std::string_view content);
+  // when `path` already existed. The temporary file goes into `temp_dir` (on
+  // the same filesystem; beside `path` when empty), so that a crash leaves it
+  // there rather than among the published files.
+  virtual bool PublishLink(const std::string& path, std::string_view content,
+                           const std::string& temp_dir = "");
 
   // rename(2); throws on failure. Both paths must be on one filesystem.
   virtual void Rename(const std::string& from, const std::string& to);

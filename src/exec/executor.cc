@@ -230,8 +230,8 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   }
 
   // Every thread does every kind of work, one step at a time: write the next
-  // result in input order, else read a batch when none is queued, else run a
-  // queued batch. Reading and writing are each done by one thread at a time,
+  // result in input order, else read a batch when fewer than `threads` are
+  // queued, else run a queued batch. Reading and writing are each done by one thread at a time,
   // so one thread runs the whole pipeline alone and N threads keep N cores busy.
   std::mutex mu;
   std::condition_variable cv;  // a step became possible, or the run ended
@@ -299,8 +299,10 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           cv.notify_all();
           continue;
         }
-        // Bounded memory: read ahead only while few batches are in flight.
-        if (!reading && !end_of_input && queue.empty() &&
+        // Read while fewer batches are queued than there are threads (one
+        // thread: only when the queue is empty), and never more than
+        // max_in_flight batches ahead of the writer: memory stays bounded.
+        if (!reading && !end_of_input && queue.size() < static_cast<size_t>(threads) &&
             read_count - next_to_write < max_in_flight) {
           Batch batch;
           batch.data = take_spare();

@@ -10,6 +10,7 @@
 #include "djshard/ops/operator.h"
 #include "djshard/ops/registry.h"
 #include "djshard/ops/text.h"
+#include "src/ops/whitespace.h"
 
 namespace djshard::ops {
 namespace {
@@ -89,6 +90,54 @@ TEST_F(WhitespaceMapper, RandomMixturesMatchTheModel) {
     const size_t length = rng() % 80;
     for (size_t i = 0; i < length; ++i) text::AppendUtf8(&text, alphabet[rng() % alphabet.size()]);
     ASSERT_EQ(Apply(text), Model(text)) << text;
+  }
+}
+
+// Every kernel this CPU runs gives the model's bytes, also on long texts
+// whose multi-byte spaces straddle the 16-byte blocks.
+TEST(WhitespaceKernels, EveryKernelMatchesTheModel) {
+  using whitespace::Kernel;
+  std::mt19937 rng(11);
+  const std::vector<uint32_t> alphabet = {'a',    'b',    '\t',   ' ',    0x84,   0xA0,   0xE9,
+                                          0x2000, 0x2005, 0x200B, 0x200D, 0x200E, 0x202F, 0x205F,
+                                          0x2060, 0x3000, 0x3002, 0xFFFC, 0xFFFD, 0x1F600};
+  std::vector<Kernel> kernels;
+  for (Kernel k : {Kernel::kScalar, Kernel::kSse2, Kernel::kSsse3}) {
+    if (whitespace::Supported(k)) kernels.push_back(k);
+  }
+  ASSERT_TRUE(whitespace::Supported(whitespace::BestKernel()));
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    const size_t length = rng() % 300;
+    // Mostly letters, with runs of spaces of every kind.
+    for (size_t i = 0; i < length; ++i) {
+      text::AppendUtf8(&text, rng() % 3 == 0 ? alphabet[rng() % alphabet.size()] : 'x');
+    }
+    // The model without the strip: Replace does not strip.
+    std::string want;
+    for (size_t i = 0; i < text.size();) {
+      const uint32_t cp = text::NextCodePoint(text, &i);
+      if (IsOdd(cp)) {
+        want.push_back(' ');
+      } else {
+        text::AppendUtf8(&want, cp);
+      }
+    }
+    for (Kernel k : kernels) {
+      std::string out(text.size() + whitespace::kSlack, '\0');
+      out.resize(whitespace::Replace(text, out.data(), k));
+      ASSERT_EQ(out, want) << "kernel " << static_cast<int>(k) << " on " << text;
+    }
+    size_t first = text.size();
+    for (size_t i = 0; i < text.size();) {
+      const size_t at = i;
+      const uint32_t cp = text::NextCodePoint(text, &i);
+      if (IsOdd(cp) && cp != ' ') {
+        first = at;
+        break;
+      }
+    }
+    EXPECT_EQ(whitespace::FindOdd(text), first) << text;
   }
 }
 

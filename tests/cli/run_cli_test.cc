@@ -210,7 +210,7 @@ TEST_F(RunCli, ABadLineDeepInALargeInputStopsEveryThreadAndLeavesNoFile) {
 }
 
 TEST_F(RunCli, MemoryStaysBoundedByBatchesNotByInput) {
-  // 96 MB of input, 2 threads: batches of about 1 MB, a few in flight. The
+  // 96 MB of input, 2 threads: batches of about 512 KB, a few in flight. The
   // input is written in pieces so that this test process stays small: a
   // child's peak RSS counts what it shared with its parent before exec.
   {

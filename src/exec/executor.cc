@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -230,12 +229,11 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   }
 
   // Every thread does every kind of work, one step at a time: write the next
-  // result in input order, else read a batch when fewer than `threads` are
-  // queued, else run a queued batch. Reading and writing are each done by one thread at a time,
-  // so one thread runs the whole pipeline alone and N threads keep N cores busy.
+  // result in input order, else read a batch and run it. Reading and writing
+  // are each done by one thread at a time, so one thread runs the whole
+  // pipeline alone and N threads keep N cores busy.
   std::mutex mu;
   std::condition_variable cv;  // a step became possible, or the run ended
-  std::deque<Batch> queue;
   std::map<uint64_t, BatchResult> pending;
   // Buffers go round (read -> processed -> written -> read again) instead of
   // being allocated for every batch: fresh memory costs page faults.
@@ -299,32 +297,27 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           cv.notify_all();
           continue;
         }
-        // Read while fewer batches are queued than there are threads (one
-        // thread: only when the queue is empty), and never more than
-        // max_in_flight batches ahead of the writer: memory stays bounded.
-        if (!reading && !end_of_input && queue.size() < static_cast<size_t>(threads) &&
-            read_count - next_to_write < max_in_flight) {
+        // Read a batch and run it on this thread, where its bytes are
+        // already in the cache; never more than max_in_flight batches ahead
+        // of the writer, so memory stays bounded.
+        if (!reading && !end_of_input && read_count - next_to_write < max_in_flight) {
           Batch batch;
           batch.data = take_spare();
+          BatchResult result;
+          result.output = take_spare();
           reading = true;
           lock.unlock();
           const bool got = reader.Next(&batch);
           lock.lock();
           reading = false;
-          if (got) {
-            queue.push_back(std::move(batch));
-            ++read_count;
-          } else {
+          if (!got) {
             end_of_input = true;
+            spare.push_back(std::move(batch.data));
+            spare.push_back(std::move(result.output));
+            cv.notify_all();
+            continue;
           }
-          cv.notify_all();
-          continue;
-        }
-        if (!queue.empty()) {
-          Batch batch = std::move(queue.front());
-          queue.pop_front();
-          BatchResult result;
-          result.output = take_spare();
+          ++read_count;
           // Another thread may read the next batch meanwhile.
           cv.notify_all();
           lock.unlock();

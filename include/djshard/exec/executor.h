@@ -43,12 +43,12 @@ struct ExecOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-// Runs `plan` over the input files in order, as batches, on `threads`
-// threads (the calling thread is one of them). Each thread reads a batch,
-// runs the fused stage on a batch or writes the next result, whichever is
-// due; reading and writing are done by one thread at a time, and results are
-// written (output, and operator errors as one JSON line each) in input order,
-// so the bytes never depend on the thread count.
+// Runs `plan` over the input files in order, as batches, on `threads` new
+// threads; the caller waits. Each thread writes the next result when it is
+// ready, else reads a batch and runs the fused stage on it; reading and
+// writing are done by one thread at a time, and results are written (output,
+// and operator errors as one JSON line each) in input order, so the bytes
+// never depend on the thread count.
 // Memory is bounded by batch size x threads. A line that is not a JSON object
 // is an Error naming its file and line; so is an operator error when the
 // operator's skip_op_error is false. Neither stream is committed here.

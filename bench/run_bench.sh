@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark of `djshard run` against pyref (plain Python, one process).
 #
-#   bench/run_bench.sh [--mb 256] [--workdir DIR] [--outdir DIR] [--shared ../shared] [--repeat 3]
+#   bench/run_bench.sh [--mb 256] [--workdir DIR] [--outdir DIR] [--shared ../shared] [--repeat 5]
 #
 # Generates gen_corpus.py --mb N --seed 3, then in one run times, for the
 # recipes demo and refine (bench/recipes): djshard run with 1 and 2 threads
@@ -10,7 +10,10 @@
 # 2-thread scaling, and checks that djshard and pyref produced the same records.
 # The input is read from the page cache and outputs go to --outdir (default:
 # a directory in /dev/shm), so that the figures measure djshard's work, not the
-# disk: a VM disk that writes ~300 MB/s would cap the faster runs.
+# disk: a VM disk that writes ~300 MB/s would cap the faster runs. With
+# taskset, each round also runs 1 thread pinned to CPU 0 and to CPU 1: the
+# CPUs of a shared VM can differ in speed for minutes at a time, and the two
+# together bound what 2 threads can reach.
 # Targets (1 thread): demo >= 250 MB/s and >= 13x pyref; refine >= 40 MB/s and
 # >= 20x pyref; 2 threads >= 1.7x one thread; peak RSS <= 300 MB.
 set -euo pipefail
@@ -19,7 +22,7 @@ mb=256
 workdir=/tmp/djshard-bench
 outdir=""
 shared="$root/../shared"
-repeat=3
+repeat=5
 while [ $# -gt 0 ]; do
   case "$1" in
     --mb) mb=$2; shift 2 ;;
@@ -69,21 +72,32 @@ printf 'outputs: %s (%s)\n\n' "$outdir" "$(df --output=fstype "$outdir" | tail -
 printf '%-7s %-18s %8s %9s %10s %9s %8s\n' recipe runner seconds MB/s rows/s "RSS MB" "x pyref"
 for recipe in demo refine; do
   conf="$root/bench/recipes/$recipe.yaml"
-  # 1 and 2 threads alternate, so that noise from other tenants hits both alike.
-  t1="" t2="" kb1=0 kb2=0
+  # 1 and 2 threads alternate, so that noise from other tenants hits both
+  # alike; with taskset, 1 thread pinned to CPU 0 and to CPU 1 joins the round.
+  t1="" t2="" p0="" p1="" kb1=0 kb2=0
+  kinds="1 2"
+  pin=0
+  if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    pin=1
+    kinds="1 2 p0 p1"
+  fi
+  min() { if [ -z "$1" ] || awk -v a="$2" -v b="$1" 'BEGIN{exit !(a<b)}'; then echo "$2"; else echo "$1"; fi; }
   for _ in $(seq "$repeat"); do
-    for t in 1 2; do
+    for t in $kinds; do
       out="$outdir/$recipe.t$t.jsonl"
       rm -f "$out" "$out.stats.json" "$out.errors.jsonl"
-      read -r s kb < <(measure "$bin" run --config "$conf" --dataset-path "$corpus" \
-        --export-path "$out" --threads "$t")
-      if [ "$t" = 1 ]; then
-        if [ -z "$t1" ] || awk -v a="$s" -v b="$t1" 'BEGIN{exit !(a<b)}'; then t1=$s; fi
-        [ "$kb" -gt "$kb1" ] && kb1=$kb
-      else
-        if [ -z "$t2" ] || awk -v a="$s" -v b="$t2" 'BEGIN{exit !(a<b)}'; then t2=$s; fi
-        [ "$kb" -gt "$kb2" ] && kb2=$kb
-      fi
+      case "$t" in
+        p0 | p1) prefix=(taskset -c "${t#p}") threads=1 ;;
+        *) prefix=() threads=$t ;;
+      esac
+      read -r s kb < <(measure "${prefix[@]}" "$bin" run --config "$conf" \
+        --dataset-path "$corpus" --export-path "$out" --threads "$threads")
+      case "$t" in
+        1) t1=$(min "$t1" "$s"); [ "$kb" -gt "$kb1" ] && kb1=$kb ;;
+        2) t2=$(min "$t2" "$s"); [ "$kb" -gt "$kb2" ] && kb2=$kb ;;
+        p0) p0=$(min "$p0" "$s"); rm -f "$out"* ;;
+        p1) p1=$(min "$p1" "$s"); rm -f "$out"* ;;
+      esac
     done
   done
   py_s=""
@@ -98,6 +112,14 @@ for recipe in demo refine; do
       printf "%-7s %-18s %8.2f %9.1f %10.0f %9.1f %8s\n", r, n, s, b / 1e6 / s, rows / s, kb / 1024, ratio }'
   done
   awk -v a="$t1" -v b="$t2" -v r="$recipe" 'BEGIN { printf "%-7s 2 threads / 1 thread: %.2fx\n", r, a / b }'
+  if [ "$pin" = 1 ]; then
+    # Two CPUs of different speed cap what 2 threads can reach: at best they
+    # finish together, in 1 / (1/p0 + 1/p1).
+    awk -v a="$p0" -v b="$p1" -v t1="$t1" -v t2="$t2" -v r="$recipe" 'BEGIN {
+      bound = 1 / (1 / a + 1 / b)
+      printf "%-7s 1 thread pinned: CPU 0 %.2f s, CPU 1 %.2f s; 2 threads can take %.2f s at best,\n", r, a, b, bound
+      printf "%-7s i.e. %.2fx the best 1-thread run; they took %.2f s (%.0f%% of that bound)\n", r, t1 / bound, t2, 100 * bound / t2 }'
+  fi
   cmp -s "$outdir/$recipe.t1.jsonl" "$outdir/$recipe.t2.jsonl" &&
     echo "$recipe: 1-thread and 2-thread outputs are byte-identical" ||
     echo "$recipe: 1-thread and 2-thread outputs DIFFER"

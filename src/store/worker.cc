@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -70,6 +72,26 @@ void SleepInterruptibly(double secs) {
   const double until = MonotonicSeconds() + secs;
   while (!StopRequested() && MonotonicSeconds() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Sleeps up to `secs` while other workers hold `held`, and wakes early when
+// the lock of one of the first few of them goes away (its shard was finished,
+// failed, handed back or taken over): the next scan may then find work, or
+// the end of the job, without waiting out the poll interval. One stat per
+// watched lock every quarter second keeps the load on a shared filesystem low.
+void WaitForHeldShards(const JobDir& job, const std::vector<std::string>& held, double secs) {
+  const size_t watched = std::min<size_t>(held.size(), 8);
+  const double until = MonotonicSeconds() + secs;
+  double next_check = MonotonicSeconds() + 0.25;
+  while (!StopRequested() && MonotonicSeconds() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (MonotonicSeconds() < next_check) continue;
+    next_check += 0.25;
+    for (size_t i = 0; i < watched; ++i) {
+      struct stat st {};
+      if (::stat(job.LockPath(held[i]).c_str(), &st) != 0) return;
+    }
   }
 }
 
@@ -437,8 +459,9 @@ int RunWorker(const WorkerOptions& options) {
       }
       say(me + ": waiting for " + std::to_string(held.size()) +
           " shard(s) held by other workers (" + held.front() + (held.size() > 1 ? ", ..." : "") +
-          "); next look in " + std::to_string(eff.policy.poll_interval_secs) + " s");
-      SleepInterruptibly(static_cast<double>(eff.policy.poll_interval_secs));
+          "); next look in " + std::to_string(eff.policy.poll_interval_secs) +
+          " s, or when one of them is released");
+      WaitForHeldShards(job, held, static_cast<double>(eff.policy.poll_interval_secs));
       continue;
     }
     CrashPoint("after_claim");

@@ -162,6 +162,25 @@ TEST_F(WorkerCli, ALiveWorkerKeepsAShardLongerThanTheLease) {
   EXPECT_EQ(Count("job/attempts/part-00000-of-00001"), 1u);
 }
 
+TEST_F(WorkerCli, AWaitingWorkerEndsSoonAfterTheLastShardNotAfterItsPollInterval) {
+  WriteCorpus(3);
+  WriteRecipe(0.5);  // 1.5 s of work
+  Prepare(1);
+  const Spawned a = Worker();
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
+  const auto start = std::chrono::steady_clock::now();
+  const Spawned b = Worker({"--poll-interval-secs", "60"});
+  EXPECT_EQ(WaitFor(a).exit_code, 0);
+  const CliResult rb = WaitFor(b);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_NE(rb.err.find("next look in 60 s, or when one of them is released"), std::string::npos)
+      << rb.err;
+  EXPECT_NE(rb.err.find("every shard is done"), std::string::npos) << rb.err;
+  EXPECT_LT(waited, 20.0);
+}
+
 TEST_F(WorkerCli, AWorkerWithASkewedClockNeitherStealsNorLooksStale) {
   WriteCorpus(6);
   WriteRecipe(1.0);  // 3 s per shard

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -142,14 +143,18 @@ std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
     return std::nullopt;
   }
   claim.fd_ = ::open(claim.lock_path_.c_str(), O_RDWR | O_CLOEXEC);
+  // Between create and open, a worker that found the shard's record already
+  // published may have removed the new lock as a leftover (ClearFinishedLock):
+  // the shard is finished, and this claim never was one.
+  if (claim.fd_ < 0 && errno == ENOENT) return std::nullopt;
   struct stat st {};
   if (claim.fd_ < 0 || ::fstat(claim.fd_, &st) != 0) {
     ThrowSystemError(claim.lock_path_, "cannot open the new claim");
   }
   claim.dev_ = st.st_dev;
   claim.ino_ = st.st_ino;
-  // Between create and open another node may in theory have taken the lock
-  // over (only after a full lease); the token check catches it.
+  // Between create and open another node may have taken the lock over (only
+  // after a full lease) or replaced a removed one; the token check catches it.
   if (ReadSmall(claim.fd_).find(claim.token_) == std::string::npos) return std::nullopt;
   // The shard may have been finished between the caller's scan and this create:
   // its owner links the done (or failed) record before it unlinks the lock, so a

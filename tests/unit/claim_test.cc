@@ -77,5 +77,25 @@ TEST_F(ClaimStoreTest, AClaimAfterTheFailedRecordIsRefused) {
   EXPECT_FALSE(fs::exists(job.LockPath(shard)));
 }
 
+// A disk on which another worker removes each new lock right after its
+// create, as ClearFinishedLock does to a lock made after the shard's record.
+class LockRemovedAfterCreate : public io::Disk {
+ public:
+  bool CreateExclusive(const std::string& path, std::string_view content, bool durable) override {
+    const bool created = io::Disk::CreateExclusive(path, content, durable);
+    if (created) ::unlink(path.c_str());
+    return created;
+  }
+};
+
+TEST_F(ClaimStoreTest, ALockRemovedBeforeItsClaimantOpensItIsNoClaimAndNoError) {
+  LockRemovedAfterCreate disk;
+  ClaimStore racing(*job_, disk);
+  EXPECT_FALSE(racing.TryClaim(shard_).has_value());
+  EXPECT_FALSE(fs::exists(job_->LockPath(shard_)));
+  // The shard stays claimable.
+  EXPECT_TRUE(store_->TryClaim(shard_).has_value());
+}
+
 }  // namespace
 }  // namespace djshard::store

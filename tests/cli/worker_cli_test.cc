@@ -114,6 +114,27 @@ TEST_F(WorkerCli, SixteenWorkersRaceForOneShardAndExactlyOneClaims) {
   EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
 }
 
+// Many workers on many tiny shards: every claim, publish and leftover-lock
+// cleanup races with another worker's scan, all the time.
+TEST_F(WorkerCli, EightWorkersDrainManyTinyShardsRunningEachExactlyOnce) {
+  WriteCorpus(600);
+  WriteRecipe();
+  const std::string reference = ReferenceSha();
+  Prepare(300);
+  std::vector<Spawned> workers;
+  for (int i = 0; i < 8; ++i) workers.push_back(Worker());
+  for (const Spawned& w : workers) {
+    const CliResult r = WaitFor(w);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  EXPECT_EQ(Count("job/state/done"), 300u);
+  EXPECT_EQ(Count("job/state/locks"), 0u);
+  size_t attempts = 0;
+  for (const std::string& shard : List("job/attempts")) attempts += Count("job/attempts/" + shard);
+  EXPECT_EQ(attempts, 300u);
+  EXPECT_EQ(MergedSha(), reference);
+}
+
 TEST_F(WorkerCli, AStaleLockIsTakenOverAndItsOldOwnerCanNoLongerPublish) {
   WriteCorpus(4);
   WriteRecipe(1.0);  // 4 s of work

@@ -47,6 +47,28 @@ class FlockGuard {
   bool held_ = false;
 };
 
+// Opens the lock at `path` and calls fn(fd, stat of the lock) under its flock
+// when no one else holds the flock and the path still names the opened file.
+// Returns what fn returns; false when the lock is gone, busy or replaced.
+template <typename Fn>
+bool WithIdleLock(const std::string& path, Fn&& fn) {
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } lock{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
+  if (lock.fd < 0) return false;
+  FlockGuard guard(lock.fd, /*blocking=*/false);
+  struct stat by_fd {
+  }, by_path{};
+  if (!guard.held() || ::fstat(lock.fd, &by_fd) != 0 || ::stat(path.c_str(), &by_path) != 0 ||
+      by_fd.st_ino != by_path.st_ino || by_fd.st_dev != by_path.st_dev) {
+    return false;
+  }
+  return fn(lock.fd, by_fd);
+}
+
 std::string ReadSmall(int fd) {
   std::string out;
   char buf[4096];
@@ -170,58 +192,49 @@ std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
 
 bool ClaimStore::ClearFinishedLock(const std::string& shard_id) {
   const std::string path = job_.LockPath(shard_id);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool removed = false;
-  {
-    FlockGuard guard(fd, /*blocking=*/false);
-    struct stat by_fd {
-    }, by_path{}, record{};
+  // The lock is opened before the records are looked at: a lock made after a
+  // failed record was moved away by `retry` then never counts as leftover.
+  return WithIdleLock(path, [&](int fd, const struct stat&) {
+    struct stat record {};
     const bool done = ::stat(job_.DonePath(shard_id).c_str(), &record) == 0;
     const bool failed = !done && ::stat(job_.FailedPath(shard_id).c_str(), &record) == 0;
-    if (guard.held() && (done || failed) && ::fstat(fd, &by_fd) == 0 &&
-        ::stat(path.c_str(), &by_path) == 0 && by_fd.st_ino == by_path.st_ino &&
-        by_fd.st_dev == by_path.st_dev) {
-      std::string attempt_rel, token;
-      try {
-        const json lock = json::parse(ReadSmall(fd));
-        attempt_rel = lock.value("attempt_dir", "");
-        token = lock.value("token", "");
-      } catch (const std::exception&) {
-        // A lock cut short by a crash: no attempt to mark.
-      }
-      if (!attempt_rel.empty() && attempt_rel.find("..") == std::string::npos) {
-        const std::string attempt_dir = job_.dir() + "/" + attempt_rel;
-        std::string status;
-        try {
-          status = json::parse(io::ReadFile(attempt_dir + "/attempt.json")).value("status", "");
-        } catch (const std::exception&) {
-          // No record: the claimant died before its attempt started.
-        }
-        if (status == "running") {
-          std::string published_by;
-          if (done) {
-            try {
-              published_by = json::parse(io::ReadFile(job_.DonePath(shard_id))).value("token", "");
-            } catch (const std::exception&) {
-              // Unreadable record: the attempt is not known to have published.
-            }
-          }
-          if (!token.empty() && published_by == token) {
-            SetAttemptStatus(attempt_dir, "done", "", disk_);
-          } else {
-            SetAttemptStatus(attempt_dir, "lost", "the shard was finished by another attempt",
-                             disk_);
-          }
-        }
-      }
-      ::unlink(path.c_str());
-      disk_.SyncDir(job_.StateDir() + "/locks");
-      removed = true;
+    if (!done && !failed) return false;
+    std::string attempt_rel, token;
+    try {
+      const json lock = json::parse(ReadSmall(fd));
+      attempt_rel = lock.value("attempt_dir", "");
+      token = lock.value("token", "");
+    } catch (const std::exception&) {
+      // A lock cut short by a crash: no attempt to mark.
     }
-  }
-  ::close(fd);
-  return removed;
+    if (!attempt_rel.empty() && attempt_rel.find("..") == std::string::npos) {
+      const std::string attempt_dir = job_.dir() + "/" + attempt_rel;
+      std::string status;
+      try {
+        status = json::parse(io::ReadFile(attempt_dir + "/attempt.json")).value("status", "");
+      } catch (const std::exception&) {
+        // No record: the claimant died before its attempt started.
+      }
+      if (status == "running") {
+        std::string published_by;
+        if (done) {
+          try {
+            published_by = json::parse(io::ReadFile(job_.DonePath(shard_id))).value("token", "");
+          } catch (const std::exception&) {
+            // Unreadable record: the attempt is not known to have published.
+          }
+        }
+        if (!token.empty() && published_by == token) {
+          SetAttemptStatus(attempt_dir, "done", "", disk_);
+        } else {
+          SetAttemptStatus(attempt_dir, "lost", "the shard was finished by another attempt", disk_);
+        }
+      }
+    }
+    ::unlink(path.c_str());
+    disk_.SyncDir(job_.StateDir() + "/locks");
+    return true;
+  });
 }
 
 std::optional<double> ClaimStore::LockAge(const std::string& shard_id, int64_t fs_now_ns) const {
@@ -232,43 +245,31 @@ std::optional<double> ClaimStore::LockAge(const std::string& shard_id, int64_t f
 
 bool ClaimStore::TakeOverStale(const std::string& shard_id, double lease_secs) {
   const std::string path = job_.LockPath(shard_id);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool moved = false;
-  {
-    FlockGuard guard(fd, /*blocking=*/false);
-    struct stat by_fd {
-    }, by_path{};
-    if (guard.held() && ::fstat(fd, &by_fd) == 0 && ::stat(path.c_str(), &by_path) == 0 &&
-        by_fd.st_ino == by_path.st_ino && by_fd.st_dev == by_path.st_dev) {
-      // Re-check the age now that the lock is ours to inspect.
-      const double age = static_cast<double>(job_.FilesystemNowNanos() - MtimeNs(by_fd)) / 1e9;
-      if (age > lease_secs) {
-        std::string attempt_rel;
-        try {
-          attempt_rel = json::parse(ReadSmall(fd)).value("attempt_dir", "");
-        } catch (const std::exception&) {
-          // A lock cut short by a crash: nothing to mark.
-        }
-        // The old attempt is marked before the lock disappears, so its owner,
-        // if it is still alive, finds "stale" when it looks.
-        if (!attempt_rel.empty() && attempt_rel.find("..") == std::string::npos) {
-          SetAttemptStatus(job_.dir() + "/" + attempt_rel, "stale",
-                           "lease expired after " + std::to_string(static_cast<int64_t>(age)) +
-                               " s without heartbeat",
-                           disk_);
-        }
-        const std::string target = job_.StateDir() + "/stale_locks/" + shard_id + "." +
-                                   std::to_string(NowNanos() / 1000000000) + "." + RandomHex(8) +
-                                   ".lock";
-        disk_.Rename(path, target);
-        disk_.SyncDir(job_.StateDir() + "/locks");
-        moved = true;
-      }
+  return WithIdleLock(path, [&](int fd, const struct stat& lock) {
+    // Re-check the age now that the lock is ours to inspect.
+    const double age = static_cast<double>(job_.FilesystemNowNanos() - MtimeNs(lock)) / 1e9;
+    if (age <= lease_secs) return false;
+    std::string attempt_rel;
+    try {
+      attempt_rel = json::parse(ReadSmall(fd)).value("attempt_dir", "");
+    } catch (const std::exception&) {
+      // A lock cut short by a crash: nothing to mark.
     }
-  }
-  ::close(fd);
-  return moved;
+    // The old attempt is marked before the lock disappears, so its owner, if
+    // it is still alive, finds "stale" when it looks.
+    if (!attempt_rel.empty() && attempt_rel.find("..") == std::string::npos) {
+      SetAttemptStatus(job_.dir() + "/" + attempt_rel, "stale",
+                       "lease expired after " + std::to_string(static_cast<int64_t>(age)) +
+                           " s without heartbeat",
+                       disk_);
+    }
+    const std::string target = job_.StateDir() + "/stale_locks/" + shard_id + "." +
+                               std::to_string(NowNanos() / 1000000000) + "." + RandomHex(8) +
+                               ".lock";
+    disk_.Rename(path, target);
+    disk_.SyncDir(job_.StateDir() + "/locks");
+    return true;
+  });
 }
 
 template <typename Fn>

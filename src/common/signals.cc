@@ -1,7 +1,10 @@
 #include "djshard/common/signals.h"
 
+#include <chrono>
 #include <csignal>
+#include <thread>
 
+#include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 
 namespace djshard {
@@ -31,6 +34,18 @@ int StopExitCode() {
 void ThrowIfStopRequested() {
   if (StopRequested()) {
     throw Error("interrupted by a signal", "nothing was published", StopExitCode());
+  }
+}
+
+void SleepInterruptibly(double secs, const std::function<bool()>& wake) {
+  const double until = MonotonicSeconds() + secs;
+  double next_wake_check = MonotonicSeconds() + 0.25;
+  while (!StopRequested() && MonotonicSeconds() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (wake && MonotonicSeconds() >= next_wake_check) {
+      if (wake()) return;
+      next_wake_check += 0.25;
+    }
   }
 }
 

@@ -2,12 +2,10 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
@@ -88,13 +86,6 @@ class Coordination {
   std::string dir_;
 };
 
-void Sleep(double secs) {
-  const double until = MonotonicSeconds() + secs;
-  while (!StopRequested() && MonotonicSeconds() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
 }  // namespace
 
 int RunDlc(const DlcOptions& o) {
@@ -161,7 +152,7 @@ int RunDlc(const DlcOptions& o) {
     if (MonotonicSeconds() > deadline) {
       throw Error("timed out waiting for the prepare coordinator", "check its log");
     }
-    Sleep(static_cast<double>(o.poll_interval_secs) / 4);
+    SleepInterruptibly(static_cast<double>(o.poll_interval_secs) / 4);
     prepared = coord.Read("prepare-result.json");
   }
   if (const int code = prepared->value("return_code", kExitFailure); code != 0) {
@@ -213,7 +204,7 @@ int RunDlc(const DlcOptions& o) {
       coord.Abort(kExitFailure, "timed out waiting for shards: " + s.SummaryLine());
       return coord.AbortCode();
     }
-    Sleep(static_cast<double>(o.poll_interval_secs));
+    SleepInterruptibly(static_cast<double>(o.poll_interval_secs));
   }
 
   // 4. Finalize: one coordinator verifies and merges; the others wait.
@@ -250,7 +241,7 @@ int RunDlc(const DlcOptions& o) {
   while (!fin) {
     if (StopRequested()) return StopExitCode();
     if (const int abort = coord.AbortCode(); abort != 0) return abort;
-    Sleep(static_cast<double>(o.poll_interval_secs) / 4);
+    SleepInterruptibly(static_cast<double>(o.poll_interval_secs) / 4);
     fin = coord.Read("finalize-result.json");
   }
   const int fcode = fin->value("return_code", kExitFailure);

@@ -17,13 +17,16 @@ class WhitespaceNormalizationMapper : public Mapper {
   void Map(Sample& sample) const override {
     const std::string& text = sample.Text(text_key());
     const std::string_view stripped = text::Strip(text);
-    if (whitespace::FindOdd(stripped) == stripped.size()) {
+    const size_t first = whitespace::FindOdd(stripped);
+    if (first == stripped.size()) {
       if (stripped.size() != text.size()) sample.SetText(text_key(), std::string(stripped));
       return;
     }
-    // The result is never longer than the input.
+    // The result is never longer than the input; the part before the first
+    // odd space is copied as it is.
     std::string out(stripped.size() + whitespace::kSlack, '\0');
-    out.resize(whitespace::Replace(stripped, out.data(), kernel_));
+    std::memcpy(out.data(), stripped.data(), first);
+    out.resize(first + whitespace::Replace(stripped.substr(first), out.data() + first, kernel_));
     sample.SetText(text_key(), std::move(out));
   }
 

@@ -89,14 +89,14 @@ bool IsAlnum(uint32_t cp) { return cp < 128 ? Ascii().alnum[cp] : AlnumSet().Con
 bool IsSpace(uint32_t cp) { return SpaceSet().Contains(cp); }
 bool IsSpecial(uint32_t cp) { return cp < 128 ? Ascii().special[cp] : SpecialSet().Contains(cp); }
 
-size_t CountAlnum(std::string_view s) {
-  const AsciiTables& t = Ascii();
-  const CodePointSet& set = AlnumSet();
+namespace {
+// Code points of `s` in a class: ASCII by `ascii_table`, the rest by `set`.
+size_t CountInClass(std::string_view s, const bool* ascii_table, const CodePointSet& set) {
   size_t n = 0, i = 0;
   while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
-      n += t.alnum[c];
+      n += ascii_table[c];
       ++i;
     } else {
       n += set.Contains(NextCodePoint(s, &i));
@@ -104,22 +104,11 @@ size_t CountAlnum(std::string_view s) {
   }
   return n;
 }
+}  // namespace
 
-size_t CountSpecial(std::string_view s) {
-  const AsciiTables& t = Ascii();
-  const CodePointSet& set = SpecialSet();
-  size_t n = 0, i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      n += t.special[c];
-      ++i;
-    } else {
-      n += set.Contains(NextCodePoint(s, &i));
-    }
-  }
-  return n;
-}
+size_t CountAlnum(std::string_view s) { return CountInClass(s, Ascii().alnum, AlnumSet()); }
+
+size_t CountSpecial(std::string_view s) { return CountInClass(s, Ascii().special, SpecialSet()); }
 
 std::string Lower(std::string_view s) {
   std::string out;

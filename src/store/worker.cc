@@ -67,14 +67,6 @@ class AttemptLog {
   std::ofstream out_;
 };
 
-// Sleeps up to `secs`, waking early on SIGINT/SIGTERM.
-void SleepInterruptibly(double secs) {
-  const double until = MonotonicSeconds() + secs;
-  while (!StopRequested() && MonotonicSeconds() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
 // Sleeps up to `secs` while other workers hold `held`, and wakes early when
 // the lock of one of the first few of them goes away (its shard was finished,
 // failed, handed back or taken over): the next scan may then find work, or
@@ -82,17 +74,13 @@ void SleepInterruptibly(double secs) {
 // watched lock every quarter second keeps the load on a shared filesystem low.
 void WaitForHeldShards(const JobDir& job, const std::vector<std::string>& held, double secs) {
   const size_t watched = std::min<size_t>(held.size(), 8);
-  const double until = MonotonicSeconds() + secs;
-  double next_check = MonotonicSeconds() + 0.25;
-  while (!StopRequested() && MonotonicSeconds() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (MonotonicSeconds() < next_check) continue;
-    next_check += 0.25;
+  SleepInterruptibly(secs, [&] {
     for (size_t i = 0; i < watched; ++i) {
       struct stat st {};
-      if (::stat(job.LockPath(held[i]).c_str(), &st) != 0) return;
+      if (::stat(job.LockPath(held[i]).c_str(), &st) != 0) return true;
     }
-  }
+    return false;
+  });
 }
 
 // Refreshes a claim's lease every `interval` seconds until stopped; sets

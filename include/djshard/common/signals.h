@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 namespace djshard {
 
 // Installs SIGINT/SIGTERM handlers that only record the signal, so that long
@@ -11,5 +13,8 @@ bool StopRequested();
 int StopExitCode();
 // Throws Error("interrupted", code StopExitCode()) when a stop was requested.
 void ThrowIfStopRequested();
+// Sleeps up to `secs`, returning within 50 ms of SIGINT/SIGTERM, or as soon
+// as `wake` (when set, asked every quarter second) returns true.
+void SleepInterruptibly(double secs, const std::function<bool()>& wake = nullptr);
 
 }  // namespace djshard

@@ -129,13 +129,23 @@ void AppendError(std::string* out, const std::string& op, const std::string& mes
   out->push_back('\n');
 }
 
-// `stop_check`, when set, is asked every few records: true stops the batch.
+// Throws when `stop_check` says the run must stop: the signal's error for
+// SIGINT/SIGTERM, else a cancellation (a worker that lost its claim).
+void StopIfAsked(const std::function<bool()>& stop_check) {
+  if (!stop_check()) return;
+  ThrowIfStopRequested();
+  throw Error("the run was cancelled", "its claim was lost");
+}
+
+// `stop_check`, when set, is asked before the batch and every few records:
+// true stops the batch.
 void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
                   const Batch& batch, Scratch& s, BatchResult* r,
                   const std::function<bool()>& stop_check) {
   r->counters.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i)
     r->counters[i].name = plan.operators[i].op->name();
+  if (stop_check) StopIfAsked(stop_check);
   const std::string& file = inputs[batch.file].display_path;
   // Split the batch into lines and parse each one.
   s.lines.clear();
@@ -170,10 +180,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     const double start = MonotonicSeconds();
     for (size_t k = 0; k < n; ++k) {
       if (!s.alive[k]) continue;
-      if (stop_check && (k & 15) == 0 && stop_check()) {
-        ThrowIfStopRequested();
-        throw Error("the run was cancelled", "its claim was lost");
-      }
+      if (stop_check && (k & 15) == 0) StopIfAsked(stop_check);
       ++c.rows_in;
       try {
         if (is_filter) {
@@ -321,10 +328,6 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           // Another thread may read the next batch meanwhile.
           cv.notify_all();
           lock.unlock();
-          if (stop_check()) {
-            ThrowIfStopRequested();
-            throw Error("the run was cancelled", "its claim was lost");
-          }
           ProcessBatch(plan, inputs, batch, scratch, &result, stop_check);
           lock.lock();
           pending.emplace(batch.seq, std::move(result));

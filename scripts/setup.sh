@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libspdlog-dev
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev
   libsimdjson-dev zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev
   libtorch-dev libpcre2-dev libfasttext-dev fasttext
   python3 python3-regex python3-yaml

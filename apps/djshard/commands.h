@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 
 namespace djshard::cli {
 
@@ -17,5 +20,18 @@ void AddRunCommand(CLI::App& app, int* exit_code);
 void AddOpsCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddDlcCommand(CLI::App& app, int* exit_code);
+
+// A duration option: any positive number of seconds ("0.2", "1.5", "300"),
+// as Data-Juicer takes them; 0, negatives and non-numbers are refused with a
+// message naming the option.
+CLI::Option* AddSecondsOption(CLI::App* cmd, const std::string& names, double* target,
+                              const std::string& help);
+
+// --ray-address, which Data-Juicer's commands take: accepted so that their
+// command lines run unchanged, and ignored, since djshard runs no Ray cluster.
+void AddRayAddressOption(CLI::App* cmd);
+
+// --threads N (at least 1) into `*threads` when given.
+void AddThreadsOption(CLI::App* cmd, std::shared_ptr<std::optional<int>> threads);
 
 }  // namespace djshard::cli

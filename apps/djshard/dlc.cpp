@@ -31,6 +31,7 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<coord::DlcOptions>();
   auto dataset = std::make_shared<std::string>();
   auto run_id = std::make_shared<std::string>();
+  auto threads = std::make_shared<std::optional<int>>();
   CLI::App* cmd = app.add_subcommand(
       "dlc", "Run prepare, workers and merge as the same command on every node of a launcher");
   cmd->add_option("--job-dir", opt->job_dir, "Job directory (shared by all nodes)")->required();
@@ -42,22 +43,35 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
                 "Strict mode: every node must complete shards (needs --nodes)");
   cmd->add_option("--output", opt->output, "Merged JSONL (default <job-dir>/merged.jsonl)");
   cmd->add_option("--run-id", *run_id, "Run id (default: from the launcher's environment)");
-  cmd->add_option("--wait-timeout-secs", opt->wait_timeout_secs,
-                  "Give up waiting for other instances after this long")
+  AddSecondsOption(cmd, "--wait-timeout-secs", &opt->wait_timeout_secs,
+                   "Give up waiting for other instances after this long")
       ->capture_default_str();
-  cmd->add_option("--poll-interval-secs", opt->poll_interval_secs, "Seconds between looks")
+  AddSecondsOption(cmd, "--poll-interval-secs", &opt->poll_interval_secs, "Seconds between looks")
       ->capture_default_str();
-  cmd->add_option("--threads", opt->threads,
-                  "Executor threads, I/O included (default: every core)");
-  cmd->callback([opt, dataset, run_id, exit_code]() {
+  AddThreadsOption(cmd, threads);
+  AddRayAddressOption(cmd);
+  cmd->callback([opt, dataset, run_id, threads, exit_code]() {
     if (opt->config.empty()) opt->config = DefaultConfig();
     if (!dataset->empty()) opt->dataset_path = *dataset;
     if (!run_id->empty()) opt->run_id = *run_id;
+    opt->threads = *threads;
     opt->say = [](const std::string& s) {
       std::printf("%s\n", s.c_str());
       std::fflush(stdout);
     };
-    *exit_code = coord::RunDlc(*opt);
+    opt->error = [](const std::string& s) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "ERROR: %s\n", s.c_str());
+    };
+    opt->worker_say = [](const std::string& s) {
+      std::fprintf(stderr, "%s\n", s.c_str());
+      std::fflush(stderr);
+    };
+    const coord::DlcOutcome out = coord::RunDlc(*opt);
+    if (out.end == coord::DlcEnd::kPassed || out.end == coord::DlcEnd::kStoredResult) {
+      opt->say(out.message);
+    }
+    *exit_code = out.exit_code;
   });
 }
 

@@ -18,18 +18,19 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--job-dir", req->job_dir, "Job directory to create (shared by all nodes)")
       ->required();
   cmd->add_option("--num-shards", req->num_shards, "Number of byte-balanced shards")->required();
-  cmd->add_option("--lease-secs,--lock-timeout-secs", req->policy.lease_secs,
-                  "Seconds without heartbeat after which a claim may be taken over")
+  AddSecondsOption(cmd, "--lease-secs,--lock-timeout-secs", &req->policy.lease_secs,
+                   "Seconds without heartbeat after which a claim may be taken over")
       ->capture_default_str();
-  cmd->add_option("--heartbeat-secs", req->policy.heartbeat_secs,
-                  "Seconds between a worker's lease refreshes")
+  AddSecondsOption(cmd, "--heartbeat-secs", &req->policy.heartbeat_secs,
+                   "Seconds between a worker's lease refreshes")
       ->capture_default_str();
   cmd->add_option("--max-retries", req->policy.max_retries,
                   "Failed attempts allowed after the first before a shard is failed")
       ->capture_default_str();
-  cmd->add_option("--poll-interval-secs", req->policy.poll_interval_secs,
-                  "Seconds a worker sleeps while other nodes hold the remaining shards")
+  AddSecondsOption(cmd, "--poll-interval-secs", &req->policy.poll_interval_secs,
+                   "Seconds a worker sleeps while other nodes hold the remaining shards")
       ->capture_default_str();
+  AddRayAddressOption(cmd);
   cmd->callback([req, dataset, exit_code]() {
     if (!dataset->empty()) req->dataset_path = *dataset;
     const double start = MonotonicSeconds();

@@ -24,7 +24,7 @@ void PrintProgress(const exec::ExecSummary& s) {
 void AddRunCommand(CLI::App& app, int* exit_code) {
   struct Options {
     std::string config, dataset, export_path;
-    int threads = 0;
+    std::shared_ptr<std::optional<int>> threads = std::make_shared<std::optional<int>>();
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -34,14 +34,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "JSONL file or directory (overrides dataset_path)");
   cmd->add_option("--export-path", opt->export_path,
                   "Output JSONL, compressed when it ends in .gz or .zst (overrides export_path)");
-  cmd->add_option("--threads", opt->threads,
-                  "Threads, I/O included (default: the recipe's np, else all cores)");
+  AddThreadsOption(cmd, opt->threads);
   cmd->callback([opt, exit_code]() {
     exec::RunRequest req;
     req.config_path = opt->config;
     if (!opt->dataset.empty()) req.dataset_path = opt->dataset;
     if (!opt->export_path.empty()) req.export_path = opt->export_path;
-    if (opt->threads != 0) req.threads = opt->threads;
+    req.threads = *opt->threads;
     const bool tty = isatty(STDERR_FILENO) != 0;
     if (tty) req.progress = PrintProgress;
     const exec::RunOutcome out = exec::RunRecipe(req);

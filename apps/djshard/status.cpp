@@ -2,18 +2,23 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "commands.h"
 #include "djshard/common/clock.h"
+#include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 
 namespace djshard::cli {
 
 namespace {
+
+// 0 complete, 1 incomplete, 2 any failed (README "Exit codes").
+int StatusExitCode(const store::JobStatus& s) {
+  if (s.counts.failed > 0) return kExitFailure;
+  return s.complete() ? kExitOk : kExitIncomplete;
+}
 
 uint64_t DoneRows(const store::JobStatus& s) {
   uint64_t rows = 0;
@@ -55,12 +60,9 @@ int Watch(const store::JobDir& job, double interval) {
       std::printf("\n");
     }
     std::fflush(stdout);
-    if (s.terminal()) return s.ExitCode();
-    const double until = MonotonicSeconds() + interval;
-    while (MonotonicSeconds() < until) {
-      if (StopRequested()) return StopExitCode();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    if (s.terminal()) return StatusExitCode(s);
+    SleepInterruptibly(interval);
+    if (StopRequested()) return StopExitCode();
   }
 }
 
@@ -82,7 +84,7 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", opt->json, "Machine-readable output");
   cmd->add_flag("--watch", opt->watch,
                 "Refresh counts, owners, heartbeat ages and rows/s until the job is terminal");
-  cmd->add_option("--interval", opt->interval, "Seconds between --watch refreshes")
+  AddSecondsOption(cmd, "--interval", &opt->interval, "Seconds between --watch refreshes")
       ->capture_default_str();
   cmd->callback([opt, exit_code]() {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
@@ -93,7 +95,7 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
     const store::JobStatus status = store::ReadStatus(job);
     const std::string text = opt->json ? status.Json() : status.Text(opt->all);
     std::fwrite(text.data(), 1, text.size(), stdout);
-    *exit_code = status.ExitCode();
+    *exit_code = StatusExitCode(status);
   });
 }
 

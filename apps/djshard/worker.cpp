@@ -10,32 +10,37 @@ namespace djshard::cli {
 void AddWorkerCommand(CLI::App& app, int* exit_code) {
   struct Options {
     store::WorkerOptions w;
-    int64_t lease = 0, heartbeat = 0, retries = -1, poll = 0;
+    double lease = 0, heartbeat = 0, poll = 0;
+    int64_t retries = -1;
+    std::shared_ptr<std::optional<int>> threads = std::make_shared<std::optional<int>>();
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "worker", "Claim shards of a prepared job and process them until the job is done");
   cmd->add_option("--job-dir", opt->w.job_dir, "Job directory (shared by all nodes)")->required();
   cmd->add_option("--max-shards", opt->w.max_shards, "Stop after this many shards (0: no limit)");
-  cmd->add_option("--lease-secs,--lock-timeout-secs", opt->lease,
-                  "Lease before a silent claim may be taken over (default: the job's)");
-  cmd->add_option("--heartbeat-secs", opt->heartbeat, "Seconds between lease refreshes");
-  cmd->add_option("--max-retries", opt->retries, "Failed attempts allowed after the first");
-  cmd->add_option("--poll-interval-secs", opt->poll, "Seconds between looks while others work");
-  cmd->add_option("--threads", opt->w.threads,
-                  "Executor threads, I/O included (default: every core)");
+  AddSecondsOption(cmd, "--lease-secs,--lock-timeout-secs", &opt->lease,
+                   "Lease before a silent claim may be taken over (default: the job's)");
+  AddSecondsOption(cmd, "--heartbeat-secs", &opt->heartbeat, "Seconds between lease refreshes");
+  cmd->add_option("--max-retries", opt->retries, "Failed attempts allowed after the first")
+      ->check(CLI::NonNegativeNumber);
+  AddSecondsOption(cmd, "--poll-interval-secs", &opt->poll,
+                   "Seconds between looks while others work");
+  AddThreadsOption(cmd, opt->threads);
   cmd->add_flag("--allow-version-mismatch", opt->w.allow_version_mismatch,
                 "Run a job prepared by another djshard version or with an edited recipe.yaml");
+  AddRayAddressOption(cmd);
   cmd->callback([opt, exit_code]() {
     if (opt->lease > 0) opt->w.lease_secs = opt->lease;
     if (opt->heartbeat > 0) opt->w.heartbeat_secs = opt->heartbeat;
     if (opt->retries >= 0) opt->w.max_retries = opt->retries;
     if (opt->poll > 0) opt->w.poll_interval_secs = opt->poll;
+    opt->w.threads = *opt->threads;
     opt->w.say = [](const std::string& s) {
       std::fprintf(stderr, "%s\n", s.c_str());
       std::fflush(stderr);
     };
-    *exit_code = store::RunWorker(opt->w);
+    *exit_code = store::WorkerExitCode(store::RunWorker(opt->w));
   });
 }
 

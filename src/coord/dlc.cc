@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -20,7 +19,6 @@
 
 namespace djshard::coord {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::optional<std::string> RunIdFromEnvironment() {
@@ -34,17 +32,32 @@ std::optional<std::string> RunIdFromEnvironment() {
 
 namespace {
 
+// The result of one phase on this instance: an exit code and, when it
+// failed, the error.
+struct PhaseResult {
+  int code = 0;
+  std::string error;
+};
+
+// Runs a phase, turning an Error into its code and message.
+template <typename Fn>
+PhaseResult Capture(Fn&& phase) {
+  try {
+    phase();
+    return {};
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+}
+
 // The coordination directory of one run id: elections, results, abort.
 class Coordination {
  public:
-  Coordination(const std::string& job_dir, const std::string& run_id) {
-    const fs::path job(job_dir);
+  Coordination(const store::JobPaths& job, const std::string& run_id) {
     io::Sha256 h;
     h.Update(run_id);
-    dir_ = (job.parent_path() / ("." + job.filename().string() + ".dlc-coordination") /
-            h.HexDigest().substr(0, 20))
-               .string();
-    fs::create_directories(dir_);
+    dir_ = job.CoordinationDir(h.HexDigest().substr(0, 20));
+    io::RealDisk().MakeDirs(dir_);
   }
 
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
@@ -55,43 +68,220 @@ class Coordination {
     return io::RealDisk().CreateExclusive(Path(lock_name), who.dump() + "\n");
   }
   std::optional<json> Read(const std::string& name) const {
-    std::error_code ec;
-    if (!fs::exists(Path(name), ec)) return std::nullopt;
+    if (!io::RealDisk().Stat(Path(name))) return std::nullopt;
     try {
       return json::parse(io::ReadFile(Path(name)));
     } catch (const std::exception&) {
       return std::nullopt;  // being written: WriteAtomic makes this transient
     }
   }
-  void WriteResult(const std::string& name, const std::string& phase, int code,
-                   const std::string& error, const std::string& message = "") {
-    json r = {{"phase", phase},
-              {"return_code", code},
+  void WriteResult(const std::string& name, const std::string& phase, const PhaseResult& r,
+                   const std::string& message = "") {
+    json j = {{"phase", phase},
+              {"return_code", r.code},
               {"hostname", HostName()},
               {"finished_at", FormatUtcIso8601(NowNanos())},
-              {"error", error.empty() ? json(nullptr) : json(error)}};
-    if (!message.empty()) r["message"] = message;
-    io::RealDisk().WriteAtomic(Path(name), r.dump(2) + "\n");
+              {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
+    if (!message.empty()) j["message"] = message;
+    io::RealDisk().WriteAtomic(Path(name), j.dump(2) + "\n");
   }
   // Publishes the first failure (single writer through abort.lock).
-  void Abort(int code, const std::string& error) {
-    if (Elect("abort.lock")) WriteResult("abort.json", "abort", code, error);
+  void Abort(const PhaseResult& failure) {
+    if (Elect("abort.lock")) WriteResult("abort.json", "abort", failure);
   }
-  int AbortCode() const {
-    const std::optional<json> a = Read("abort.json");
-    return a ? a->value("return_code", kExitFailure) : 0;
-  }
+  std::optional<json> AbortRecord() const { return Read("abort.json"); }
 
  private:
   std::string dir_;
 };
 
+class DlcRun {
+ public:
+  DlcRun(const DlcOptions& o, const std::string& run_id)
+      : o_(o), run_id_(run_id), job_(o.job_dir), coord_(job_, run_id) {}
+
+  DlcOutcome Run() {
+    // A run id that already finished returns its stored result at once.
+    if (const std::optional<json> fin = coord_.Read("finalize-result.json")) {
+      const int code = fin->value("return_code", kExitFailure);
+      return {DlcEnd::kStoredResult, code,
+              fin->value("message",
+                         "stored result of run " + run_id_ + ": exit " + std::to_string(code))};
+    }
+    deadline_ = MonotonicSeconds() + o_.wait_timeout_secs;
+    if (std::optional<DlcOutcome> end = Prepare()) return *end;
+    if (std::optional<DlcOutcome> end = Work()) return *end;
+    if (std::optional<DlcOutcome> end = WaitForShards()) return *end;
+    return Finalize();
+  }
+
+ private:
+  // Phase 1: one prepare coordinator; the others wait for its result.
+  std::optional<DlcOutcome> Prepare() {
+    if (!coord_.Read("prepare-result.json") && coord_.Elect("prepare.lock")) {
+      Say("elected as DLC prepare coordinator (" + HostName() + ")");
+      const PhaseResult r = Capture([&] {
+        store::PrepareRequest req;
+        req.config_path = o_.config;
+        req.dataset_path = o_.dataset_path;
+        req.job_dir = job_.dir();
+        req.num_shards = o_.num_shards;
+        const store::PrepareOutcome out = store::Prepare(req);
+        Say(out.already_prepared ? "Job is already prepared and unchanged: " + job_.dir()
+                                 : "Prepared job " + out.manifest.job_id + ": " +
+                                       std::to_string(out.manifest.total_rows) + " rows, " +
+                                       std::to_string(out.manifest.num_shards) + " shards");
+      });
+      if (r.code != 0) Error(r.error);
+      coord_.WriteResult("prepare-result.json", "prepare", r);
+    }
+    std::optional<json> prepared;
+    if (std::optional<DlcOutcome> end = WaitForResult(
+            "prepare-result.json", "the prepare coordinator", Waiting::kForPrepare, &prepared)) {
+      return end;
+    }
+    if (const int code = prepared->value("return_code", kExitFailure); code != 0) {
+      const json error = prepared->value("error", json(""));
+      const std::string message = "prepare failed on " + prepared->value("hostname", "?") + ": " +
+                                  (error.is_string() ? error.get<std::string>() : "");
+      Error(message);
+      return DlcOutcome{DlcEnd::kPrepareFailed, code, message};
+    }
+    return std::nullopt;
+  }
+
+  // Phase 2: a worker on this instance. The first failure aborts every
+  // instance with its code.
+  std::optional<DlcOutcome> Work() {
+    store::WorkerOptions w;
+    w.job_dir = job_.dir();
+    if (o_.require_all_nodes) w.max_shards = (o_.num_shards + o_.nodes - 1) / o_.nodes;
+    w.threads = o_.threads;
+    w.poll_interval_secs = o_.poll_interval_secs;
+    w.aborted = [&] { return coord_.AbortRecord().has_value(); };
+    w.say = o_.worker_say;
+    store::WorkerOutcome outcome;
+    PhaseResult r = Capture([&] { outcome = store::RunWorker(w); });
+    // A stopped instance hands its shard back; that is no failure of the run.
+    if (StopRequested()) return Stopped();
+    if (r.code != 0) Error(r.error);
+    if (r.code == 0 && outcome.end != store::WorkerEnd::kAborted) {
+      r.code = store::WorkerExitCode(outcome);
+      if (r.code != 0) r.error = "worker on " + HostName() + " exited " + std::to_string(r.code);
+    }
+    if (r.code != 0) coord_.Abort(r);
+    return AbortedIfAny();
+  }
+
+  // Phase 3: waits until every shard is done (other instances may still work).
+  std::optional<DlcOutcome> WaitForShards() {
+    const store::JobDir job = store::JobDir::Open(job_.dir());
+    for (;;) {
+      if (StopRequested()) return Stopped();
+      if (std::optional<DlcOutcome> end = AbortedIfAny()) return end;
+      const store::JobStatus s = store::ReadStatus(job);
+      if (s.counts.failed > 0) {
+        coord_.Abort({kExitFailure, std::to_string(s.counts.failed) + " shard(s) failed"});
+        return AbortedIfAny();
+      }
+      if (s.complete()) return std::nullopt;
+      if (MonotonicSeconds() > deadline_) {
+        coord_.Abort({kExitFailure, "timed out waiting for shards: " + s.SummaryLine()});
+        return AbortedIfAny();
+      }
+      SleepInterruptibly(o_.poll_interval_secs);
+    }
+  }
+
+  // Phase 4: one finalize coordinator verifies and merges; the others wait.
+  DlcOutcome Finalize() {
+    if (coord_.Elect("finalize.lock")) {
+      Say("elected as DLC finalize coordinator (" + HostName() + ")");
+      std::string message;
+      const PhaseResult r = Capture([&] { message = VerifyAndMerge(); });
+      if (r.code != 0) Error(r.error);
+      coord_.WriteResult("finalize-result.json", "finalize", r, message);
+    }
+    std::optional<json> fin;
+    if (std::optional<DlcOutcome> end = WaitForResult(
+            "finalize-result.json", "the finalize coordinator", Waiting::kForFinalize, &fin)) {
+      return *end;
+    }
+    const int code = fin->value("return_code", kExitFailure);
+    if (code != 0) {
+      return {DlcEnd::kFinalizeFailed, code,
+              "finalize failed on " + fin->value("hostname", std::string("?"))};
+    }
+    return {DlcEnd::kPassed, 0, fin->value("message", std::string())};
+  }
+
+  // Checks the node count before anything is merged, then merges (which
+  // verifies every shard output) and re-reads the result. Returns the PASS line.
+  std::string VerifyAndMerge() {
+    const store::JobDir job = store::JobDir::Open(job_.dir());
+    const uint64_t expect_nodes = o_.require_all_nodes ? static_cast<uint64_t>(o_.nodes) : 1;
+    std::set<std::string> owners;
+    for (const store::ShardStatus& sh : store::ReadStatus(job).shards) owners.insert(sh.owner);
+    if (owners.size() < expect_nodes) {
+      throw djshard::Error(job.dir(), 0,
+                           "shards were completed by " + std::to_string(owners.size()) +
+                               " distinct node(s), expected " + std::to_string(expect_nodes),
+                           "some instances did not take part; check their logs");
+    }
+    store::MergeRequest merge;
+    merge.output = o_.output;
+    merge.overwrite = true;
+    const store::MergeOutcome merged = store::Merge(job, merge);
+    store::CheckMergedOutput(merged);
+    return store::PassLine(merged);
+  }
+
+  // The one wait loop: polls for a coordinator's result file until it
+  // appears (into *result) or a stop. While prepare runs, nothing can abort
+  // and the deadline applies; while finalize runs, an abort ends the wait and
+  // the deadline does not (a long merge is no reason to give up).
+  enum class Waiting { kForPrepare, kForFinalize };
+  std::optional<DlcOutcome> WaitForResult(const std::string& name, const std::string& who,
+                                          Waiting waiting, std::optional<json>* result) {
+    for (*result = coord_.Read(name); !*result; *result = coord_.Read(name)) {
+      if (StopRequested()) return Stopped();
+      if (waiting == Waiting::kForFinalize) {
+        if (std::optional<DlcOutcome> end = AbortedIfAny()) return end;
+      } else if (MonotonicSeconds() > deadline_) {
+        throw djshard::Error("timed out waiting for " + who, "check its log");
+      }
+      SleepInterruptibly(o_.poll_interval_secs / 4);
+    }
+    return std::nullopt;
+  }
+
+  std::optional<DlcOutcome> AbortedIfAny() const {
+    const std::optional<json> a = coord_.AbortRecord();
+    if (!a) return std::nullopt;
+    const json error = a->value("error", json(nullptr));
+    return DlcOutcome{DlcEnd::kAborted, a->value("return_code", kExitFailure),
+                      error.is_string() ? error.get<std::string>() : "aborted"};
+  }
+
+  static DlcOutcome Stopped() { return {DlcEnd::kStopped, StopExitCode(), "stopped by a signal"}; }
+
+  void Say(const std::string& s) const {
+    if (o_.say) o_.say(s);
+  }
+  void Error(const std::string& s) const {
+    if (o_.error) o_.error(s);
+  }
+
+  const DlcOptions& o_;
+  const std::string run_id_;
+  const store::JobPaths job_;
+  Coordination coord_;
+  double deadline_ = 0;
+};
+
 }  // namespace
 
-int RunDlc(const DlcOptions& o) {
-  const auto say = [&](const std::string& s) {
-    if (o.say) o.say(s);
-  };
+DlcOutcome RunDlc(const DlcOptions& o) {
   std::optional<std::string> run_id = o.run_id;
   if (!run_id) run_id = RunIdFromEnvironment();
   if (!run_id || run_id->empty()) {
@@ -100,153 +290,16 @@ int RunDlc(const DlcOptions& o) {
                 "DJSHARD_RUN_ID, SLURM_JOB_ID, OMPI_MCA_ess_base_jobid or TORCHELASTIC_RUN_ID");
   }
   if (o.num_shards <= 0) throw Error("--num-shards must be greater than 0");
-  int64_t cap = 0;
   if (o.require_all_nodes) {
     if (o.nodes <= 0) throw Error("--require-all-nodes needs --nodes", "say how many nodes run");
-    cap = (o.num_shards + o.nodes - 1) / o.nodes;
+    const int64_t cap = (o.num_shards + o.nodes - 1) / o.nodes;
     if (o.num_shards < o.nodes || (o.nodes - 1) * cap >= o.num_shards) {
       throw Error("strict mode cannot give every one of " + std::to_string(o.nodes) +
                       " nodes a shard with --num-shards " + std::to_string(o.num_shards),
                   "use at least as many shards as nodes, e.g. a multiple of --nodes");
     }
   }
-  const std::string job_dir = fs::absolute(o.job_dir).lexically_normal().string();
-  Coordination coord(job_dir, *run_id);
-
-  // A run id that already finished returns its stored result at once.
-  if (const std::optional<json> fin = coord.Read("finalize-result.json")) {
-    const int code = fin->value("return_code", kExitFailure);
-    say(fin->value("message",
-                   "stored result of run " + *run_id + ": exit " + std::to_string(code)));
-    return code;
-  }
-  const double deadline = MonotonicSeconds() + static_cast<double>(o.wait_timeout_secs);
-
-  // 1. Prepare: one coordinator, the others wait for its result.
-  std::optional<json> prepared = coord.Read("prepare-result.json");
-  if (!prepared && coord.Elect("prepare.lock")) {
-    say("elected as DLC prepare coordinator (" + HostName() + ")");
-    int code = 0;
-    std::string error;
-    try {
-      store::PrepareRequest req;
-      req.config_path = o.config;
-      req.dataset_path = o.dataset_path;
-      req.job_dir = job_dir;
-      req.num_shards = o.num_shards;
-      const store::PrepareOutcome out = store::Prepare(req);
-      say(out.already_prepared ? "Job is already prepared and unchanged: " + job_dir
-                               : "Prepared job " + out.manifest.job_id + ": " +
-                                     std::to_string(out.manifest.total_rows) + " rows, " +
-                                     std::to_string(out.manifest.num_shards) + " shards");
-    } catch (const Error& e) {
-      code = e.code();
-      error = e.what();
-      std::fprintf(stderr, "ERROR: %s\n", e.what());
-    }
-    coord.WriteResult("prepare-result.json", "prepare", code, error);
-    prepared = coord.Read("prepare-result.json");
-  }
-  while (!prepared) {
-    if (StopRequested()) return StopExitCode();
-    if (MonotonicSeconds() > deadline) {
-      throw Error("timed out waiting for the prepare coordinator", "check its log");
-    }
-    SleepInterruptibly(static_cast<double>(o.poll_interval_secs) / 4);
-    prepared = coord.Read("prepare-result.json");
-  }
-  if (const int code = prepared->value("return_code", kExitFailure); code != 0) {
-    std::fprintf(stderr, "ERROR: prepare failed on %s: %s\n",
-                 prepared->value("hostname", "?").c_str(),
-                 prepared->value("error", json("")).is_string()
-                     ? prepared->value("error", std::string()).c_str()
-                     : "");
-    return code;
-  }
-
-  // 2. Workers. The first failure aborts every instance with its code.
-  store::WorkerOptions w;
-  w.job_dir = job_dir;
-  w.max_shards = cap;
-  w.threads = o.threads;
-  w.poll_interval_secs = o.poll_interval_secs;
-  w.abort_code = [&] { return coord.AbortCode(); };
-  w.say = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
-  int code = 0;
-  std::string error;
-  try {
-    code = store::RunWorker(w);
-  } catch (const Error& e) {
-    code = e.code();
-    error = e.what();
-    std::fprintf(stderr, "ERROR: %s\n", e.what());
-  }
-  if (code == kExitInterrupted || code == kExitTerminated) return code;
-  if (const int abort = coord.AbortCode(); abort != 0) return abort;
-  if (code != 0) {
-    coord.Abort(code, error.empty() ? "worker on " + HostName() + " exited " + std::to_string(code)
-                                    : error);
-    return coord.AbortCode();
-  }
-
-  // 3. Wait until every shard is done.
-  const store::JobDir job = store::JobDir::Open(job_dir);
-  for (;;) {
-    if (StopRequested()) return StopExitCode();
-    if (const int abort = coord.AbortCode(); abort != 0) return abort;
-    const store::JobStatus s = store::ReadStatus(job);
-    if (s.counts.failed > 0) {
-      coord.Abort(kExitFailure, std::to_string(s.counts.failed) + " shard(s) failed");
-      return coord.AbortCode();
-    }
-    if (s.complete()) break;
-    if (MonotonicSeconds() > deadline) {
-      coord.Abort(kExitFailure, "timed out waiting for shards: " + s.SummaryLine());
-      return coord.AbortCode();
-    }
-    SleepInterruptibly(static_cast<double>(o.poll_interval_secs));
-  }
-
-  // 4. Finalize: one coordinator verifies and merges; the others wait.
-  if (coord.Elect("finalize.lock")) {
-    say("elected as DLC finalize coordinator (" + HostName() + ")");
-    int fcode = 0;
-    std::string ferror, message;
-    try {
-      const uint64_t expect_nodes = o.require_all_nodes ? static_cast<uint64_t>(o.nodes) : 1;
-      // The node count is checked before anything is merged.
-      std::set<std::string> owners;
-      for (const store::ShardStatus& sh : store::ReadStatus(job).shards) owners.insert(sh.owner);
-      if (owners.size() < expect_nodes) {
-        throw Error(job_dir, 0,
-                    "shards were completed by " + std::to_string(owners.size()) +
-                        " distinct node(s), expected " + std::to_string(expect_nodes),
-                    "some instances did not take part; check their logs");
-      }
-      store::MergeRequest merge;
-      merge.output = o.output;
-      merge.overwrite = true;
-      // Merge verifies every shard output; what is left is re-reading the result.
-      const store::MergeOutcome merged = store::Merge(job, merge);
-      store::CheckMergedOutput(merged);
-      message = store::PassLine(merged);
-    } catch (const Error& e) {
-      fcode = e.code();
-      ferror = e.what();
-      std::fprintf(stderr, "ERROR: %s\n", e.what());
-    }
-    coord.WriteResult("finalize-result.json", "finalize", fcode, ferror, message);
-  }
-  std::optional<json> fin = coord.Read("finalize-result.json");
-  while (!fin) {
-    if (StopRequested()) return StopExitCode();
-    if (const int abort = coord.AbortCode(); abort != 0) return abort;
-    SleepInterruptibly(static_cast<double>(o.poll_interval_secs) / 4);
-    fin = coord.Read("finalize-result.json");
-  }
-  const int fcode = fin->value("return_code", kExitFailure);
-  if (fcode == 0) say(fin->value("message", std::string()));
-  return fcode;
+  return DlcRun(o, *run_id).Run();
 }
 
 }  // namespace djshard::coord

@@ -366,14 +366,16 @@ std::string SummaryJson(const ExecSummary& s, int threads) {
   j["seconds"] = s.seconds;
   j["threads"] = threads;
   j["operators"] = nlohmann::json::array();
-  for (const OperatorCounters& c : s.operators) {
-    j["operators"].push_back({{"name", c.name},
-                              {"rows_in", c.rows_in},
-                              {"rows_out", c.rows_out},
-                              {"errors", c.errors},
-                              {"seconds", c.seconds}});
-  }
+  for (const OperatorCounters& c : s.operators) j["operators"].push_back(OperatorCountersJson(c));
   return j.dump(2) + "\n";
+}
+
+nlohmann::json OperatorCountersJson(const OperatorCounters& c) {
+  return {{"name", c.name},
+          {"rows_in", c.rows_in},
+          {"rows_out", c.rows_out},
+          {"errors", c.errors},
+          {"seconds", c.seconds}};
 }
 
 }  // namespace djshard::exec

@@ -1,13 +1,15 @@
 #include "djshard/exec/plan.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "djshard/common/error.h"
 #include "djshard/exec/shard_safety.h"
 
 namespace djshard::exec {
 
-Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry) {
+Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
+                 bool skip_unimplemented) {
   // The same operator rules as for sharded jobs: only Mappers and Filters.
   CheckShardSafety(recipe, registry);
   Plan plan;
@@ -17,6 +19,7 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry) {
   for (const recipe::OperatorSpec& spec : recipe.process) {
     const ops::OperatorInfo* info = registry.Find(spec.name);
     if (!info->implemented) {
+      if (skip_unimplemented) continue;
       throw Error(recipe.path, spec.line,
                   "operator '" + spec.name + "' is not implemented by this djshard build",
                   "'djshard ops' lists the operators djshard runs");
@@ -39,6 +42,27 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry) {
   }
   plan.batch_rows = batch_size > 0 ? batch_size : 1000;  // Data-Juicer's default batch size
   return plan;
+}
+
+int ThreadCount(std::optional<int> requested, const recipe::Recipe& recipe, const Plan& plan) {
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string source = "every core";
+  if (plan.num_proc > 0) {
+    threads = plan.num_proc;
+    source = "num_proc";
+  }
+  if (recipe.np) {
+    threads = static_cast<int>(*recipe.np);
+    source = "np";
+  }
+  if (requested) {
+    threads = *requested;
+    source = "--threads";
+  }
+  if (threads < 1) {
+    throw Error(source + " must be at least 1", "got " + std::to_string(threads));
+  }
+  return threads;
 }
 
 }  // namespace djshard::exec

@@ -1,29 +1,25 @@
 #include "djshard/io/disk.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
 
+#include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/io/fd.h"
 
 namespace djshard::io {
 
 namespace {
 
-void WriteAll(int fd, std::string_view content, const std::string& path) {
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ThrowSystemError(path, "cannot write");
-    }
-    done += static_cast<size_t>(n);
-  }
+FileStat ToFileStat(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size), MtimeNanos(st), S_ISDIR(st.st_mode)};
 }
 
 // Writes (and with `sync`, fsyncs) a new file at `path`, which must not exist.
@@ -31,7 +27,7 @@ void WriteNewFile(const std::string& path, std::string_view content, bool sync =
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) ThrowSystemError(path, "cannot create");
   try {
-    WriteAll(fd, content, path);
+    WriteFully(fd, content, path);
     if (sync && ::fsync(fd) != 0) ThrowSystemError(path, "cannot fsync");
   } catch (...) {
     ::close(fd);
@@ -67,7 +63,7 @@ bool Disk::CreateExclusive(const std::string& path, std::string_view content, bo
     ThrowSystemError(path, "cannot create");
   }
   try {
-    WriteAll(fd, content, path);
+    WriteFully(fd, content, path);
     if (durable && ::fsync(fd) != 0) ThrowSystemError(path, "cannot fsync");
   } catch (...) {
     ::close(fd);
@@ -123,27 +119,67 @@ void Disk::SyncDir(const std::string& dir) {
   ::close(fd);
 }
 
+std::string Disk::Read(const std::string& path) { return ReadFile(path); }
+
+std::optional<FileStat> Disk::Stat(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
+    ThrowSystemError(path, "cannot stat");
+  }
+  return ToFileStat(st);
+}
+
+FileStat Disk::StatFd(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) ThrowSystemError(path, "cannot stat");
+  return ToFileStat(st);
+}
+
+bool Disk::Unlink(const std::string& path) {
+  if (::unlink(path.c_str()) == 0) return true;
+  if (errno == ENOENT) return false;
+  ThrowSystemError(path, "cannot remove");
+}
+
+void Disk::MakeDirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw Error(path, 0, "cannot create directory: " + ec.message());
+}
+
+int Disk::OpenExisting(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 && errno != ENOENT) ThrowSystemError(path, "cannot open");
+  return fd;
+}
+
+bool Disk::Flock(int fd, bool blocking) {
+  for (;;) {
+    if (::flock(fd, LOCK_EX | (blocking ? 0 : LOCK_NB)) == 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
+void Disk::Unflock(int fd) { ::flock(fd, LOCK_UN); }
+
+void Disk::Rewrite(int fd, std::string_view content, const std::string& path) {
+  if (::pwrite(fd, content.data(), content.size(), 0) != static_cast<ssize_t>(content.size()) ||
+      ::fsync(fd) != 0) {
+    ThrowSystemError(path, "cannot rewrite");
+  }
+}
+
 Disk& RealDisk() {
   static Disk disk;
   return disk;
 }
 
 std::string ReadFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ThrowSystemError(path, "cannot open");
+  const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) ThrowSystemError(path, "cannot open");
   std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      ThrowSystemError(path, "cannot read");
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  ReadChunks(fd.get(), path, 65536, [&](std::string_view chunk) { out.append(chunk); });
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/disk.h"
+#include "djshard/io/fd.h"
 #include "djshard/io/sha256.h"
 
 namespace djshard::io {
@@ -18,8 +19,8 @@ namespace {
 constexpr size_t kBufferSize = 1 << 20;
 }
 
-AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite)
-    : path_(std::move(path)), overwrite_(overwrite) {
+AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite, Disk& disk)
+    : path_(std::move(path)), overwrite_(overwrite), disk_(disk) {
   temp_path_ = path_ + ".tmp." + RandomHex(16);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) ThrowSystemError(temp_path_, "cannot create");
@@ -42,15 +43,7 @@ void AtomicFileWriter::Append(std::string_view bytes) {
 }
 
 void AtomicFileWriter::WriteAll(std::string_view bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ThrowSystemError(temp_path_, "cannot write");
-    }
-    done += static_cast<size_t>(n);
-  }
+  WriteFully(fd_, bytes, temp_path_);
   file_offset_ += bytes.size();
 #ifdef __linux__
   // Start writeback of what is written so far, so that the fsync in Commit()
@@ -75,9 +68,7 @@ void AtomicFileWriter::Commit(bool durable) {
   ::close(fd_);
   fd_ = -1;
   if (overwrite_) {
-    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-      ThrowSystemError(path_, "cannot rename into place");
-    }
+    disk_.Rename(temp_path_, path_);
   } else {
     // link() fails with EEXIST instead of replacing a file that appeared meanwhile.
     if (::link(temp_path_.c_str(), path_.c_str()) != 0) {
@@ -91,7 +82,7 @@ void AtomicFileWriter::Commit(bool durable) {
   committed_ = true;
   if (!durable) return;
   std::string parent = std::filesystem::path(path_).parent_path().string();
-  RealDisk().SyncDir(parent.empty() ? "." : parent);
+  disk_.SyncDir(parent.empty() ? "." : parent);
 }
 
 }  // namespace djshard::io
@@ -114,7 +105,8 @@ struct OutputStream::Codec {
   }
 };
 
-OutputStream::OutputStream(std::string path, bool overwrite) : file_(path, overwrite) {
+OutputStream::OutputStream(std::string path, bool overwrite, Disk& disk)
+    : file_(path, overwrite, disk) {
   if (EndsWithIgnoreCase(path, ".gz")) {
     codec_ = std::make_unique<Codec>();
     codec_->kind = Codec::kGzip;

@@ -8,6 +8,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/io/fd.h"
 
 namespace djshard::io {
 
@@ -36,22 +37,11 @@ std::string Sha256::HexDigest() {
 }
 
 std::string Sha256OfFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ThrowSystemError(path, "cannot open");
-  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  std::vector<char> buf(4 << 20);
+  const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) ThrowSystemError(path, "cannot open");
+  posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 hash;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      ThrowSystemError(path, "cannot read");
-    }
-    if (n == 0) break;
-    hash.Update(buf.data(), static_cast<size_t>(n));
-  }
-  ::close(fd);
+  ReadChunks(fd.get(), path, 4 << 20, [&](std::string_view chunk) { hash.Update(chunk); });
   return hash.HexDigest();
 }
 

@@ -58,7 +58,8 @@ Registry::Registry() {
     sleep.implemented = true;
     sleep.factory = MakeTestSleepMapper;
     sleep.summary = "Test only: sleeps `seconds` per record";
-    sleep.args = {{"seconds", "1.0", "seconds to sleep per record"}};
+    sleep.args = {{"seconds", "1.0", "seconds to sleep per record"},
+                  {"fail_while_exists", "''", "fails every record while this file exists"}};
     operators_.insert(
         std::lower_bound(operators_.begin(), operators_.end(), sleep.name,
                          [](const OperatorInfo& op, const std::string& n) { return op.name < n; }),

@@ -1,6 +1,9 @@
 // Operators for black-box tests of the job protocol (slow shards). They are
 // registered only when DJSHARD_ENABLE_TEST_OPERATORS=1.
+#include <unistd.h>
+
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include "djshard/common/signals.h"
@@ -13,10 +16,16 @@ namespace {
 class TestSleepMapper : public Mapper {
  public:
   TestSleepMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {"seconds"}) {
+      : Mapper(spec, key, {"seconds", "fail_while_exists"}) {
     seconds_ = args().GetDouble("seconds", 1.0);
+    fail_while_exists_ = args().GetString("fail_while_exists", "");
   }
   void Map(Sample&) const override {
+    // A failure that goes away when a test removes the file: a shard that
+    // fails deterministically until its cause is fixed.
+    if (!fail_while_exists_.empty() && ::access(fail_while_exists_.c_str(), F_OK) == 0) {
+      throw std::runtime_error("failing while " + fail_while_exists_ + " exists");
+    }
     // Sleeps in slices, so that SIGINT/SIGTERM stop a slow record quickly.
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds_);
     while (std::chrono::steady_clock::now() < until && !StopRequested()) {
@@ -26,6 +35,7 @@ class TestSleepMapper : public Mapper {
 
  private:
   double seconds_;
+  std::string fail_while_exists_;
 };
 
 }  // namespace

@@ -1,21 +1,90 @@
 #include "djshard/store/job.h"
 
+#include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "djshard/io/disk.h"
+#include "djshard/store/records.h"
 
 namespace djshard::store {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+
+std::string NormalizeJobDir(const std::string& dir) {
+  if (dir.empty()) throw Error("empty --job-dir", "name the job directory");
+  std::string out = fs::absolute(dir).lexically_normal().string();
+  // lexically_normal keeps the slash of "x/" and "x/."; a job is named by its directory.
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+JobPaths::JobPaths(const std::string& dir) : dir_(NormalizeJobDir(dir)) {}
+
+std::string JobPaths::ShardRelPath(const std::string& shard_id) {
+  return "shards/" + shard_id + ".jsonl";
+}
+
+std::vector<std::string> JobPaths::SkeletonDirs() const {
+  return {dir_,      ShardsDir(), dir_ + "/attempts", StateDir(), LocksDir(), StaleLocksDir(),
+          DoneDir(), FailedDir(), HistoryDir()};
+}
+
+std::string JobPaths::LockPath(const std::string& id) const {
+  return LocksDir() + "/" + id + ".lock";
+}
+std::string JobPaths::DonePath(const std::string& id) const {
+  return DoneDir() + "/" + id + ".json";
+}
+std::string JobPaths::FailedPath(const std::string& id) const {
+  return FailedDir() + "/" + id + ".json";
+}
+std::string JobPaths::StaleLockPath(const std::string& id, const std::string& suffix) const {
+  return StaleLocksDir() + "/" + id + "." + suffix + ".lock";
+}
+std::string JobPaths::HistoryAttemptsPath(const std::string& id, const std::string& suffix) const {
+  return HistoryDir() + "/attempts/" + id + "." + suffix;
+}
+std::string JobPaths::HistoryFailedPath(const std::string& id, const std::string& suffix) const {
+  return HistoryDir() + "/failed/" + id + "." + suffix + ".json";
+}
+std::string JobPaths::ClockProbePath(const std::string& unique) const {
+  return StateDir() + "/.clock-probe." + unique;
+}
+std::string JobPaths::AttemptsDir(const std::string& id) const { return dir_ + "/attempts/" + id; }
+std::string JobPaths::AttemptRelDir(const std::string& id, int64_t number,
+                                    const std::string& token) {
+  return "attempts/" + id + "/" + ZeroPad(number, 4) + "-" + token;
+}
+std::string JobPaths::AttemptRecordPath(const std::string& attempt_dir) {
+  return attempt_dir + "/attempt.json";
+}
+std::string JobPaths::AttemptLogPath(const std::string& attempt_dir) {
+  return attempt_dir + "/process.log";
+}
+std::string JobPaths::AttemptOutputPath(const std::string& attempt_dir) {
+  return attempt_dir + "/processed.jsonl";
+}
+std::string JobPaths::AttemptErrorsPath(const std::string& attempt_dir) {
+  return attempt_dir + "/errors.jsonl";
+}
+std::string JobPaths::BesideJob(const std::string& suffix) const {
+  const fs::path job(dir_);
+  std::string name = ".";
+  name += job.filename().string();
+  name += suffix;
+  return (job.parent_path() / name).string();
+}
+std::string JobPaths::StagingPath(const std::string& unique) const {
+  return BesideJob(".preparing." + unique);
+}
+std::string JobPaths::CoordinationDir(const std::string& key) const {
+  return BesideJob(".dlc-coordination") + "/" + key;
+}
 
 const char* ShardStateName(ShardState state) {
   switch (state) {
@@ -33,27 +102,6 @@ const char* ShardStateName(ShardState state) {
   return "unknown";
 }
 
-DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path) {
-  DoneRecord r;
-  try {
-    const json j = json::parse(text);
-    r.shard_id = j.at("shard_id").get<std::string>();
-    r.hostname = j.value("hostname", "");
-    r.pid = j.value("pid", int64_t{0});
-    r.token = j.value("token", "");
-    r.attempt_number = j.value("attempt_number", int64_t{0});
-    r.output_path = j.at("output_path").get<std::string>();
-    r.rows = j.at("rows").get<uint64_t>();
-    r.size_bytes = j.at("size_bytes").get<uint64_t>();
-    r.sha256 = j.at("sha256").get<std::string>();
-    r.completed_at = j.value("completed_at", "");
-  } catch (const json::exception& e) {
-    throw Error(path, 0, std::string("done record is not valid: ") + e.what(),
-                "retry the shard to produce a new one");
-  }
-  return r;
-}
-
 void CheckShardIdIsName(const std::string& shard_id) {
   if (shard_id.empty() || shard_id.find('/') != std::string::npos ||
       shard_id.find("..") != std::string::npos) {
@@ -62,30 +110,17 @@ void CheckShardIdIsName(const std::string& shard_id) {
   }
 }
 
-JobDir JobDir::Open(const std::string& dir) {
-  JobDir job;
-  job.dir_ = fs::absolute(dir).lexically_normal().string();
-  while (job.dir_.size() > 1 && job.dir_.back() == '/') job.dir_.pop_back();
-  const std::string manifest_path = job.dir_ + "/manifest.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(manifest_path, ec)) {
+JobDir JobDir::Open(const std::string& dir, io::Disk& disk) {
+  JobDir job(dir, disk);
+  const std::string manifest_path = job.ManifestPath();
+  const std::optional<io::FileStat> st = disk.Stat(manifest_path);
+  if (!st || st->is_directory) {
     throw Error(dir, 0, "not a prepared job directory (no manifest.json)",
                 "run 'djshard prepare' first, or check --job-dir");
   }
-  job.manifest_ = Manifest::FromJson(io::ReadFile(manifest_path), manifest_path);
+  job.manifest_ = Manifest::FromJson(disk.Read(manifest_path), manifest_path);
   return job;
 }
-
-std::string JobDir::LockPath(const std::string& id) const {
-  return dir_ + "/state/locks/" + id + ".lock";
-}
-std::string JobDir::DonePath(const std::string& id) const {
-  return dir_ + "/state/done/" + id + ".json";
-}
-std::string JobDir::FailedPath(const std::string& id) const {
-  return dir_ + "/state/failed/" + id + ".json";
-}
-std::string JobDir::AttemptsDir(const std::string& id) const { return dir_ + "/attempts/" + id; }
 
 const ShardEntry* JobDir::FindShard(const std::string& shard_id) const {
   for (const ShardEntry& s : manifest_.shards) {
@@ -95,8 +130,8 @@ const ShardEntry* JobDir::FindShard(const std::string& shard_id) const {
 }
 
 int64_t JobDir::FilesystemNowNanos() const {
-  const std::string probe = StateDir() + "/.clock-probe." + HostName() + "." +
-                            std::to_string(::getpid()) + "." + RandomHex(8);
+  const std::string probe =
+      ClockProbePath(HostName() + "." + std::to_string(::getpid()) + "." + RandomHex(8));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return NowNanos();
   struct stat st {};
@@ -104,58 +139,92 @@ int64_t JobDir::FilesystemNowNanos() const {
   ::close(fd);
   ::unlink(probe.c_str());
   if (rc != 0) return NowNanos();
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return MtimeNanos(st);
+}
+
+namespace {
+
+// Names in a directory that end in `suffix`, without it, and without
+// stat-ing each entry (one getdents pass).
+std::set<std::string> ListNames(const std::string& dir, const std::string& suffix) {
+  std::set<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      names.insert(name.substr(0, name.size() - suffix.size()));
+    }
+  }
+  ::closedir(d);
+  return names;
+}
+
+}  // namespace
+
+ShardScan JobDir::Scan() const {
+  ShardScan scan;
+  scan.done = ListNames(DoneDir(), ".json");
+  scan.failed = ListNames(FailedDir(), ".json");
+  scan.locked = ListNames(LocksDir(), ".lock");
+  return scan;
 }
 
 std::vector<ShardStatus> JobDir::Statuses() const {
+  const ShardScan scan = Scan();
   std::vector<ShardStatus> out;
   std::optional<int64_t> fs_now;
-  const double lease = static_cast<double>(manifest_.policy.lease_secs);
+  const double lease = manifest_.policy.lease_secs;
   for (const ShardEntry& shard : manifest_.shards) {
     ShardStatus s;
     s.shard = &shard;
-    std::error_code ec;
-    if (fs::exists(DonePath(shard.id), ec)) {
+    if (scan.done.count(shard.id)) {
       s.state = ShardState::kDone;
       try {
         const DoneRecord done =
-            DoneRecord::FromJson(io::ReadFile(DonePath(shard.id)), DonePath(shard.id));
+            DoneRecord::FromJson(disk_->Read(DonePath(shard.id)), DonePath(shard.id));
         s.owner = done.hostname;
         s.pid = done.pid;
       } catch (const Error& e) {
         s.error = e.message();
       }
-    } else if (fs::exists(FailedPath(shard.id), ec)) {
+    } else if (scan.failed.count(shard.id)) {
       s.state = ShardState::kFailed;
       try {
-        const json j = json::parse(io::ReadFile(FailedPath(shard.id)));
-        s.error = j.value("last_error", "");
-      } catch (const std::exception& e) {
-        s.error = std::string("unreadable failed record: ") + e.what();
+        s.error = FailedRecord::FromJson(disk_->Read(FailedPath(shard.id)), FailedPath(shard.id))
+                      .last_error;
+      } catch (const Error& e) {
+        s.error = "unreadable failed record: " + e.message();
       }
     }
-    const std::string lock_path = LockPath(shard.id);
-    struct stat st {};
-    if (::stat(lock_path.c_str(), &st) == 0) {
-      if (!fs_now) fs_now = FilesystemNowNanos();
-      LockInfo lock;
-      const int64_t mtime =
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-      lock.age_secs = static_cast<double>(*fs_now - mtime) / 1e9;
+    if (scan.locked.count(shard.id)) {
+      const std::string lock_path = LockPath(shard.id);
+      std::optional<io::FileStat> st;
       try {
-        const json j = json::parse(io::ReadFile(lock_path));
-        lock.hostname = j.value("hostname", "");
-        lock.pid = j.value("pid", int64_t{0});
-        lock.token = j.value("token", "");
-      } catch (const std::exception&) {
-        // A lock being written right now; its age still tells whether it is live.
+        st = disk_->Stat(lock_path);
+      } catch (const Error&) {
+        // Unreadable right now: report the shard by its records alone.
       }
-      if (s.state == ShardState::kPending) {
-        s.state = lock.age_secs > lease ? ShardState::kStale : ShardState::kRunning;
-        s.owner = lock.hostname;
-        s.pid = lock.pid;
+      if (st) {
+        if (!fs_now) fs_now = FilesystemNowNanos();
+        LockInfo lock;
+        lock.age_secs = static_cast<double>(*fs_now - st->mtime_ns) / 1e9;
+        try {
+          const LockRecord r = LockRecord::FromJson(disk_->Read(lock_path), lock_path);
+          lock.hostname = r.hostname;
+          lock.pid = r.pid;
+          lock.token = r.token;
+        } catch (const Error&) {
+          // A lock being written right now; its age still tells whether it is live.
+        }
+        if (s.state == ShardState::kPending) {
+          s.state = lock.age_secs > lease ? ShardState::kStale : ShardState::kRunning;
+          s.owner = lock.hostname;
+          s.pid = lock.pid;
+        }
+        s.lock = lock;
       }
-      s.lock = lock;
     }
     out.push_back(std::move(s));
   }

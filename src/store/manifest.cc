@@ -45,6 +45,14 @@ std::vector<uint64_t> CutShards(const std::vector<uint64_t>& row_bytes, uint64_t
   return rows;
 }
 
+namespace {
+// Whole seconds stay integers in the manifest, as older djshard versions wrote them.
+json SecondsJson(double secs) {
+  if (secs == static_cast<double>(static_cast<int64_t>(secs))) return static_cast<int64_t>(secs);
+  return secs;
+}
+}  // namespace
+
 std::string Manifest::ToJson() const {
   json j;
   j["schema_version"] = schema_version;
@@ -81,10 +89,10 @@ std::string Manifest::ToJson() const {
                  {"sha256", recipe_sha256}};
   j["engine"] = {
       {"name", engine_name}, {"version", engine_version}, {"git_commit", engine_git_commit}};
-  j["policy"] = {{"lease_secs", policy.lease_secs},
-                 {"heartbeat_secs", policy.heartbeat_secs},
+  j["policy"] = {{"lease_secs", SecondsJson(policy.lease_secs)},
+                 {"heartbeat_secs", SecondsJson(policy.heartbeat_secs)},
                  {"max_retries", policy.max_retries},
-                 {"poll_interval_secs", policy.poll_interval_secs}};
+                 {"poll_interval_secs", SecondsJson(policy.poll_interval_secs)}};
   j["warnings"] = warnings;
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -131,10 +139,10 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     m.engine_version = e.at("version").get<std::string>();
     m.engine_git_commit = e.at("git_commit").get<std::string>();
     const json& p = j.at("policy");
-    m.policy.lease_secs = p.at("lease_secs").get<int64_t>();
-    m.policy.heartbeat_secs = p.at("heartbeat_secs").get<int64_t>();
+    m.policy.lease_secs = p.at("lease_secs").get<double>();
+    m.policy.heartbeat_secs = p.at("heartbeat_secs").get<double>();
     m.policy.max_retries = p.at("max_retries").get<int64_t>();
-    m.policy.poll_interval_secs = p.at("poll_interval_secs").get<int64_t>();
+    m.policy.poll_interval_secs = p.at("poll_interval_secs").get<double>();
     m.warnings = j.at("warnings").get<std::vector<std::string>>();
   } catch (const json::exception& e) {
     throw Error(path, 0, std::string("manifest is not valid: ") + e.what(),

@@ -14,6 +14,7 @@
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
+#include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
 namespace djshard::store {
@@ -31,17 +32,47 @@ std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std
                 "retry the shard; done records name files inside the job");
   }
   std::error_code ec;
-  const fs::path real = fs::weakly_canonical(fs::path(job.dir()) / rel, ec);
+  const fs::path real = fs::weakly_canonical(job.InJob(rel.string()), ec);
   const fs::path real_job = fs::weakly_canonical(job.dir(), ec);
   const std::string r = real.string(), j = real_job.string() + "/";
   if (r.compare(0, j.size(), j) != 0) {
     throw Error(record, 0, "output_path '" + done.output_path + "' resolves outside the job",
                 "a symbolic link points out of the job directory");
   }
-  return (fs::path(job.dir()) / rel).string();
+  return job.InJob(rel.string());
 }
 
-std::string DefaultOutput(const JobDir& job) { return job.dir() + "/merged.jsonl"; }
+// What reading a JSONL file line by line found.
+struct LinesRead {
+  uint64_t rows = 0;
+  uint64_t bytes = 0;  // newlines included
+  std::string sha256;  // of exactly those bytes
+};
+
+// Reads `path` (decompressing .gz/.zst), validates every line as a JSON
+// object (Error with file and line otherwise) and hands each line, with its
+// '\n' when the file has one there, to `each`.
+LinesRead ReadValidatedLines(const std::string& path,
+                             const std::function<void(std::string_view)>& each) {
+  io::LineReader reader(io::OpenInput(path), path);
+  io::JsonLineParser parser;
+  io::Sha256 hash;
+  LinesRead read;
+  std::string_view line;
+  while (reader.Next(&line)) {
+    parser.ParseObject(line, path, reader.line_number());
+    // The view is followed by its '\n' in the reader's buffer, except on a
+    // last line without one.
+    const bool has_newline = reader.bytes_consumed() == read.bytes + line.size() + 1;
+    const std::string_view bytes(line.data(), line.size() + (has_newline ? 1 : 0));
+    hash.Update(bytes);
+    if (each) each(bytes);
+    read.bytes += bytes.size();
+    ++read.rows;
+  }
+  read.sha256 = hash.HexDigest();
+  return read;
+}
 
 // Hashes the concatenated content and hands it to a sink on a second thread,
 // so that validating the shard outputs and writing the merged file overlap.
@@ -129,32 +160,18 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
                                       const std::function<void(std::string_view)>& sink) {
   VerifiedOutputs total;
   ContentPipe content(sink);
-  io::JsonLineParser parser;
   for (const ShardEntry& shard : job.manifest().shards) {
     const std::string record_path = job.DonePath(shard.id);
-    const DoneRecord done = DoneRecord::FromJson(io::ReadFile(record_path), record_path);
+    const DoneRecord done = DoneRecord::FromJson(job.disk().Read(record_path), record_path);
     if (done.shard_id != shard.id) {
       throw Error(record_path, 0, "done record names shard '" + done.shard_id + "'",
                   "the record was copied from another shard; retry this one");
     }
     const std::string output = OutputInsideJob(job, done, record_path);
-    io::LineReader reader(io::OpenInput(output), output);
-    io::Sha256 shard_hash;
-    uint64_t rows = 0, bytes = 0;
-    std::string_view line;
-    while (reader.Next(&line)) {
-      parser.ParseObject(line, output, reader.line_number());
-      // The view is followed by its '\n' in the reader's buffer, except on a
-      // last line without one, which the size check below reports.
-      const std::string_view with_newline(line.data(), line.size() + 1);
-      const bool has_newline = reader.bytes_consumed() == bytes + line.size() + 1;
-      const std::string_view bytes_out = has_newline ? with_newline : line;
-      shard_hash.Update(bytes_out);
-      content.Append(bytes_out);
-      bytes += bytes_out.size();
-      ++rows;
-    }
-    const std::string sha = shard_hash.HexDigest();
+    const LinesRead read =
+        ReadValidatedLines(output, [&](std::string_view bytes) { content.Append(bytes); });
+    const uint64_t rows = read.rows, bytes = read.bytes;
+    const std::string& sha = read.sha256;
     if (rows != done.rows || bytes != done.size_bytes || sha != done.sha256) {
       throw Error(output, 0,
                   "shard output does not match its done record (rows " + std::to_string(rows) +
@@ -175,7 +192,7 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
 MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk) {
   RequireComplete(job, "merge");
   const std::string output =
-      fs::absolute(request.output.empty() ? DefaultOutput(job) : request.output)
+      fs::absolute(request.output.empty() ? job.DefaultMergedOutput() : request.output)
           .lexically_normal()
           .string();
   std::error_code ec;
@@ -183,7 +200,7 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
     throw Error(output, 0, "output already exists", "pass --overwrite to replace it");
   }
   fs::create_directories(fs::path(output).parent_path(), ec);
-  io::OutputStream writer(output, request.overwrite);
+  io::OutputStream writer(output, request.overwrite, disk);
   const VerifiedOutputs v =
       StreamVerifiedOutputs(job, [&](std::string_view bytes) { writer.Append(bytes); });
   writer.Commit();
@@ -196,7 +213,7 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
                       {"rows", v.rows},
                       {"sha256", v.sha256},
                       {"num_shards", outcome.num_shards}};
-  disk.WriteAtomic(job.dir() + "/merge.json", merge.dump(2) + "\n");
+  disk.WriteAtomic(job.MergeRecordPath(), merge.dump(2) + "\n");
   return outcome;
 }
 
@@ -204,19 +221,19 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   RequireComplete(job, "verify");
   std::string output = request.output;
   std::optional<json> merge_record;
-  const std::string merge_path = job.dir() + "/merge.json";
+  const std::string merge_path = job.MergeRecordPath();
   std::error_code ec;
   if (fs::exists(merge_path, ec)) {
     try {
-      merge_record = json::parse(io::ReadFile(merge_path));
+      merge_record = json::parse(job.disk().Read(merge_path));
     } catch (const json::exception& e) {
       throw Error(merge_path, 0, std::string("merge.json is not valid: ") + e.what(),
                   "merge again with --overwrite");
     }
   }
   if (output.empty()) {
-    output =
-        merge_record ? merge_record->value("output_path", DefaultOutput(job)) : DefaultOutput(job);
+    output = merge_record ? merge_record->value("output_path", job.DefaultMergedOutput())
+                          : job.DefaultMergedOutput();
   }
   output = fs::absolute(output).lexically_normal().string();
 
@@ -245,25 +262,11 @@ void CheckMergedOutput(const MergeOutcome& expected) {
     throw Error(output, 0, "merged output does not exist", "run 'djshard merge' first");
   }
   // The hash is over the content (decompressed for a .gz or .zst output).
-  io::Sha256 merged_hash;
-  io::LineReader reader(io::OpenInput(output), output);
-  io::JsonLineParser parser;
-  std::string_view line;
-  uint64_t rows = 0, bytes = 0;
-  while (reader.Next(&line)) {
-    parser.ParseObject(line, output, reader.line_number());
-    merged_hash.Update(line);
-    bytes += line.size();
-    if (reader.bytes_consumed() > bytes) {
-      merged_hash.Update("\n");
-      ++bytes;
-    }
-    ++rows;
-  }
-  if (rows != expected.rows || bytes != expected.bytes ||
-      merged_hash.HexDigest() != expected.sha256) {
+  const LinesRead read = ReadValidatedLines(output, nullptr);
+  if (read.rows != expected.rows || read.bytes != expected.bytes ||
+      read.sha256 != expected.sha256) {
     throw Error(output, 0,
-                "merged output differs from the shard outputs (" + std::to_string(rows) +
+                "merged output differs from the shard outputs (" + std::to_string(read.rows) +
                     " rows vs " + std::to_string(expected.rows) + ")",
                 "merge again with --overwrite");
   }

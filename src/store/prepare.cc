@@ -11,11 +11,14 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/plan.h"
 #include "djshard/exec/shard_safety.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
+#include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
+#include "djshard/store/job.h"
 #include "djshard/store/normalize.h"
 
 namespace djshard::store {
@@ -33,8 +36,7 @@ struct FileStat {
 FileStat StatFile(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) ThrowSystemError(path, "cannot stat");
-  return {static_cast<uint64_t>(st.st_size),
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  return {static_cast<uint64_t>(st.st_size), MtimeNanos(st)};
 }
 
 // What one pass over the input saw.
@@ -83,36 +85,16 @@ PassTotals ReadAll(const std::vector<InputCandidate>& inputs, RecordNormalizer& 
   return totals;
 }
 
-std::string ResolveDataset(const PrepareRequest& request, const recipe::Recipe& recipe,
-                           std::string* display) {
-  std::string path;
-  if (request.dataset_path) {
-    *display = *request.dataset_path;
-    path = fs::absolute(*request.dataset_path).lexically_normal().string();
-  } else if (recipe.dataset_path) {
-    path = recipe::ResolveRecipePath(recipe, *recipe.dataset_path);
-    *display = path;
-  } else {
-    throw Error(request.config_path, 0, "no dataset path",
-                "pass --dataset-path or set dataset_path in the recipe");
-  }
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    throw Error(*display, 0, "dataset path does not exist", "check --dataset-path or dataset_path");
-  }
-  return path;
-}
-
 // Compares an existing job directory with this request (SPEC "Repeating prepare").
-PrepareOutcome CheckExistingJob(const std::string& job_dir, const std::string& dataset_path,
+PrepareOutcome CheckExistingJob(const JobPaths& job, const std::string& dataset_path,
                                 const std::string& recipe_sha256, uint64_t num_shards,
                                 const std::vector<InputCandidate>& inputs) {
+  const std::string& job_dir = job.dir();
   const Error mismatch(job_dir, 0,
                        "Job directory already exists and does not match this request "
                        "(dataset, recipe, shard count or input files differ)",
                        "Choose a new --job-dir, or remove the old one");
-  const std::string manifest_path = job_dir + "/manifest.json";
+  const std::string manifest_path = job.ManifestPath();
   std::error_code ec;
   if (!fs::is_regular_file(manifest_path, ec)) throw mismatch;
   Manifest m = Manifest::FromJson(io::ReadFile(manifest_path), manifest_path);
@@ -172,9 +154,14 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   const std::string recipe_bytes = io::ReadFile(request.config_path);
   const recipe::Recipe recipe = recipe::LoadRecipe(request.config_path);
   const exec::ShardSafetyReport safety = exec::CheckShardSafety(recipe, ops::Registry::Global());
+  // The plan a worker builds, with every argument checked, so that a job no
+  // worker could run is refused here; only operators this build lacks are
+  // left to the warnings above.
+  exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
 
-  std::string dataset_display;
-  const std::string dataset_path = ResolveDataset(request, recipe, &dataset_display);
+  const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
+  const std::string& dataset_path = dataset.path;
+  const std::string& dataset_display = dataset.display;
   const std::vector<InputCandidate> inputs = io::DiscoverInputs(dataset_path, dataset_display);
 
   io::Sha256 recipe_hash;
@@ -182,11 +169,11 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   const std::string recipe_sha256 = recipe_hash.HexDigest();
   const uint64_t num_shards = static_cast<uint64_t>(request.num_shards);
 
-  std::string job_dir = fs::absolute(request.job_dir).lexically_normal().string();
-  while (job_dir.size() > 1 && job_dir.back() == '/') job_dir.pop_back();
+  const JobPaths job(request.job_dir);
+  const std::string& job_dir = job.dir();
   std::error_code ec;
   if (fs::exists(fs::symlink_status(job_dir, ec))) {
-    return CheckExistingJob(job_dir, dataset_path, recipe_sha256, num_shards, inputs);
+    return CheckExistingJob(job, dataset_path, recipe_sha256, num_shards, inputs);
   }
 
   const std::string media_root = fs::is_directory(dataset_path, ec)
@@ -211,12 +198,9 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   const fs::path job_path(job_dir);
   fs::create_directories(job_path.parent_path(), ec);
   if (ec) throw Error(job_path.parent_path().string(), 0, "cannot create: " + ec.message());
-  StagingDir staging((job_path.parent_path() /
-                      ("." + job_path.filename().string() + ".preparing." + RandomHex(16)))
-                         .string());
-  for (const char* sub : {"", "/shards", "/attempts", "/state", "/state/locks",
-                          "/state/stale_locks", "/state/done", "/state/failed", "/state/history"}) {
-    const std::string dir = staging.path() + sub;
+  StagingDir staging(job.StagingPath(RandomHex(16)));
+  const JobPaths staged(staging.path());
+  for (const std::string& dir : staged.SkeletonDirs()) {
     if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
   }
 
@@ -226,8 +210,8 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   ShardEntry shard;
   auto open_shard = [&](uint64_t index) {
     shard = ShardEntry{ShardId(index, num_shards), index, "", 0, 0, ""};
-    shard.path = "shards/" + shard.id + ".jsonl";
-    writer = std::make_unique<io::AtomicFileWriter>(staging.path() + "/" + shard.path, true);
+    shard.path = JobPaths::ShardRelPath(shard.id);
+    writer = std::make_unique<io::AtomicFileWriter>(staged.InJob(shard.path), true, disk);
     shard_hash = std::make_unique<io::Sha256>();
   };
   auto close_shard = [&]() {
@@ -271,9 +255,11 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   m.policy = request.policy;
   m.warnings = safety.warnings;
 
-  disk.WriteAtomic(staging.path() + "/recipe.yaml", recipe_bytes);
-  disk.WriteAtomic(staging.path() + "/manifest.json", m.ToJson());
-  for (const char* sub : {"/shards", "/state", ""}) disk.SyncDir(staging.path() + sub);
+  disk.WriteAtomic(staged.InJob(m.recipe_snapshot_path), recipe_bytes);
+  disk.WriteAtomic(staged.ManifestPath(), m.ToJson());
+  for (const std::string& dir : {staged.ShardsDir(), staged.StateDir(), staged.dir()}) {
+    disk.SyncDir(dir);
+  }
   ThrowIfStopRequested();
 
   try {
@@ -281,7 +267,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   } catch (const Error&) {
     // Another prepare of the same job published first: compare with it.
     if (fs::exists(fs::symlink_status(job_dir, ec))) {
-      return CheckExistingJob(job_dir, dataset_path, recipe_sha256, num_shards, inputs);
+      return CheckExistingJob(job, dataset_path, recipe_sha256, num_shards, inputs);
     }
     throw;
   }

@@ -14,10 +14,10 @@ namespace fs = std::filesystem;
 
 RetryOutcome Retry(const JobDir& job, const RetryRequest& request, io::Disk& disk) {
   std::vector<std::string> selected;
-  std::error_code ec;
   if (request.all_failed) {
+    const ShardScan scan = job.Scan();
     for (const ShardEntry& s : job.manifest().shards) {
-      if (fs::exists(job.FailedPath(s.id), ec)) selected.push_back(s.id);
+      if (scan.failed.count(s.id)) selected.push_back(s.id);
     }
   } else {
     for (const std::string& id : request.shard_ids) {
@@ -31,33 +31,35 @@ RetryOutcome Retry(const JobDir& job, const RetryRequest& request, io::Disk& dis
   }
   // Validate everything before moving anything.
   for (const std::string& id : selected) {
+    std::error_code ec;
     if (fs::exists(fs::symlink_status(job.LockPath(id), ec))) {
       throw Error("Cannot retry " + id + ": a lock still exists",
                   "a worker may still be running it; wait for it or for the lease to expire");
     }
-    if (fs::exists(job.DonePath(id), ec)) {
+    if (disk.Stat(job.DonePath(id))) {
       throw Error("Cannot retry " + id + ": already complete", "only failed shards can be retried");
     }
   }
 
   RetryOutcome outcome;
-  const std::string history = job.StateDir() + "/history";
   for (const std::string& id : selected) {
-    const bool failed = fs::exists(job.FailedPath(id), ec);
-    const bool attempts = fs::exists(job.AttemptsDir(id), ec);
+    const bool failed = disk.Stat(job.FailedPath(id)).has_value();
+    const bool attempts = disk.Stat(job.AttemptsDir(id)).has_value();
     if (!failed && !attempts) continue;
     const std::string suffix = FormatUtcCompact(NowNanos()) + "." + RandomHex(8);
     // Attempts move first: a crash in between leaves the failed record, so the
     // shard stays failed and the retry can simply be repeated.
     if (attempts) {
-      fs::create_directories(history + "/attempts", ec);
-      disk.Rename(job.AttemptsDir(id), history + "/attempts/" + id + "." + suffix);
+      const std::string to = job.HistoryAttemptsPath(id, suffix);
+      disk.MakeDirs(fs::path(to).parent_path().string());
+      disk.Rename(job.AttemptsDir(id), to);
     }
     if (failed) {
-      fs::create_directories(history + "/failed", ec);
-      disk.Rename(job.FailedPath(id), history + "/failed/" + id + "." + suffix + ".json");
+      const std::string to = job.HistoryFailedPath(id, suffix);
+      disk.MakeDirs(fs::path(to).parent_path().string());
+      disk.Rename(job.FailedPath(id), to);
     }
-    disk.SyncDir(job.StateDir() + "/failed");
+    disk.SyncDir(job.FailedDir());
     outcome.retried.push_back(id);
   }
   return outcome;

@@ -37,11 +37,6 @@ JobStatus ReadStatus(const JobDir& job) {
   return s;
 }
 
-int JobStatus::ExitCode() const {
-  if (counts.failed > 0) return kExitFailure;
-  return complete() ? kExitOk : kExitIncomplete;
-}
-
 std::string JobStatus::SummaryLine() const {
   return "Job " + job_id + ": total=" + std::to_string(total) +
          " pending=" + std::to_string(counts.pending) +

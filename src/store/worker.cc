@@ -1,20 +1,15 @@
 #include "djshard/store/worker.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <future>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <set>
 #include <thread>
 
 #include "djshard/common/build_info.h"
@@ -33,26 +28,7 @@
 
 namespace djshard::store {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-
 namespace {
-
-// Names in a directory, without stat-ing each entry (one getdents pass).
-std::set<std::string> ListNames(const std::string& dir, const std::string& suffix) {
-  std::set<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      names.insert(name.substr(0, name.size() - suffix.size()));
-    }
-  }
-  ::closedir(d);
-  return names;
-}
 
 // This attempt's log lines: attempts/<shard>/<attempt>/process.log.
 class AttemptLog {
@@ -67,22 +43,6 @@ class AttemptLog {
   std::ofstream out_;
 };
 
-// Sleeps up to `secs` while other workers hold `held`, and wakes early when
-// the lock of one of the first few of them goes away (its shard was finished,
-// failed, handed back or taken over): the next scan may then find work, or
-// the end of the job, without waiting out the poll interval. One stat per
-// watched lock every quarter second keeps the load on a shared filesystem low.
-void WaitForHeldShards(const JobDir& job, const std::vector<std::string>& held, double secs) {
-  const size_t watched = std::min<size_t>(held.size(), 8);
-  SleepInterruptibly(secs, [&] {
-    for (size_t i = 0; i < watched; ++i) {
-      struct stat st {};
-      if (::stat(job.LockPath(held[i]).c_str(), &st) != 0) return true;
-    }
-    return false;
-  });
-}
-
 // Refreshes a claim's lease every `interval` seconds until stopped; sets
 // `lost` when ownership is gone. It waits with poll(2) on a pipe and a
 // relative timeout: Stop() wakes it at once, and a node whose wall clock
@@ -94,15 +54,10 @@ class HeartbeatThread {
     thread_ = std::thread([this, &store, &claim, interval, lost] {
       for (;;) {
         const double next = MonotonicSeconds() + interval;
-        bool stopping = false;
         for (double left = interval; left > 0; left = next - MonotonicSeconds()) {
           pollfd pfd{wake_[0], POLLIN, 0};
-          if (::poll(&pfd, 1, static_cast<int>(left * 1000) + 1) > 0) {
-            stopping = true;
-            break;
-          }
+          if (::poll(&pfd, 1, static_cast<int>(left * 1000) + 1) > 0) return;  // Stop()
         }
-        if (stopping) break;
         bool ok = false;
         try {
           ok = store.Heartbeat(claim);
@@ -111,7 +66,7 @@ class HeartbeatThread {
         }
         if (!ok) {
           lost->store(true);
-          break;
+          return;
         }
       }
     });
@@ -134,23 +89,18 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
-struct Effective {
-  Policy policy;
-  int threads;
-};
-
 void CheckCompatible(const JobDir& job, bool allow_mismatch) {
   const Manifest& m = job.manifest();
   const std::string ours = version();
   const std::string major_theirs = m.engine_version.substr(0, m.engine_version.find('.'));
   const std::string major_ours = ours.substr(0, ours.find('.'));
   if (!allow_mismatch && (m.engine_name != "djshard" || major_theirs != major_ours)) {
-    throw Error(job.dir() + "/manifest.json", 0,
+    throw Error(job.ManifestPath(), 0,
                 "job was prepared by " + m.engine_name + " " + m.engine_version +
                     ", this worker is djshard " + ours,
                 "use a matching djshard or pass --allow-version-mismatch");
   }
-  const std::string recipe_path = job.dir() + "/" + m.recipe_snapshot_path;
+  const std::string recipe_path = job.InJob(m.recipe_snapshot_path);
   if (!allow_mismatch && io::Sha256OfFile(recipe_path) != m.recipe_sha256) {
     throw Error(recipe_path, 0, "recipe snapshot does not match the manifest's sha256",
                 "the job's recipe.yaml was edited; prepare a new job or pass "
@@ -159,324 +109,382 @@ void CheckCompatible(const JobDir& job, bool allow_mismatch) {
 }
 
 // One claimed attempt: its claim, lease and outputs. The processing runs on
-// the worker's thread (Process); committing the output and publishing the
-// done record (Finish) may then run on another thread while the worker
-// already processes its next shard.
+// the worker's thread (Worker::Process); committing the output and publishing
+// the done record (Worker::Finish) may then run on another thread while the
+// worker already processes its next shard.
+//
+// Member order matters: members are destroyed in reverse, so the heartbeat
+// thread, which uses `claim`, stops before the claim (and its lock
+// descriptor) goes away, and the uncommitted outputs are removed before the
+// log closes.
 struct Attempt {
-  explicit Attempt(Claim c) : claim(std::move(c)), log(claim.attempt_dir() + "/process.log") {}
+  explicit Attempt(Claim c)
+      : claim(std::move(c)), log(JobPaths::AttemptLogPath(claim.attempt_dir())) {}
 
   Claim claim;
   AttemptLog log;
-  std::atomic<bool> lost{false};
+  std::atomic<bool> lost{false};  // set by the heartbeat thread
   std::unique_ptr<HeartbeatThread> heartbeat;
   std::unique_ptr<io::OutputStream> output, errors;
   exec::ExecSummary summary;
   double start = 0;
 };
 
-// Marks a failed attempt, publishes the failed record when the retries are
-// used up, and releases the claim. Returns "failed", or "lost".
-std::string FailAttempt(const JobDir& job, ClaimStore& store, Attempt& a, const Effective& eff,
-                        const std::string& error) {
-  const Claim& claim = a.claim;
-  a.log.Line("failed: " + error);
-  SetAttemptStatus(claim.attempt_dir(), "failed", error);
-  const int64_t failures = CountFailures(job, claim.shard_id());
-  std::string failed_json;
-  if (failures > eff.policy.max_retries) {
-    a.log.Line("failure " + std::to_string(failures) + " exceeds max_retries " +
-               std::to_string(eff.policy.max_retries) + ": shard failed");
-    failed_json = json({{"shard_id", claim.shard_id()},
-                        {"status", "failed"},
-                        {"failures", failures},
-                        {"last_error", error},
-                        {"last_attempt", claim.attempt_rel()},
-                        {"last_log", claim.attempt_rel() + "/process.log"},
-                        {"failed_at", FormatUtcIso8601(NowNanos())},
-                        {"hostname", HostName()}})
-                      .dump(2) +
-                  "\n";
-  }
-  if (!store.Release(claim, failed_json)) {
-    SetAttemptStatus(claim.attempt_dir(), "lost", error);
-    return "lost";
-  }
-  return "failed";
-}
+// What one look at the job's state found.
+struct ClaimSearch {
+  std::optional<Claim> claim;
+  std::vector<std::string> held;  // shards other live workers hold
+  bool raced = false;             // a shard changed between the listing and its claim
+  ShardScan scan;
+};
 
-// Runs the recipe over the claimed shard. Returns "processed" when the output
-// is complete (Finish publishes it), else the attempt's final status:
-// "failed", "lost" or "interrupted".
-std::string ProcessAttempt(const JobDir& job, ClaimStore& store, Attempt& a, const Effective& eff,
-                           std::unique_ptr<exec::Plan>* plan_cache) {
-  const Manifest& m = job.manifest();
-  const Claim& claim = a.claim;
-  const ShardEntry* shard = job.FindShard(claim.shard_id());
-  json record = json::parse(claim.lock_json());
-  record["status"] = "running";
-  record["input_path"] = shard->path;
-  record["started_at"] = FormatUtcIso8601(NowNanos());
-  io::RealDisk().WriteReplace(claim.attempt_dir() + "/attempt.json", record.dump(2) + "\n");
-  a.log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
-             std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
-  a.heartbeat = std::make_unique<HeartbeatThread>(
-      store, claim, static_cast<double>(eff.policy.heartbeat_secs), &a.lost);
-  a.start = MonotonicSeconds();
-  std::string error;
-  try {
-    // The plan is built once per worker (operators may load models); a
-    // failure to build it fails this attempt and is tried again next time.
-    if (!*plan_cache) {
-      const recipe::Recipe recipe = recipe::LoadRecipe(job.dir() + "/" + m.recipe_snapshot_path);
-      *plan_cache =
-          std::make_unique<exec::Plan>(exec::CompilePlan(recipe, ops::Registry::Global()));
+class Worker {
+ public:
+  explicit Worker(const WorkerOptions& options)
+      : options_(options),
+        job_(JobDir::Open(options.job_dir,
+                          options.disk != nullptr ? *options.disk : io::RealDisk())),
+        store_(job_),
+        me_(HostName() + ":" + std::to_string(::getpid())) {}
+
+  WorkerOutcome Run() {
+    Setup();
+    for (;;) {
+      if (StopRequested()) return End(WorkerEnd::kStopped);
+      if (options_.aborted && options_.aborted()) return End(WorkerEnd::kAborted);
+      CrashPoint("before_claim");
+      ClaimSearch search = FindClaim();
+      if (!search.claim) {
+        if (pending_) {
+          // Our own last shard is the one left: publish it, then look again.
+          Settle();
+          continue;
+        }
+        if (search.raced) {
+          // Another worker took or finished a shard since the listing: look again shortly.
+          SleepInterruptibly(0.1);
+          continue;
+        }
+        if (search.held.empty()) {
+          if (const std::optional<WorkerEnd> end = JobEnd(search.scan)) return End(*end);
+          // A lock vanished between its listing and its stat: look again shortly.
+          SleepInterruptibly(0.1);
+          continue;
+        }
+        WaitForHeldShards(search.held);
+        continue;
+      }
+      CrashPoint("after_claim");
+      // The attempt's directory and record come first: its log lives there.
+      store_.StartAttempt(*search.claim, job_.FindShard(search.claim->shard_id())->path);
+      auto attempt = std::make_unique<Attempt>(std::move(*search.claim));
+      Say("took " + attempt->claim.shard_id() + " (attempt " +
+          std::to_string(attempt->claim.attempt_number()) + ")");
+      ++outcome_.shards_taken;
+      const AttemptStatus status = Process(*attempt);
+      if (status == AttemptStatus::kRunning) {
+        PublishInBackground(std::move(attempt));
+      } else if (status == AttemptStatus::kInterrupted) {
+        Say("interrupted; handed " + attempt->claim.shard_id() + " back");
+        return End(WorkerEnd::kStopped);
+      } else {
+        Report(*attempt, status);
+      }
+      if (options_.max_shards > 0 && outcome_.shards_taken >= options_.max_shards) {
+        Settle();
+        return End(outcome_.shards_failed > 0 ? WorkerEnd::kClaimFailed : WorkerEnd::kMaxShards);
+      }
     }
-    const exec::Plan& plan = **plan_cache;
-    io::InputCandidate input{job.dir() + "/" + shard->path, job.dir() + "/" + shard->path,
-                             shard->path};
-    a.output = std::make_unique<io::OutputStream>(claim.attempt_dir() + "/processed.jsonl", true);
-    a.output->HashContent();  // the done record's sha256, without reading the file again
-    a.errors = std::make_unique<io::OutputStream>(claim.attempt_dir() + "/errors.jsonl", true);
-    exec::ExecOptions exec_options;
-    exec_options.threads = eff.threads;
-    exec_options.cancel = &a.lost;
-    a.log.Line("running " + std::to_string(plan.operators.size()) + " operator(s) with " +
-               std::to_string(eff.threads) + " thread(s) on " + shard->path);
-    a.summary = exec::Execute(plan, {input}, *a.output, a.errors.get(), exec_options);
-  } catch (const Error& e) {
-    error = e.what();
-  } catch (const std::exception& e) {
-    error = std::string("internal error: ") + e.what();
   }
-  if (error.empty()) return "processed";
-  a.heartbeat->Stop();
-  a.output.reset();  // removes the temporary files
-  a.errors.reset();
-  if (StopRequested()) {
-    a.log.Line("interrupted by a signal; handing the shard back");
-    SetAttemptStatus(claim.attempt_dir(), "interrupted", "interrupted by a signal");
-    store.Release(claim);
-    return "interrupted";
-  }
-  if (a.lost.load()) {
-    a.log.Line("lost the claim (lease taken over); publishing nothing");
-    SetAttemptStatus(claim.attempt_dir(), "lost", "claim lost while running");
-    return "lost";
-  }
-  return FailAttempt(job, store, a, eff, error);
-}
 
-// Commits a processed attempt's output and publishes its done record under
-// the claim's fencing. Returns "done", "superseded", "lost" or "failed".
-std::string FinishAttempt(const JobDir& job, ClaimStore& store, Attempt& a, const Effective& eff) {
-  const Claim& claim = a.claim;
-  std::string output_sha256;
-  try {
-    // processed.jsonl must be durable before a done record can name it; its
-    // directory fsync also covers the errors file renamed just before.
-    a.errors->Commit(/*durable=*/false);
-    a.output->Commit();
-    output_sha256 = a.output->ContentSha256();
-    CrashPoint("after_output");
-  } catch (const std::exception& e) {
+ private:
+  // Phase 1: everything that can refuse the job, before any claim.
+  void Setup() {
+    CheckCompatible(job_, options_.allow_version_mismatch);
+    policy_ = job_.manifest().policy;
+    if (options_.lease_secs) policy_.lease_secs = *options_.lease_secs;
+    if (options_.heartbeat_secs) policy_.heartbeat_secs = *options_.heartbeat_secs;
+    if (options_.max_retries) policy_.max_retries = *options_.max_retries;
+    if (options_.poll_interval_secs) policy_.poll_interval_secs = *options_.poll_interval_secs;
+    // The plan is built once, before claiming (operators may load models): a
+    // recipe this build cannot run is the job's problem, not a shard's.
+    const recipe::Recipe recipe =
+        recipe::LoadRecipe(job_.InJob(job_.manifest().recipe_snapshot_path));
+    plan_ = std::make_unique<exec::Plan>(exec::CompilePlan(recipe, ops::Registry::Global()));
+    threads_ = exec::ThreadCount(options_.threads, recipe, *plan_);
+  }
+
+  // Phase 2: one look at the job; claims the first claimable shard in manifest
+  // order, taking over stale locks and clearing locks left beside records.
+  ClaimSearch FindClaim() {
+    ClaimSearch search;
+    search.scan = job_.Scan();
+    const ShardScan& scan = search.scan;
+    std::optional<int64_t> fs_now;
+    for (const ShardEntry& s : job_.manifest().shards) {
+      if (scan.finished(s.id)) {
+        // A lock beside a record: its owner died between the two.
+        if (scan.locked.count(s.id) && store_.ClearFinishedLock(s.id)) {
+          Say("removed the leftover lock of finished " + s.id);
+        }
+        continue;
+      }
+      if (pending_ && pending_->attempt->claim.shard_id() == s.id) continue;
+      if (scan.locked.count(s.id)) {
+        if (!fs_now) fs_now = job_.FilesystemNowNanos();
+        const std::optional<double> age = store_.LockAge(s.id, *fs_now);
+        if (age && *age <= policy_.lease_secs) {
+          search.held.push_back(s.id);
+          continue;
+        }
+        if (age && store_.TakeOverStale(s.id, policy_.lease_secs)) {
+          Say("took over stale lock of " + s.id);
+        } else if (age) {
+          search.held.push_back(s.id);
+          continue;
+        }
+      }
+      search.claim = store_.TryClaim(s.id);
+      if (search.claim) return search;
+      search.raced = true;
+    }
+    return search;
+  }
+
+  // Nothing running and nothing claimable: the job is terminal, unless a
+  // listing was out of date.
+  std::optional<WorkerEnd> JobEnd(const ShardScan& scan) {
+    if (!scan.failed.empty()) {
+      Say("job ended with " + std::to_string(scan.failed.size()) + " failed shard(s)");
+      return WorkerEnd::kJobFailed;
+    }
+    if (scan.done.size() >= job_.manifest().shards.size()) {
+      Say("every shard is done");
+      return WorkerEnd::kJobComplete;
+    }
+    return std::nullopt;
+  }
+
+  // Sleeps up to the poll interval while other workers hold `held`, and wakes
+  // early when the lock of one of the first few of them goes away (its shard
+  // was finished, failed, handed back or taken over): the next scan may then
+  // find work, or the end of the job. One stat per watched lock every quarter
+  // second keeps the load on a shared filesystem low.
+  void WaitForHeldShards(const std::vector<std::string>& held) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", policy_.poll_interval_secs);
+    Say("waiting for " + std::to_string(held.size()) + " shard(s) held by other workers (" +
+        held.front() + (held.size() > 1 ? ", ..." : "") + "); next look in " + secs +
+        " s, or when one of them is released");
+    const size_t watched = std::min<size_t>(held.size(), 8);
+    SleepInterruptibly(policy_.poll_interval_secs, [&] {
+      if (options_.aborted && options_.aborted()) return true;
+      for (size_t i = 0; i < watched; ++i) {
+        if (!job_.disk().Stat(job_.LockPath(held[i]))) return true;
+      }
+      return false;
+    });
+  }
+
+  // Phase 3: runs the recipe over the claimed shard. kRunning when the output
+  // is complete and waits for Finish, else the attempt's final status
+  // (failed, lost or interrupted).
+  AttemptStatus Process(Attempt& a) {
+    const Claim& claim = a.claim;
+    const ShardEntry* shard = job_.FindShard(claim.shard_id());
+    a.log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
+               std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
+    a.heartbeat = std::make_unique<HeartbeatThread>(store_, claim, policy_.heartbeat_secs, &a.lost);
+    a.start = MonotonicSeconds();
+    std::string error;
+    try {
+      const std::string path = job_.InJob(shard->path);
+      const io::InputCandidate input{path, path, shard->path};
+      a.output = std::make_unique<io::OutputStream>(
+          JobPaths::AttemptOutputPath(claim.attempt_dir()), true, job_.disk());
+      a.output->HashContent();  // the done record's sha256, without reading the file again
+      a.errors = std::make_unique<io::OutputStream>(
+          JobPaths::AttemptErrorsPath(claim.attempt_dir()), true, job_.disk());
+      exec::ExecOptions exec_options;
+      exec_options.threads = threads_;
+      exec_options.cancel = &a.lost;
+      a.log.Line("running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
+                 std::to_string(threads_) + " thread(s) on " + shard->path);
+      a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
+    } catch (const Error& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = std::string("internal error: ") + e.what();
+    }
+    if (error.empty()) return AttemptStatus::kRunning;
     a.heartbeat->Stop();
-    return FailAttempt(job, store, a, eff, e.what());
+    a.output.reset();  // removes the temporary files
+    a.errors.reset();
+    if (StopRequested()) {
+      a.log.Line("interrupted by a signal; handing the shard back");
+      store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted,
+                              "interrupted by a signal");
+      store_.Release(claim);
+      return AttemptStatus::kInterrupted;
+    }
+    if (a.lost.load()) {
+      a.log.Line("lost the claim (lease taken over); publishing nothing");
+      store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kLost,
+                              "claim lost while running");
+      return AttemptStatus::kLost;
+    }
+    return Fail(a, error);
   }
-  const exec::ExecSummary& summary = a.summary;
-  json op_stats = json::array();
-  for (const exec::OperatorCounters& c : summary.operators) {
-    op_stats.push_back({{"name", c.name},
-                        {"rows_in", c.rows_in},
-                        {"rows_out", c.rows_out},
-                        {"errors", c.errors},
-                        {"seconds", c.seconds}});
+
+  // Phase 4: commits a processed attempt's output and publishes its done
+  // record under the claim's fencing. Runs on the background publisher.
+  AttemptStatus Finish(Attempt& a) {
+    const Claim& claim = a.claim;
+    DoneRecord done;
+    try {
+      // processed.jsonl must be durable before a done record can name it; its
+      // directory fsync also covers the errors file renamed just before.
+      a.errors->Commit(/*durable=*/false);
+      a.output->Commit();
+      done.sha256 = a.output->ContentSha256();
+      CrashPoint("after_output");
+    } catch (const std::exception& e) {
+      a.heartbeat->Stop();
+      return Fail(a, e.what());
+    }
+    done.shard_id = claim.shard_id();
+    done.completed_at = FormatUtcIso8601(NowNanos());
+    done.hostname = HostName();
+    done.pid = ::getpid();
+    done.token = claim.token();
+    done.attempt_number = claim.attempt_number();
+    done.output_path = claim.attempt_rel() + "/processed.jsonl";
+    done.rows = a.summary.rows_out;
+    done.size_bytes = a.summary.bytes_out;
+    done.engine_version = version();
+    done.engine_git_commit = git_commit();
+    done.op_stats = a.summary.operators;
+    done.seconds = MonotonicSeconds() - a.start;
+    // The lease is kept until the record is out: the heartbeat stops after.
+    const ClaimStore::PublishResult published = store_.PublishDone(claim, done);
+    a.heartbeat->Stop();
+    switch (published) {
+      case ClaimStore::PublishResult::kPublished:
+        a.log.Line("done: " + std::to_string(a.summary.rows_in) + " rows in, " +
+                   std::to_string(a.summary.rows_out) + " out");
+        store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kDone);
+        return AttemptStatus::kDone;
+      case ClaimStore::PublishResult::kAlreadyDone:
+        a.log.Line("another attempt published this shard first");
+        store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kSuperseded);
+        return AttemptStatus::kSuperseded;
+      case ClaimStore::PublishResult::kLost:
+        break;
+    }
+    a.log.Line("lost the claim before publishing; publishing nothing");
+    store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kLost,
+                            "claim lost before publishing");
+    return AttemptStatus::kLost;
   }
-  const json done = {
-      {"shard_id", claim.shard_id()},
-      {"status", "done"},
-      {"completed_at", FormatUtcIso8601(NowNanos())},
-      {"hostname", HostName()},
-      {"pid", static_cast<int64_t>(::getpid())},
-      {"token", claim.token()},
-      {"attempt_number", claim.attempt_number()},
-      {"output_path", claim.attempt_rel() + "/processed.jsonl"},
-      {"rows", summary.rows_out},
-      {"size_bytes", summary.bytes_out},
-      {"sha256", output_sha256},
-      {"engine", {{"name", "djshard"}, {"version", version()}, {"git_commit", git_commit()}}},
-      {"op_stats", op_stats},
-      {"seconds", MonotonicSeconds() - a.start}};
-  // The lease is kept until the record is out: the heartbeat stops after.
-  const ClaimStore::PublishResult published = store.PublishDone(claim, done.dump(2) + "\n");
-  a.heartbeat->Stop();
-  switch (published) {
-    case ClaimStore::PublishResult::kPublished:
-      a.log.Line("done: " + std::to_string(summary.rows_in) + " rows in, " +
-                 std::to_string(summary.rows_out) + " out");
-      SetAttemptStatus(claim.attempt_dir(), "done");
-      return "done";
-    case ClaimStore::PublishResult::kAlreadyDone:
-      a.log.Line("another attempt published this shard first");
-      SetAttemptStatus(claim.attempt_dir(), "superseded");
-      return "superseded";
-    case ClaimStore::PublishResult::kLost:
-      break;
+
+  // Marks a failed attempt, publishes the failed record when the retries are
+  // used up, and releases the claim. kFailed, or kLost when the claim was gone.
+  AttemptStatus Fail(Attempt& a, const std::string& error) {
+    const Claim& claim = a.claim;
+    a.log.Line("failed: " + error);
+    store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kFailed, error);
+    const int64_t failures = store_.CountFailures(claim.shard_id());
+    std::optional<FailedRecord> failed;
+    if (failures > policy_.max_retries) {
+      a.log.Line("failure " + std::to_string(failures) + " exceeds max_retries " +
+                 std::to_string(policy_.max_retries) + ": shard failed");
+      failed = FailedRecord{claim.shard_id(),
+                            failures,
+                            error,
+                            claim.attempt_rel(),
+                            claim.attempt_rel() + "/process.log",
+                            FormatUtcIso8601(NowNanos()),
+                            HostName()};
+    }
+    if (!store_.Release(claim, failed)) {
+      store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kLost, error);
+      return AttemptStatus::kLost;
+    }
+    return AttemptStatus::kFailed;
   }
-  a.log.Line("lost the claim before publishing; publishing nothing");
-  SetAttemptStatus(claim.attempt_dir(), "lost", "claim lost before publishing");
-  return "lost";
-}
+
+  // At most one attempt is finished (output committed, done record published)
+  // in the background while the next shard is processed.
+  void PublishInBackground(std::unique_ptr<Attempt> attempt) {
+    Settle();
+    Attempt* a = attempt.get();
+    pending_ = Pending{std::move(attempt),
+                       std::async(std::launch::async, [this, a] { return Finish(*a); })};
+  }
+
+  // Waits for the background publisher and reports its result.
+  void Settle() {
+    if (!pending_) return;
+    Report(*pending_->attempt, pending_->result.get());
+    pending_.reset();
+  }
+
+  void Report(const Attempt& a, AttemptStatus status) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - a.start);
+    if (status == AttemptStatus::kDone) {
+      Say("finished " + a.claim.shard_id() + " in " + secs + " s");
+      return;
+    }
+    Say(std::string(AttemptStatusName(status)) + " " + a.claim.shard_id() + " after " + secs +
+        " s");
+    if (status == AttemptStatus::kFailed) ++outcome_.shards_failed;
+  }
+
+  // A processed shard is still published before the worker returns.
+  WorkerOutcome End(WorkerEnd end) {
+    Settle();
+    outcome_.end = end;
+    return outcome_;
+  }
+
+  void Say(const std::string& s) const {
+    if (options_.say) options_.say(me_ + ": " + s);
+  }
+
+  struct Pending {
+    std::unique_ptr<Attempt> attempt;
+    std::future<AttemptStatus> result;
+  };
+
+  const WorkerOptions& options_;
+  const JobDir job_;
+  ClaimStore store_;  // uses job_: declared after it
+  const std::string me_;
+  Policy policy_;
+  std::unique_ptr<exec::Plan> plan_;
+  int threads_ = 1;
+  WorkerOutcome outcome_;
+  std::optional<Pending> pending_;  // last: its publisher uses the members above
+};
 
 }  // namespace
 
-int RunWorker(const WorkerOptions& options) {
-  const JobDir job = JobDir::Open(options.job_dir);
-  CheckCompatible(job, options.allow_version_mismatch);
-  const Manifest& m = job.manifest();
-  Effective eff{m.policy, options.threads > 0 ? options.threads
-                                              : static_cast<int>(std::max(
-                                                    1u, std::thread::hardware_concurrency()))};
-  if (options.lease_secs) eff.policy.lease_secs = *options.lease_secs;
-  if (options.heartbeat_secs) eff.policy.heartbeat_secs = *options.heartbeat_secs;
-  if (options.max_retries) eff.policy.max_retries = *options.max_retries;
-  if (options.poll_interval_secs) eff.policy.poll_interval_secs = *options.poll_interval_secs;
-  const auto say = [&](const std::string& s) {
-    if (options.say) options.say(s);
-  };
-  const std::string me = HostName() + ":" + std::to_string(::getpid());
+WorkerOutcome RunWorker(const WorkerOptions& options) { return Worker(options).Run(); }
 
-  ClaimStore store(job);
-  std::unique_ptr<exec::Plan> plan;
-  int64_t taken = 0;
-  bool claim_failed = false;
-
-  // At most one attempt is being finished (output committed, done record
-  // published) in the background while the next shard is processed.
-  struct Pending {
-    std::unique_ptr<Attempt> attempt;
-    std::future<std::string> result;
-  };
-  std::optional<Pending> pending;
-  const auto report = [&](const Attempt& a, const std::string& result) {
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - a.start);
-    if (result == "done") {
-      say(me + ": finished " + a.claim.shard_id() + " in " + secs + " s");
-    } else {
-      say(me + ": " + result + " " + a.claim.shard_id() + " after " + secs + " s");
-      if (result == "failed") claim_failed = true;
-    }
-  };
-  const auto settle = [&]() {
-    if (!pending) return;
-    report(*pending->attempt, pending->result.get());
-    pending.reset();
-  };
-
-  for (;;) {
-    if (StopRequested()) {
-      settle();  // a processed shard is still published
+int WorkerExitCode(const WorkerOutcome& outcome) {
+  switch (outcome.end) {
+    case WorkerEnd::kJobComplete:
+    case WorkerEnd::kMaxShards:
+      return kExitOk;
+    case WorkerEnd::kJobFailed:
+    case WorkerEnd::kClaimFailed:
+    case WorkerEnd::kAborted:
+      return kExitFailure;
+    case WorkerEnd::kStopped:
       return StopExitCode();
-    }
-    if (options.abort_code) {
-      if (const int code = options.abort_code(); code != 0) {
-        settle();
-        return code;
-      }
-    }
-    CrashPoint("before_claim");
-    // One scan: three directory listings, then a stat only for locked shards.
-    const std::set<std::string> done = ListNames(job.StateDir() + "/done", ".json");
-    const std::set<std::string> failed = ListNames(job.StateDir() + "/failed", ".json");
-    const std::set<std::string> locked = ListNames(job.StateDir() + "/locks", ".lock");
-    std::optional<Claim> claim;
-    std::vector<std::string> held;
-    std::optional<int64_t> fs_now;
-    bool raced = false;  // a shard changed between the listing and its claim
-    for (const ShardEntry& s : m.shards) {
-      if (done.count(s.id) || failed.count(s.id)) {
-        // A lock beside a record: its owner died between the two.
-        if (locked.count(s.id) && store.ClearFinishedLock(s.id)) {
-          say(me + ": removed the leftover lock of finished " + s.id);
-        }
-        continue;
-      }
-      if (pending && pending->attempt->claim.shard_id() == s.id) continue;
-      if (locked.count(s.id)) {
-        if (!fs_now) fs_now = job.FilesystemNowNanos();
-        const std::optional<double> age = store.LockAge(s.id, *fs_now);
-        if (age && *age <= static_cast<double>(eff.policy.lease_secs)) {
-          held.push_back(s.id);
-          continue;
-        }
-        if (age && store.TakeOverStale(s.id, static_cast<double>(eff.policy.lease_secs))) {
-          say(me + ": took over stale lock of " + s.id);
-        } else if (age) {
-          held.push_back(s.id);
-          continue;
-        }
-      }
-      claim = store.TryClaim(s.id);
-      if (claim) break;
-      raced = true;
-    }
-    if (!claim) {
-      if (pending) {
-        // Our own last shard is the one left: publish it, then look again.
-        settle();
-        continue;
-      }
-      if (raced) {
-        // Another worker took or finished a shard since the listing: look again shortly.
-        SleepInterruptibly(0.1);
-        continue;
-      }
-      if (held.empty()) {
-        // Nothing running, nothing claimable: the job is terminal.
-        if (!failed.empty()) {
-          say(me + ": job ended with " + std::to_string(failed.size()) + " failed shard(s)");
-          return kExitFailure;
-        }
-        if (done.size() >= m.shards.size()) {
-          say(me + ": every shard is done");
-          return kExitOk;
-        }
-        // A lock vanished between its listing and its stat: look again shortly.
-        SleepInterruptibly(0.1);
-        continue;
-      }
-      say(me + ": waiting for " + std::to_string(held.size()) +
-          " shard(s) held by other workers (" + held.front() + (held.size() > 1 ? ", ..." : "") +
-          "); next look in " + std::to_string(eff.policy.poll_interval_secs) +
-          " s, or when one of them is released");
-      WaitForHeldShards(job, held, static_cast<double>(eff.policy.poll_interval_secs));
-      continue;
-    }
-    CrashPoint("after_claim");
-    fs::create_directories(claim->attempt_dir());
-    auto attempt = std::make_unique<Attempt>(std::move(*claim));
-    say(me + ": took " + attempt->claim.shard_id() + " (attempt " +
-        std::to_string(attempt->claim.attempt_number()) + ")");
-    const std::string result = ProcessAttempt(job, store, *attempt, eff, &plan);
-    ++taken;
-    if (result == "processed") {
-      settle();
-      Attempt* a = attempt.get();
-      pending = Pending{std::move(attempt), std::async(std::launch::async, [&job, &store, a, &eff] {
-                          return FinishAttempt(job, store, *a, eff);
-                        })};
-    } else if (result == "interrupted") {
-      settle();
-      say(me + ": interrupted; handed " + attempt->claim.shard_id() + " back");
-      return StopExitCode();
-    } else {
-      report(*attempt, result);
-    }
-    if (options.max_shards > 0 && taken >= options.max_shards) {
-      settle();
-      return claim_failed ? kExitFailure : kExitOk;
-    }
   }
+  return kExitFailure;
 }
 
 }  // namespace djshard::store

@@ -59,7 +59,7 @@ TEST_F(ClaimStoreTest, AClaimAfterTheDoneRecordIsRefusedAndLeavesNoLock) {
   const std::string& shard = shard_;
   std::optional<Claim> owner = store.TryClaim(shard);
   ASSERT_TRUE(owner.has_value());
-  EXPECT_EQ(store.PublishDone(*owner, "{}\n"), ClaimStore::PublishResult::kPublished);
+  EXPECT_EQ(store.PublishDone(*owner, DoneRecord{}), ClaimStore::PublishResult::kPublished);
   EXPECT_FALSE(fs::exists(job.LockPath(shard)));
   EXPECT_FALSE(store.TryClaim(shard).has_value());
   EXPECT_FALSE(fs::exists(job.LockPath(shard)));
@@ -71,7 +71,7 @@ TEST_F(ClaimStoreTest, AClaimAfterTheFailedRecordIsRefused) {
   const std::string& shard = shard_;
   std::optional<Claim> owner = store.TryClaim(shard);
   ASSERT_TRUE(owner.has_value());
-  EXPECT_TRUE(store.Release(*owner, "{}\n"));
+  EXPECT_TRUE(store.Release(*owner, FailedRecord{}));
   EXPECT_TRUE(fs::exists(job.FailedPath(shard)));
   EXPECT_FALSE(store.TryClaim(shard).has_value());
   EXPECT_FALSE(fs::exists(job.LockPath(shard)));

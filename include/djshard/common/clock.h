@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 
@@ -7,6 +9,10 @@ namespace djshard {
 
 // Wall-clock nanoseconds since the Unix epoch.
 int64_t NowNanos();
+// A file's modification time, in nanoseconds since the Unix epoch.
+inline int64_t MtimeNanos(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
 // Monotonic seconds, for measuring durations.
 double MonotonicSeconds();
 // "2026-11-30T06:45:57.123Z" for a Unix-epoch nanosecond time.

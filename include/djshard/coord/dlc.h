@@ -21,17 +21,38 @@ struct DlcOptions {
   bool require_all_nodes = false;
   std::string output;  // empty: <job-dir>/merged.jsonl
   std::optional<std::string> run_id;
-  int64_t wait_timeout_secs = 86400;
-  int64_t poll_interval_secs = 2;
-  int threads = 0;
-  std::function<void(const std::string&)> say;  // progress lines (stdout)
+  double wait_timeout_secs = 86400;
+  double poll_interval_secs = 2;
+  std::optional<int> threads;  // else the recipe's np, else num_proc, else every core
+  std::function<void(const std::string&)> say;         // progress lines
+  std::function<void(const std::string&)> error;       // this instance's errors, one per line
+  std::function<void(const std::string&)> worker_say;  // the embedded worker's lines
+};
+
+// How an instance of `djshard dlc` ended.
+enum class DlcEnd {
+  kPassed,          // finalize verified and merged the job (message: the PASS line)
+  kStoredResult,    // the run id had finished before: its stored result
+  kPrepareFailed,   // the prepare coordinator failed
+  kAborted,         // an instance (maybe this one) published a failure
+  kFinalizeFailed,  // the finalize coordinator failed
+  kStopped,         // SIGINT/SIGTERM
+};
+
+struct DlcOutcome {
+  DlcEnd end = DlcEnd::kPassed;
+  // The exit code every instance of the run agrees on: the coordination files
+  // carry it from the instance where it arose (SPEC "dlc").
+  int exit_code = 0;
+  std::string message;  // the PASS line, or what failed and where
 };
 
 // `djshard dlc`: the same command on every instance of a launcher (PAI-DLC,
 // mpirun, srun, a Kubernetes indexed job). Instances elect one prepare and
 // one finalize coordinator through O_EXCL files in a coordination directory
 // beside the job, run workers in between, propagate the first failure to
-// every instance, and all exit with the same code (SPEC "dlc").
-int RunDlc(const DlcOptions& options);
+// every instance, and all end with the same code (SPEC "dlc"). Throws Error
+// for a request that cannot start (no run id, a bad --nodes/--num-shards).
+DlcOutcome RunDlc(const DlcOptions& options);
 
 }  // namespace djshard::coord

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,10 @@ struct ExecOptions {
   size_t batch_bytes = 512 << 10;
   // Called at most twice a second with the summary so far (rows, bytes, time).
   std::function<void(const ExecSummary&)> progress;
-  // When set and true, the run stops at the next batch with an Error (a worker
-  // that lost its claim). SIGINT/SIGTERM stop it the same way.
+  // When set and true, the run stops with an Error (a worker that lost its
+  // claim): each thread looks before it starts a batch and every 16 records
+  // of each operator, so a cancel is seen within 16 records. SIGINT/SIGTERM
+  // stop it the same way.
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -54,6 +57,10 @@ struct ExecOptions {
 // operator's skip_op_error is false. Neither stream is committed here.
 ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
                     io::OutputStream& output, io::OutputStream* errors, const ExecOptions& options);
+
+// One operator's counters as the stats file and done records write them:
+// {"name", "rows_in", "rows_out", "errors", "seconds"}.
+nlohmann::json OperatorCountersJson(const OperatorCounters& counters);
 
 // The stats file of a run: per-operator rows in/out, seconds and errors.
 std::string SummaryJson(const ExecSummary& summary, int threads);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,15 @@ struct Plan {
 };
 
 // Builds every operator of `recipe` (Error with file and line for an unknown,
-// unimplemented or whole-dataset operator, or a bad argument).
-Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry);
+// unimplemented or whole-dataset operator, or a bad argument). With
+// `skip_unimplemented`, an operator this build lacks is left out of the plan
+// instead (prepare checks everything else and warns about it).
+Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
+                 bool skip_unimplemented = false);
+
+// The thread count of run, worker and dlc alike: `requested` (--threads), else
+// the recipe's np, else the largest num_proc of its operators, else every
+// core. Throws Error when the chosen value is below 1.
+int ThreadCount(std::optional<int> requested, const recipe::Recipe& recipe, const Plan& plan);
 
 }  // namespace djshard::exec

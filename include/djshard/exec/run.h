@@ -5,6 +5,7 @@
 #include <string>
 
 #include "djshard/exec/executor.h"
+#include "djshard/io/disk.h"
 
 namespace djshard::exec {
 
@@ -26,8 +27,8 @@ struct RunOutcome {
 
 // `djshard run`: one machine, one recipe over a file or directory. Writes the
 // export (compressed for .gz/.zst), the errors file and the stats file, each
-// through temp + rename: on any error no new output appears and an older one
-// stays as it was.
-RunOutcome RunRecipe(const RunRequest& request);
+// through temp + rename (through `disk`): on any error no new output appears
+// and an older one stays as it was.
+RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk = io::RealDisk());
 
 }  // namespace djshard::exec

@@ -1,16 +1,60 @@
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace djshard::io {
 
+// What the protocol needs to know of a file: identity, size and mtime.
+struct FileStat {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;  // by the clock of the filesystem that holds the file
+  bool is_directory = false;
+
+  bool SameFile(const FileStat& other) const { return dev == other.dev && ino == other.ino; }
+};
+
 // The filesystem operations that the job-directory protocol relies on. Every
-// state change other nodes can see goes through one of these, so a test can
-// replace the Disk to inject a crash or an EIO/ENOSPC between any two steps.
+// state change other nodes can see, and every look that decides one, goes
+// through one of these, so a test can replace the Disk to inject a crash or an
+// EIO/ENOSPC between any two steps. Every method may be called from any
+// thread: the real one keeps no state.
 class Disk {
  public:
   virtual ~Disk() = default;
+
+  // The whole (small) file. Throws Error naming the path.
+  virtual std::string Read(const std::string& path);
+
+  // stat(2); nullopt when nothing is at `path`. Throws on other errors.
+  virtual std::optional<FileStat> Stat(const std::string& path);
+
+  // fstat(2) of an open descriptor. Throws Error naming `path`.
+  virtual FileStat StatFd(int fd, const std::string& path);
+
+  // unlink(2); false when nothing was at `path`. Throws on other errors.
+  virtual bool Unlink(const std::string& path);
+
+  // Creates `path` and its missing parents (mkdir -p). Throws on failure.
+  virtual void MakeDirs(const std::string& path);
+
+  // Opens an existing file for reading and writing (a lock file): the
+  // descriptor, or -1 when nothing is at `path`. Throws on other errors.
+  virtual int OpenExisting(const std::string& path);
+
+  // flock(LOCK_EX) on `fd`, waiting when `blocking`; true when held. A
+  // non-blocking call returns false while another process holds it.
+  virtual bool Flock(int fd, bool blocking);
+  // Releases a flock taken by Flock.
+  virtual void Unflock(int fd);
+
+  // Rewrites the file behind `fd` with `content` from offset 0 and fsyncs it,
+  // so that its filesystem stamps a new mtime (a heartbeat). Throws on failure.
+  virtual void Rewrite(int fd, std::string_view content, const std::string& path);
 
   // Writes `content` to a temporary file beside `path`, fsyncs it, renames it
   // over `path` and fsyncs the directory. Readers see the old file or the new one.
@@ -44,7 +88,7 @@ class Disk {
 // The process-wide real filesystem.
 Disk& RealDisk();
 
-// Reads a whole (small) file. Throws Error naming the path.
+// Reads a whole (small) file from the real filesystem. Throws Error naming the path.
 std::string ReadFile(const std::string& path);
 
 // Removes a directory tree, ignoring errors (used to clean up staging areas).

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "djshard/io/disk.h"
+
 namespace djshard::io {
 
 class Sha256;
@@ -16,7 +18,9 @@ class AtomicFileWriter {
  public:
   // `path` is the final name. When `overwrite` is false, Commit() refuses to
   // replace an existing file (the check is made again just before the rename).
-  explicit AtomicFileWriter(std::string path, bool overwrite = false);
+  // The rename and the directory fsync go through `disk`, which must outlive
+  // the writer.
+  explicit AtomicFileWriter(std::string path, bool overwrite = false, Disk& disk = RealDisk());
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
@@ -42,6 +46,7 @@ class AtomicFileWriter {
   uint64_t file_offset_ = 0;       // bytes handed to write(2)
   uint64_t writeback_offset_ = 0;  // bytes whose writeback was started
   bool committed_ = false;
+  Disk& disk_;
 };
 
 }  // namespace djshard::io
@@ -53,7 +58,7 @@ namespace djshard::io {
 // Nothing is visible under the final name before Commit().
 class OutputStream {
  public:
-  OutputStream(std::string path, bool overwrite);
+  OutputStream(std::string path, bool overwrite, Disk& disk = RealDisk());
   ~OutputStream();
   OutputStream(const OutputStream&) = delete;
   OutputStream& operator=(const OutputStream&) = delete;

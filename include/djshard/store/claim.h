@@ -1,19 +1,19 @@
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "djshard/io/disk.h"
 #include "djshard/store/job.h"
+#include "djshard/store/records.h"
 
 namespace djshard::store {
 
 // A claim this process holds: state/locks/<shard>.lock, created with O_EXCL
 // and kept open, so that ownership can be re-verified under flock(2) at any
-// time (same inode at the lock path, same token inside).
+// time (same inode at the lock path, same token inside). Movable, not
+// copyable; closing the descriptor (destruction) does not release the claim.
 class Claim {
  public:
   Claim(const Claim&) = delete;
@@ -22,34 +22,42 @@ class Claim {
   Claim& operator=(Claim&& other) noexcept;
   ~Claim();
 
-  const std::string& shard_id() const { return shard_id_; }
-  const std::string& token() const { return token_; }
-  int64_t attempt_number() const { return attempt_number_; }
+  const LockRecord& record() const { return record_; }
+  const std::string& shard_id() const { return record_.shard_id; }
+  const std::string& token() const { return record_.token; }
+  int64_t attempt_number() const { return record_.attempt_number; }
   // attempts/<shard>/<NNNN>-<token>, relative to the job dir and absolute.
-  const std::string& attempt_rel() const { return attempt_rel_; }
+  const std::string& attempt_rel() const { return record_.attempt_dir; }
   const std::string& attempt_dir() const { return attempt_dir_; }
-  const std::string& claimed_at() const { return claimed_at_; }
-  // The lock's JSON line (claim fields).
-  const std::string& lock_json() const { return lock_json_; }
 
  private:
   friend class ClaimStore;
   Claim() = default;
 
-  std::string shard_id_, token_, attempt_rel_, attempt_dir_, claimed_at_, lock_path_, lock_json_;
-  int64_t attempt_number_ = 0;
+  LockRecord record_;
+  std::string attempt_dir_, lock_path_;
   int fd_ = -1;  // our lock file, open for the claim's lifetime
-  dev_t dev_ = 0;
-  ino_t ino_ = 0;
+  io::FileStat lock_file_;
 };
 
 // Claims, heartbeats, takeovers and fenced publishing on a job's shared
 // directory (SPEC "Claims, leases, attempts"). Every check of ownership runs
 // under flock on the lock and compares inode and token, so a worker whose
-// lease was taken over can never publish.
+// lease was taken over can never publish. Every filesystem step goes through
+// the Disk, so tests can fail any one of them.
+//
+// Threads: a worker calls TryClaim, TakeOverStale, ClearFinishedLock and
+// LockAge from its main thread, Heartbeat from the claim's heartbeat thread,
+// and PublishDone and Release from the main thread or the background
+// publisher. Calls on different claims may run at once; calls on one claim
+// may too, because each one takes the lock file's flock for its whole check
+// and change (flock is per open file description, and each claim has one).
+// The store itself keeps no mutable state.
 class ClaimStore {
  public:
-  ClaimStore(const JobDir& job, io::Disk& disk = io::RealDisk());
+  // Uses the job's Disk. `job` must outlive the store.
+  explicit ClaimStore(const JobDir& job) : ClaimStore(job, job.disk()) {}
+  ClaimStore(const JobDir& job, io::Disk& disk) : job_(job), disk_(disk) {}
 
   // Creates the lock of `shard_id` with O_EXCL. nullopt when it exists, or when
   // the shard already has a done or failed record (the new lock is removed).
@@ -74,33 +82,41 @@ class ClaimStore {
   bool ClearFinishedLock(const std::string& shard_id);
 
   // Refreshes the lock's mtime (by the filesystem's clock) after verifying
-  // ownership. False when lost.
+  // ownership. False when lost; throws when the lock cannot be written.
   bool Heartbeat(const Claim& claim);
 
-  // Verifies ownership and, still under the flock, publishes `done_json` as
+  // Verifies ownership and, still under the flock, publishes `done` as
   // state/done/<shard>.json by link() (first writer wins) and removes the lock.
   enum class PublishResult { kPublished, kLost, kAlreadyDone };
-  PublishResult PublishDone(const Claim& claim, const std::string& done_json);
+  PublishResult PublishDone(const Claim& claim, const DoneRecord& done);
 
-  // Verifies ownership and, under the flock, publishes `failed_json` as
-  // state/failed/<shard>.json (when not empty) and removes the lock. False when lost.
-  bool Release(const Claim& claim, const std::string& failed_json = "");
+  // Verifies ownership and, under the flock, publishes `failed` as
+  // state/failed/<shard>.json (when given) and removes the lock. False when lost.
+  bool Release(const Claim& claim, const std::optional<FailedRecord>& failed = std::nullopt);
+
+  // Writes a new attempt record (status running) for a claim just made.
+  void StartAttempt(const Claim& claim, const std::string& input_path);
+
+  // Sets the status (and error, when not empty) of the attempt in
+  // `attempt_dir`, keeping its other fields. A "stale" status set by a
+  // takeover is never replaced. Failures and takeovers are written durably.
+  void SetAttemptStatus(const std::string& attempt_dir, AttemptStatus status,
+                        const std::string& error = "");
+
+  // Number of attempts of a shard that count as failures (failed or stale).
+  int64_t CountFailures(const std::string& shard_id) const;
 
  private:
   // Runs `fn` while holding flock on the claim's lock and owning it; false when lost.
   template <typename Fn>
   bool WithOwnership(const Claim& claim, Fn&& fn);
+  // Opens the lock at `path` and runs fn(fd, stat) under its flock when no one
+  // else holds the flock and the path still names the opened file.
+  template <typename Fn>
+  bool WithIdleLock(const std::string& path, Fn&& fn);
 
   const JobDir& job_;
   io::Disk& disk_;
 };
-
-// Updates the "status" (and optional "error") of an attempt.json, keeping the
-// other fields. A status "stale" set by a takeover is never replaced.
-void SetAttemptStatus(const std::string& attempt_dir, const std::string& status,
-                      const std::string& error = "", io::Disk& disk = io::RealDisk());
-
-// Number of attempts of a shard whose status is "failed" or "stale".
-int64_t CountFailures(const JobDir& job, const std::string& shard_id);
 
 }  // namespace djshard::store

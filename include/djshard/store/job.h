@@ -2,31 +2,90 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "djshard/io/disk.h"
 #include "djshard/store/manifest.h"
 
 namespace djshard::store {
+
+// The one rule for a job-directory path a user gives: absolute, lexically
+// normal, without a trailing slash ("jobs/x/" and "./jobs/x" name the same job).
+std::string NormalizeJobDir(const std::string& dir);
+
+// Every path inside (and beside) a job directory. Nothing else in djshard
+// builds one: a new kind of file gets its accessor here.
+class JobPaths {
+ public:
+  // `dir` is normalized with NormalizeJobDir.
+  explicit JobPaths(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  // `relative` (a path recorded in the manifest or a record) inside the job.
+  std::string InJob(const std::string& relative) const { return dir_ + "/" + relative; }
+
+  std::string ManifestPath() const { return dir_ + "/manifest.json"; }
+  std::string MergeRecordPath() const { return dir_ + "/merge.json"; }
+  std::string DefaultMergedOutput() const { return dir_ + "/merged.jsonl"; }
+  std::string ShardsDir() const { return dir_ + "/shards"; }
+  // shards/<id>.jsonl, relative to the job dir (as the manifest records it).
+  static std::string ShardRelPath(const std::string& shard_id);
+
+  std::string StateDir() const { return dir_ + "/state"; }
+  std::string LocksDir() const { return dir_ + "/state/locks"; }
+  std::string DoneDir() const { return dir_ + "/state/done"; }
+  std::string FailedDir() const { return dir_ + "/state/failed"; }
+  std::string StaleLocksDir() const { return dir_ + "/state/stale_locks"; }
+  std::string HistoryDir() const { return dir_ + "/state/history"; }
+  // Every directory a new job has, the job dir itself first.
+  std::vector<std::string> SkeletonDirs() const;
+
+  std::string LockPath(const std::string& shard_id) const;
+  std::string DonePath(const std::string& shard_id) const;
+  std::string FailedPath(const std::string& shard_id) const;
+  // state/stale_locks/<shard>.<suffix>.lock: where a takeover moves a lock.
+  std::string StaleLockPath(const std::string& shard_id, const std::string& suffix) const;
+  // state/history/attempts/<shard>.<suffix> and state/history/failed/<shard>.<suffix>.json:
+  // where retry moves a shard's attempts and failed record.
+  std::string HistoryAttemptsPath(const std::string& shard_id, const std::string& suffix) const;
+  std::string HistoryFailedPath(const std::string& shard_id, const std::string& suffix) const;
+  // A file whose mtime tells the filesystem's clock (created and removed at once).
+  std::string ClockProbePath(const std::string& unique) const;
+
+  // attempts/<shard>: every attempt of a shard.
+  std::string AttemptsDir(const std::string& shard_id) const;
+  // attempts/<shard>/<NNNN>-<token>, relative to the job dir.
+  static std::string AttemptRelDir(const std::string& shard_id, int64_t number,
+                                   const std::string& token);
+  // Files of one attempt, given its absolute directory.
+  static std::string AttemptRecordPath(const std::string& attempt_dir);
+  static std::string AttemptLogPath(const std::string& attempt_dir);
+  static std::string AttemptOutputPath(const std::string& attempt_dir);
+  static std::string AttemptErrorsPath(const std::string& attempt_dir);
+
+  // Beside the job dir: .<job>.preparing.<unique> (prepare's staging) and
+  // .<job>.dlc-coordination/<key> (one dlc run's elections and results).
+  std::string StagingPath(const std::string& unique) const;
+  std::string CoordinationDir(const std::string& key) const;
+
+ private:
+  // .<job name><suffix> in the job dir's parent.
+  std::string BesideJob(const std::string& suffix) const;
+
+  std::string dir_;
+};
 
 // A shard's state as every node sees it (SPEC "status").
 enum class ShardState { kPending, kRunning, kStale, kDone, kFailed };
 const char* ShardStateName(ShardState state);
 
-// state/done/<shard>.json, published once by the attempt that finished the shard.
-struct DoneRecord {
-  std::string shard_id;
-  std::string hostname;
-  int64_t pid = 0;
-  std::string token;
-  int64_t attempt_number = 0;
-  std::string output_path;  // relative to the job dir
-  uint64_t rows = 0;
-  uint64_t size_bytes = 0;
-  std::string sha256;
-  std::string completed_at;
+// One look at a job's state directories: three listings, no record read.
+struct ShardScan {
+  std::set<std::string> done, failed, locked;  // shard ids
 
-  static DoneRecord FromJson(const std::string& text, const std::string& path);
+  bool finished(const std::string& id) const { return done.count(id) || failed.count(id); }
 };
 
 // The claim fields of state/locks/<shard>.lock that status reports.
@@ -46,20 +105,14 @@ struct ShardStatus {
   std::string error;  // last_error of a failed record
 };
 
-// A published job directory: its manifest and the paths of its state files.
-class JobDir {
+// A published job directory: its paths and its manifest.
+class JobDir : public JobPaths {
  public:
   // Opens `dir` and reads its manifest. Throws Error when it is not a job dir.
-  static JobDir Open(const std::string& dir);
+  static JobDir Open(const std::string& dir, io::Disk& disk = io::RealDisk());
 
-  const std::string& dir() const { return dir_; }
   const Manifest& manifest() const { return manifest_; }
-
-  std::string LockPath(const std::string& shard_id) const;
-  std::string DonePath(const std::string& shard_id) const;
-  std::string FailedPath(const std::string& shard_id) const;
-  std::string AttemptsDir(const std::string& shard_id) const;
-  std::string StateDir() const { return dir_ + "/state"; }
+  io::Disk& disk() const { return *disk_; }
 
   // nullptr when the manifest has no such shard.
   const ShardEntry* FindShard(const std::string& shard_id) const;
@@ -69,12 +122,18 @@ class JobDir {
   // when the directory is read-only.
   int64_t FilesystemNowNanos() const;
 
-  // The state of every shard, in manifest order. Lock ages use one probe.
+  // Lists done, failed and locked shards (the worker's and status's one look).
+  ShardScan Scan() const;
+
+  // The state of every shard, in manifest order, from one Scan: done and
+  // failed records and locks are read for their owners. Lock ages use one probe.
   std::vector<ShardStatus> Statuses() const;
 
  private:
-  std::string dir_;
+  JobDir(const std::string& dir, io::Disk& disk) : JobPaths(dir), disk_(&disk) {}
+
   Manifest manifest_;
+  io::Disk* disk_;
 };
 
 // Rejects shard ids that could name a path ('/', "..", empty).

@@ -8,12 +8,13 @@ namespace djshard::store {
 
 inline constexpr int kManifestSchemaVersion = 2;
 
-// How workers treat claims of this job (fixed at prepare time).
+// How workers treat claims of this job (fixed at prepare time). Durations
+// are seconds, fractions allowed, as Data-Juicer takes them.
 struct Policy {
-  int64_t lease_secs = 300;
-  int64_t heartbeat_secs = 15;
+  double lease_secs = 300;
+  double heartbeat_secs = 15;
   int64_t max_retries = 3;
-  int64_t poll_interval_secs = 20;
+  double poll_interval_secs = 20;
 };
 
 struct InputFile {

@@ -23,8 +23,6 @@ struct JobStatus {
   bool complete() const { return counts.done == total; }
   // No shard can change any more without a retry: all done or failed.
   bool terminal() const { return counts.done + counts.failed == total; }
-  // 0 complete, 1 incomplete, 2 any failed.
-  int ExitCode() const;
   // "Job <id>: total=N pending=a running=b stale=c done=d failed=e"
   std::string SummaryLine() const;
   // The summary, plus one line per shard when `all`.

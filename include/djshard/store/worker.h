@@ -1,33 +1,57 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 
+#include "djshard/io/disk.h"
+
 namespace djshard::store {
 
 struct WorkerOptions {
   std::string job_dir;
-  int64_t max_shards = 0;  // 0: until the job is finished
-  int threads = 0;         // 0: every core
+  int64_t max_shards = 0;      // 0: until the job is finished
+  std::optional<int> threads;  // else the recipe's np, else num_proc, else every core
   bool allow_version_mismatch = false;
   // Overrides of the manifest's policy; nullopt keeps the job's value.
-  std::optional<int64_t> lease_secs, heartbeat_secs, max_retries, poll_interval_secs;
-  // Checked while waiting for other nodes: a non-zero value ends the worker
-  // with that exit code (dlc's abort propagation).
-  std::function<int()> abort_code;
-  // Where the worker says which shard it took, finished or lost (stderr).
+  std::optional<double> lease_secs, heartbeat_secs, poll_interval_secs;
+  std::optional<int64_t> max_retries;
+  // Asked between shards and while waiting for other nodes: true ends the
+  // worker at once (dlc's abort propagation).
+  std::function<bool()> aborted;
+  // Where the worker says which shard it took, finished or lost.
   std::function<void(const std::string&)> say;
+  // The filesystem of the job directory; tests pass one that fails on command.
+  io::Disk* disk = nullptr;  // nullptr: the real one
+};
+
+// How a worker ended.
+enum class WorkerEnd {
+  kJobComplete,  // every shard of the job is done
+  kJobFailed,    // the job ended with failed shards
+  kMaxShards,    // --max-shards reached, no claim of this worker failed
+  kClaimFailed,  // --max-shards reached, a claim of this worker failed
+  kStopped,      // SIGINT/SIGTERM: the running attempt was handed back
+  kAborted,      // options.aborted said so
+};
+
+struct WorkerOutcome {
+  WorkerEnd end = WorkerEnd::kJobComplete;
+  int64_t shards_taken = 0;   // claims made by this worker
+  int64_t shards_failed = 0;  // of which failed
 };
 
 // `djshard worker`: claims shards in manifest order under heartbeat leases,
 // runs the job's recipe on each through the executor and publishes a done
-// record (SPEC "worker"). Returns the exit code: 0 when every shard is done
-// (or --max-shards was reached without a failed claim), 2 when the job ended
-// with failed shards or a claim failed under --max-shards, 130/143 after
-// SIGINT/SIGTERM (the running attempt handed back at once).
-int RunWorker(const WorkerOptions& options);
+// record (SPEC "worker"). The recipe is compiled before any claim: a job this
+// build cannot run throws Error without touching a shard. Other errors of the
+// job directory throw Error too.
+WorkerOutcome RunWorker(const WorkerOptions& options);
+
+// The exit code SPEC "worker" gives an outcome: 0 for kJobComplete and
+// kMaxShards, 2 for kJobFailed and kClaimFailed, 130/143 for kStopped (by the
+// signal received). kAborted has no code of its own: its caller knows why.
+int WorkerExitCode(const WorkerOutcome& outcome);
 
 }  // namespace djshard::store

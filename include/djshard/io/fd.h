@@ -1,0 +1,42 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace djshard::io {
+
+// The read and write loops over a file descriptor, with EINTR and short
+// counts handled once. Errors throw Error naming `path`.
+
+// Writes every byte of `bytes` at the descriptor's current offset.
+void WriteFully(int fd, std::string_view bytes, const std::string& path);
+
+// Reads from the current offset to the end, handing each chunk to `sink`.
+void ReadChunks(int fd, const std::string& path, size_t chunk_size,
+                const std::function<void(std::string_view)>& sink);
+
+// The whole (small) file behind `fd`, read with pread(2) from offset 0, so
+// that the descriptor's offset does not matter.
+std::string ReadFromStart(int fd, const std::string& path);
+
+// Closes a descriptor when it goes out of scope.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd = -1) : fd_(fd) {}
+  ~ScopedFd();
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+  // Gives up ownership.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace djshard::io

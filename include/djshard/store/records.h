@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "djshard/exec/executor.h"
+
+namespace djshard::store {
+
+// Version of the lock, attempt, done and failed records below. Readers accept
+// records without one (written before records carried it) and refuse newer ones.
+inline constexpr int kRecordSchemaVersion = 1;
+
+// What became of an attempt (attempts/<shard>/<NNNN>-<token>/attempt.json).
+enum class AttemptStatus {
+  kRunning,      // claimed and working (or its owner died)
+  kDone,         // published the shard's done record
+  kFailed,       // an error; counts toward max_retries
+  kStale,        // its lease expired and another worker took it over; counts too
+  kLost,         // its claim went away before it could publish; does not count
+  kInterrupted,  // stopped by SIGINT/SIGTERM and handed back; does not count
+  kSuperseded,   // finished, but another attempt had published first
+};
+const char* AttemptStatusName(AttemptStatus status);
+// nullopt for a name no djshard writes.
+std::optional<AttemptStatus> ParseAttemptStatus(const std::string& name);
+// Failed and stale attempts use up the shard's retries.
+inline bool CountsAsFailure(AttemptStatus s) {
+  return s == AttemptStatus::kFailed || s == AttemptStatus::kStale;
+}
+
+// state/locks/<shard>.lock: who claimed the shard and where its attempt lives.
+struct LockRecord {
+  std::string shard_id;
+  std::string token;
+  std::string hostname;
+  int64_t pid = 0;
+  std::string claimed_at;
+  int64_t attempt_number = 0;
+  std::string attempt_dir;  // relative to the job dir
+
+  // One JSON line, without the newline.
+  std::string ToJson() const;
+  // Throws Error naming `path` for text that is not a lock record.
+  static LockRecord FromJson(const std::string& text, const std::string& path);
+};
+
+// attempts/<shard>/<NNNN>-<token>/attempt.json: the claim and its outcome.
+struct AttemptRecord {
+  LockRecord claim;
+  AttemptStatus status = AttemptStatus::kRunning;
+  std::string input_path;  // the shard's file, relative to the job dir
+  std::string started_at;
+  std::string finished_at;  // empty while running
+  std::string error;        // why it failed, was lost or interrupted
+
+  std::string ToJson() const;
+  static AttemptRecord FromJson(const std::string& text, const std::string& path);
+};
+
+// state/done/<shard>.json, published once by the attempt that finished the shard.
+struct DoneRecord {
+  std::string shard_id;
+  std::string hostname;
+  int64_t pid = 0;
+  std::string token;
+  int64_t attempt_number = 0;
+  std::string output_path;  // relative to the job dir
+  uint64_t rows = 0;
+  uint64_t size_bytes = 0;
+  std::string sha256;
+  std::string completed_at;
+  std::string engine_version;
+  std::string engine_git_commit;
+  std::vector<exec::OperatorCounters> op_stats;
+  double seconds = 0;
+
+  std::string ToJson() const;
+  // Throws Error naming `path` when a field that merge relies on is missing.
+  static DoneRecord FromJson(const std::string& text, const std::string& path);
+};
+
+// state/failed/<shard>.json, published when a shard used up its retries.
+struct FailedRecord {
+  std::string shard_id;
+  int64_t failures = 0;
+  std::string last_error;
+  std::string last_attempt;  // attempt dir, relative to the job dir
+  std::string last_log;      // its process.log, relative to the job dir
+  std::string failed_at;
+  std::string hostname;
+
+  std::string ToJson() const;
+  static FailedRecord FromJson(const std::string& text, const std::string& path);
+};
+
+}  // namespace djshard::store

@@ -1,0 +1,213 @@
+#include "djshard/store/records.h"
+
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/error.h"
+
+namespace djshard::store {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kStatusNames[] = {"running", "done",        "failed",    "stale",
+                                        "lost",    "interrupted", "superseded"};
+
+// Parses a record's text; errors name the file and say which record it is.
+json ParseRecord(const std::string& text, const std::string& path, const char* what) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(path, 0, std::string(what) + " is not valid JSON: " + e.what(),
+                "the file was cut short or edited");
+  }
+  if (!j.is_object()) {
+    throw Error(path, 0, std::string(what) + " is not a JSON object", "the file was edited");
+  }
+  const int version = j.value("schema_version", kRecordSchemaVersion);
+  if (version > kRecordSchemaVersion) {
+    throw Error(path, 0,
+                std::string(what) + " has schema_version " + std::to_string(version) +
+                    ", newer than this djshard's " + std::to_string(kRecordSchemaVersion),
+                "use the djshard version that wrote the job");
+  }
+  return j;
+}
+
+// Runs `read` on a parsed record, turning a missing or mistyped field into an
+// Error naming the file.
+template <typename Fn>
+void ReadFields(const char* what, const std::string& path, Fn&& read) {
+  try {
+    read();
+  } catch (const json::exception& e) {
+    throw Error(path, 0, std::string(what) + " is not valid: " + e.what(),
+                "the file was edited or written by another tool");
+  }
+}
+
+json LockJson(const LockRecord& r) {
+  return {{"schema_version", kRecordSchemaVersion},
+          {"shard_id", r.shard_id},
+          {"token", r.token},
+          {"hostname", r.hostname},
+          {"pid", r.pid},
+          {"claimed_at", r.claimed_at},
+          {"attempt_number", r.attempt_number},
+          {"attempt_dir", r.attempt_dir}};
+}
+
+LockRecord LockFromJson(const json& j) {
+  LockRecord r;
+  r.shard_id = j.value("shard_id", "");
+  r.token = j.value("token", "");
+  r.hostname = j.value("hostname", "");
+  r.pid = j.value("pid", int64_t{0});
+  r.claimed_at = j.value("claimed_at", "");
+  r.attempt_number = j.value("attempt_number", int64_t{0});
+  r.attempt_dir = j.value("attempt_dir", "");
+  return r;
+}
+
+}  // namespace
+
+const char* AttemptStatusName(AttemptStatus status) {
+  return kStatusNames[static_cast<int>(status)];
+}
+
+std::optional<AttemptStatus> ParseAttemptStatus(const std::string& name) {
+  for (size_t i = 0; i < std::size(kStatusNames); ++i) {
+    if (name == kStatusNames[i]) return static_cast<AttemptStatus>(i);
+  }
+  return std::nullopt;
+}
+
+std::string LockRecord::ToJson() const { return LockJson(*this).dump(); }
+
+LockRecord LockRecord::FromJson(const std::string& text, const std::string& path) {
+  const json j = ParseRecord(text, path, "lock");
+  LockRecord r;
+  ReadFields("lock", path, [&] { r = LockFromJson(j); });
+  return r;
+}
+
+std::string AttemptRecord::ToJson() const {
+  json j = LockJson(claim);
+  j["status"] = AttemptStatusName(status);
+  j["input_path"] = input_path;
+  j["started_at"] = started_at;
+  if (!finished_at.empty()) j["finished_at"] = finished_at;
+  if (!error.empty()) j["error"] = error;
+  return j.dump(2) + "\n";
+}
+
+AttemptRecord AttemptRecord::FromJson(const std::string& text, const std::string& path) {
+  const json j = ParseRecord(text, path, "attempt record");
+  AttemptRecord r;
+  ReadFields("attempt record", path, [&] {
+    r.claim = LockFromJson(j);
+    const std::string status = j.at("status").get<std::string>();
+    const std::optional<AttemptStatus> parsed = ParseAttemptStatus(status);
+    if (!parsed) {
+      throw Error(path, 0, "attempt record has an unknown status '" + status + "'",
+                  "the file was edited");
+    }
+    r.status = *parsed;
+    r.input_path = j.value("input_path", "");
+    r.started_at = j.value("started_at", "");
+    r.finished_at = j.value("finished_at", "");
+    r.error = j.value("error", "");
+  });
+  return r;
+}
+
+std::string DoneRecord::ToJson() const {
+  json ops = json::array();
+  for (const exec::OperatorCounters& c : op_stats) ops.push_back(exec::OperatorCountersJson(c));
+  const json j = {
+      {"schema_version", kRecordSchemaVersion},
+      {"shard_id", shard_id},
+      {"status", "done"},
+      {"completed_at", completed_at},
+      {"hostname", hostname},
+      {"pid", pid},
+      {"token", token},
+      {"attempt_number", attempt_number},
+      {"output_path", output_path},
+      {"rows", rows},
+      {"size_bytes", size_bytes},
+      {"sha256", sha256},
+      {"engine",
+       {{"name", "djshard"}, {"version", engine_version}, {"git_commit", engine_git_commit}}},
+      {"op_stats", ops},
+      {"seconds", seconds}};
+  return j.dump(2) + "\n";
+}
+
+DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path) {
+  const json j = ParseRecord(text, path, "done record");
+  DoneRecord r;
+  try {
+    r.shard_id = j.at("shard_id").get<std::string>();
+    r.hostname = j.value("hostname", "");
+    r.pid = j.value("pid", int64_t{0});
+    r.token = j.value("token", "");
+    r.attempt_number = j.value("attempt_number", int64_t{0});
+    r.output_path = j.at("output_path").get<std::string>();
+    r.rows = j.at("rows").get<uint64_t>();
+    r.size_bytes = j.at("size_bytes").get<uint64_t>();
+    r.sha256 = j.at("sha256").get<std::string>();
+    r.completed_at = j.value("completed_at", "");
+    if (j.contains("engine") && j["engine"].is_object()) {
+      r.engine_version = j["engine"].value("version", "");
+      r.engine_git_commit = j["engine"].value("git_commit", "");
+    }
+    if (j.contains("op_stats") && j["op_stats"].is_array()) {
+      for (const json& op : j["op_stats"]) {
+        exec::OperatorCounters c;
+        c.name = op.value("name", "");
+        c.rows_in = op.value("rows_in", uint64_t{0});
+        c.rows_out = op.value("rows_out", uint64_t{0});
+        c.errors = op.value("errors", uint64_t{0});
+        c.seconds = op.value("seconds", 0.0);
+        r.op_stats.push_back(std::move(c));
+      }
+    }
+    r.seconds = j.value("seconds", 0.0);
+  } catch (const json::exception& e) {
+    throw Error(path, 0, std::string("done record is not valid: ") + e.what(),
+                "retry the shard to produce a new one");
+  }
+  return r;
+}
+
+std::string FailedRecord::ToJson() const {
+  const json j = {{"schema_version", kRecordSchemaVersion},
+                  {"shard_id", shard_id},
+                  {"status", "failed"},
+                  {"failures", failures},
+                  {"last_error", last_error},
+                  {"last_attempt", last_attempt},
+                  {"last_log", last_log},
+                  {"failed_at", failed_at},
+                  {"hostname", hostname}};
+  return j.dump(2) + "\n";
+}
+
+FailedRecord FailedRecord::FromJson(const std::string& text, const std::string& path) {
+  const json j = ParseRecord(text, path, "failed record");
+  FailedRecord r;
+  ReadFields("failed record", path, [&] {
+    r.shard_id = j.value("shard_id", "");
+    r.failures = j.value("failures", int64_t{0});
+    r.last_error = j.value("last_error", "");
+    r.last_attempt = j.value("last_attempt", "");
+    r.last_log = j.value("last_log", "");
+    r.failed_at = j.value("failed_at", "");
+    r.hostname = j.value("hostname", "");
+  });
+  return r;
+}
+
+}  // namespace djshard::store

@@ -12,8 +12,7 @@ namespace {
 
 class TestSleepMapper : public Mapper {
  public:
-  TestSleepMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {"seconds"}) {
+  TestSleepMapper(const recipe::OperatorSpec& spec, const std::string& key) : Mapper(spec, key) {
     seconds_ = args().GetDouble("seconds", 1.0);
   }
   void Map(Sample&) const override {
@@ -33,6 +32,23 @@ class TestSleepMapper : public Mapper {
 std::unique_ptr<Operator> MakeTestSleepMapper(const recipe::OperatorSpec& spec,
                                               const std::string& text_key) {
   return std::make_unique<TestSleepMapper>(spec, text_key);
+}
+
+const std::vector<BuiltinOperator>& TestOperators() {
+  static const std::vector<BuiltinOperator> ops = {
+      {"djshard_test_sleep_mapper",
+       MakeTestSleepMapper,
+       "Test only: sleeps `seconds` per record",
+       {{"seconds", "1.0", "seconds to sleep per record"}}},
+  };
+  return ops;
+}
+
+const std::vector<CatalogueEntry>& TestOperatorCatalogue() {
+  static const std::vector<CatalogueEntry> entries = {
+      {"djshard_test_sleep_mapper", OpKind::kMapper, "cpu"},
+  };
+  return entries;
 }
 
 }  // namespace djshard::ops

@@ -9,15 +9,13 @@
 
 namespace djshard::ops {
 
-// An operator implemented by djshard, as the registry lists it.
-struct BuiltinOperator {
-  std::string name;
-  OperatorFactory factory;
-  std::string summary;
-  std::vector<ArgDoc> args;
-};
-
+// The operators this build implements. Each entry's `args` is the single list
+// of that operator's own arguments (see BuiltinOperator).
 const std::vector<BuiltinOperator>& BuiltinOperators();
+// Operators for black-box tests, registered only when
+// DJSHARD_ENABLE_TEST_OPERATORS=1, with their catalogue entries.
+const std::vector<BuiltinOperator>& TestOperators();
+const std::vector<CatalogueEntry>& TestOperatorCatalogue();
 
 // Factories, one per operator, defined in the operator's file.
 #define DJSHARD_DECLARE_FACTORY(fn) \

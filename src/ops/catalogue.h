@@ -6,12 +6,6 @@
 
 namespace djshard::ops {
 
-struct CatalogueEntry {
-  const char* name;
-  OpKind kind;
-  const char* accelerator;
-};
-
 extern const CatalogueEntry kCatalogue[];
 extern const size_t kCatalogueSize;
 

@@ -77,8 +77,7 @@ Scalar FromYaml(const YAML::Node& node) {
 
 class SuffixFilter : public Filter {
  public:
-  SuffixFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : Filter(spec, key, {"suffixes"}) {
+  SuffixFilter(const recipe::OperatorSpec& spec, const std::string& key) : Filter(spec, key) {
     suffixes_ = args().GetStringList("suffixes", {});
   }
   bool uses_stats() const override { return false; }
@@ -110,7 +109,7 @@ std::string FieldStat(Sample& sample, const std::string& key) {
 class SpecifiedFieldFilter : public Filter {
  public:
   SpecifiedFieldFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : Filter(spec, key, {"field_key", "target_value"}) {
+      : Filter(spec, key) {
     key_ = args().GetString("field_key", "");
     const YAML::Node targets = args().Raw("target_value");
     if (targets && targets.IsSequence()) {
@@ -185,13 +184,13 @@ std::optional<double> PythonFloat(const std::string& raw_text) {
 class SpecifiedNumericFieldFilter : public Filter {
  public:
   SpecifiedNumericFieldFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : Filter(spec, key, {"field_key", "min_value", "max_value"}) {
+      : Filter(spec, key) {
     key_ = args().GetString("field_key", "");
     lo_ = args().GetDouble("min_value", -kMaxSize);
     hi_ = args().GetDouble("max_value", kMaxSize);
   }
   bool Process(Sample& sample) const override {
-    const std::string value = FieldStat(sample, key_);
+    const std::string value = NumericFieldStat(sample);
     if (key_.empty()) return true;
     // Truthy and float()-convertible, as in Data-Juicer: 0, "" and null are not
     // numbers; a non-empty list or object makes float() raise.
@@ -217,6 +216,24 @@ class SpecifiedNumericFieldFilter : public Filter {
   }
 
  private:
+  // FieldStat, except for a record that lacks only the last part of the path:
+  // Data-Juicer reads such records through the dataset's Arrow schema, which
+  // gives them None there, a value that is not a number and drops the record
+  // without an error. A parent that is missing, null or not an object makes
+  // Data-Juicer's lookup raise, so it stays an operator error.
+  std::string NumericFieldStat(Sample& sample) const {
+    Sample::FieldLookup found = sample.LookupField(key_);
+    if (!found.value) {
+      if (key_.empty()) throw OpError("field '' not found");
+      if (!found.only_last_part_missing) {
+        throw OpError("field '" + key_ + "' not found: a parent is missing, null or not an object");
+      }
+      found.value = "null";
+    }
+    if (!sample.Stat(key_)) sample.SetStat(key_, *found.value);
+    return std::string(*sample.Stat(key_));
+  }
+
   std::string key_;
   double lo_, hi_;
 };

@@ -17,7 +17,7 @@ namespace {
 class LanguageIdScoreFilter : public Filter {
  public:
   LanguageIdScoreFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : Filter(spec, key, {"lang", "min_score", "model_path"}) {
+      : Filter(spec, key) {
     langs_ = args().GetStringList("lang", {});
     langs_.erase(std::remove(langs_.begin(), langs_.end(), std::string()), langs_.end());
     min_score_ = args().GetDouble("min_score", 0.0);

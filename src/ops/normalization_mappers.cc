@@ -12,7 +12,7 @@ namespace {
 class WhitespaceNormalizationMapper : public Mapper {
  public:
   WhitespaceNormalizationMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {}) {}
+      : Mapper(spec, key) {}
 
   void Map(Sample& sample) const override {
     const std::string& text = sample.Text(text_key());
@@ -99,7 +99,7 @@ const char* PunctuationReplacement(uint32_t cp) {
 class PunctuationNormalizationMapper : public Mapper {
  public:
   PunctuationNormalizationMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {}) {}
+      : Mapper(spec, key) {}
 
   void Map(Sample& sample) const override {
     const std::string& text = sample.Text(text_key());

@@ -54,7 +54,7 @@ class RegexSubMapper : public Mapper {
   RegexSubMapper(const recipe::OperatorSpec& spec, const std::string& key,
                  const std::string& default_pattern, TokenTrigger trigger,
                  const char* trigger_bytes)
-      : Mapper(spec, key, {"pattern", "repl"}) {
+      : Mapper(spec, key) {
     for (const char* b = trigger_bytes; *b != '\0'; ++b) {
       trigger_bytes_[static_cast<unsigned char>(*b)] = true;
     }
@@ -112,7 +112,7 @@ class RegexSubMapper : public Mapper {
 class RemoveSpecificCharsMapper : public Mapper {
  public:
   RemoveSpecificCharsMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {"chars_to_remove"}) {
+      : Mapper(spec, key) {
     const std::string chars = args().GetString(
         "chars_to_remove",
         "\u25c6\u25cf\u25a0\u25ba\u25bc\u25b2\u25b4\u2206\u25bb\u25b7\u2756\u2661\u25a1");

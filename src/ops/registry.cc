@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "djshard/common/error.h"
 #include "src/ops/builtin.h"
 #include "src/ops/catalogue.h"
 
@@ -27,9 +28,15 @@ const char* OpKindName(OpKind kind) {
   return "unknown";
 }
 
-Registry::Registry() {
-  for (size_t i = 0; i < kCatalogueSize; ++i) {
-    const CatalogueEntry& e = kCatalogue[i];
+namespace {
+
+bool ByName(const OperatorInfo& op, std::string_view name) { return op.name < name; }
+
+}  // namespace
+
+Registry::Registry(std::span<const CatalogueEntry> catalogue,
+                   std::span<const BuiltinOperator> builtins) {
+  for (const CatalogueEntry& e : catalogue) {
     OperatorInfo info;
     info.name = e.name;
     info.kind = e.kind;
@@ -39,43 +46,40 @@ Registry::Registry() {
   }
   std::sort(operators_.begin(), operators_.end(),
             [](const OperatorInfo& a, const OperatorInfo& b) { return a.name < b.name; });
-  for (const BuiltinOperator& b : BuiltinOperators()) {
-    auto it =
-        std::lower_bound(operators_.begin(), operators_.end(), b.name,
-                         [](const OperatorInfo& op, const std::string& n) { return op.name < n; });
-    if (it == operators_.end() || it->name != b.name) continue;  // not in the catalogue
+  for (const BuiltinOperator& b : builtins) {
+    auto it = std::lower_bound(operators_.begin(), operators_.end(), b.name, ByName);
+    if (it == operators_.end() || it->name != b.name) {
+      throw Error("built-in operator '" + b.name + "' is not in Data-Juicer's operator catalogue",
+                  "add it to src/ops/catalogue.cc or fix its name in src/ops/builtin.cc");
+    }
+    if (it->implemented) {
+      throw Error("built-in operator '" + b.name + "' is listed twice",
+                  "keep one entry in src/ops/builtin.cc");
+    }
     it->implemented = true;
     it->factory = b.factory;
     it->summary = b.summary;
     it->args = b.args;
   }
-  const char* test_ops = std::getenv("DJSHARD_ENABLE_TEST_OPERATORS");
-  if (test_ops != nullptr && std::strcmp(test_ops, "1") == 0) {
-    OperatorInfo sleep;
-    sleep.name = "djshard_test_sleep_mapper";
-    sleep.kind = OpKind::kMapper;
-    sleep.accelerator = "cpu";
-    sleep.implemented = true;
-    sleep.factory = MakeTestSleepMapper;
-    sleep.summary = "Test only: sleeps `seconds` per record";
-    sleep.args = {{"seconds", "1.0", "seconds to sleep per record"},
-                  {"fail_while_exists", "''", "fails every record while this file exists"}};
-    operators_.insert(
-        std::lower_bound(operators_.begin(), operators_.end(), sleep.name,
-                         [](const OperatorInfo& op, const std::string& n) { return op.name < n; }),
-        std::move(sleep));
-  }
 }
 
 const Registry& Registry::Global() {
-  static const Registry registry;
+  static const Registry registry = [] {
+    std::vector<CatalogueEntry> catalogue(kCatalogue, kCatalogue + kCatalogueSize);
+    std::vector<BuiltinOperator> builtins = BuiltinOperators();
+    const char* test_ops = std::getenv("DJSHARD_ENABLE_TEST_OPERATORS");
+    if (test_ops != nullptr && std::strcmp(test_ops, "1") == 0) {
+      const std::vector<CatalogueEntry>& extra = TestOperatorCatalogue();
+      catalogue.insert(catalogue.end(), extra.begin(), extra.end());
+      builtins.insert(builtins.end(), TestOperators().begin(), TestOperators().end());
+    }
+    return Registry(catalogue, builtins);
+  }();
   return registry;
 }
 
 const OperatorInfo* Registry::Find(std::string_view name) const {
-  auto it =
-      std::lower_bound(operators_.begin(), operators_.end(), name,
-                       [](const OperatorInfo& op, std::string_view n) { return op.name < n; });
+  auto it = std::lower_bound(operators_.begin(), operators_.end(), name, ByName);
   if (it == operators_.end() || it->name != name) return nullptr;
   return &*it;
 }

@@ -87,16 +87,24 @@ double Sample::StatNumber(std::string_view key) {
 }
 
 std::optional<std::string> Sample::Field(std::string_view dotted_path) const {
+  return LookupField(dotted_path).value;
+}
+
+Sample::FieldLookup Sample::LookupField(std::string_view dotted_path) const {
+  FieldLookup result;
   size_t dot = dotted_path.find('.');
   const std::string_view head = dotted_path.substr(0, dot);
   std::optional<std::string_view> raw = record_->Find(head);
-  if (!raw) return std::nullopt;
+  if (!raw) {
+    result.only_last_part_missing = dot == std::string_view::npos;
+    return result;
+  }
   std::string_view current = *raw;
   while (dot != std::string_view::npos) {
     const size_t next = dotted_path.find('.', dot + 1);
     const std::string_view part = dotted_path.substr(
         dot + 1, next == std::string_view::npos ? std::string_view::npos : next - dot - 1);
-    if (current.empty() || current.front() != '{') return std::nullopt;
+    if (current.empty() || current.front() != '{') return result;
     bool found = false;
     for (const io::JsonMember& m : io::SplitObject(current)) {
       if (io::UnescapeJsonString(m.key_literal) == part) {
@@ -105,10 +113,14 @@ std::optional<std::string> Sample::Field(std::string_view dotted_path) const {
         break;
       }
     }
-    if (!found) return std::nullopt;
+    if (!found) {
+      result.only_last_part_missing = next == std::string_view::npos;
+      return result;
+    }
     dot = next;
   }
-  return std::string(current);
+  result.value = std::string(current);
+  return result;
 }
 
 void Sample::Commit(bool write_stats) {

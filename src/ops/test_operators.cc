@@ -15,8 +15,7 @@ namespace {
 
 class TestSleepMapper : public Mapper {
  public:
-  TestSleepMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {"seconds", "fail_while_exists"}) {
+  TestSleepMapper(const recipe::OperatorSpec& spec, const std::string& key) : Mapper(spec, key) {
     seconds_ = args().GetDouble("seconds", 1.0);
     fail_while_exists_ = args().GetString("fail_while_exists", "");
   }
@@ -43,6 +42,24 @@ class TestSleepMapper : public Mapper {
 std::unique_ptr<Operator> MakeTestSleepMapper(const recipe::OperatorSpec& spec,
                                               const std::string& text_key) {
   return std::make_unique<TestSleepMapper>(spec, text_key);
+}
+
+const std::vector<BuiltinOperator>& TestOperators() {
+  static const std::vector<BuiltinOperator> ops = {
+      {"djshard_test_sleep_mapper",
+       MakeTestSleepMapper,
+       "Test only: sleeps `seconds` per record",
+       {{"seconds", "1.0", "seconds to sleep per record"},
+        {"fail_while_exists", "''", "fails every record while this file exists"}}},
+  };
+  return ops;
+}
+
+const std::vector<CatalogueEntry>& TestOperatorCatalogue() {
+  static const std::vector<CatalogueEntry> entries = {
+      {"djshard_test_sleep_mapper", OpKind::kMapper, "cpu"},
+  };
+  return entries;
 }
 
 }  // namespace djshard::ops

@@ -25,9 +25,9 @@ class StatFilter : public Filter {
     double hi_default;
   };
 
-  StatFilter(const recipe::OperatorSpec& spec, const std::string& key,
-             const std::vector<std::string>& own_args, const char* stat_key, Range range)
-      : Filter(spec, key, own_args), stat_key_(stat_key) {
+  StatFilter(const recipe::OperatorSpec& spec, const std::string& key, const char* stat_key,
+             Range range)
+      : Filter(spec, key), stat_key_(stat_key) {
     lo_ = args().GetDouble(range.lo_key, range.lo_default);
     hi_ = args().GetDouble(range.hi_key, range.hi_default);
   }
@@ -51,7 +51,7 @@ constexpr StatFilter::Range kLenRange{"min_len", 10, "max_len", kMaxSize};
 class TextLengthFilter : public StatFilter {
  public:
   TextLengthFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"min_len", "max_len"}, "text_len", kLenRange) {}
+      : StatFilter(spec, key, "text_len", kLenRange) {}
   std::string Compute(const std::string& text) const override {
     return IntStat(static_cast<int64_t>(text::CodePointCount(text)));
   }
@@ -60,7 +60,7 @@ class TextLengthFilter : public StatFilter {
 class AverageLineLengthFilter : public StatFilter {
  public:
   AverageLineLengthFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"min_len", "max_len"}, "avg_line_length", kLenRange) {}
+      : StatFilter(spec, key, "avg_line_length", kLenRange) {}
   std::string Compute(const std::string& text) const override {
     const size_t lines = text::SplitLines(text).size();
     if (lines == 0) return FloatStat(0.0);
@@ -71,7 +71,7 @@ class AverageLineLengthFilter : public StatFilter {
 class MaximumLineLengthFilter : public StatFilter {
  public:
   MaximumLineLengthFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"min_len", "max_len"}, "max_line_length", kLenRange) {}
+      : StatFilter(spec, key, "max_line_length", kLenRange) {}
   std::string Compute(const std::string& text) const override {
     size_t longest = 0;
     for (std::string_view line : text::SplitLines(text)) {
@@ -84,8 +84,7 @@ class MaximumLineLengthFilter : public StatFilter {
 class WordsNumFilter : public StatFilter {
  public:
   WordsNumFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"lang", "tokenization", "min_num", "max_num"}, "num_words",
-                   {"min_num", 10, "max_num", kMaxSize}) {
+      : StatFilter(spec, key, "num_words", {"min_num", 10, "max_num", kMaxSize}) {
     RefuseTokenization();
   }
   std::string Compute(const std::string& text) const override {
@@ -234,8 +233,7 @@ int64_t CountWindows(const std::vector<uint64_t>& hashes, const T* base, int64_t
 class WordRepetitionFilter : public StatFilter {
  public:
   WordRepetitionFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"lang", "tokenization", "rep_len", "min_ratio", "max_ratio"},
-                   "word_rep_ratio", {"min_ratio", 0.0, "max_ratio", 0.5}) {
+      : StatFilter(spec, key, "word_rep_ratio", {"min_ratio", 0.0, "max_ratio", 0.5}) {
     RefuseTokenization();
     n_ = args().GetInt("rep_len", 10);
     if (n_ < 1) args().Fail("rep_len", "must be at least 1", "");
@@ -277,8 +275,7 @@ class WordRepetitionFilter : public StatFilter {
 class AlphanumericFilter : public StatFilter {
  public:
   AlphanumericFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"tokenization", "min_ratio", "max_ratio"}, "alnum_ratio",
-                   {"min_ratio", 0.25, "max_ratio", kMaxSize}) {
+      : StatFilter(spec, key, "alnum_ratio", {"min_ratio", 0.25, "max_ratio", kMaxSize}) {
     RefuseTokenization();
   }
   std::string Compute(const std::string& text) const override {
@@ -291,8 +288,7 @@ class AlphanumericFilter : public StatFilter {
 class CharacterRepetitionFilter : public StatFilter {
  public:
   CharacterRepetitionFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"rep_len", "min_ratio", "max_ratio"}, "char_rep_ratio",
-                   {"min_ratio", 0.0, "max_ratio", 0.5}) {
+      : StatFilter(spec, key, "char_rep_ratio", {"min_ratio", 0.0, "max_ratio", 0.5}) {
     n_ = args().GetInt("rep_len", 10);
     if (n_ < 1) args().Fail("rep_len", "must be at least 1", "");
   }
@@ -343,8 +339,7 @@ class CharacterRepetitionFilter : public StatFilter {
 class SpecialCharactersFilter : public StatFilter {
  public:
   SpecialCharactersFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, {"min_ratio", "max_ratio"}, "special_char_ratio",
-                   {"min_ratio", 0.0, "max_ratio", 0.25}) {}
+      : StatFilter(spec, key, "special_char_ratio", {"min_ratio", 0.0, "max_ratio", 0.25}) {}
   std::string Compute(const std::string& text) const override {
     const size_t total = text::CodePointCount(text);
     const size_t special = text::CountSpecial(text);

@@ -26,7 +26,7 @@ bool ContainsCopyright(std::string_view s) {
 class CleanCopyrightMapper : public Mapper {
  public:
   CleanCopyrightMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {}) {}
+      : Mapper(spec, key) {}
 
   void Map(Sample& sample) const override {
     const std::string& text = sample.Text(text_key());
@@ -68,7 +68,7 @@ class CleanCopyrightMapper : public Mapper {
 class RemoveLongWordsMapper : public Mapper {
  public:
   RemoveLongWordsMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {"min_len", "max_len"}) {
+      : Mapper(spec, key) {
     lo_ = static_cast<double>(args().GetInt("min_len", 1));
     hi_ = args().Has("max_len") ? static_cast<double>(args().GetInt("max_len", 0)) : kMaxSize;
   }
@@ -208,7 +208,7 @@ std::string Encode(const std::u32string& s) {
 class RemoveRepeatSentencesMapper : public Mapper {
  public:
   RemoveRepeatSentencesMapper(const recipe::OperatorSpec& spec, const std::string& key)
-      : Mapper(spec, key, {"lowercase", "ignore_special_character", "min_repeat_sentence_length"}) {
+      : Mapper(spec, key) {
     lowercase_ = args().GetBool("lowercase", false);
     ignore_special_ = args().GetBool("ignore_special_character", true);
     min_len_ = args().GetInt("min_repeat_sentence_length", 2);

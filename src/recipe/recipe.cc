@@ -131,7 +131,15 @@ Recipe LoadRecipe(const std::string& path) {
   recipe.dataset_path = OptionalString(root, "dataset_path", path);
   recipe.export_path = OptionalString(root, "export_path", path);
   recipe.executor_type = OptionalString(root, "executor_type", path);
-  if (auto key = OptionalString(root, "text_keys", path)) recipe.text_key = *key;
+  // Data-Juicer takes a string or a list for text_keys and uses its first key.
+  if (const YAML::Node keys = root["text_keys"]; keys && keys.IsSequence()) {
+    if (keys.size() == 0 || !keys[0].IsScalar()) {
+      throw Error(path, LineOfNode(keys), "'text_keys' must be a string or a list of strings");
+    }
+    recipe.text_key = keys[0].as<std::string>();
+  } else if (auto key = OptionalString(root, "text_keys", path)) {
+    recipe.text_key = *key;
+  }
   if (auto key = OptionalString(root, "text_key", path)) recipe.text_key = *key;
   if (auto key = OptionalString(root, "image_key", path)) recipe.image_key = *key;
   if (auto key = OptionalString(root, "audio_key", path)) recipe.audio_key = *key;
@@ -141,6 +149,10 @@ Recipe LoadRecipe(const std::string& path) {
       recipe.np = root["np"].as<int64_t>();
     } catch (const YAML::Exception&) {
       throw Error(path, LineOfNode(root["np"]), "'np' must be an integer");
+    }
+    if (*recipe.np < 1) {
+      throw Error(path, LineOfNode(root["np"]), "'np' must be a positive integer",
+                  "it is the number of threads; got " + std::to_string(*recipe.np));
     }
   }
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -266,6 +267,47 @@ TEST_F(RunCli, RefusesUnknownArgumentsTokenizationAndUnimplementedOperators) {
   EXPECT_NE(r.err.find("operator 'clean_html_mapper' is not implemented"), std::string::npos);
 }
 
+TEST_F(RunCli, DataJuicersGpuDemoRecipeRunsWithItsRaySettings) {
+  // tests/data/gpu_demo_cpu_ops.yaml: Data-Juicer's recipe with num_cpus, num_proc,
+  // executor_type: ray and ray_address, its model operators removed.
+  const std::string recipe = DJSHARD_SOURCE_DIR "/tests/data/gpu_demo_cpu_ops.yaml";
+  CliResult r =
+      Run({"run", "--config", recipe, "--dataset-path",
+           DJSHARD_SOURCE_DIR "/data/gpu-demo-dataset.jsonl", "--export-path", "out.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Kept 4 of 4 rows"), std::string::npos) << r.out;
+  std::vector<json> rows = ParseLines(Read("out.jsonl"));
+  ASSERT_EQ(rows.size(), 4u);
+  const int lengths[] = {30, 32, 37, 41};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i]["sample_id"], i);
+    EXPECT_EQ(rows[i]["__dj__stats__"]["text_len"], lengths[i]);
+  }
+  EXPECT_EQ(rows[0]["text"], "A   lovely cat sits on a sofa.");  // only odd whitespace changes
+  EXPECT_EQ(Read("out.jsonl.errors.jsonl"), "");
+
+  // Both operators act: odd whitespace becomes spaces, an empty text is filtered out.
+  Write("odd.jsonl",
+        "{\"sample_id\":0,\"text\":\"\\u3000a\\u00a0cat \"}\n"
+        "{\"sample_id\":1,\"text\":\" \"}\n");
+  r = Run({"run", "--config", recipe, "--dataset-path", "odd.jsonl", "--export-path", "odd.out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("odd.out"),
+            "{\"sample_id\":0,\"text\":\"a cat\",\"__dj__stats__\":{\"text_len\":5}}\n");
+
+  // A typo in the same recipe is still an error naming the operator and the argument.
+  std::ifstream in(recipe);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("num_cpus"), 8, "num_cpu");
+  Write("typo.yaml", text);
+  r = Run({"run", "--config", "typo.yaml", "--dataset-path", "odd.jsonl"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("typo.yaml:16: whitespace_normalization_mapper: argument 'num_cpu' is not "
+                       "an argument of whitespace_normalization_mapper"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(RunCli, ReadsAndWritesCompressedJsonl) {
   WriteCorpus("plain/data.jsonl", 200);
   ASSERT_EQ(
@@ -333,6 +375,33 @@ TEST_F(RunCli, OpsListsTheCatalogueAndShowsOneOperator) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("rep_len"), std::string::npos);
   EXPECT_EQ(Run({"ops", "nope"}).exit_code, 2);
+}
+
+TEST_F(RunCli, OpsSaysWhichCommonArgumentsDjshardHonoursAndWhichItIgnores) {
+  const CliResult r = Run({"ops", "whitespace_normalization_mapper"});
+  ASSERT_EQ(r.exit_code, 0);
+  const size_t honoured = r.out.find("common arguments djshard honours:");
+  const size_t refused = r.out.find("common arguments djshard refuses:");
+  const size_t ignored = r.out.find("common arguments accepted and ignored:");
+  ASSERT_NE(honoured, std::string::npos) << r.out;
+  ASSERT_NE(refused, std::string::npos) << r.out;
+  ASSERT_NE(ignored, std::string::npos) << r.out;
+  EXPECT_LT(honoured, refused);
+  EXPECT_LT(refused, ignored);
+  const std::string honoured_part = r.out.substr(honoured, refused - honoured);
+  for (const char* name : {"text_key", "skip_op_error", "batch_size", "num_proc", "index_key"}) {
+    EXPECT_NE(honoured_part.find(std::string("    ") + name + " "), std::string::npos) << name;
+  }
+  EXPECT_NE(r.out.find("threads of `djshard run`"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stats_export_path"), std::string::npos);
+  const std::string ignored_part = r.out.substr(ignored);
+  EXPECT_NE(ignored_part.find("num_cpus, num_gpus, memory, runtime_env, ray_execution_mode, "
+                              "cpu_required, gpu_required, mem_required, auto_op_parallelism, "
+                              "adaptive_batching:\n      Ray scheduling:"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(ignored_part.find("work_dir"), std::string::npos);
+  EXPECT_NE(ignored_part.find("turbo"), std::string::npos);
 }
 
 }  // namespace

@@ -15,10 +15,11 @@ namespace djshard::ops {
 // instance serves every executor thread.
 class Operator {
  public:
-  // Checks the arguments against the operator's own and Data-Juicer's common
-  // ones; an unknown argument is an Error naming the operator and argument.
-  Operator(const recipe::OperatorSpec& spec, const std::string& default_text_key,
-           const std::vector<std::string>& own_args);
+  // Checks the arguments against the operator's own (its entry in the
+  // registry of this build, Registry::Global()) and the common ones
+  // (CommonArguments()); an unknown argument is an Error naming the operator
+  // and the argument. `default_text_key` is the recipe's text key.
+  Operator(const recipe::OperatorSpec& spec, const std::string& default_text_key);
   virtual ~Operator() = default;
   Operator(const Operator&) = delete;
   Operator& operator=(const Operator&) = delete;
@@ -50,8 +51,7 @@ class Mapper : public Operator {
 // and decides whether the record stays.
 class Filter : public Operator {
  public:
-  Filter(const recipe::OperatorSpec& spec, const std::string& default_text_key,
-         const std::vector<std::string>& own_args);
+  Filter(const recipe::OperatorSpec& spec, const std::string& default_text_key);
   OpKind kind() const override { return OpKind::kFilter; }
   // Whether the filter writes stats (suffix_filter does not).
   virtual bool uses_stats() const { return true; }

@@ -49,6 +49,16 @@ class Sample {
   // missing or a parent is not an object.
   std::optional<std::string> Field(std::string_view dotted_path) const;
 
+  // A dotted path looked up part by part, saying where it stopped.
+  struct FieldLookup {
+    std::optional<std::string> value;  // raw JSON, when every part was found
+    // When not found: whether the last part is what is missing (its parent is
+    // an object, the record counts as one) rather than a parent that is
+    // missing, null or not an object.
+    bool only_last_part_missing = false;
+  };
+  FieldLookup LookupField(std::string_view dotted_path) const;
+
   // Writes changed text fields and, when `write_stats`, the stats into the record.
   void Commit(bool write_stats);
 

@@ -51,13 +51,16 @@ struct OperatorSpec {
 };
 
 // A Data-Juicer YAML recipe. Knows no operator: names are checked by exec.
+// Top-level keys other than these (Data-Juicer's executor settings such as
+// ray_address, override_num_blocks, open_tracer, use_cache, op_fusion) are
+// accepted and ignored.
 struct Recipe {
   std::string path;       // as given by the user
   std::string directory;  // absolute directory of the recipe file
   std::optional<std::string> dataset_path;
   std::optional<std::string> export_path;
   std::optional<std::string> executor_type;
-  std::string text_key = "text";
+  std::string text_key = "text";  // text_key, else text_keys (its first key when a list)
   std::string image_key = "images";
   std::string audio_key = "audios";
   std::string video_key = "videos";

@@ -153,6 +153,26 @@ TEST_F(ExecutorTest, KeepStatsFalseLeavesNoStatsInTheOutput) {
   EXPECT_EQ(o.output, "{\"id\":1,\"text\":\"row 1\",\"meta\":{ \"k\" : [1, 2.50] }}\n");
 }
 
+TEST_F(ExecutorTest, OperatorsWorkOnTheRecipesTextKeyOnly) {
+  const Plan plan = PlanOf(std::string("text_key: body\n") + kProcess);
+  const Outcome o =
+      Run(plan, {Input("a.jsonl", "{\"body\":\"  kept body  \",\"text\":\"  x  \"}\n")});
+  EXPECT_EQ(o.output,
+            "{\"body\":\"kept body\",\"text\":\"  x  \",\"__dj__stats__\":{\"text_len\":9}}\n");
+}
+
+TEST_F(ExecutorTest, EmptyInputFilesAddNothing) {
+  const std::string row = "{\"id\":1,\"text\":\"row 1\"}\n";
+  ExecOptions options;
+  options.threads = 3;
+  const Outcome o =
+      Run(PlanOf("keep_stats_in_res_ds: false\n" + std::string(kProcess)),
+          {Input("a.jsonl", ""), Input("b.jsonl", row), Input("c.jsonl", "")}, options);
+  EXPECT_EQ(o.output, row);
+  EXPECT_EQ(o.summary.rows_in, 1u);
+  EXPECT_EQ(o.summary.bytes_in, row.size());
+}
+
 TEST_F(ExecutorTest, ALastLineWithoutNewlineAndLinesLongerThanABatchAreKept) {
   const std::string long_text(5000, 'y');
   const Plan plan = PlanOf(kProcess);

@@ -188,6 +188,29 @@ TEST_F(ExecutorTest, ALastLineWithoutNewlineAndLinesLongerThanABatchAreKept) {
   EXPECT_EQ(o.output.back(), '\n');
 }
 
+TEST_F(ExecutorTest, ALastLineWithoutNewlineIsKeptWhereverTheBatchesAreCut) {
+  const std::string rows = "{\"text\":\"first\"}\n{\"text\":\"second\"}\n{\"text\":\"third\"}";
+  const std::string expected = rows + "\n";
+  for (const char* batch_size : {"1", "2", "3", "1000"}) {
+    const Plan plan = PlanOf(
+        "keep_stats_in_res_ds: false\nprocess:\n  - whitespace_normalization_mapper:\n"
+        "      batch_size: " +
+        std::string(batch_size) + "\n");
+    for (size_t batch_bytes : {size_t{1}, size_t{5}, size_t{20}, size_t{64}}) {
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(std::string(batch_size) + " rows, " + std::to_string(batch_bytes) +
+                     " bytes, " + std::to_string(threads) + " threads");
+        ExecOptions options;
+        options.threads = threads;
+        options.batch_bytes = batch_bytes;
+        const Outcome o = Run(plan, {Input("a.jsonl", rows), Input("b.jsonl", rows)}, options);
+        EXPECT_EQ(o.output, expected + expected);
+        EXPECT_EQ(o.summary.rows_in, 6u);
+      }
+    }
+  }
+}
+
 TEST_F(ExecutorTest, CountsRowsBytesAndEachOperatorsRowsAndErrors) {
   const Plan plan = PlanOf(kProcess);
   // 10 rows, two of them without a text (line 4 and line 9): the mapper fails on them.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "djshard/io/sha256.h"
 #include "djshard/store/job.h"
@@ -67,6 +69,17 @@ CliResult WaitFor(const Spawned& p) {
   return r;
 }
 
+std::string ErrSoFar(const Spawned& p) { return Slurp(p.err_path); }
+
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 CliResult RunDjshard(const std::vector<std::string>& args, const std::string& cwd) {
   return WaitFor(SpawnDjshard(args, cwd));
 }
@@ -92,6 +105,23 @@ std::string CliTest::Write(const std::string& rel, const std::string& content) c
 std::string CliTest::Read(const std::string& rel) const { return Slurp(Path(rel)); }
 
 bool CliTest::Exists(const std::string& rel) const { return fs::exists(Path(rel)); }
+
+bool CliTest::Contains(const std::string& rel, const std::string& text) const {
+  return Exists(rel) && Read(rel).find(text) != std::string::npos;
+}
+
+double CliTest::AgeSecs(const std::string& rel) const {
+  struct stat st {};
+  if (::stat(Path(rel).c_str(), &st) != 0) return -1;
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
+         static_cast<double>(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+}
+
+void CliTest::Touch(const std::string& rel) const {
+  ::utimensat(AT_FDCWD, Path(rel).c_str(), nullptr, 0);
+}
 
 std::vector<std::string> CliTest::List(const std::string& rel) const {
   std::vector<std::string> names;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,18 @@ Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cw
                      const std::vector<std::string>& prefix = {});
 // Waits for a spawned process; exit code 128+N when killed by signal N.
 CliResult WaitFor(const Spawned& process);
+// What a spawned process has written to stderr so far.
+std::string ErrSoFar(const Spawned& process);
+
+// How long a test waits for a state that an idle machine reaches in well under
+// a second: generous for a loaded one (ctest -j), yet a hang still fails the
+// test rather than the ctest timeout.
+inline constexpr std::chrono::seconds kPatience{60};
+
+// Polls `condition` every 20 ms until it holds or `timeout` passes; returns
+// whether it held. Tests wait for the state they need, never a fixed time.
+bool WaitUntil(const std::function<bool()>& condition,
+               std::chrono::milliseconds timeout = kPatience);
 
 // A fresh temporary directory per test, removed afterwards.
 class CliTest : public ::testing::Test {
@@ -45,6 +59,12 @@ class CliTest : public ::testing::Test {
   std::string Write(const std::string& rel, const std::string& content) const;
   std::string Read(const std::string& rel) const;
   bool Exists(const std::string& rel) const;
+  // Whether `rel` exists and contains `text`.
+  bool Contains(const std::string& rel, const std::string& text) const;
+  // Seconds since `rel` was last modified (a lock's lease age); -1 when absent.
+  double AgeSecs(const std::string& rel) const;
+  // Sets the mtime of `rel` to now, as a worker's heartbeat does to its lock.
+  void Touch(const std::string& rel) const;
   // Names in the test directory, for "nothing was left behind" checks.
   std::vector<std::string> List(const std::string& rel = "") const;
   // A recipe with whitespace_normalization_mapper + text_length_filter over `dataset`.

@@ -72,18 +72,22 @@ class WorkerCli : public CliTest {
     if (!Exists(rel)) return 0;
     return List(rel).size();
   }
-  // Waits until `rel` exists (or `secs` pass).
-  bool WaitForFile(const std::string& rel, double secs) const {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(secs);
-    while (std::chrono::steady_clock::now() < until) {
-      if (Exists(rel)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+  // Waits until `rel` exists.
+  bool WaitForFile(const std::string& rel) const {
+    return WaitUntil([&] { return Exists(rel); });
   }
   std::string OnlyAttempt(const std::string& shard) const {
+    if (!Exists("job/attempts/" + shard)) return "";
     const std::vector<std::string> attempts = List("job/attempts/" + shard);
     return attempts.empty() ? "" : "job/attempts/" + shard + "/" + attempts.front();
+  }
+  // Waits until the first attempt of `shard` runs its operators: claimed,
+  // attempt.json written, the executor started.
+  bool WaitForRunningAttempt(const std::string& shard) const {
+    return WaitUntil([&] {
+      const std::string attempt = OnlyAttempt(shard);
+      return !attempt.empty() && Contains(attempt + "/process.log", " running ");
+    });
   }
   // sha256 of a single-process `djshard run` of the same recipe and input.
   std::string ReferenceSha() {
@@ -141,18 +145,19 @@ TEST_F(WorkerCli, AStaleLockIsTakenOverAndItsOldOwnerCanNoLongerPublish) {
   Prepare(1);
   // A never refreshes its lease within the 2 s lease.
   const Spawned a = Worker({"--heartbeat-secs", "30"});
-  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00001"));
+  const std::string a_attempt = OnlyAttempt("part-00000-of-00001");
+  ASSERT_TRUE(WaitUntil([&] { return AgeSecs("job/state/locks/part-00000-of-00001.lock") > 2.2; }));
+  // A is held while B starts and takes the shard over, so that A cannot
+  // finish first however slowly B starts.
+  ASSERT_EQ(kill(a.pid, SIGSTOP), 0);
   const Spawned b = Worker();
+  const bool taken_over = WaitUntil([&] { return Count("job/state/stale_locks") == 1; });
+  ASSERT_EQ(kill(a.pid, SIGCONT), 0);
+  ASSERT_TRUE(taken_over);
   // A ends its attempt without publishing while B holds the lock.
-  const std::string a_attempt =
-      "job/attempts/part-00000-of-00001/" + List("job/attempts/part-00000-of-00001").front();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  while (Read(a_attempt + "/process.log").find("lost the claim") == std::string::npos &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_NE(Read(a_attempt + "/process.log").find("lost the claim"), std::string::npos);
+  ASSERT_TRUE(WaitUntil([&] { return Contains(a_attempt + "/process.log", "lost the claim"); }))
+      << Read(a_attempt + "/process.log");
   EXPECT_FALSE(Exists("job/state/done/part-00000-of-00001.json"));
   const json a_record = json::parse(Read(a_attempt + "/attempt.json"));
   EXPECT_EQ(a_record["status"], "stale");
@@ -173,7 +178,7 @@ TEST_F(WorkerCli, ALiveWorkerKeepsAShardLongerThanTheLease) {
   WriteRecipe(1.0);  // 5 s of work under a 2 s lease
   Prepare(1);
   const Spawned a = Worker();
-  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock"));
   const Spawned b = Worker();
   EXPECT_EQ(WaitFor(a).exit_code, 0);
   const CliResult rb = WaitFor(b);
@@ -188,9 +193,19 @@ TEST_F(WorkerCli, AWaitingWorkerEndsSoonAfterTheLastShardNotAfterItsPollInterval
   WriteRecipe(0.5);  // 1.5 s of work
   Prepare(1);
   const Spawned a = Worker();
-  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
+  ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00001"));
+  // A is held, its lease kept alive as its heartbeat would, until B has found
+  // the shard held and gone to sleep: B waits however slowly it starts.
+  const std::string lock = "job/state/locks/part-00000-of-00001.lock";
+  ASSERT_EQ(kill(a.pid, SIGSTOP), 0);
   const auto start = std::chrono::steady_clock::now();
   const Spawned b = Worker({"--poll-interval-secs", "60"});
+  const bool b_waits = WaitUntil([&] {
+    Touch(lock);
+    return ErrSoFar(b).find("next look in 60 s") != std::string::npos;
+  });
+  ASSERT_EQ(kill(a.pid, SIGCONT), 0);
+  ASSERT_TRUE(b_waits) << ErrSoFar(b);
   EXPECT_EQ(WaitFor(a).exit_code, 0);
   const CliResult rb = WaitFor(b);
   const double waited =
@@ -207,9 +222,9 @@ TEST_F(WorkerCli, AWorkerWithASkewedClockNeitherStealsNorLooksStale) {
   WriteRecipe(1.0);  // 3 s per shard
   Prepare(2);
   const Spawned a = Worker({"--max-shards", "1"});
-  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00002.lock", 10));
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00002.lock"));
   const Spawned ahead = Worker({"--max-shards", "1"}, kTestOps, {"faketime", "-m", "-f", "+3h"});
-  ASSERT_TRUE(WaitForFile("job/state/locks/part-00001-of-00002.lock", 10));
+  ASSERT_TRUE(WaitForFile("job/state/locks/part-00001-of-00002.lock"));
   // A third worker, three hours behind, finds two live locks and waits.
   const Spawned behind = Worker({}, kTestOps, {"faketime", "-m", "-f", "-3h"});
   EXPECT_EQ(WaitFor(a).exit_code, 0);
@@ -257,8 +272,8 @@ TEST_F(WorkerCli, KillNineInTheMiddleOfAShardIsTakenOverAfterTheLease) {
   const std::string reference = ReferenceSha();
   Prepare(2);
   const Spawned a = Worker();
-  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00002.lock", 10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  // Killed once its attempt is running: attempt.json says "running".
+  ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00002"));
   kill(a.pid, SIGKILL);
   EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
   const CliResult b = WaitFor(Worker());
@@ -274,8 +289,7 @@ TEST_F(WorkerCli, SigtermHandsTheShardBackAtOnceWithoutCountingAFailure) {
   WriteRecipe(1.0);
   Prepare(1, {"--max-retries", "0"});
   const Spawned a = Worker();
-  ASSERT_TRUE(WaitForFile("job/state/locks/part-00000-of-00001.lock", 10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00001"));
   const auto sent = std::chrono::steady_clock::now();
   kill(a.pid, SIGTERM);
   const CliResult ra = WaitFor(a);

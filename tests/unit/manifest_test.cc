@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/error.h"
+
 namespace djshard::store {
 namespace {
 
@@ -41,25 +45,155 @@ TEST(ShardId, WidensForLargeCounts) {
   EXPECT_EQ(ShardId(99999, 100000), "part-099999-of-100000");
 }
 
-TEST(Manifest, RoundTripsThroughJson) {
+// A manifest with every field set to a value unlike its default.
+Manifest Full() {
   Manifest m;
-  m.job_id = "j";
+  m.job_id = "j-1";
   m.created_at = "2026-01-01T00:00:00.000Z";
   m.dataset_path = "/d";
-  m.media_root = "/d";
+  m.media_root = "/d/media";
   m.media_keys = {"images", "audios", "videos"};
+  m.index_keys = {"idx", "row"};
   m.input_files.push_back({"/d/a.jsonl", "a.jsonl", 10, 123, 2, std::string(64, 'a')});
-  m.shards.push_back({"part-00000-of-00001", 0, "shards/part-00000-of-00001.jsonl", 2, 9, "ff"});
-  m.num_shards = 1;
-  m.policy.lease_secs = 42;
-  m.warnings = {"w"};
+  m.input_files.push_back({"/d/sub/b.jsonl.zst", "sub/b.jsonl.zst", 7, -5, 1, "bb"});
+  m.total_rows = 3;
+  m.total_size_bytes = 17;
+  m.normalized_sha256 = "cc";
+  m.num_shards = 2;
+  m.shards.push_back({"part-00000-of-00002", 0, "shards/part-00000-of-00002.jsonl", 2, 9, "ff"});
+  m.shards.push_back({"part-00001-of-00002", 1, "shards/part-00001-of-00002.jsonl", 1, 8, "ee"});
+  m.recipe_source_path = "/r/recipe.yaml";
+  m.recipe_snapshot_path = "recipe.yaml";
+  m.recipe_sha256 = "dd";
+  m.engine_name = "djshard";
+  m.engine_version = "9.9.9";
+  m.engine_git_commit = "abc123";
+  m.policy = {42, 7, 5, 11};
+  m.warnings = {"w1", "w2"};
+  return m;
+}
+
+TEST(Manifest, WritesEveryFieldUnderItsSchemaKey) {
+  const std::string text = Full().ToJson();
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["job_id"], "j-1");
+  EXPECT_EQ(j["created_at"], "2026-01-01T00:00:00.000Z");
+  EXPECT_EQ(j["dataset_path"], "/d");
+  EXPECT_EQ(j["media_root"], "/d/media");
+  EXPECT_EQ(j["media_keys"], nlohmann::json({"images", "audios", "videos"}));
+  EXPECT_EQ(j["index_keys"], nlohmann::json({"idx", "row"}));
+  ASSERT_EQ(j["input_files"].size(), 2u);
+  EXPECT_EQ(j["input_files"][0], nlohmann::json({{"path", "/d/a.jsonl"},
+                                                 {"relative_path", "a.jsonl"},
+                                                 {"size_bytes", 10},
+                                                 {"mtime_ns", 123},
+                                                 {"rows", 2},
+                                                 {"sha256", std::string(64, 'a')}}));
+  EXPECT_EQ(j["input_files"][1]["mtime_ns"], -5);
+  EXPECT_EQ(j["total_rows"], 3);
+  EXPECT_EQ(j["total_size_bytes"], 17);
+  EXPECT_EQ(j["normalized_sha256"], "cc");
+  EXPECT_EQ(j["num_shards"], 2);
+  ASSERT_EQ(j["shards"].size(), 2u);
+  EXPECT_EQ(j["shards"][1], nlohmann::json({{"id", "part-00001-of-00002"},
+                                            {"index", 1},
+                                            {"path", "shards/part-00001-of-00002.jsonl"},
+                                            {"rows", 1},
+                                            {"size_bytes", 8},
+                                            {"sha256", "ee"}}));
+  EXPECT_EQ(j["recipe"], nlohmann::json({{"source_path", "/r/recipe.yaml"},
+                                         {"snapshot_path", "recipe.yaml"},
+                                         {"sha256", "dd"}}));
+  EXPECT_EQ(j["engine"],
+            nlohmann::json({{"name", "djshard"}, {"version", "9.9.9"}, {"git_commit", "abc123"}}));
+  EXPECT_EQ(j["policy"], nlohmann::json({{"lease_secs", 42},
+                                         {"heartbeat_secs", 7},
+                                         {"max_retries", 5},
+                                         {"poll_interval_secs", 11}}));
+  EXPECT_EQ(j["warnings"], nlohmann::json({"w1", "w2"}));
+  EXPECT_EQ(j.size(), 17u);  // nothing else
+  // Sorted keys, two-space indent, a final newline: the same manifest gives the same bytes.
+  EXPECT_EQ(text, j.dump(2) + "\n");
+  EXPECT_EQ(text.rfind("{\n  \"created_at\": ", 0), 0u) << text.substr(0, 40);
+}
+
+TEST(Manifest, RoundTripsEveryFieldThroughJson) {
+  const Manifest m = Full();
   const std::string text = m.ToJson();
   const Manifest back = Manifest::FromJson(text, "manifest.json");
-  EXPECT_EQ(back.ToJson(), text);
+  EXPECT_EQ(back.schema_version, kManifestSchemaVersion);
+  EXPECT_EQ(back.job_id, m.job_id);
+  EXPECT_EQ(back.created_at, m.created_at);
+  EXPECT_EQ(back.dataset_path, m.dataset_path);
+  EXPECT_EQ(back.media_root, m.media_root);
+  EXPECT_EQ(back.media_keys, m.media_keys);
+  EXPECT_EQ(back.index_keys, m.index_keys);
+  ASSERT_EQ(back.input_files.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.input_files[i].path, m.input_files[i].path);
+    EXPECT_EQ(back.input_files[i].relative_path, m.input_files[i].relative_path);
+    EXPECT_EQ(back.input_files[i].size_bytes, m.input_files[i].size_bytes);
+    EXPECT_EQ(back.input_files[i].mtime_ns, m.input_files[i].mtime_ns);
+    EXPECT_EQ(back.input_files[i].rows, m.input_files[i].rows);
+    EXPECT_EQ(back.input_files[i].sha256, m.input_files[i].sha256);
+  }
+  EXPECT_EQ(back.total_rows, 3u);
+  EXPECT_EQ(back.total_size_bytes, 17u);
+  EXPECT_EQ(back.normalized_sha256, "cc");
+  EXPECT_EQ(back.num_shards, 2u);
+  ASSERT_EQ(back.shards.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.shards[i].id, m.shards[i].id);
+    EXPECT_EQ(back.shards[i].index, m.shards[i].index);
+    EXPECT_EQ(back.shards[i].path, m.shards[i].path);
+    EXPECT_EQ(back.shards[i].rows, m.shards[i].rows);
+    EXPECT_EQ(back.shards[i].size_bytes, m.shards[i].size_bytes);
+    EXPECT_EQ(back.shards[i].sha256, m.shards[i].sha256);
+  }
+  EXPECT_EQ(back.recipe_source_path, "/r/recipe.yaml");
+  EXPECT_EQ(back.recipe_snapshot_path, "recipe.yaml");
+  EXPECT_EQ(back.recipe_sha256, "dd");
+  EXPECT_EQ(back.engine_name, "djshard");
+  EXPECT_EQ(back.engine_version, "9.9.9");
+  EXPECT_EQ(back.engine_git_commit, "abc123");
   EXPECT_EQ(back.policy.lease_secs, 42);
-  // Keys are sorted.
-  EXPECT_LT(text.find("\"created_at\""), text.find("\"dataset_path\""));
-  EXPECT_LT(text.find("\"warnings\""), std::string::npos);
+  EXPECT_EQ(back.policy.heartbeat_secs, 7);
+  EXPECT_EQ(back.policy.max_retries, 5);
+  EXPECT_EQ(back.policy.poll_interval_secs, 11);
+  EXPECT_EQ(back.warnings, m.warnings);
+  EXPECT_EQ(back.ToJson(), text);
+}
+
+TEST(Manifest, AnotherSchemaVersionIsRefusedNamingBoth) {
+  nlohmann::json j = nlohmann::json::parse(Full().ToJson());
+  j["schema_version"] = 1;
+  try {
+    Manifest::FromJson(j.dump(), "job/manifest.json");
+    ADD_FAILURE() << "schema_version 1 was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.file(), "job/manifest.json");
+    EXPECT_EQ(e.message(), "manifest schema_version 1 is not supported (this djshard reads 2)");
+  }
+}
+
+TEST(Manifest, AMissingOrMistypedKeyIsRefusedNamingTheFile) {
+  for (const char* key : {"shards", "policy", "recipe", "job_id"}) {
+    nlohmann::json j = nlohmann::json::parse(Full().ToJson());
+    j.erase(key);
+    try {
+      Manifest::FromJson(j.dump(), "job/manifest.json");
+      ADD_FAILURE() << "a manifest without " << key << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.file(), "job/manifest.json");
+      EXPECT_EQ(e.message().rfind("manifest is not valid: ", 0), 0u) << e.message();
+      EXPECT_NE(e.message().find(key), std::string::npos) << e.message();
+    }
+  }
+  nlohmann::json j = nlohmann::json::parse(Full().ToJson());
+  j["total_rows"] = "three";
+  EXPECT_THROW(Manifest::FromJson(j.dump(), "m.json"), Error);
+  EXPECT_THROW(Manifest::FromJson("{", "m.json"), Error);
 }
 
 }  // namespace

@@ -72,19 +72,33 @@ TEST(Normalize, MediaMustBeAListOfStrings) {
   }
 }
 
+struct MediaCase {
+  const char* item;
+  bool rewritten;
+  const char* normalized;
+};
+
 TEST(MediaPath, Rules) {
-  std::string out;
-  EXPECT_FALSE(NormalizeMediaPath("/r", "", &out));
-  EXPECT_EQ(out, "");
-  EXPECT_FALSE(NormalizeMediaPath("/r", "/x//y", &out));
-  EXPECT_EQ(out, "/x//y");
-  EXPECT_TRUE(NormalizeMediaPath("/r", "a//b/./c", &out));
-  EXPECT_EQ(out, "/r/a/b/c");
-  EXPECT_TRUE(NormalizeMediaPath("/r", "dir/", &out));
-  EXPECT_EQ(out, "/r/dir");
-  EXPECT_TRUE(NormalizeMediaPath("/r", "ftp://x", &out));
-  EXPECT_EQ(out, "/r/ftp:/x");
-  EXPECT_TRUE(NormalizeMediaPath("/r", "HTTP://x", &out));
+  const MediaCase cases[] = {
+      {"", false, ""},                                // empty stays empty
+      {"/x//y", false, "/x//y"},                      // absolute: as written
+      {"http://h/a/../b", false, "http://h/a/../b"},  // URLs: as written
+      {"https://h/p", false, "https://h/p"},
+      {"s3://b/k", false, "s3://b/k"},
+      {"gs://b/k", false, "gs://b/k"},
+      {"hdfs://n/p", false, "hdfs://n/p"},
+      {"a//b/./c", true, "/r/a/b/c"},  // relative: joined and normalized
+      {"./a.jpg", true, "/r/a.jpg"},
+      {"../up.jpg", true, "/up.jpg"},
+      {"dir/", true, "/r/dir"},          // no trailing separator
+      {"ftp://x", true, "/r/ftp:/x"},    // not a URL scheme prepare keeps
+      {"HTTP://x", true, "/r/HTTP:/x"},  // schemes are case-sensitive
+  };
+  for (const MediaCase& c : cases) {
+    std::string out = "left over from the previous item";
+    EXPECT_EQ(NormalizeMediaPath("/r", c.item, &out), c.rewritten) << c.item;
+    EXPECT_EQ(out, c.normalized) << c.item;
+  }
 }
 
 }  // namespace

@@ -204,6 +204,7 @@ struct Step {
   const char* op;
   const char* needle;
 };
+void PrintTo(const Step& step, std::ostream* os) { *os << step.op << " " << step.needle; }
 
 class WorkerDiskFailure : public WorkerTest, public ::testing::WithParamInterface<Step> {};
 

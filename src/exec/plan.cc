@@ -32,9 +32,11 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
       if (b < 1) spec.args.Fail("batch_size", "must be at least 1", "");
       batch_size = std::max(batch_size, static_cast<size_t>(b));
     }
-    if (spec.args.Has("num_proc")) {
+    // Data-Juicer's num_proc: null or -1 (its default) lets the engine choose.
+    if (spec.args.Has("num_proc") && !spec.args.Raw("num_proc").IsNull() &&
+        spec.args.GetInt("num_proc", -1) != -1) {
       const int64_t n = spec.args.GetInt("num_proc", 0);
-      if (n < 1) spec.args.Fail("num_proc", "must be at least 1", "");
+      if (n < 1) spec.args.Fail("num_proc", "must be at least 1, or -1 for automatic", "");
       plan.num_proc = std::max(plan.num_proc, static_cast<int>(n));
     }
     plan.has_filter = plan.has_filter || info->kind == ops::OpKind::kFilter;

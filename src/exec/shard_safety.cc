@@ -22,12 +22,12 @@ ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Regi
 
   if (recipe.executor_type) {
     const std::string& type = *recipe.executor_type;
-    if (type == "default" || type == "ray") {
+    if (type == "default" || type == "ray" || type == "ray_partitioned") {
       report.warnings.push_back("executor_type '" + type +
                                 "' is run in-process by djshard's executor");
     } else if (type != "djshard") {
       throw Error(path, 0, "executor_type '" + type + "' is not supported",
-                  "use default, ray or djshard");
+                  "use default, ray, ray_partitioned or djshard");
     }
   }
 

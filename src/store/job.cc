@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "djshard/common/clock.h"
@@ -27,6 +28,18 @@ JobPaths::JobPaths(const std::string& dir) : dir_(NormalizeJobDir(dir)) {}
 
 std::string JobPaths::ShardRelPath(const std::string& shard_id) {
   return "shards/" + shard_id + ".jsonl";
+}
+
+bool JobPaths::IsJobFile(const std::string& path) const {
+  const std::string prefix = dir_ + "/";
+  if (path.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string rel = path.substr(prefix.size());
+  for (const char* dir : {"shards", "attempts", "state"}) {
+    if (rel == dir || rel.compare(0, std::strlen(dir) + 1, std::string(dir) + "/") == 0) {
+      return true;
+    }
+  }
+  return rel == "manifest.json" || rel == "recipe.yaml" || rel == "merge.json";
 }
 
 std::vector<std::string> JobPaths::SkeletonDirs() const {

@@ -196,6 +196,14 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
           .lexically_normal()
           .string();
   std::error_code ec;
+  // Through symbolic links too: the output must not replace a file the job's
+  // verification relies on.
+  const std::string real_output = fs::weakly_canonical(output, ec).string();
+  const std::string real_job = fs::weakly_canonical(job.dir(), ec).string();
+  if (job.IsJobFile(output) || JobPaths(real_job).IsJobFile(real_output)) {
+    throw Error(output, 0, "the output would replace a file of the job itself",
+                "choose an --output outside the job's shards/, attempts/ and state/");
+  }
   if (!request.overwrite && fs::exists(fs::symlink_status(output, ec))) {
     throw Error(output, 0, "output already exists", "pass --overwrite to replace it");
   }

@@ -233,5 +233,25 @@ TEST_F(MergeTest, VerifyWithoutAMergedOutputSaysSo) {
   EXPECT_EQ(e->message(), "merged output does not exist");
 }
 
+// An --output naming one of the job's own files would destroy what merge and
+// verify check against: refused, with everything left as it was.
+TEST_F(MergeTest, RefusesAnOutputThatIsAFileOfTheJob) {
+  FinishAll();
+  for (const std::string& rel : {DoneOutput(0), std::string("job/manifest.json"),
+                                 std::string("job/shards/") + ShardId(0) + ".jsonl"}) {
+    MergeRequest request;
+    request.output = tmp_.Path(rel);
+    request.overwrite = true;
+    try {
+      Merge(job(), request);
+      ADD_FAILURE() << "merge wrote over " << rel;
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("would replace a file of the job"), std::string::npos)
+          << e.message();
+    }
+  }
+  EXPECT_NO_THROW(StreamVerifiedOutputs(job(), [](std::string_view) {}));
+}
+
 }  // namespace
 }  // namespace djshard::store

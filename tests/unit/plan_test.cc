@@ -126,10 +126,19 @@ TEST_F(PlanTest, BatchSizeAndNumProcBelowOneAreRefusedAtTheirLine) {
   EXPECT_EQ(batch->line(), 4u);
   EXPECT_NE(batch->message().find("batch_size"), std::string::npos) << batch->message();
   const std::optional<Error> procs =
-      Refusal("process:\n  - text_length_filter:\n      num_proc: -1\n");
+      Refusal("process:\n  - text_length_filter:\n      num_proc: 0\n");
   ASSERT_TRUE(procs.has_value());
   EXPECT_EQ(procs->line(), 3u);
   EXPECT_NE(procs->message().find("num_proc"), std::string::npos) << procs->message();
+}
+
+// Data-Juicer's default num_proc, -1 (or null), lets the engine choose.
+TEST_F(PlanTest, NumProcMinusOneOrNullIsAutomatic) {
+  for (const char* value : {"-1", "null"}) {
+    const Plan plan =
+        Compile(std::string("process:\n  - text_length_filter:\n      num_proc: ") + value + "\n");
+    EXPECT_EQ(plan.num_proc, 0) << value;
+  }
 }
 
 }  // namespace

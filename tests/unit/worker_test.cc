@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 // EIO or ENOSPC there would.
 class FailOnceDisk : public io::Disk {
  public:
-  FailOnceDisk(std::string op, std::string needle) : op_(std::move(op)), needle_(std::move(needle)) {}
+  FailOnceDisk(std::string op, std::string needle)
+      : op_(std::move(op)), needle_(std::move(needle)) {}
 
   bool CreateExclusive(const std::string& path, std::string_view content, bool durable) override {
     MaybeFail("create", path);
@@ -82,7 +83,8 @@ class WorkerTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     std::ostringstream rows;
-    for (int i = 0; i < 40; ++i) rows << "{\"id\":" << i << ",\"text\":\"  row " << i << " text \"}\n";
+    for (int i = 0; i < 40; ++i)
+      rows << "{\"id\":" << i << ",\"text\":\"  row " << i << " text \"}\n";
     std::ofstream(dir_ + "/data.jsonl") << rows.str();
     std::ofstream(dir_ + "/r.yaml") << "process:\n  - whitespace_normalization_mapper:\n"
                                        "  - text_length_filter:\n      min_len: 10\n";
@@ -125,8 +127,8 @@ class WorkerTest : public ::testing::Test {
   size_t Count(const std::string& rel) {
     size_t n = 0;
     std::error_code ec;
-    for (auto it = fs::directory_iterator(dir_ + "/" + rel, ec); !ec && it != fs::directory_iterator();
-         it.increment(ec)) {
+    for (auto it = fs::directory_iterator(dir_ + "/" + rel, ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
       ++n;
     }
     return n;

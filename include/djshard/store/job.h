@@ -39,6 +39,11 @@ class JobPaths {
   std::string FailedDir() const { return dir_ + "/state/failed"; }
   std::string StaleLocksDir() const { return dir_ + "/state/stale_locks"; }
   std::string HistoryDir() const { return dir_ + "/state/history"; }
+  // True when `path` (absolute, normalized) names one of the job's own files:
+  // the manifest, the recipe snapshot, merge.json, or anything under shards/,
+  // attempts/ or state/. Such a path is never an output.
+  bool IsJobFile(const std::string& path) const;
+
   // Every directory a new job has, the job dir itself first.
   std::vector<std::string> SkeletonDirs() const;
 

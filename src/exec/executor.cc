@@ -218,6 +218,75 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   }
 }
 
+// Restores input order. Results arrive from any thread under their batch
+// sequence number; the next one in order is written by one thread at a time
+// and folded into the summary. Not thread-safe by itself: Add, TakeNext and
+// Written run under the executor's mutex, Write outside it (TakeNext makes
+// the caller the only writer until Written).
+class OrderedWriter {
+ public:
+  OrderedWriter(io::OutputStream& output, io::OutputStream* errors, ExecSummary& summary,
+                const ExecOptions& options, double start)
+      : output_(output),
+        errors_(errors),
+        summary_(summary),
+        options_(options),
+        start_(start),
+        last_progress_(start) {}
+
+  void Add(uint64_t seq, BatchResult result) { pending_.emplace(seq, std::move(result)); }
+  // Whether the next result in order is here and no one is writing.
+  bool CanWrite() const { return !writing_ && pending_.count(next_) != 0; }
+  // Takes the next result in order; the caller writes it.
+  BatchResult TakeNext() {
+    auto it = pending_.find(next_);
+    BatchResult result = std::move(it->second);
+    pending_.erase(it);
+    writing_ = true;
+    return result;
+  }
+  // Appends a taken result to the streams and counts it.
+  void Write(const BatchResult& done) {
+    output_.Append(done.output);
+    if (errors_ != nullptr && !done.errors.empty()) errors_->Append(done.errors);
+    summary_.rows_in += done.rows_in;
+    summary_.rows_out += done.rows_out;
+    summary_.bytes_in += done.bytes_in;
+    summary_.bytes_out += done.output.size();
+    summary_.errors += done.error_count;
+    for (size_t i = 0; i < done.counters.size(); ++i) {
+      summary_.operators[i].rows_in += done.counters[i].rows_in;
+      summary_.operators[i].rows_out += done.counters[i].rows_out;
+      summary_.operators[i].errors += done.counters[i].errors;
+      summary_.operators[i].seconds += done.counters[i].seconds;
+    }
+    const double now = MonotonicSeconds();
+    if (options_.progress && now - last_progress_ >= 0.5) {
+      last_progress_ = now;
+      summary_.seconds = now - start_;
+      options_.progress(summary_);
+    }
+  }
+  // The taken result is written: the next one may go.
+  void Written() {
+    writing_ = false;
+    ++next_;
+  }
+  // Results written so far.
+  uint64_t written() const { return next_; }
+
+ private:
+  io::OutputStream& output_;
+  io::OutputStream* errors_;
+  ExecSummary& summary_;
+  const ExecOptions& options_;
+  const double start_;
+  double last_progress_;
+  std::map<uint64_t, BatchResult> pending_;
+  uint64_t next_ = 0;
+  bool writing_ = false;
+};
+
 }  // namespace
 
 ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
@@ -226,7 +295,6 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   const int threads = std::max(1, options.threads);
   const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2;
   const double start = MonotonicSeconds();
-  double last_progress = start;
 
   BatchReader reader(inputs, options.batch_bytes, plan.batch_rows);
   ExecSummary summary;
@@ -241,7 +309,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   // pipeline alone and N threads keep N cores busy.
   std::mutex mu;
   std::condition_variable cv;  // a step became possible, or the run ended
-  std::map<uint64_t, BatchResult> pending;
+  OrderedWriter writer(output, errors, summary, options, start);
   // Buffers go round (read -> processed -> written -> read again) instead of
   // being allocated for every batch: fresh memory costs page faults.
   std::vector<std::string> spare;
@@ -254,60 +322,33 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
     b.clear();
     return b;
   };
-  uint64_t read_count = 0, next_to_write = 0;
-  bool end_of_input = false, reading = false, writing = false, failed = false;
+  uint64_t read_count = 0;
+  bool end_of_input = false, reading = false, failed = false;
   std::exception_ptr failure;
 
   const std::function<bool()> stop_check = [&options] {
     return StopRequested() || (options.cancel != nullptr && options.cancel->load());
   };
-  // Folds a written batch into the summary; only the writing thread calls it.
-  auto account = [&](const BatchResult& done) {
-    summary.rows_in += done.rows_in;
-    summary.rows_out += done.rows_out;
-    summary.bytes_in += done.bytes_in;
-    summary.bytes_out += done.output.size();
-    summary.errors += done.error_count;
-    for (size_t i = 0; i < done.counters.size(); ++i) {
-      summary.operators[i].rows_in += done.counters[i].rows_in;
-      summary.operators[i].rows_out += done.counters[i].rows_out;
-      summary.operators[i].errors += done.counters[i].errors;
-      summary.operators[i].seconds += done.counters[i].seconds;
-    }
-    const double now = MonotonicSeconds();
-    if (options.progress && now - last_progress >= 0.5) {
-      last_progress = now;
-      summary.seconds = now - start;
-      options.progress(summary);
-    }
-  };
-
   auto run_steps = [&]() {
     Scratch scratch;
     std::unique_lock<std::mutex> lock(mu);
     try {
       for (;;) {
         if (failed) return;
-        auto ready = pending.find(next_to_write);
-        if (!writing && ready != pending.end()) {
-          BatchResult done = std::move(ready->second);
-          pending.erase(ready);
-          writing = true;
+        if (writer.CanWrite()) {
+          BatchResult done = writer.TakeNext();
           lock.unlock();
-          output.Append(done.output);
-          if (errors != nullptr && !done.errors.empty()) errors->Append(done.errors);
-          account(done);
+          writer.Write(done);
           lock.lock();
-          writing = false;
+          writer.Written();
           spare.push_back(std::move(done.output));
-          ++next_to_write;
           cv.notify_all();
           continue;
         }
         // Read a batch and run it on this thread, where its bytes are
         // already in the cache; never more than max_in_flight batches ahead
         // of the writer, so memory stays bounded.
-        if (!reading && !end_of_input && read_count - next_to_write < max_in_flight) {
+        if (!reading && !end_of_input && read_count - writer.written() < max_in_flight) {
           Batch batch;
           batch.data = take_spare();
           BatchResult result;
@@ -330,12 +371,12 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           lock.unlock();
           ProcessBatch(plan, inputs, batch, scratch, &result, stop_check);
           lock.lock();
-          pending.emplace(batch.seq, std::move(result));
+          writer.Add(batch.seq, std::move(result));
           spare.push_back(std::move(batch.data));
           cv.notify_all();
           continue;
         }
-        if (end_of_input && next_to_write == read_count) return;
+        if (end_of_input && writer.written() == read_count) return;
         cv.wait(lock);
       }
     } catch (...) {

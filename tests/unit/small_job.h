@@ -11,9 +11,9 @@
 
 #include "djshard/io/sha256.h"
 #include "djshard/store/claim.h"
-#include "djshard/store/records.h"
 #include "djshard/store/job.h"
 #include "djshard/store/prepare.h"
+#include "djshard/store/records.h"
 #include "tests/unit/temp_dir.h"
 
 namespace djshard::testing {
@@ -66,8 +66,7 @@ class SmallJob : public ::testing::Test {
     done.rows = rows;
     done.size_bytes = bytes.size();
     done.sha256 = io::Sha256OfFile(tmp_.Path("job/" + rel));
-    ASSERT_EQ(claims.PublishDone(*claim, done),
-              store::ClaimStore::PublishResult::kPublished);
+    ASSERT_EQ(claims.PublishDone(*claim, done), store::ClaimStore::PublishResult::kPublished);
   }
   void FinishAll() {
     for (size_t i = 0; i < job_->manifest().shards.size(); ++i) Finish(i);

@@ -1,0 +1,109 @@
+// dlc's phases in one process: election, prepare, work, finalize; a stored
+// result; a failed prepare; an abort published by another instance.
+#include "djshard/coord/dlc.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "djshard/common/error.h"
+#include "djshard/io/sha256.h"
+#include "djshard/store/job.h"
+
+namespace djshard::coord {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DlcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/djshard-dlc-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::ofstream data(dir_ + "/data.jsonl");
+    for (int i = 0; i < 12; ++i) data << "{\"text\":\"row " << i << "\"}\n";
+    data.close();
+    std::ofstream(dir_ + "/r.yaml") << "process:\n  - whitespace_normalization_mapper:\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  DlcOptions Options(const std::string& run_id) {
+    DlcOptions o;
+    o.job_dir = dir_ + "/job";
+    o.config = dir_ + "/r.yaml";
+    o.dataset_path = dir_ + "/data.jsonl";
+    o.num_shards = 3;
+    o.run_id = run_id;
+    o.poll_interval_secs = 0.1;
+    o.threads = 1;
+    o.say = [this](const std::string& s) { said_ += s + "\n"; };
+    o.error = [this](const std::string& s) { errors_ += s + "\n"; };
+    return o;
+  }
+  std::string CoordinationDir(const std::string& run_id) {
+    io::Sha256 h;
+    h.Update(run_id);
+    return store::JobPaths(dir_ + "/job").CoordinationDir(h.HexDigest().substr(0, 20));
+  }
+
+  std::string dir_, said_, errors_;
+};
+
+TEST_F(DlcTest, OneInstanceElectsItselfForEveryPhaseAndPasses) {
+  const DlcOutcome out = RunDlc(Options("run-1"));
+  EXPECT_EQ(out.end, DlcEnd::kPassed);
+  EXPECT_EQ(out.exit_code, 0);
+  EXPECT_EQ(out.message, "PASS: 3 shards were completed by 1 node(s); merged 12 rows into " + dir_ +
+                             "/job/merged.jsonl");
+  EXPECT_NE(said_.find("elected as DLC prepare coordinator"), std::string::npos) << said_;
+  EXPECT_NE(said_.find("elected as DLC finalize coordinator"), std::string::npos) << said_;
+  EXPECT_TRUE(errors_.empty()) << errors_;
+
+  // The same run id returns its stored result without doing anything.
+  said_.clear();
+  const DlcOutcome again = RunDlc(Options("run-1"));
+  EXPECT_EQ(again.end, DlcEnd::kStoredResult);
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_EQ(again.message, out.message);
+  EXPECT_TRUE(said_.empty()) << said_;
+}
+
+TEST_F(DlcTest, AFailedPrepareEndsTheRunWithItsCodeAndNoJob) {
+  std::ofstream(dir_ + "/r.yaml") << "process:\n  - no_such_mapper:\n";
+  const DlcOutcome out = RunDlc(Options("run-2"));
+  EXPECT_EQ(out.end, DlcEnd::kPrepareFailed);
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(out.message.find("no_such_mapper"), std::string::npos) << out.message;
+  EXPECT_NE(errors_.find("no_such_mapper"), std::string::npos) << errors_;
+  EXPECT_FALSE(fs::exists(dir_ + "/job"));
+}
+
+// Another instance published a failure while this one prepared: this one
+// claims nothing and ends with that instance's code and reason.
+TEST_F(DlcTest, AnAbortFromAnotherInstanceEndsThisOneWithItsCode) {
+  const std::string coord = CoordinationDir("run-3");
+  fs::create_directories(coord);
+  std::ofstream(coord + "/abort.json") << R"({"return_code": 7, "error": "node-b failed"})";
+  const DlcOutcome out = RunDlc(Options("run-3"));
+  EXPECT_EQ(out.end, DlcEnd::kAborted);
+  EXPECT_EQ(out.exit_code, 7);
+  EXPECT_EQ(out.message, "node-b failed");
+  EXPECT_TRUE(fs::is_empty(dir_ + "/job/attempts"));
+}
+
+TEST_F(DlcTest, StrictModeThatCannotGiveEveryNodeAShardIsRefusedUpFront) {
+  DlcOptions o = Options("run-4");
+  o.require_all_nodes = true;
+  o.nodes = 4;
+  o.num_shards = 3;
+  EXPECT_THROW(RunDlc(o), Error);
+  o.nodes = 0;
+  EXPECT_THROW(RunDlc(o), Error);
+  EXPECT_FALSE(fs::exists(dir_ + "/job"));
+}
+
+}  // namespace
+}  // namespace djshard::coord

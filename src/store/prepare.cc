@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "djshard/common/build_info.h"
 #include "djshard/common/clock.h"
@@ -20,6 +21,7 @@
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/job.h"
 #include "djshard/store/normalize.h"
+#include "src/store/normalize_pass.h"
 
 namespace djshard::store {
 
@@ -37,52 +39,6 @@ FileStat StatFile(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) ThrowSystemError(path, "cannot stat");
   return {static_cast<uint64_t>(st.st_size), MtimeNanos(st)};
-}
-
-// What one pass over the input saw.
-struct PassTotals {
-  uint64_t rows = 0;
-  uint64_t bytes = 0;
-  std::string digest;
-};
-
-// Reads every input line, normalizes it and hands it to `sink(line, size)`.
-// Records per-file rows, sizes and raw sha256 into `files` when `record_files`.
-template <typename Sink>
-PassTotals ReadAll(const std::vector<InputCandidate>& inputs, RecordNormalizer& normalizer,
-                   std::vector<InputFile>* files, Sink&& sink) {
-  PassTotals totals;
-  io::Sha256 digest;
-  std::string normalized;
-  for (size_t f = 0; f < inputs.size(); ++f) {
-    const InputCandidate& in = inputs[f];
-    const FileStat before = StatFile(in.path);
-    io::Sha256 raw_hash;
-    io::LineReader reader(io::OpenInput(in.path, &raw_hash), in.display_path);
-    std::string_view line;
-    uint64_t rows = 0;
-    while (reader.Next(&line)) {
-      normalizer.Normalize(line, totals.rows, in.display_path, reader.line_number(), &normalized);
-      normalized.push_back('\n');
-      digest.Update(normalized);
-      sink(normalized);
-      ++rows;
-      ++totals.rows;
-      totals.bytes += normalized.size();
-      if ((rows & 4095) == 0) ThrowIfStopRequested();
-    }
-    const FileStat after = StatFile(in.path);
-    if (after.size != before.size || after.mtime_ns != before.mtime_ns) {
-      throw Error(in.display_path, 0, "input changed while it was being read",
-                  "prepare again once the file is no longer being written");
-    }
-    if (files != nullptr) {
-      files->push_back(
-          {in.path, in.relative_path, after.size, after.mtime_ns, rows, raw_hash.HexDigest()});
-    }
-  }
-  totals.digest = digest.HexDigest();
-  return totals;
 }
 
 // Compares an existing job directory with this request (SPEC "Repeating prepare").
@@ -180,21 +136,11 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
                                      ? dataset_path
                                      : fs::path(dataset_path).parent_path().string();
   std::vector<std::string> media_keys = {recipe.image_key, recipe.audio_key, recipe.video_key};
-  RecordNormalizer normalizer(media_keys, media_root, safety.index_keys);
+  const int threads = request.threads > 0
+                          ? request.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  // Pass 1: validate everything and measure, writing nothing.
-  Manifest m;
-  const PassTotals pass1 = ReadAll(inputs, normalizer, &m.input_files, [](const std::string&) {});
-  if (pass1.rows == 0) {
-    throw Error(dataset_display, 0, "no records found", "the input files are empty");
-  }
-  if (num_shards > pass1.rows) {
-    throw Error("--num-shards " + std::to_string(num_shards) + " is more than the " +
-                    std::to_string(pass1.rows) + " rows of the input",
-                "every shard must hold at least one row");
-  }
-
-  // Pass 2: cut into shards inside a staging directory beside the job dir.
+  // The job is built in a staging directory beside the job dir.
   const fs::path job_path(job_dir);
   fs::create_directories(job_path.parent_path(), ec);
   if (ec) throw Error(job_path.parent_path().string(), 0, "cannot create: " + ec.message());
@@ -204,39 +150,40 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
   }
 
-  ShardCutter cutter(pass1.rows, pass1.bytes, num_shards);
-  std::unique_ptr<io::AtomicFileWriter> writer;
-  std::unique_ptr<io::Sha256> shard_hash;
-  ShardEntry shard;
-  auto open_shard = [&](uint64_t index) {
-    shard = ShardEntry{ShardId(index, num_shards), index, "", 0, 0, ""};
-    shard.path = JobPaths::ShardRelPath(shard.id);
-    writer = std::make_unique<io::AtomicFileWriter>(staged.InJob(shard.path), true, disk);
-    shard_hash = std::make_unique<io::Sha256>();
-  };
-  auto close_shard = [&]() {
-    writer->Commit();
-    shard.size_bytes = writer->bytes_written();
-    shard.sha256 = shard_hash->HexDigest();
-    m.shards.push_back(shard);
-    writer.reset();
-  };
-  open_shard(0);
-  const PassTotals pass2 = ReadAll(inputs, normalizer, nullptr, [&](const std::string& line) {
-    writer->Append(line);
-    shard_hash->Update(line);
-    ++shard.rows;
-    if (cutter.Add(line.size())) {
-      close_shard();
-      open_shard(cutter.current_shard());
-    }
-  });
-  if (pass2.rows != pass1.rows || pass2.bytes != pass1.bytes || pass2.digest != pass1.digest ||
-      m.shards.size() + 1 != num_shards) {
-    throw Error(dataset_display, 0, "input changed between passes",
-                "prepare again once the input is no longer being written");
+  // One read of the input: validate and normalize every line on every core,
+  // into one normalized stream in the staging directory.
+  const std::string stream = staged.InJob("shards/.normalized");
+  Manifest m;
+  NormalizedInput normalized =
+      NormalizeInput(inputs, {media_keys, media_root, safety.index_keys}, stream, threads);
+  m.input_files = std::move(normalized.files);
+  if (normalized.rows == 0) {
+    throw Error(dataset_display, 0, "no records found", "the input files are empty");
   }
-  close_shard();
+  if (num_shards > normalized.rows) {
+    throw Error("--num-shards " + std::to_string(num_shards) + " is more than the " +
+                    std::to_string(normalized.rows) + " rows of the input",
+                "every shard must hold at least one row");
+  }
+
+  // Cut the stream into byte-balanced shards, copied and hashed in parallel.
+  const std::vector<ShardRange> ranges =
+      CutNormalized(stream, normalized.rows, normalized.bytes, num_shards);
+  std::vector<std::string> shard_paths;
+  for (uint64_t i = 0; i < num_shards; ++i) {
+    ShardEntry shard;
+    shard.id = ShardId(i, num_shards);
+    shard.index = i;
+    shard.path = JobPaths::ShardRelPath(shard.id);
+    shard.rows = ranges[i].rows;
+    shard.size_bytes = ranges[i].bytes;
+    shard_paths.push_back(staged.InJob(shard.path));
+    m.shards.push_back(std::move(shard));
+  }
+  ThrowIfStopRequested();
+  const std::vector<std::string> sha = WriteShards(stream, ranges, shard_paths, threads);
+  for (uint64_t i = 0; i < num_shards; ++i) m.shards[i].sha256 = sha[i];
+  disk.Unlink(stream);
 
   m.job_id = job_path.filename().string();
   m.created_at = FormatUtcIso8601(NowNanos());
@@ -244,9 +191,9 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   m.media_root = media_root;
   m.media_keys = media_keys;
   m.index_keys = safety.index_keys;
-  m.total_rows = pass1.rows;
-  m.total_size_bytes = pass1.bytes;
-  m.normalized_sha256 = pass1.digest;
+  m.total_rows = normalized.rows;
+  m.total_size_bytes = normalized.bytes;
+  m.normalized_sha256 = normalized.digest;
   m.num_shards = num_shards;
   m.recipe_source_path = fs::absolute(request.config_path).lexically_normal().string();
   m.recipe_sha256 = recipe_sha256;

@@ -17,6 +17,7 @@ struct PrepareRequest {
   std::string job_dir;
   int64_t num_shards = 0;
   Policy policy;
+  int threads = 0;  // validating and normalizing; 0: every core
 };
 
 struct PrepareOutcome {

@@ -10,6 +10,11 @@
 #    refine recipe; prepare, 2 workers and merge versus one
 #    `djshard run --threads 2` on the same input. Target: elastic overhead <= 10%.
 #    The merged output must equal the single run's output byte for byte.
+# 3. The whole elastic job as one command: `djshard dlc --nodes 1 --threads 2`
+#    (prepare, a worker, verified merge) versus `djshard run --threads 2` on the
+#    same input and recipe, for refine and demo, beside the physical floor
+#    (reading the input once and writing as many bytes once, fsynced).
+#    Target (refine): dlc <= 1.3x run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 workdir=/tmp/djshard-worker-bench
@@ -83,6 +88,43 @@ cat "$corpus" >/dev/null
 # The reference: one process, 2 threads, on the input as prepare normalizes it
 # (the job's shards concatenated), so that the bytes can be compared.
 rm -rf "$workdir/job" "$workdir/single.jsonl"*
+
+# --- 3. the whole job as one command --------------------------------------------
+floor=""
+for rep in 1 2 3; do
+  rm -f "$workdir/floor.jsonl"
+  t0=$(now)
+  cat "$corpus" >"$workdir/floor.jsonl"
+  sync "$workdir/floor.jsonl"
+  t1=$(now)
+  floor=$(awk -v a="$t0" -v b="$t1" -v f="$floor" 'BEGIN { n = b - a; if (f != "" && f < n) n = f; print n }')
+done
+rm -f "$workdir/floor.jsonl"
+for name in refine demo; do
+  rec="$root/bench/recipes/$name.yaml"
+  dlc="" single=""
+  for rep in 1 2 3; do
+    rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
+    t0=$(now)
+    "$bin" dlc --job-dir "$workdir/dlc-job" --config "$rec" --dataset-path "$corpus" --nodes 1 \
+      --num-shards 64 --threads 2 --run-id "bench-$rep" --poll-interval-secs 0.2 >/dev/null 2>&1
+    t1=$(now)
+    "$bin" run --config "$rec" --dataset-path "$corpus" --export-path "$workdir/single.jsonl" \
+      --threads 2 >/dev/null
+    t2=$(now)
+    read -r dlc single < <(awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$dlc" -v s="$single" 'BEGIN {
+      nd = b - a; ns = c - b
+      if (d != "" && d < nd) nd = d; if (s != "" && s < ns) ns = s
+      print nd, ns }')
+  done
+  awk -v name="$name" -v dlc="$dlc" -v single="$single" -v floor="$floor" -v mb="$(stat -c %s "$corpus")" 'BEGIN {
+    printf "whole job (%.0f MB, 64 shards, %s): djshard dlc --nodes 1 --threads 2 %.2f s (%.0f MB/s), run --threads 2 %.2f s: %.2fx run (target for refine <= 1.3x)\n", \
+      mb / 1e6, name, dlc, mb / 1e6 / dlc, single, dlc / single
+    printf "physical floor (read the input once, write it once, fsync): %.2f s; dlc is %.1fx the floor, run %.1fx\n", \
+      floor, dlc / floor, single / floor
+  }'
+done
+rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
 t0=$(now)
 "$bin" prepare --config "$recipe" --dataset-path "$corpus" --job-dir "$workdir/job" --num-shards 64 \
   --poll-interval-secs 1 >/dev/null
@@ -119,3 +161,40 @@ awk -v prep="$prep" -v work="$work" -v merge="$merge" -v single="$single" -v mb=
   printf "merged output identical to the single run: %s\n", same
 }'
 rm -rf "$workdir/job" "$workdir/single.jsonl"*
+
+# --- 3. the whole job as one command --------------------------------------------
+floor=""
+for rep in 1 2 3; do
+  rm -f "$workdir/floor.jsonl"
+  t0=$(now)
+  cat "$corpus" >"$workdir/floor.jsonl"
+  sync "$workdir/floor.jsonl"
+  t1=$(now)
+  floor=$(awk -v a="$t0" -v b="$t1" -v f="$floor" 'BEGIN { n = b - a; if (f != "" && f < n) n = f; print n }')
+done
+rm -f "$workdir/floor.jsonl"
+for name in refine demo; do
+  rec="$root/bench/recipes/$name.yaml"
+  dlc="" single=""
+  for rep in 1 2 3; do
+    rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
+    t0=$(now)
+    "$bin" dlc --job-dir "$workdir/dlc-job" --config "$rec" --dataset-path "$corpus" --nodes 1 \
+      --num-shards 64 --threads 2 --run-id "bench-$rep" --poll-interval-secs 0.2 >/dev/null 2>&1
+    t1=$(now)
+    "$bin" run --config "$rec" --dataset-path "$corpus" --export-path "$workdir/single.jsonl" \
+      --threads 2 >/dev/null
+    t2=$(now)
+    read -r dlc single < <(awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$dlc" -v s="$single" 'BEGIN {
+      nd = b - a; ns = c - b
+      if (d != "" && d < nd) nd = d; if (s != "" && s < ns) ns = s
+      print nd, ns }')
+  done
+  awk -v name="$name" -v dlc="$dlc" -v single="$single" -v floor="$floor" -v mb="$(stat -c %s "$corpus")" 'BEGIN {
+    printf "whole job (%.0f MB, 64 shards, %s): djshard dlc --nodes 1 --threads 2 %.2f s (%.0f MB/s), run --threads 2 %.2f s: %.2fx run (target for refine <= 1.3x)\n", \
+      mb / 1e6, name, dlc, mb / 1e6 / dlc, single, dlc / single
+    printf "physical floor (read the input once, write it once, fsync): %.2f s; dlc is %.1fx the floor, run %.1fx\n", \
+      floor, dlc / floor, single / floor
+  }'
+done
+rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*

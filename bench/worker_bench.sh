@@ -34,6 +34,8 @@ bin="$root/build/bin/djshard"
 [ -x "$bin" ] || { echo "build djshard first: scripts/build.sh" >&2; exit 2; }
 mkdir -p "$workdir"
 now() { date +%s.%N; }
+# least BEST START END: the smaller of BEST (empty: none yet) and END - START.
+least() { awk -v f="$1" -v a="$2" -v b="$3" 'BEGIN { n = b - a; if (f != "" && f < n) n = f; print n }'; }
 # Two workers (one executor thread each, as two nodes would) drain job dir $1.
 two_workers() {
   "$bin" worker --job-dir "$1" --threads 1 2>/dev/null &
@@ -96,8 +98,7 @@ for rep in 1 2 3; do
   t0=$(now)
   cat "$corpus" >"$workdir/floor.jsonl"
   sync "$workdir/floor.jsonl"
-  t1=$(now)
-  floor=$(awk -v a="$t0" -v b="$t1" -v f="$floor" 'BEGIN { n = b - a; if (f != "" && f < n) n = f; print n }')
+  floor=$(least "$floor" "$t0" "$(now)")
 done
 rm -f "$workdir/floor.jsonl"
 for name in refine demo; do
@@ -111,11 +112,8 @@ for name in refine demo; do
     t1=$(now)
     "$bin" run --config "$rec" --dataset-path "$corpus" --export-path "$workdir/single.jsonl" \
       --threads 2 >/dev/null
-    t2=$(now)
-    read -r dlc single < <(awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$dlc" -v s="$single" 'BEGIN {
-      nd = b - a; ns = c - b
-      if (d != "" && d < nd) nd = d; if (s != "" && s < ns) ns = s
-      print nd, ns }')
+    dlc=$(least "$dlc" "$t0" "$t1")
+    single=$(least "$single" "$t1" "$(now)")
   done
   awk -v name="$name" -v dlc="$dlc" -v single="$single" -v floor="$floor" -v mb="$(stat -c %s "$corpus")" 'BEGIN {
     printf "whole job (%.0f MB, 64 shards, %s): djshard dlc --nodes 1 --threads 2 %.2f s (%.0f MB/s), run --threads 2 %.2f s: %.2fx run (target for refine <= 1.3x)\n", \
@@ -169,8 +167,7 @@ for rep in 1 2 3; do
   t0=$(now)
   cat "$corpus" >"$workdir/floor.jsonl"
   sync "$workdir/floor.jsonl"
-  t1=$(now)
-  floor=$(awk -v a="$t0" -v b="$t1" -v f="$floor" 'BEGIN { n = b - a; if (f != "" && f < n) n = f; print n }')
+  floor=$(least "$floor" "$t0" "$(now)")
 done
 rm -f "$workdir/floor.jsonl"
 for name in refine demo; do
@@ -184,11 +181,8 @@ for name in refine demo; do
     t1=$(now)
     "$bin" run --config "$rec" --dataset-path "$corpus" --export-path "$workdir/single.jsonl" \
       --threads 2 >/dev/null
-    t2=$(now)
-    read -r dlc single < <(awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$dlc" -v s="$single" 'BEGIN {
-      nd = b - a; ns = c - b
-      if (d != "" && d < nd) nd = d; if (s != "" && s < ns) ns = s
-      print nd, ns }')
+    dlc=$(least "$dlc" "$t0" "$t1")
+    single=$(least "$single" "$t1" "$(now)")
   done
   awk -v name="$name" -v dlc="$dlc" -v single="$single" -v floor="$floor" -v mb="$(stat -c %s "$corpus")" 'BEGIN {
     printf "whole job (%.0f MB, 64 shards, %s): djshard dlc --nodes 1 --threads 2 %.2f s (%.0f MB/s), run --threads 2 %.2f s: %.2fx run (target for refine <= 1.3x)\n", \

@@ -26,10 +26,7 @@ namespace {
 // after it for the JSON parser. Lines are split by the thread that runs it.
 struct Batch {
   uint64_t seq = 0;
-  size_t file = 0;
-  uint64_t first_line = 1;  // 1-based line number of the first line
-  std::string data;         // lines, each ending in '\n', then padding
-  size_t size = 0;          // bytes of lines in data (without padding)
+  io::LineChunk chunk;
 };
 
 struct BatchResult {
@@ -37,79 +34,6 @@ struct BatchResult {
   std::string errors;
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
-};
-
-// Reads the input files in order as batches of about `batch_bytes` and at
-// most `batch_rows` lines (the recipe's batch_size), cut after a newline; a
-// batch never spans two files. Not thread-safe: only the I/O thread calls it.
-class BatchReader {
- public:
-  BatchReader(const std::vector<io::InputCandidate>& inputs, size_t batch_bytes, size_t batch_rows)
-      : inputs_(inputs), batch_bytes_(batch_bytes), batch_rows_(batch_rows) {}
-
-  bool Next(Batch* batch) {
-    for (;;) {
-      if (!source_) {
-        if (file_ >= inputs_.size()) return false;
-        source_ = io::OpenInput(inputs_[file_].path);
-        exhausted_ = false;
-        next_line_ = 1;
-        carry_.clear();
-      }
-      std::string& data = batch->data;
-      data.swap(carry_);
-      carry_.clear();
-      bool has_newline = data.find('\n') != std::string::npos;
-      while (!exhausted_ && (data.size() < batch_bytes_ || !has_newline)) {
-        const size_t want = std::max(batch_bytes_, data.size() + (64 << 10)) - data.size();
-        const size_t old = data.size();
-        data.resize(old + want);
-        const size_t n = source_->Read(data.data() + old, want);
-        data.resize(old + n);
-        exhausted_ = (n == 0);
-        has_newline = has_newline || std::memchr(data.data() + old, '\n', n) != nullptr;
-      }
-      // The file's last line may lack its '\n'.
-      if (exhausted_ && !data.empty() && data.back() != '\n') data.push_back('\n');
-      size_t cut = exhausted_ ? data.size() : data.rfind('\n') + 1;
-      size_t lines = 0;
-      for (size_t pos = 0; pos < cut;) {
-        pos = static_cast<size_t>(
-                  static_cast<const char*>(std::memchr(data.data() + pos, '\n', cut - pos)) -
-                  data.data()) +
-              1;
-        if (++lines == batch_rows_) {
-          cut = pos;
-          break;
-        }
-      }
-      carry_.assign(data, cut, std::string::npos);
-      data.resize(cut);
-      const size_t file = file_;
-      if (exhausted_ && carry_.empty()) {
-        source_.reset();
-        ++file_;
-      }
-      if (data.empty()) continue;
-      batch->file = file;
-      batch->first_line = next_line_;
-      batch->size = data.size();
-      next_line_ += lines;
-      data.append(io::LineReader::kPadding, '\0');
-      batch->seq = next_seq_++;
-      return true;
-    }
-  }
-
- private:
-  const std::vector<io::InputCandidate>& inputs_;
-  size_t batch_bytes_, batch_rows_;
-  size_t file_ = 0;
-  std::unique_ptr<io::ByteSource> source_;
-  bool exhausted_ = false;
-  std::string carry_;
-  uint64_t next_line_ = 1;
-  uint64_t next_seq_ = 0;
 };
 
 // Per-thread scratch reused across batches.
@@ -146,15 +70,16 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   for (size_t i = 0; i < plan.operators.size(); ++i)
     r->counters[i].name = plan.operators[i].op->name();
   if (stop_check) StopIfAsked(stop_check);
-  const std::string& file = inputs[batch.file].display_path;
+  const io::LineChunk& chunk = batch.chunk;
+  const std::string& file = inputs[chunk.file].display_path;
   // Split the batch into lines and parse each one.
   s.lines.clear();
   size_t pos = 0;
-  while (pos < batch.size) {
+  while (pos < chunk.size) {
     const char* nl =
-        static_cast<const char*>(std::memchr(batch.data.data() + pos, '\n', batch.size - pos));
-    const size_t end = static_cast<size_t>(nl - batch.data.data());
-    s.lines.push_back(std::string_view(batch.data.data() + pos, end - pos));
+        static_cast<const char*>(std::memchr(chunk.data.data() + pos, '\n', chunk.size - pos));
+    const size_t end = static_cast<size_t>(nl - chunk.data.data());
+    s.lines.push_back(std::string_view(chunk.data.data() + pos, end - pos));
     pos = end + 1;
   }
   const size_t n = s.lines.size();
@@ -163,14 +88,14 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   s.alive.assign(n, 1);
   for (size_t k = 0; k < n; ++k) {
     const std::string_view line = s.lines[k];
-    s.parser.ParseObject(line, file, batch.first_line + k);
+    s.parser.ParseObject(line, file, chunk.first_line + k);
     s.records[k].AssignView(line);
     s.samples[k].Reset(&s.records[k]);
     // The parser has decoded the text already: hand it over instead of decoding twice.
     if (s.parser.GetString(plan.text_key, &s.text))
       s.samples[k].PreloadText(plan.text_key, std::move(s.text));
   }
-  r->bytes_in = batch.size;
+  r->bytes_in = chunk.size;
   r->rows_in = n;
   for (size_t i = 0; i < plan.operators.size(); ++i) {
     const PlannedOperator& planned = plan.operators[i];
@@ -189,7 +114,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
           static_cast<const ops::Mapper&>(op).Map(s.samples[k]);
         }
       } catch (const std::exception& e) {
-        const uint64_t line_no = batch.first_line + k;
+        const uint64_t line_no = chunk.first_line + k;
         if (!planned.skip_op_error) {
           throw Error(file, line_no, "operator '" + op.name() + "' failed: " + e.what(),
                       "set skip_op_error: true to drop such records and keep going");
@@ -204,7 +129,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     }
     c.seconds += MonotonicSeconds() - start;
   }
-  r->output.reserve(batch.size + batch.size / 8);
+  r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
     if (!s.alive[k]) continue;
     s.samples[k].Commit(plan.keep_stats && plan.has_filter);
@@ -296,7 +221,9 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2;
   const double start = MonotonicSeconds();
 
-  BatchReader reader(inputs, options.batch_bytes, plan.batch_rows);
+  io::LineChunker reader(inputs.size(), options.batch_bytes, plan.batch_rows,
+                         [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
+  uint64_t next_seq = 0;
   ExecSummary summary;
   summary.operators.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i) {
@@ -350,17 +277,18 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
         // of the writer, so memory stays bounded.
         if (!reading && !end_of_input && read_count - writer.written() < max_in_flight) {
           Batch batch;
-          batch.data = take_spare();
+          batch.chunk.data = take_spare();
           BatchResult result;
           result.output = take_spare();
           reading = true;
           lock.unlock();
-          const bool got = reader.Next(&batch);
+          const bool got = reader.Next(&batch.chunk);
+          if (got) batch.seq = next_seq++;
           lock.lock();
           reading = false;
           if (!got) {
             end_of_input = true;
-            spare.push_back(std::move(batch.data));
+            spare.push_back(std::move(batch.chunk.data));
             spare.push_back(std::move(result.output));
             cv.notify_all();
             continue;
@@ -372,7 +300,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           ProcessBatch(plan, inputs, batch, scratch, &result, stop_check);
           lock.lock();
           writer.Add(batch.seq, std::move(result));
-          spare.push_back(std::move(batch.data));
+          spare.push_back(std::move(batch.chunk.data));
           cv.notify_all();
           continue;
         }

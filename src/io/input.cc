@@ -212,4 +212,69 @@ bool LineReader::Next(std::string_view* line) {
   }
 }
 
+LineChunker::LineChunker(size_t num_files, size_t chunk_bytes, size_t max_lines,
+                         std::function<std::unique_ptr<ByteSource>(size_t)> open,
+                         std::function<void(size_t, uint64_t)> file_done)
+    : num_files_(num_files),
+      chunk_bytes_(chunk_bytes),
+      max_lines_(max_lines),
+      open_(std::move(open)),
+      file_done_(std::move(file_done)) {}
+
+bool LineChunker::Next(LineChunk* chunk) {
+  for (;;) {
+    if (!source_) {
+      if (file_ >= num_files_) return false;
+      source_ = open_(file_);
+      exhausted_ = false;
+      next_line_ = 1;
+      carry_.clear();
+    }
+    std::string& data = chunk->data;
+    data.swap(carry_);
+    carry_.clear();
+    bool has_newline = data.find('\n') != std::string::npos;
+    while (!exhausted_ && (data.size() < chunk_bytes_ || !has_newline)) {
+      const size_t want = std::max(chunk_bytes_, data.size() + (64 << 10)) - data.size();
+      const size_t old = data.size();
+      data.resize(old + want);
+      const size_t n = source_->Read(data.data() + old, want);
+      data.resize(old + n);
+      exhausted_ = (n == 0);
+      has_newline = has_newline || std::memchr(data.data() + old, '\n', n) != nullptr;
+    }
+    // The file's last line may lack its '\n'.
+    if (exhausted_ && !data.empty() && data.back() != '\n') data.push_back('\n');
+    size_t cut = exhausted_ ? data.size() : data.rfind('\n') + 1;
+    size_t lines = 0;
+    for (size_t pos = 0; pos < cut;) {
+      pos = static_cast<size_t>(
+                static_cast<const char*>(std::memchr(data.data() + pos, '\n', cut - pos)) -
+                data.data()) +
+            1;
+      if (++lines == max_lines_) {
+        cut = pos;
+        break;
+      }
+    }
+    carry_.assign(data, cut, std::string::npos);
+    data.resize(cut);
+    const size_t file = file_;
+    const uint64_t first_line = next_line_;
+    next_line_ += lines;
+    if (exhausted_ && carry_.empty()) {
+      source_.reset();
+      ++file_;
+      if (file_done_) file_done_(file, next_line_ - 1);
+    }
+    if (data.empty()) continue;
+    chunk->file = file;
+    chunk->first_line = first_line;
+    chunk->lines = lines;
+    chunk->size = data.size();
+    data.append(LineReader::kPadding, '\0');
+    return true;
+  }
+}
+
 }  // namespace djshard::io

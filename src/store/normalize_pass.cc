@@ -32,13 +32,9 @@ constexpr size_t kChunkBytes = 1 << 20;
 // A run of whole lines of one input file, and what normalizing it gave.
 struct Chunk {
   uint64_t seq = 0;
-  size_t file = 0;
-  uint64_t first_line = 1;  // 1-based line number of its first line in its file
-  uint64_t first_row = 0;   // 0-based global row number of its first line
-  std::string data;         // lines, each ending in '\n', then padding for the parser
-  size_t size = 0;          // bytes of lines in data
-  std::string normalized;   // the normalized lines, each ending in '\n'
-  uint64_t rows = 0;
+  uint64_t first_row = 0;  // 0-based global row number of its first line
+  io::LineChunk lines;
+  std::string normalized;    // the normalized lines, each ending in '\n'
   std::exception_ptr error;  // the chunk's first bad line, or the reader's failure
 };
 
@@ -55,106 +51,64 @@ FileStamp Stamp(const std::string& path) {
 
 void NormalizeChunk(RecordNormalizer& normalizer, const std::string& display_path, Chunk* c) {
   std::string line_out;
+  const io::LineChunk& in = c->lines;
   c->normalized.clear();
-  c->normalized.reserve(c->size + c->size / 16);
-  const char* data = c->data.data();
+  c->normalized.reserve(in.size + in.size / 16);
+  const char* data = in.data.data();
   size_t pos = 0;
-  uint64_t k = 0;
-  while (pos < c->size) {
-    const char* nl = static_cast<const char*>(std::memchr(data + pos, '\n', c->size - pos));
+  for (uint64_t k = 0; pos < in.size; ++k) {
+    const char* nl = static_cast<const char*>(std::memchr(data + pos, '\n', in.size - pos));
     const size_t end = static_cast<size_t>(nl - data);
     normalizer.Normalize(std::string_view(data + pos, end - pos), c->first_row + k, display_path,
-                         c->first_line + k, &line_out);
+                         in.first_line + k, &line_out);
     c->normalized.append(line_out);
     c->normalized.push_back('\n');
-    ++k;
     pos = end + 1;
   }
-  c->rows = k;
 }
 
-// Cuts each input file into chunks of whole lines. Runs on one thread.
-class ChunkReader {
+// Reads the inputs as chunks of whole lines, hashing each file's stored bytes
+// and checking that it did not change while it was read. Runs on one thread.
+class InputReader {
  public:
-  explicit ChunkReader(const std::vector<io::InputCandidate>& inputs) : inputs_(inputs) {}
+  InputReader(const std::vector<io::InputCandidate>& inputs, std::vector<InputFile>* files)
+      : inputs_(inputs),
+        files_(files),
+        chunker_(
+            inputs.size(), kChunkBytes, 0, [this](size_t i) { return Open(i); },
+            [this](size_t i, uint64_t lines) { Close(i, lines); }) {}
 
-  // The next chunk, or false after the last one. Per-file stats go to *files
-  // as each file ends.
-  bool Next(Chunk* c, std::vector<InputFile>* files) {
-    for (;;) {
-      if (!source_) {
-        if (file_ >= inputs_.size()) return false;
-        const io::InputCandidate& in = inputs_[file_];
-        before_ = Stamp(in.path);
-        raw_hash_ = std::make_unique<io::Sha256>();
-        source_ = io::OpenInput(in.path, raw_hash_.get());
-        exhausted_ = false;
-        carry_.clear();
-        next_line_ = 1;
-        file_rows_ = 0;
-      }
-      std::string& data = c->data;
-      data.swap(carry_);
-      carry_.clear();
-      bool has_newline = data.find('\n') != std::string::npos;
-      while (!exhausted_ && (data.size() < kChunkBytes || !has_newline)) {
-        const size_t old = data.size();
-        const size_t want = std::max(kChunkBytes, old + (64 << 10)) - old;
-        data.resize(old + want);
-        const size_t n = source_->Read(data.data() + old, want);
-        data.resize(old + n);
-        exhausted_ = (n == 0);
-        has_newline = has_newline || std::memchr(data.data() + old, '\n', n) != nullptr;
-      }
-      // The file's last line may lack its '\n'.
-      if (exhausted_ && !data.empty() && data.back() != '\n') data.push_back('\n');
-      const size_t cut = exhausted_ ? data.size() : data.rfind('\n') + 1;
-      carry_.assign(data, cut, std::string::npos);
-      data.resize(cut);
-      uint64_t lines = 0;
-      for (const char* p = data.data();
-           (p = static_cast<const char*>(std::memchr(p, '\n', data.data() + data.size() - p))) !=
-           nullptr;
-           ++p) {
-        ++lines;
-      }
-      const size_t file = file_;
-      if (exhausted_ && carry_.empty()) FinishFile(files, lines);
-      if (data.empty()) continue;
-      c->file = file;
-      c->first_line = next_line_;
-      c->first_row = next_row_;
-      c->size = data.size();
-      data.append(io::LineReader::kPadding, '\0');
-      next_line_ += lines;
-      next_row_ += lines;
-      file_rows_ += lines;
-      return true;
-    }
+  // The next chunk, or false after the last one.
+  bool Next(Chunk* c) {
+    if (!chunker_.Next(&c->lines)) return false;
+    c->first_row = next_row_;
+    next_row_ += c->lines.lines;
+    return true;
   }
 
  private:
-  void FinishFile(std::vector<InputFile>* files, uint64_t last_lines) {
-    const io::InputCandidate& in = inputs_[file_];
+  std::unique_ptr<io::ByteSource> Open(size_t i) {
+    before_ = Stamp(inputs_[i].path);
+    raw_hash_ = std::make_unique<io::Sha256>();
+    return io::OpenInput(inputs_[i].path, raw_hash_.get());
+  }
+  void Close(size_t i, uint64_t lines) {
+    const io::InputCandidate& in = inputs_[i];
     const FileStamp after = Stamp(in.path);
     if (after.size != before_.size || after.mtime_ns != before_.mtime_ns) {
       throw Error(in.display_path, 0, "input changed while it was being read",
                   "prepare again once the file is no longer being written");
     }
-    files->push_back({in.path, in.relative_path, after.size, after.mtime_ns,
-                      file_rows_ + last_lines, raw_hash_->HexDigest()});
-    source_.reset();
-    ++file_;
+    files_->push_back(
+        {in.path, in.relative_path, after.size, after.mtime_ns, lines, raw_hash_->HexDigest()});
   }
 
   const std::vector<io::InputCandidate>& inputs_;
-  size_t file_ = 0;
-  std::unique_ptr<io::Sha256> raw_hash_;  // of the file's bytes as stored
-  std::unique_ptr<io::ByteSource> source_;
+  std::vector<InputFile>* files_;
   FileStamp before_;
-  bool exhausted_ = false;
-  std::string carry_;
-  uint64_t next_line_ = 1, next_row_ = 0, file_rows_ = 0;
+  std::unique_ptr<io::Sha256> raw_hash_;  // of the file's bytes as stored
+  uint64_t next_row_ = 0;
+  io::LineChunker chunker_;  // last: its callbacks use the members above
 };
 
 }  // namespace
@@ -193,7 +147,7 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
       todo.pop_front();
       lock.unlock();
       try {
-        NormalizeChunk(normalizer, inputs[c->file].display_path, c);
+        NormalizeChunk(normalizer, inputs[c->lines.file].display_path, c);
       } catch (...) {
         c->error = std::current_exception();
       }
@@ -219,7 +173,7 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
         try {
           io::WriteFully(out.get(), c->normalized, out_path);
           digest.Update(c->normalized);
-          result.rows += c->rows;
+          result.rows += c->lines.lines;
           result.bytes += c->normalized.size();
         } catch (...) {
           error = std::current_exception();
@@ -243,7 +197,7 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
   std::thread writer(write);
 
   // The reader, on this thread.
-  ChunkReader reader(inputs);
+  InputReader reader(inputs, &result.files);
   for (;;) {
     std::unique_ptr<Chunk> c;
     {
@@ -260,7 +214,7 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
     std::exception_ptr error;
     try {
       ThrowIfStopRequested();
-      got = reader.Next(c.get(), &result.files);
+      got = reader.Next(c.get());
     } catch (...) {
       error = std::current_exception();
     }

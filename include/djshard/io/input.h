@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -56,6 +57,42 @@ class LineReader {
   bool eof_ = false;
   uint64_t line_number_ = 0;
   uint64_t bytes_consumed_ = 0;
+};
+
+// A run of whole lines of one input file, as LineChunker cuts it.
+struct LineChunk {
+  size_t file = 0;          // index into the chunker's files
+  uint64_t first_line = 1;  // 1-based line number of its first line in that file
+  uint64_t lines = 0;
+  std::string data;  // the lines, each ending in '\n' (one is added to a last line
+                     // without it), then LineReader::kPadding zero bytes
+  size_t size = 0;   // bytes of lines in data, without the padding
+};
+
+// Cuts a sequence of inputs into chunks of whole lines, in order: a chunk
+// never spans two files and closes at about `chunk_bytes` or at `max_lines`
+// lines (0: no limit), whichever comes first; a longer line is one chunk.
+// Not thread-safe: one reader thread calls Next.
+class LineChunker {
+ public:
+  // `open(i)` opens input i when the chunker reaches it; `file_done(i, lines)`
+  // (when set) runs once input i has been read to its end.
+  LineChunker(size_t num_files, size_t chunk_bytes, size_t max_lines,
+              std::function<std::unique_ptr<ByteSource>(size_t)> open,
+              std::function<void(size_t, uint64_t)> file_done = nullptr);
+
+  // Fills *chunk (reusing its buffer) with the next chunk; false after the last.
+  bool Next(LineChunk* chunk);
+
+ private:
+  size_t num_files_, chunk_bytes_, max_lines_;
+  std::function<std::unique_ptr<ByteSource>(size_t)> open_;
+  std::function<void(size_t, uint64_t)> file_done_;
+  size_t file_ = 0;
+  std::unique_ptr<ByteSource> source_;
+  bool exhausted_ = false;
+  std::string carry_;
+  uint64_t next_line_ = 1;
 };
 
 }  // namespace djshard::io

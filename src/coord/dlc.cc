@@ -53,11 +53,12 @@ PhaseResult Capture(Fn&& phase) {
 // The coordination directory of one run id: elections, results, abort.
 class Coordination {
  public:
-  Coordination(const store::JobPaths& job, const std::string& run_id) {
+  Coordination(const store::JobPaths& job, const std::string& run_id, io::Disk& disk)
+      : disk_(disk) {
     io::Sha256 h;
     h.Update(run_id);
     dir_ = job.CoordinationDir(h.HexDigest().substr(0, 20));
-    io::RealDisk().MakeDirs(dir_);
+    disk_.MakeDirs(dir_);
   }
 
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
@@ -65,12 +66,12 @@ class Coordination {
     const json who = {{"hostname", HostName()},
                       {"pid", static_cast<int64_t>(::getpid())},
                       {"at", FormatUtcIso8601(NowNanos())}};
-    return io::RealDisk().CreateExclusive(Path(lock_name), who.dump() + "\n");
+    return disk_.CreateExclusive(Path(lock_name), who.dump() + "\n");
   }
   std::optional<json> Read(const std::string& name) const {
-    if (!io::RealDisk().Stat(Path(name))) return std::nullopt;
+    if (!disk_.Stat(Path(name))) return std::nullopt;
     try {
-      return json::parse(io::ReadFile(Path(name)));
+      return json::parse(disk_.Read(Path(name)));
     } catch (const std::exception&) {
       return std::nullopt;  // being written: WriteAtomic makes this transient
     }
@@ -83,7 +84,7 @@ class Coordination {
               {"finished_at", FormatUtcIso8601(NowNanos())},
               {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
     if (!message.empty()) j["message"] = message;
-    io::RealDisk().WriteAtomic(Path(name), j.dump(2) + "\n");
+    disk_.WriteAtomic(Path(name), j.dump(2) + "\n");
   }
   // Publishes the first failure (single writer through abort.lock).
   void Abort(const PhaseResult& failure) {
@@ -92,13 +93,18 @@ class Coordination {
   std::optional<json> AbortRecord() const { return Read("abort.json"); }
 
  private:
+  io::Disk& disk_;
   std::string dir_;
 };
 
 class DlcRun {
  public:
   DlcRun(const DlcOptions& o, const std::string& run_id)
-      : o_(o), run_id_(run_id), job_(o.job_dir), coord_(job_, run_id) {}
+      : o_(o),
+        run_id_(run_id),
+        disk_(o.disk != nullptr ? *o.disk : io::RealDisk()),
+        job_(o.job_dir),
+        coord_(job_, run_id, disk_) {}
 
   DlcOutcome Run() {
     // A run id that already finished returns its stored result at once.
@@ -126,7 +132,7 @@ class DlcRun {
         req.dataset_path = o_.dataset_path;
         req.job_dir = job_.dir();
         req.num_shards = o_.num_shards;
-        const store::PrepareOutcome out = store::Prepare(req);
+        const store::PrepareOutcome out = store::Prepare(req, disk_);
         Say(out.already_prepared ? "Job is already prepared and unchanged: " + job_.dir()
                                  : "Prepared job " + out.manifest.job_id + ": " +
                                        std::to_string(out.manifest.total_rows) + " rows, " +
@@ -160,6 +166,7 @@ class DlcRun {
     w.poll_interval_secs = o_.poll_interval_secs;
     w.aborted = [&] { return coord_.AbortRecord().has_value(); };
     w.say = o_.worker_say;
+    w.disk = &disk_;
     store::WorkerOutcome outcome;
     PhaseResult r = Capture([&] { outcome = store::RunWorker(w); });
     // A stopped instance hands its shard back; that is no failure of the run.
@@ -175,7 +182,7 @@ class DlcRun {
 
   // Phase 3: waits until every shard is done (other instances may still work).
   std::optional<DlcOutcome> WaitForShards() {
-    const store::JobDir job = store::JobDir::Open(job_.dir());
+    const store::JobDir job = store::JobDir::Open(job_.dir(), disk_);
     for (;;) {
       if (StopRequested()) return Stopped();
       if (std::optional<DlcOutcome> end = AbortedIfAny()) return end;
@@ -218,7 +225,7 @@ class DlcRun {
   // Checks the node count before anything is merged, then merges (which
   // verifies every shard output) and re-reads the result. Returns the PASS line.
   std::string VerifyAndMerge() {
-    const store::JobDir job = store::JobDir::Open(job_.dir());
+    const store::JobDir job = store::JobDir::Open(job_.dir(), disk_);
     const uint64_t expect_nodes = o_.require_all_nodes ? static_cast<uint64_t>(o_.nodes) : 1;
     std::set<std::string> owners;
     for (const store::ShardStatus& sh : store::ReadStatus(job).shards) owners.insert(sh.owner);
@@ -231,7 +238,7 @@ class DlcRun {
     store::MergeRequest merge;
     merge.output = o_.output;
     merge.overwrite = true;
-    const store::MergeOutcome merged = store::Merge(job, merge);
+    const store::MergeOutcome merged = store::Merge(job, merge, disk_);
     store::CheckMergedOutput(merged);
     return store::PassLine(merged);
   }
@@ -274,6 +281,7 @@ class DlcRun {
 
   const DlcOptions& o_;
   const std::string run_id_;
+  io::Disk& disk_;
   const store::JobPaths job_;
   Coordination coord_;
   double deadline_ = 0;

@@ -152,7 +152,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
 
   // One read of the input: validate and normalize every line on every core,
   // into one normalized stream in the staging directory.
-  const std::string stream = staged.InJob("shards/.normalized");
+  const std::string stream = staged.NormalizedStreamPath();
   Manifest m;
   NormalizedInput normalized =
       NormalizeInput(inputs, {media_keys, media_root, safety.index_keys}, stream, threads);

@@ -358,7 +358,7 @@ class Worker {
     done.pid = ::getpid();
     done.token = claim.token();
     done.attempt_number = claim.attempt_number();
-    done.output_path = claim.attempt_rel() + "/processed.jsonl";
+    done.output_path = JobPaths::AttemptOutputPath(claim.attempt_rel());
     done.rows = a.summary.rows_out;
     done.size_bytes = a.summary.bytes_out;
     done.engine_version = version();
@@ -402,7 +402,7 @@ class Worker {
                             failures,
                             error,
                             claim.attempt_rel(),
-                            claim.attempt_rel() + "/process.log",
+                            JobPaths::AttemptLogPath(claim.attempt_rel()),
                             FormatUtcIso8601(NowNanos()),
                             HostName()};
     }

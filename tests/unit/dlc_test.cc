@@ -105,5 +105,34 @@ TEST_F(DlcTest, StrictModeThatCannotGiveEveryNodeAShardIsRefusedUpFront) {
   EXPECT_FALSE(fs::exists(dir_ + "/job"));
 }
 
+// A disk on which the merged output cannot be renamed into place.
+class MergedOutputFails : public io::Disk {
+ public:
+  void Rename(const std::string& from, const std::string& to) override {
+    if (to.ends_with("/merged.jsonl")) throw Error(to, 0, "cannot rename: No space left on device");
+    io::Disk::Rename(from, to);
+  }
+};
+
+// Finalize fails on this instance's disk: every instance ends with its code,
+// nothing half-merged is visible, and a new run id on a healthy disk passes.
+TEST_F(DlcTest, AFailedFinalizeEndsTheRunAndANewRunIdRecovers) {
+  MergedOutputFails disk;
+  DlcOptions o = Options("run-5");
+  o.disk = &disk;
+  const DlcOutcome out = RunDlc(o);
+  EXPECT_EQ(out.end, DlcEnd::kFinalizeFailed);
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_NE(errors_.find("No space left on device"), std::string::npos) << errors_;
+  EXPECT_FALSE(fs::exists(dir_ + "/job/merged.jsonl"));
+  for (const auto& e : fs::directory_iterator(dir_ + "/job")) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+  EXPECT_EQ(RunDlc(Options("run-5")).end, DlcEnd::kStoredResult);
+  const DlcOutcome again = RunDlc(Options("run-6"));
+  EXPECT_EQ(again.end, DlcEnd::kPassed);
+  EXPECT_TRUE(fs::exists(dir_ + "/job/merged.jsonl"));
+}
+
 }  // namespace
 }  // namespace djshard::coord

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "djshard/io/disk.h"
+
 namespace djshard::coord {
 
 // The first non-empty run id of a launcher's environment: PAI_JOB_ID,
@@ -27,6 +29,9 @@ struct DlcOptions {
   std::function<void(const std::string&)> say;         // progress lines
   std::function<void(const std::string&)> error;       // this instance's errors, one per line
   std::function<void(const std::string&)> worker_say;  // the embedded worker's lines
+  // The filesystem of the job and coordination directories; tests pass one
+  // that fails on command. nullptr: the real one.
+  io::Disk* disk = nullptr;
 };
 
 // How an instance of `djshard dlc` ended.

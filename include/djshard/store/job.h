@@ -44,6 +44,10 @@ class JobPaths {
   // attempts/ or state/. Such a path is never an output.
   bool IsJobFile(const std::string& path) const;
 
+  // Where prepare writes the normalized input before cutting it into shards
+  // (inside a staging job, removed before it is published).
+  std::string NormalizedStreamPath() const { return ShardsDir() + "/.normalized"; }
+
   // Every directory a new job has, the job dir itself first.
   std::vector<std::string> SkeletonDirs() const;
 
@@ -64,7 +68,8 @@ class JobPaths {
   // attempts/<shard>/<NNNN>-<token>, relative to the job dir.
   static std::string AttemptRelDir(const std::string& shard_id, int64_t number,
                                    const std::string& token);
-  // Files of one attempt, given its absolute directory.
+  // Files of one attempt, given its directory (absolute, or relative to the
+  // job dir as records hold it).
   static std::string AttemptRecordPath(const std::string& attempt_dir);
   static std::string AttemptLogPath(const std::string& attempt_dir);
   static std::string AttemptOutputPath(const std::string& attempt_dir);

@@ -90,39 +90,6 @@ cat "$corpus" >/dev/null
 # The reference: one process, 2 threads, on the input as prepare normalizes it
 # (the job's shards concatenated), so that the bytes can be compared.
 rm -rf "$workdir/job" "$workdir/single.jsonl"*
-
-# --- 3. the whole job as one command --------------------------------------------
-floor=""
-for rep in 1 2 3; do
-  rm -f "$workdir/floor.jsonl"
-  t0=$(now)
-  cat "$corpus" >"$workdir/floor.jsonl"
-  sync "$workdir/floor.jsonl"
-  floor=$(least "$floor" "$t0" "$(now)")
-done
-rm -f "$workdir/floor.jsonl"
-for name in refine demo; do
-  rec="$root/bench/recipes/$name.yaml"
-  dlc="" single=""
-  for rep in 1 2 3; do
-    rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
-    t0=$(now)
-    "$bin" dlc --job-dir "$workdir/dlc-job" --config "$rec" --dataset-path "$corpus" --nodes 1 \
-      --num-shards 64 --threads 2 --run-id "bench-$rep" --poll-interval-secs 0.2 >/dev/null 2>&1
-    t1=$(now)
-    "$bin" run --config "$rec" --dataset-path "$corpus" --export-path "$workdir/single.jsonl" \
-      --threads 2 >/dev/null
-    dlc=$(least "$dlc" "$t0" "$t1")
-    single=$(least "$single" "$t1" "$(now)")
-  done
-  awk -v name="$name" -v dlc="$dlc" -v single="$single" -v floor="$floor" -v mb="$(stat -c %s "$corpus")" 'BEGIN {
-    printf "whole job (%.0f MB, 64 shards, %s): djshard dlc --nodes 1 --threads 2 %.2f s (%.0f MB/s), run --threads 2 %.2f s: %.2fx run (target for refine <= 1.3x)\n", \
-      mb / 1e6, name, dlc, mb / 1e6 / dlc, single, dlc / single
-    printf "physical floor (read the input once, write it once, fsync): %.2f s; dlc is %.1fx the floor, run %.1fx\n", \
-      floor, dlc / floor, single / floor
-  }'
-done
-rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
 t0=$(now)
 "$bin" prepare --config "$recipe" --dataset-path "$corpus" --job-dir "$workdir/job" --num-shards 64 \
   --poll-interval-secs 1 >/dev/null

@@ -21,6 +21,19 @@ void WriteFully(int fd, std::string_view bytes, const std::string& path) {
   }
 }
 
+void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ThrowSystemError(path, "cannot write");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
 void ReadChunks(int fd, const std::string& path, size_t chunk_size,
                 const std::function<void(std::string_view)>& sink) {
   std::vector<char> buf(chunk_size);

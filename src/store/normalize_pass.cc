@@ -32,6 +32,7 @@ constexpr size_t kChunkBytes = 1 << 20;
 // A run of whole lines of one input file, and what normalizing it gave.
 struct Chunk {
   uint64_t seq = 0;
+  uint64_t offset = 0;     // of its normalized bytes in the stream, once known
   uint64_t first_row = 0;  // 0-based global row number of its first line
   io::LineChunk lines;
   std::string normalized;    // the normalized lines, each ending in '\n'
@@ -126,23 +127,44 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
   std::condition_variable cv;
   std::deque<Chunk*> todo;                           // read, waiting for a normalizer
   std::map<uint64_t, std::unique_ptr<Chunk>> ready;  // normalized (or failed), by seq
+  std::deque<std::unique_ptr<Chunk>> to_write;       // placed in the stream, to be written
   std::vector<std::unique_ptr<Chunk>> spare;
-  uint64_t read_count = 0, written = 0;
+  // Chunks read, placed in the stream (in order) and written (in any order).
+  uint64_t read_count = 0, placed = 0, written = 0;
+  uint64_t stream_end = 0;
   bool end_of_input = false, stop = false;
   std::exception_ptr failure;  // the first failure in input order
   const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2 + 2;
 
-  // Normalizers: any chunk, any order.
-  std::map<Chunk*, std::unique_ptr<Chunk>> owned;  // chunks in flight, by address
+  // Normalizers: any chunk, any order; writing a placed chunk comes first.
+  std::map<Chunk*, std::unique_ptr<Chunk>> owned;  // chunks being normalized, by address
   auto normalize = [&]() {
     RecordNormalizer normalizer(rules.media_keys, rules.media_root, rules.index_keys);
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      cv.wait(lock, [&] { return !todo.empty() || stop || end_of_input; });
-      if (todo.empty()) {
-        if (stop || end_of_input) return;
+      const auto all_placed = [&] { return end_of_input && placed == read_count; };
+      cv.wait(lock, [&] { return !to_write.empty() || !todo.empty() || stop || all_placed(); });
+      if (!to_write.empty()) {
+        std::unique_ptr<Chunk> c = std::move(to_write.front());
+        to_write.pop_front();
+        lock.unlock();
+        std::exception_ptr error;
+        try {
+          io::PwriteFully(out.get(), c->normalized, c->offset, out_path);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        lock.lock();
+        if (error && !failure) {
+          failure = error;
+          stop = true;
+        }
+        ++written;
+        spare.push_back(std::move(c));
+        cv.notify_all();
         continue;
       }
+      if (todo.empty()) return;  // stopped, or everything is placed and written
       Chunk* c = todo.front();
       todo.pop_front();
       lock.unlock();
@@ -157,44 +179,39 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
       cv.notify_all();
     }
   };
-  // The writer: chunks in input order, into the file and the digest.
-  auto write = [&]() {
+  // The placer: chunks in input order into the digest, each given its offset
+  // in the stream; a normalizer then writes it there.
+  auto place = [&]() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       cv.wait(lock, [&] {
-        return ready.count(written) != 0 || stop || (end_of_input && written == read_count);
+        return ready.count(placed) != 0 || stop || (end_of_input && placed == read_count);
       });
-      if (ready.count(written) == 0) return;
-      std::unique_ptr<Chunk> c = std::move(ready[written]);
-      ready.erase(written);
-      lock.unlock();
-      std::exception_ptr error = c->error;
-      if (!error) {
-        try {
-          io::WriteFully(out.get(), c->normalized, out_path);
-          digest.Update(c->normalized);
-          result.rows += c->lines.lines;
-          result.bytes += c->normalized.size();
-        } catch (...) {
-          error = std::current_exception();
-        }
-      }
-      lock.lock();
-      if (error) {
-        failure = error;
+      if (stop || ready.count(placed) == 0) return;
+      std::unique_ptr<Chunk> c = std::move(ready[placed]);
+      ready.erase(placed);
+      if (c->error) {
+        if (!failure) failure = c->error;
         stop = true;
         cv.notify_all();
         return;
       }
-      ++written;
-      spare.push_back(std::move(c));
+      c->offset = stream_end;
+      stream_end += c->normalized.size();
+      lock.unlock();
+      digest.Update(c->normalized);
+      result.rows += c->lines.lines;
+      result.bytes += c->normalized.size();
+      lock.lock();
+      ++placed;
+      to_write.push_back(std::move(c));
       cv.notify_all();
     }
   };
 
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(normalize);
-  std::thread writer(write);
+  std::thread placer(place);
 
   // The reader, on this thread.
   InputReader reader(inputs, &result.files);
@@ -238,8 +255,13 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
     todo.push_back(raw);
     cv.notify_all();
   }
+  placer.join();
+  {
+    // The normalizers end once every placed chunk is written, or at a stop.
+    std::lock_guard<std::mutex> lock(mu);
+    cv.notify_all();
+  }
   for (std::thread& t : pool) t.join();
-  writer.join();
   if (failure) std::rethrow_exception(failure);
   result.digest = digest.HexDigest();
   return result;

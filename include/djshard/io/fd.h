@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,10 @@ namespace djshard::io {
 
 // Writes every byte of `bytes` at the descriptor's current offset.
 void WriteFully(int fd, std::string_view bytes, const std::string& path);
+
+// Writes every byte of `bytes` at file offset `offset` (pwrite), leaving the
+// descriptor's offset alone: several threads may write one file at once.
+void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::string& path);
 
 // Reads from the current offset to the end, handing each chunk to `sink`.
 void ReadChunks(int fd, const std::string& path, size_t chunk_size,

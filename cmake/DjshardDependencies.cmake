@@ -21,6 +21,8 @@ else()
 endif()
 
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Unicode normalization and properties for the tokenizers (libutf8proc-dev).
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 
 # fastText (Debian's libfasttext-dev) for language_id_score_filter.
 find_library(DJSHARD_FASTTEXT_LIBRARY NAMES fasttext REQUIRED)

@@ -17,5 +17,6 @@ void AddRunCommand(CLI::App& app, int* exit_code);
 void AddOpsCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddDlcCommand(CLI::App& app, int* exit_code);
+void AddTokenizeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace djshard::cli

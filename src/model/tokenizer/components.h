@@ -61,6 +61,9 @@ bool IsPunctuation(char32_t c);     // P*
 bool IsMarkNonspacing(char32_t c);  // Mn
 // Cc, Cf or Co: the `is_other` of the unicode_categories crate Hugging Face uses.
 bool IsOther(char32_t c);
+// Whether `c` was assigned in Unicode 9.0, the version of the tables of Hugging Face's
+// normalizer (later code points have no decomposition and combining class 0 there).
+bool InNormalizationUnicode(char32_t c);
 // Regular-expression \w as Rust's regex crate has it (Alphabetic, marks,
 // decimal digits, connector punctuation, join controls).
 bool IsWordChar(char32_t c);

@@ -88,6 +88,10 @@ bool IsMarkNonspacing(char32_t c) {
 
 bool IsOther(char32_t c) { return InRanges(kOther, kOtherSize, c); }
 
+bool InNormalizationUnicode(char32_t c) {
+  return c < 0x300 || InRanges(kNormalizationAssigned, kNormalizationAssignedSize, c);
+}
+
 bool IsWordChar(char32_t c) {
   if (c < 0x80) return IsLetter(c) || IsNumber(c) || c == '_';
   if (c == 0x200C || c == 0x200D) return true;

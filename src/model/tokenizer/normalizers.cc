@@ -66,7 +66,7 @@ void FilterChars(NormalizedString* s, F keep) {
 }
 
 uint8_t CombiningClass(char32_t c) {
-  if (c < 0x300) return 0;
+  if (c < 0x300 || !InNormalizationUnicode(c)) return 0;
   return static_cast<uint8_t>(
       utf8proc_get_property(static_cast<utf8proc_int32_t>(c))->combining_class);
 }
@@ -100,7 +100,7 @@ void Decompose(std::string_view text, bool compat, std::vector<CharChange>* out,
     const char32_t c = DecodeUtf8(text, &i);
     utf8proc_ssize_t n = 1;
     buf[0] = static_cast<utf8proc_int32_t>(c);
-    if (c >= 0xA0) {
+    if (c >= 0xA0 && InNormalizationUnicode(c)) {
       int last_boundclass = 0;
       n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), buf, 32, options,
                                   &last_boundclass);
@@ -126,11 +126,16 @@ void Decompose(std::string_view text, bool compat, std::vector<CharChange>* out,
   sort_run();
 }
 
+// The primary composite of a and b (composition exclusions respected), when
+// all three are known to Hugging Face's normalizer.
 std::optional<char32_t> ComposePair(char32_t a, char32_t b) {
-  if (b < 0x300) return std::nullopt;
+  if (b < 0x300 || !InNormalizationUnicode(a) || !InNormalizationUnicode(b)) return std::nullopt;
   utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};
-  const auto n = utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE);
-  if (n == 1) return static_cast<char32_t>(buf[0]);
+  const auto n = utf8proc_normalize_utf32(
+      buf, 2, static_cast<utf8proc_option_t>(UTF8PROC_COMPOSE | UTF8PROC_STABLE));
+  if (n == 1 && InNormalizationUnicode(static_cast<char32_t>(buf[0]))) {
+    return static_cast<char32_t>(buf[0]);
+  }
   return std::nullopt;
 }
 

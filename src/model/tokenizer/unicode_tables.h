@@ -19,5 +19,8 @@ extern const CodeRange kOther[];  // Cc, Cf, Co
 extern const size_t kOtherSize;
 extern const CodeRange kMarkNonspacing[];  // Mn
 extern const size_t kMarkNonspacingSize;
+// Code points assigned in the Unicode version of Hugging Face's normalizer.
+extern const CodeRange kNormalizationAssigned[];
+extern const size_t kNormalizationAssignedSize;
 
 }  // namespace djshard::model::tokenizer

@@ -51,10 +51,12 @@ bool IsValidUtf8(std::string_view s);
 
 // Rust's char::is_whitespace (the White_Space property).
 bool IsWhitespace(char32_t c);
-// Unicode general categories (libutf8proc, current Unicode), as Rust's std
-// and Oniguruma see them.
+// Unicode general categories as Rust's std and Oniguruma (Unicode 17.0) see
+// them: libutf8proc's (15.0) and the code points assigned since.
 bool IsLetter(char32_t c);  // L*
 bool IsNumber(char32_t c);  // N*
+// Simple lower-case mapping (Rust's char::to_lowercase but for U+0130).
+char32_t LowercaseSimple(char32_t c);
 // Categories as the `unicode_categories` crate (Unicode 9.0) sees them, which
 // Hugging Face uses for BERT's punctuation, control chars and accents.
 bool IsPunctuation(char32_t c);     // P*

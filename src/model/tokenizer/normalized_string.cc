@@ -3,6 +3,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "src/model/tokenizer/components.h"
 #include "src/model/tokenizer/unicode_tables.h"
@@ -58,18 +59,6 @@ utf8proc_category_t Category(char32_t c) {
 }
 }  // namespace
 
-bool IsLetter(char32_t c) {
-  if (c < 0x80) return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
-  const auto k = Category(c);
-  return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO;
-}
-
-bool IsNumber(char32_t c) {
-  if (c < 0x80) return c >= '0' && c <= '9';
-  const auto k = Category(c);
-  return k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
-}
-
 namespace {
 bool InRanges(const CodeRange* ranges, size_t n, char32_t c) {
   const CodeRange* end = ranges + n;
@@ -79,6 +68,32 @@ bool InRanges(const CodeRange* ranges, size_t n, char32_t c) {
   return it != ranges && c < (it - 1)->last;
 }
 }  // namespace
+
+bool IsLetter(char32_t c) {
+  if (c < 0x80) return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+  const auto k = Category(c);
+  if (k == UTF8PROC_CATEGORY_CN) return InRanges(kLettersSince15, kLettersSince15Size, c);
+  return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO;
+}
+
+bool IsNumber(char32_t c) {
+  if (c < 0x80) return c >= '0' && c <= '9';
+  const auto k = Category(c);
+  if (k == UTF8PROC_CATEGORY_CN) return InRanges(kNumbersSince15, kNumbersSince15Size, c);
+  return k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
+}
+
+char32_t LowercaseSimple(char32_t c) {
+  if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+  if (Category(c) == UTF8PROC_CATEGORY_CN) {
+    const LowerPair* end = kLowercaseSince15 + kLowercaseSince15Size;
+    const LowerPair* it =
+        std::lower_bound(kLowercaseSince15, end, static_cast<uint32_t>(c),
+                         [](const LowerPair& p, uint32_t v) { return p.upper < v; });
+    return it != end && it->upper == c ? static_cast<char32_t>(it->lower) : c;
+  }
+  return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
+}
 
 bool IsPunctuation(char32_t c) { return InRanges(kPunctuation, kPunctuationSize, c); }
 
@@ -112,7 +127,7 @@ void AppendLowercase(char32_t c, std::vector<char32_t>* out) {
     out->push_back('i');
     out->push_back(0x307);
   } else {
-    out->push_back(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+    out->push_back(LowercaseSimple(c));
   }
 }
 
@@ -314,19 +329,70 @@ pcre2_jit_stack* ThreadJitStack(void*) {
   return holder.stack;
 }
 
-// Oniguruma's \s is White_Space, which includes U+0085; PCRE2's does not.
-std::string OnigurumaSpaces(const std::string& pattern, bool* unsupported) {
+// The members of a class as PCRE2 class text ("\x{41}-\x{5A}...").
+template <typename Pred>
+std::string ClassRanges(Pred pred) {
+  std::string out;
+  char buf[40];
+  char32_t c = 0;
+  while (c < 0x110000) {
+    if (!pred(c)) {
+      ++c;
+      continue;
+    }
+    const char32_t first = c;
+    while (c + 1 < 0x110000 && pred(c + 1)) ++c;
+    std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", static_cast<unsigned>(first),
+                  static_cast<unsigned>(c));
+    out += buf;
+    ++c;
+  }
+  return out;
+}
+
+// Oniguruma's \s: the White_Space property (U+0085 included, U+180E not).
+constexpr const char* kOnigurumaSpace =
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
+    "\\x{202F}\\x{205F}\\x{3000}";
+
+// Rewrites the classes whose meaning differs between Oniguruma (which Hugging
+// Face compiles patterns with) and PCRE2: \s, and \p{L} and \p{N}, which
+// PCRE2 10.42 knows only as of Unicode 14.0.
+std::string OnigurumaClasses(const std::string& pattern, bool* unsupported) {
+  static const std::string letters =
+      ClassRanges([](char32_t c) { return (c < 0xD800 || c > 0xDFFF) && IsLetter(c); });
+  static const std::string numbers =
+      ClassRanges([](char32_t c) { return (c < 0xD800 || c > 0xDFFF) && IsNumber(c); });
   std::string out;
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char n = pattern[i + 1];
+      const std::string rest = pattern.substr(i, 5);
+      if (rest == "\\p{L}" || rest == "\\p{N}" || rest == "\\P{L}" || rest == "\\P{N}") {
+        const std::string& members = rest[3] == 'L' ? letters : numbers;
+        const bool negated = rest[1] == 'P';
+        if (in_class) {
+          if (negated) *unsupported = true;
+          out += members;
+        } else {
+          out += negated ? "[^" : "[";
+          out += members;
+          out += "]";
+        }
+        i += 4;
+        continue;
+      }
       if (n == 's') {
-        out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+        out += in_class ? std::string(kOnigurumaSpace) : "[" + std::string(kOnigurumaSpace) + "]";
       } else if (n == 'S') {
         if (in_class) *unsupported = true;
-        out += in_class ? "\\S" : "[^\\s\\x{85}]";
+        out += "[^" + std::string(kOnigurumaSpace) + "]";
+      } else if (n == 'p' || n == 'P') {
+        *unsupported = true;  // other Unicode properties: versions may differ
+        out += c;
+        out += n;
       } else {
         out += c;
         out += n;
@@ -371,11 +437,11 @@ struct PatternRegex::Code {
 PatternRegex::PatternRegex(const std::string& pattern, const std::string& what)
     : code_(std::make_unique<Code>()) {
   bool unsupported = false;
-  const std::string translated = OnigurumaSpaces(pattern, &unsupported);
+  const std::string translated = OnigurumaClasses(pattern, &unsupported);
   if (unsupported) {
     throw Error(what + ": the pattern " + nlohmann::json(pattern).dump() +
-                    " uses a character class form (\\S or a nested class inside [...]) that "
-                    "djshard cannot match as Oniguruma does",
+                    " uses a form (\\S or \\P{..} inside [...], a nested class, or a Unicode "
+                    "property other than L and N) that djshard cannot match as Oniguruma does",
                 "rewrite the pattern without it");
   }
   int err = 0;

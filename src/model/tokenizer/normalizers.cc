@@ -225,10 +225,7 @@ void UnicodeNormalize(NormalizedString* s, Form form) {
 void Lowercase(NormalizedString* s) {
   const std::string& text = s->get();
   if (text.find("\xC4\xB0") == std::string::npos) {  // no U+0130: one char per char
-    MapChars(s, [](char32_t c) -> char32_t {
-      if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
-      return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
-    });
+    MapChars(s, LowercaseSimple);
     return;
   }
   std::vector<CharChange> dest;

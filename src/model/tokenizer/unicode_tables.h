@@ -23,4 +23,18 @@ extern const size_t kMarkNonspacingSize;
 extern const CodeRange kNormalizationAssigned[];
 extern const size_t kNormalizationAssignedSize;
 
+// Code points libutf8proc (Unicode 15.0) does not know and Hugging Face does:
+// letters and numbers of Unicode 16.0 (Oniguruma), simple lower-case mappings
+// of Unicode 17.0 (Rust's std).
+struct LowerPair {
+  uint32_t upper;
+  uint32_t lower;
+};
+extern const CodeRange kLettersSince15[];
+extern const size_t kLettersSince15Size;
+extern const CodeRange kNumbersSince15[];
+extern const size_t kNumbersSince15Size;
+extern const LowerPair kLowercaseSince15[];  // sorted by upper
+extern const size_t kLowercaseSince15Size;
+
 }  // namespace djshard::model::tokenizer

@@ -29,9 +29,11 @@ class Pipeline;
 
 // A Hugging Face `tokenizer.json` (normalizer, pre-tokenizer, model,
 // post-processor, added tokens) that encodes exactly as Hugging Face's own
-// `tokenizers` library does. Loading refuses, naming the component and the
-// file, any component type or option it does not implement. Immutable after
-// loading and safe to use from many threads at once.
+// `tokenizers` library does with truncation and padding switched off: the
+// file's "truncation" and "padding" are not applied (they belong to the
+// operator) and its "decoder" is not read. Loading refuses, naming the
+// component and the file, any component type or option it does not implement.
+// Immutable after loading and safe to use from many threads at once.
 class Tokenizer {
  public:
   // `path` is a tokenizer.json (or tokenizer.json.zst) file, or a directory

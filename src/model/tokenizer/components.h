@@ -106,6 +106,10 @@ class NormalizedString {
 
   // The part of the string at normalized bytes [begin, end) (char boundaries).
   NormalizedString Slice(size_t begin, size_t end) const;
+  // The same part, its normalized text and alignments replaced by `text` and
+  // `align` (one per byte of `text`), built by the caller from this string.
+  NormalizedString SliceAs(size_t begin, size_t end, std::string text,
+                           std::vector<Alignment> align) const;
   // Hugging Face's transform_range over normalized bytes [begin, end).
   void TransformRange(size_t begin, size_t end, const std::vector<CharChange>& dest,
                       size_t initial_offset);

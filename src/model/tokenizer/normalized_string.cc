@@ -116,6 +116,7 @@ bool IsWordChar(char32_t c) {
     return true;
   }
   const auto k = Category(c);
+  if (k == UTF8PROC_CATEGORY_CN) return IsLetter(c) || IsNumber(c);
   return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_ND) || k == UTF8PROC_CATEGORY_NL ||
          k == UTF8PROC_CATEGORY_PC;
 }
@@ -161,6 +162,17 @@ NormalizedString NormalizedString::Slice(size_t begin, size_t end) const {
   r.text_.assign(text_, begin, end - begin);
   r.align_.assign(align_.begin() + static_cast<ptrdiff_t>(begin),
                   align_.begin() + static_cast<ptrdiff_t>(end));
+  const auto orig = ToOriginal(begin, end);
+  r.original_start_ = orig->first;
+  r.original_end_ = std::max(orig->first, orig->second);
+  return r;
+}
+
+NormalizedString NormalizedString::SliceAs(size_t begin, size_t end, std::string text,
+                                           std::vector<Alignment> align) const {
+  NormalizedString r;
+  r.text_ = std::move(text);
+  r.align_ = std::move(align);
   const auto orig = ToOriginal(begin, end);
   r.original_start_ = orig->first;
   r.original_end_ = std::max(orig->first, orig->second);

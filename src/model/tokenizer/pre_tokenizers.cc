@@ -145,26 +145,31 @@ std::vector<PatternMatch> Gpt2Matches(std::string_view t) {
   return out;
 }
 
-// Maps each byte of the text to its GPT-2 char; every char keeps the alignment
-// of the char it came from.
-void ToByteChars(NormalizedString* s) {
+// Maps each byte of s's [begin, end) to its GPT-2 char; every char keeps the
+// alignment of the char it came from.
+void ByteChars(const NormalizedString& s, size_t begin, size_t end, std::string* out,
+               std::vector<Alignment>* align) {
   const ByteTable& table = Bytes();
-  const std::string& text = s->get();
-  std::string out;
-  out.reserve(text.size() * 2);
-  std::vector<Alignment> align;
-  align.reserve(text.size() * 2);
-  size_t i = 0;
-  while (i < text.size()) {
+  const std::string& text = s.get();
+  out->reserve((end - begin) * 2);
+  align->reserve((end - begin) * 2);
+  size_t i = begin;
+  while (i < end) {
     const size_t n = Utf8LeadLength(static_cast<unsigned char>(text[i]));
-    const Alignment a = s->alignments()[i];
+    const Alignment a = s.alignments()[i];
     for (size_t k = 0; k < n; ++k) {
       const std::string& u = table.utf8[static_cast<unsigned char>(text[i + k])];
-      out += u;
-      align.insert(align.end(), u.size(), a);
+      out->append(u);
+      align->insert(align->end(), u.size(), a);
     }
     i += n;
   }
+}
+
+void ToByteChars(NormalizedString* s) {
+  std::string out;
+  std::vector<Alignment> align;
+  ByteChars(*s, 0, s->get().size(), &out, &align);
   s->Assign(std::move(out), std::move(align));
 }
 
@@ -173,17 +178,22 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex)
       : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
   void PreTokenize(std::vector<Split>* splits) const override {
+    // Every piece is cut and mapped to byte chars in one step.
     SplitEach(splits, [&](NormalizedString n, std::vector<NormalizedString>* out) {
       if (add_prefix_space_ && (n.get().empty() || n.get()[0] != ' ')) n.Prepend(" ");
-      if (use_regex_) {
-        SplitNormalized(n, Gpt2Matches(n.get()), SplitBehavior::kIsolated, out);
-      } else {
+      if (!use_regex_) {
+        ToByteChars(&n);
         out->push_back(std::move(n));
+        return;
+      }
+      for (const PatternMatch& m : Gpt2Matches(n.get())) {
+        if (m.begin == m.end) continue;
+        std::string text;
+        std::vector<Alignment> align;
+        ByteChars(n, m.begin, m.end, &text, &align);
+        out->push_back(n.SliceAs(m.begin, m.end, std::move(text), std::move(align)));
       }
     });
-    for (auto& s : *splits) {
-      if (!s.has_tokens) ToByteChars(&s.normalized);
-    }
   }
 
  private:

@@ -150,7 +150,17 @@ void Pipeline::SplitAdded(NormalizedString n, const TokenMatcher& m,
     if (!n.empty()) out->push_back({std::move(n), false, {}});
     return;
   }
-  for (const Found& f : FindMatches(n.get(), m)) {
+  const std::vector<Found> found = FindMatches(n.get(), m);
+  if (found.size() == 1 && !found[0].is_token && !n.empty()) {
+    // No added token: the slice of the whole string is the string itself
+    // when its original range is that of its alignments.
+    const auto o = n.ToOriginal(0, n.get().size());
+    if (o && o->first == n.original_start() && o->second == n.original_end()) {
+      out->push_back({std::move(n), false, {}});
+      return;
+    }
+  }
+  for (const Found& f : found) {
     if (f.begin >= f.end) continue;  // empty pieces are dropped
     Split s;
     s.normalized = n.Slice(f.begin, f.end);

@@ -111,6 +111,41 @@ double HuggingFaceParsedScore(double d) {
 
 // ---------------------------------------------------------------- BPE
 
+// Merge ranks by pair of ids: open addressing, linear probing, read-only
+// after construction.
+class MergeMap {
+ public:
+  using Value = std::pair<uint32_t, uint32_t>;  // (rank, merged id)
+  explicit MergeMap(const std::unordered_map<uint64_t, Value>& m) {
+    size_t cap = 16;
+    while (cap < m.size() * 2) cap *= 2;
+    keys_.assign(cap, kEmpty);
+    values_.resize(cap);
+    mask_ = cap - 1;
+    for (const auto& [k, v] : m) {
+      size_t i = Slot(k);
+      while (keys_[i] != kEmpty) i = (i + 1) & mask_;
+      keys_[i] = k;
+      values_[i] = v;
+    }
+  }
+  const Value* Find(uint64_t key) const {
+    for (size_t i = Slot(key);; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // ids are below 2^31
+  size_t Slot(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
+  }
+  std::vector<uint64_t> keys_;
+  std::vector<Value> values_;
+  size_t mask_;
+};
+
 class Bpe : public Model {
  public:
   struct Options {
@@ -123,7 +158,7 @@ class Bpe : public Model {
       std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> merges, Options o)
       : vocab_(std::move(vocab)),
         by_id_(std::move(by_id)),
-        merges_(std::move(merges)),
+        merges_(merges),
         o_(std::move(o)),
         instance_(next_model_instance++) {
     if (!o_.unk_token.empty()) unk_id_ = Find(vocab_, o_.unk_token);
@@ -272,9 +307,8 @@ class Bpe : public Model {
       return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
     };
     std::vector<Merge> heap;
-    auto lookup = [&](uint32_t a, uint32_t b) -> const std::pair<uint32_t, uint32_t>* {
-      const auto it = merges_.find((static_cast<uint64_t>(a) << 32) | b);
-      return it == merges_.end() ? nullptr : &it->second;
+    auto lookup = [&](uint32_t a, uint32_t b) {
+      return merges_.Find((static_cast<uint64_t>(a) << 32) | b);
     };
     for (size_t k = 0; k + 1 < sym.size(); ++k) {
       if (const auto* m = lookup(sym[k].id, sym[k + 1].id)) {
@@ -318,7 +352,7 @@ class Bpe : public Model {
 
   Vocab vocab_;
   std::vector<std::string> by_id_;
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> merges_;  // (a, b) -> (rank, id)
+  MergeMap merges_;  // (a << 32 | b) -> (rank, merged id)
   Options o_;
   std::optional<uint32_t> unk_id_;
   std::array<int64_t, 256> byte_ids_{};  // ids of "<0xXX>", -1 when absent

@@ -7,15 +7,16 @@ namespace djshard::model::tokenizer {
 
 void TrimByteLevelOffsets(Encoding* e, bool add_prefix_space) {
   auto is_space = [](char32_t c) { return c == 0x120 || IsWhitespace(c); };
-  std::vector<char32_t> chars;
   for (size_t i = 0; i < e->tokens.size(); ++i) {
     const std::string& t = e->tokens[i];
-    chars.clear();
-    size_t k = 0;
-    while (k < t.size()) chars.push_back(DecodeUtf8(t, &k));
-    size_t leading = 0, trailing = 0;
-    while (leading < chars.size() && is_space(chars[leading])) ++leading;
-    while (trailing < chars.size() && is_space(chars[chars.size() - 1 - trailing])) ++trailing;
+    size_t leading = 0, trailing = 0, k = 0;
+    bool all_space = true;
+    while (k < t.size()) {
+      const bool space = is_space(DecodeUtf8(t, &k));
+      if (all_space && space) ++leading;
+      all_space = all_space && space;
+      trailing = space ? trailing + 1 : 0;
+    }
     if (leading == 0 && trailing == 0) continue;
     auto& [start, end] = e->offsets[i];
     if (leading > 0) {

@@ -65,13 +65,17 @@ bool IsBertPunctuation(char32_t c) {
 // GPT-2's byte-to-unicode table: printable bytes map to themselves, the
 // others to U+0100 upwards; stored as UTF-8.
 struct ByteTable {
-  std::array<std::string, 256> utf8;
+  std::array<std::array<char, 2>, 256> utf8;  // every such char is 1 or 2 bytes
+  std::array<uint8_t, 256> size;
   ByteTable() {
     int n = 0;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
       char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
-      AppendUtf8(&utf8[b], c);
+      std::string u;
+      AppendUtf8(&u, c);
+      size[b] = static_cast<uint8_t>(u.size());
+      utf8[b] = {u[0], u.size() > 1 ? u[1] : '\0'};
     }
   }
 };
@@ -151,19 +155,25 @@ void ByteChars(const NormalizedString& s, size_t begin, size_t end, std::string*
                std::vector<Alignment>* align) {
   const ByteTable& table = Bytes();
   const std::string& text = s.get();
-  out->reserve((end - begin) * 2);
-  align->reserve((end - begin) * 2);
-  size_t i = begin;
-  while (i < end) {
-    const size_t n = Utf8LeadLength(static_cast<unsigned char>(text[i]));
-    const Alignment a = s.alignments()[i];
-    for (size_t k = 0; k < n; ++k) {
-      const std::string& u = table.utf8[static_cast<unsigned char>(text[i + k])];
-      out->append(u);
-      align->insert(align->end(), u.size(), a);
+  out->resize((end - begin) * 2);
+  align->resize((end - begin) * 2);
+  char* o = out->data();
+  Alignment* al = align->data();
+  const Alignment* src = s.alignments().data();
+  for (size_t i = begin; i < end; ++i) {
+    // Every byte of a char has the char's alignment.
+    const auto b = static_cast<unsigned char>(text[i]);
+    const Alignment a = src[i];
+    o[0] = table.utf8[b][0];
+    *al++ = a;
+    if (table.size[b] == 2) {
+      o[1] = table.utf8[b][1];
+      *al++ = a;
     }
-    i += n;
+    o += table.size[b];
   }
+  out->resize(static_cast<size_t>(o - out->data()));
+  align->resize(static_cast<size_t>(al - align->data()));
 }
 
 void ToByteChars(NormalizedString* s) {

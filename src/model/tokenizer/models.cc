@@ -111,12 +111,12 @@ double HuggingFaceParsedScore(double d) {
 
 // ---------------------------------------------------------------- BPE
 
-// Merge ranks by pair of ids: open addressing, linear probing, read-only
-// after construction.
-class MergeMap {
+// A read-only map from 64-bit keys: open addressing, linear probing.
+template <typename V>
+class FlatMap {
  public:
-  using Value = std::pair<uint32_t, uint32_t>;  // (rank, merged id)
-  explicit MergeMap(const std::unordered_map<uint64_t, Value>& m) {
+  FlatMap() = default;
+  explicit FlatMap(const std::unordered_map<uint64_t, V>& m) {
     size_t cap = 16;
     while (cap < m.size() * 2) cap *= 2;
     keys_.assign(cap, kEmpty);
@@ -129,7 +129,8 @@ class MergeMap {
       values_[i] = v;
     }
   }
-  const Value* Find(uint64_t key) const {
+  const V* Find(uint64_t key) const {
+    if (keys_.empty()) return nullptr;
     for (size_t i = Slot(key);; i = (i + 1) & mask_) {
       if (keys_[i] == key) return &values_[i];
       if (keys_[i] == kEmpty) return nullptr;
@@ -137,14 +138,16 @@ class MergeMap {
   }
 
  private:
-  static constexpr uint64_t kEmpty = ~uint64_t{0};  // ids are below 2^31
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // no key is all ones
   size_t Slot(uint64_t key) const {
     return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
   }
   std::vector<uint64_t> keys_;
-  std::vector<Value> values_;
-  size_t mask_;
+  std::vector<V> values_;
+  size_t mask_ = 0;
 };
+// Merge ranks by pair of ids (a << 32 | b) -> (rank, merged id).
+using MergeMap = FlatMap<std::pair<uint32_t, uint32_t>>;
 
 class Bpe : public Model {
  public:
@@ -423,6 +426,44 @@ std::unique_ptr<Model> MakeBpe(const json& j, const LoadContext& ctx) {
 
 // ---------------------------------------------------------------- WordPiece
 
+// Byte strings with ids; finds the keys that are prefixes of a text.
+class ByteTrie {
+ public:
+  void Insert(std::string_view key, uint32_t id) {
+    uint32_t node = 0;
+    for (const char c : key) {
+      const uint64_t edge = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(c);
+      auto it = edges_.find(edge);
+      if (it == edges_.end()) {
+        ids_.push_back(-1);
+        it = edges_.emplace(edge, static_cast<uint32_t>(ids_.size() - 1)).first;
+      }
+      node = it->second;
+    }
+    ids_[node] = id;
+  }
+  // Makes lookups fast; no Insert after it.
+  void Freeze() { frozen_ = FlatMap<uint32_t>(edges_); }
+  // The longest key that is a prefix of `s`: (length, id), or length 0.
+  std::pair<size_t, uint32_t> Longest(std::string_view s) const {
+    std::pair<size_t, uint32_t> best{0, 0};
+    uint32_t node = 0;
+    for (size_t k = 0; k < s.size(); ++k) {
+      const uint32_t* next =
+          frozen_.Find((static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(s[k]));
+      if (next == nullptr) break;
+      node = *next;
+      if (ids_[node] >= 0) best = {k + 1, static_cast<uint32_t>(ids_[node])};
+    }
+    return best;
+  }
+
+ private:
+  std::vector<int64_t> ids_{-1};                  // per node; -1: not a key
+  std::unordered_map<uint64_t, uint32_t> edges_;  // (node << 8 | byte) -> node
+  FlatMap<uint32_t> frozen_;                      // the same, for lookups
+};
+
 class WordPiece : public Model {
  public:
   WordPiece(Vocab vocab, std::string unk, std::string prefix, size_t max_chars)
@@ -430,7 +471,14 @@ class WordPiece : public Model {
         unk_(std::move(unk)),
         prefix_(std::move(prefix)),
         max_chars_(max_chars) {
-    for (const auto& [k, v] : vocab_) max_token_bytes_ = std::max(max_token_bytes_, k.size());
+    for (const auto& [k, v] : vocab_) {
+      words_.Insert(k, v);
+      if (k.size() > prefix_.size() && k.compare(0, prefix_.size(), prefix_) == 0) {
+        continuations_.Insert(std::string_view(k).substr(prefix_.size()), v);
+      }
+    }
+    words_.Freeze();
+    continuations_.Freeze();
     unk_id_ = Find(vocab_, unk_);
   }
 
@@ -446,39 +494,22 @@ class WordPiece : public Model {
       out->push_back({*unk_id_, unk_, 0, static_cast<uint32_t>(word.size())});
     };
     if (chars > max_chars_) return whole_unk();
+    // Greedy longest match: the longest vocabulary entry at each position
+    // (with the continuing prefix after the first), found with a trie. Keys
+    // are whole UTF-8 strings, so a match ends on a char boundary.
     const size_t first = out->size();
     size_t start = 0;
-    std::string sub;
     while (start < word.size()) {
-      size_t end = word.size();
-      const size_t extra = start > 0 ? prefix_.size() : 0;
-      if (end - start + extra > max_token_bytes_) {
-        // No vocabulary entry is this long: start at the longest that could be.
-        end = start + (max_token_bytes_ >= extra ? max_token_bytes_ - extra : 0);
-        while (end > start && end < word.size() &&
-               (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) {
-          --end;
-        }
-      }
-      bool found = false;
-      while (start < end) {
-        sub.clear();
-        if (start > 0) sub += prefix_;
-        sub += word.substr(start, end - start);
-        if (const auto id = Find(vocab_, sub)) {
-          out->push_back({*id, sub, static_cast<uint32_t>(start), static_cast<uint32_t>(end)});
-          found = true;
-          break;
-        }
-        do {
-          --end;
-        } while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80);
-      }
-      if (!found) {
+      const auto [len, id] = (start == 0 ? words_ : continuations_).Longest(word.substr(start));
+      if (len == 0) {
         out->resize(first);
         return whole_unk();
       }
-      start = end;
+      std::string value = start > 0 ? prefix_ : std::string();
+      value += word.substr(start, len);
+      out->push_back(
+          {id, std::move(value), static_cast<uint32_t>(start), static_cast<uint32_t>(start + len)});
+      start += len;
     }
   }
 
@@ -492,7 +523,8 @@ class WordPiece : public Model {
   std::string unk_;
   std::string prefix_;
   size_t max_chars_;
-  size_t max_token_bytes_ = 0;
+  ByteTrie words_;          // every entry, for the start of a word
+  ByteTrie continuations_;  // entries with the prefix, without it
   std::optional<uint32_t> unk_id_;
 };
 
@@ -520,6 +552,7 @@ class Unigram : public Model {
       }
       nodes_[node].terminal = true;
     }
+    frozen_ = FlatMap<uint32_t>(edges_);
   }
 
   void Tokenize(std::string_view s, std::vector<Token>* out) const override {
@@ -538,10 +571,10 @@ class Unigram : public Model {
       bool single = false;
       uint32_t node = 0;
       for (size_t k = start; k < s.size(); ++k) {
-        const auto it =
-            edges_.find((static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(s[k]));
-        if (it == edges_.end()) break;
-        node = it->second;
+        const uint32_t* next =
+            frozen_.Find((static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(s[k]));
+        if (next == nullptr) break;
+        node = *next;
         if (!nodes_[node].terminal) continue;
         const size_t key_pos = k + 1;
         const uint32_t id = ids_.find(s.substr(start, key_pos - start))->second;
@@ -632,6 +665,7 @@ class Unigram : public Model {
   double min_score_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, uint32_t> edges_;  // (node << 8 | byte) -> node
+  FlatMap<uint32_t> frozen_;                      // the same, for lookups
 };
 
 // ---------------------------------------------------------------- WordLevel

@@ -186,10 +186,9 @@ void NormalizedString::TransformRange(size_t begin, size_t end, const std::vecto
   };
   size_t cursor = begin;
   for (size_t k = 0; k < initial_offset; ++k) next_char(&cursor);
-  std::string out;
-  out.reserve(dest.size() + 8);
-  std::vector<Alignment> out_align;
-  out_align.reserve(dest.size() + 8);
+  std::string out(dest.size() * 4, '\0');
+  std::vector<Alignment> out_align(dest.size() * 4);
+  size_t n = 0;
   for (const CharChange& cc : dest) {
     Alignment a;
     if (cc.change > 0) {
@@ -199,10 +198,34 @@ void NormalizedString::TransformRange(size_t begin, size_t end, const std::vecto
       next_char(&cursor);
       for (int32_t k = 0; k < -cc.change; ++k) next_char(&cursor);
     }
-    const size_t before = out.size();
-    AppendUtf8(&out, cc.c);
-    out_align.insert(out_align.end(), out.size() - before, a);
+    const char32_t c = cc.c;
+    if (c < 0x80) {
+      out[n] = static_cast<char>(c);
+      out_align[n++] = a;
+      continue;
+    }
+    const size_t len = Utf8Length(c);
+    char buf[4];
+    if (len == 2) {
+      buf[0] = static_cast<char>(0xC0 | (c >> 6));
+      buf[1] = static_cast<char>(0x80 | (c & 0x3F));
+    } else if (len == 3) {
+      buf[0] = static_cast<char>(0xE0 | (c >> 12));
+      buf[1] = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      buf[2] = static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+      buf[0] = static_cast<char>(0xF0 | (c >> 18));
+      buf[1] = static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+      buf[2] = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      buf[3] = static_cast<char>(0x80 | (c & 0x3F));
+    }
+    for (size_t k = 0; k < len; ++k) {
+      out[n] = buf[k];
+      out_align[n++] = a;
+    }
   }
+  out.resize(n);
+  out_align.resize(n);
   text_.replace(begin, end - begin, out);
   align_.erase(align_.begin() + static_cast<ptrdiff_t>(begin),
                align_.begin() + static_cast<ptrdiff_t>(end));

@@ -32,9 +32,10 @@ std::string ReadAll(const std::string& path) {
   return out;
 }
 
-std::vector<json> ReadVectors(const std::string& family) {
+std::vector<json> ReadVectors(const std::string& family,
+                              const std::string& file = "vectors.jsonl.zst") {
   std::vector<json> out;
-  std::istringstream lines(ReadAll(DataDir(family) + "/vectors.jsonl.zst"));
+  std::istringstream lines(ReadAll(DataDir(family) + "/" + file));
   std::string line;
   while (std::getline(lines, line)) out.push_back(json::parse(line));
   return out;
@@ -59,17 +60,17 @@ Encoding EncodeVector(const Tokenizer& t, const json& v) {
   return t.EncodePair(text, v["pair"].get<std::string>(), special);
 }
 
-// Every line of one family: all five fields identical.
-void ExpectFamilyMatches(const std::string& family) {
-  const auto tok = Tokenizer::Load(DataDir(family));
-  const auto vectors = ReadVectors(family);
-  ASSERT_EQ(vectors.size(), 4000u);
+// Every line of one family's vectors file: all five fields identical.
+void ExpectFileMatches(const Tokenizer& t, const std::string& family, const std::string& file,
+                       size_t lines) {
+  const auto vectors = ReadVectors(family, file);
+  ASSERT_EQ(vectors.size(), lines) << family << "/" << file;
   static const char* kFields[] = {"ids", "tokens", "type_ids", "offsets", "special_tokens_mask"};
   std::map<std::string, int> mismatches;
   int lines_wrong = 0;
   std::string first_diffs;
   for (size_t i = 0; i < vectors.size(); ++i) {
-    const json got = ToJson(EncodeVector(*tok, vectors[i]));
+    const json got = ToJson(EncodeVector(t, vectors[i]));
     bool wrong = false;
     for (const char* f : kFields) {
       if (got[f] != vectors[i][f]) {
@@ -91,8 +92,17 @@ void ExpectFamilyMatches(const std::string& family) {
   }
   std::string counts;
   for (const auto& [f, n] : mismatches) counts += " " + f + "=" + std::to_string(n);
-  EXPECT_EQ(lines_wrong, 0) << family << ": " << lines_wrong << " of " << vectors.size()
-                            << " lines differ; per field:" << counts << first_diffs;
+  EXPECT_EQ(lines_wrong, 0) << family << "/" << file << ": " << lines_wrong << " of "
+                            << vectors.size() << " lines differ; per field:" << counts
+                            << first_diffs;
+}
+
+// The shared vectors (4,000 lines) and the stress vectors (2,000 lines of
+// random Unicode, see tests/data/tokenizers/README.md) of one family.
+void ExpectFamilyMatches(const std::string& family) {
+  const auto tok = Tokenizer::Load(DataDir(family));
+  ExpectFileMatches(*tok, family, "vectors.jsonl.zst", 4000);
+  ExpectFileMatches(*tok, family, "stress.jsonl.zst", 2000);
 }
 
 TEST(Tokenizer, RobertaMatchesHuggingFace) { ExpectFamilyMatches("roberta-base"); }

@@ -110,6 +110,26 @@ for name, ranges in sets.items():
     print(line)
     print("};")
     print("const size_t %sSize = sizeof(%s) / sizeof(%s[0]);\n" % (name, name, name))
+def emit(name, r):
+    print("const CodeRange %s[] = {" % name)
+    line = " "
+    for a, b in r:
+        item = " {0x%X, 0x%X}," % (a, b)
+        if len(line) + len(item) > 98:
+            print(line)
+            line = " "
+        line += item
+    print(line)
+    print("};")
+    print("const size_t %sSize = sizeof(%s) / sizeof(%s[0]);\n" % (name, name, name))
+
+
+# StripAccents removes the marks of the normalization crate (Unicode 9.0);
+# SHARADA SANDHI MARK was Po then (Mn since 11.0).
+marks9 = [(a, b) for a, b in intersect(union(to_ranges(invlist("gc=M"))),
+                                         to_ranges(invlist("In=" + NORMALIZATION_VERSION)))]
+marks9 = [r for r in intersect(marks9, [(0, 0x111C9), (0x111CA, 0x110000)])]
+emit("kCombiningMark", marks9)
 r = to_ranges(invlist("In=" + NORMALIZATION_VERSION))
 print("const CodeRange kNormalizationAssigned[] = {")
 line = " "

@@ -53,8 +53,12 @@ bool IsValidUtf8(std::string_view s);
 bool IsWhitespace(char32_t c);
 // Unicode general categories as Rust's std and Oniguruma (Unicode 17.0) see
 // them: libutf8proc's (15.0) and the code points assigned since.
-bool IsLetter(char32_t c);  // L*
-bool IsNumber(char32_t c);  // N*
+bool IsLetter(char32_t c);   // L*
+bool IsNumber(char32_t c);   // N*
+bool IsMark(char32_t c);     // M*
+bool IsDecimal(char32_t c);  // Nd
+// StripAccents' is_combining_mark: M* of Unicode 9.0.
+bool IsCombiningMark(char32_t c);
 // Simple lower-case mapping (Rust's char::to_lowercase but for U+0130).
 char32_t LowercaseSimple(char32_t c);
 // Categories as the `unicode_categories` crate (Unicode 9.0) sees them, which

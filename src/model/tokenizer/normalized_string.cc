@@ -83,6 +83,24 @@ bool IsNumber(char32_t c) {
   return k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
 }
 
+bool IsMark(char32_t c) {
+  if (c < 0x300) return false;
+  const auto k = Category(c);
+  if (k == UTF8PROC_CATEGORY_CN) return InRanges(kMarksSince15, kMarksSince15Size, c);
+  return k >= UTF8PROC_CATEGORY_MN && k <= UTF8PROC_CATEGORY_ME;
+}
+
+bool IsDecimal(char32_t c) {
+  if (c < 0x80) return c >= '0' && c <= '9';
+  const auto k = Category(c);
+  if (k == UTF8PROC_CATEGORY_CN) return InRanges(kDecimalsSince15, kDecimalsSince15Size, c);
+  return k == UTF8PROC_CATEGORY_ND;
+}
+
+bool IsCombiningMark(char32_t c) {
+  return c >= 0x300 && InRanges(kCombiningMark, kCombiningMarkSize, c);
+}
+
 char32_t LowercaseSimple(char32_t c) {
   if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
   if (Category(c) == UTF8PROC_CATEGORY_CN) {
@@ -116,7 +134,7 @@ bool IsWordChar(char32_t c) {
     return true;
   }
   const auto k = Category(c);
-  if (k == UTF8PROC_CATEGORY_CN) return IsLetter(c) || IsNumber(c);
+  if (k == UTF8PROC_CATEGORY_CN) return IsLetter(c) || IsMark(c) || IsDecimal(c);
   return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_ND) || k == UTF8PROC_CATEGORY_NL ||
          k == UTF8PROC_CATEGORY_PC;
 }
@@ -391,13 +409,21 @@ constexpr const char* kOnigurumaSpace =
     "\\x{202F}\\x{205F}\\x{3000}";
 
 // Rewrites the classes whose meaning differs between Oniguruma (which Hugging
-// Face compiles patterns with) and PCRE2: \s, and \p{L} and \p{N}, which
-// PCRE2 10.42 knows only as of Unicode 14.0.
+// Face compiles patterns with) and PCRE2: \s, \w (marks in) and \d, and
+// \p{L} and \p{N}, which PCRE2 10.42 knows only as of Unicode 14.0.
 std::string OnigurumaClasses(const std::string& pattern, bool* unsupported) {
   static const std::string letters =
       ClassRanges([](char32_t c) { return (c < 0xD800 || c > 0xDFFF) && IsLetter(c); });
   static const std::string numbers =
       ClassRanges([](char32_t c) { return (c < 0xD800 || c > 0xDFFF) && IsNumber(c); });
+  // Oniguruma's \w: letters, marks, numbers and connector punctuation; \d: Nd.
+  static const std::string word = ClassRanges([](char32_t c) {
+    return (c < 0xD800 || c > 0xDFFF) &&
+           (IsLetter(c) || IsMark(c) || IsNumber(c) ||
+            utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_PC);
+  });
+  static const std::string decimal =
+      ClassRanges([](char32_t c) { return (c < 0xD800 || c > 0xDFFF) && IsDecimal(c); });
   std::string out;
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -417,6 +443,20 @@ std::string OnigurumaClasses(const std::string& pattern, bool* unsupported) {
           out += "]";
         }
         i += 4;
+        continue;
+      }
+      if (n == 'w' || n == 'W' || n == 'd' || n == 'D') {
+        const std::string& members = (n == 'w' || n == 'W') ? word : decimal;
+        const bool negated = n == 'W' || n == 'D';
+        if (in_class) {
+          if (negated) *unsupported = true;
+          out += members;
+        } else {
+          out += negated ? "[^" : "[";
+          out += members;
+          out += "]";
+        }
+        ++i;
         continue;
       }
       if (n == 's') {

@@ -347,7 +347,7 @@ class StripNormalizer : public Normalizer {
 class StripAccentsNormalizer : public Normalizer {
  public:
   void Normalize(NormalizedString* s) const override {
-    FilterChars(s, [](char32_t c) { return !IsMarkNonspacing(c); });
+    FilterChars(s, [](char32_t c) { return !IsCombiningMark(c); });
   }
 };
 

@@ -19,6 +19,9 @@ extern const CodeRange kOther[];  // Cc, Cf, Co
 extern const size_t kOtherSize;
 extern const CodeRange kMarkNonspacing[];  // Mn
 extern const size_t kMarkNonspacingSize;
+// Marks (M*) of Unicode 9.0: StripAccents' is_combining_mark.
+extern const CodeRange kCombiningMark[];
+extern const size_t kCombiningMarkSize;
 // Code points assigned in the Unicode version of Hugging Face's normalizer.
 extern const CodeRange kNormalizationAssigned[];
 extern const size_t kNormalizationAssignedSize;
@@ -34,6 +37,10 @@ extern const CodeRange kLettersSince15[];
 extern const size_t kLettersSince15Size;
 extern const CodeRange kNumbersSince15[];
 extern const size_t kNumbersSince15Size;
+extern const CodeRange kMarksSince15[];
+extern const size_t kMarksSince15Size;
+extern const CodeRange kDecimalsSince15[];
+extern const size_t kDecimalsSince15Size;
 extern const LowerPair kLowercaseSince15[];  // sorted by upper
 extern const size_t kLowercaseSince15Size;
 

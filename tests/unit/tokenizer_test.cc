@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -103,6 +104,69 @@ void ExpectFamilyMatches(const std::string& family) {
   const auto tok = Tokenizer::Load(DataDir(family));
   ExpectFileMatches(*tok, family, "vectors.jsonl.zst", 4000);
   ExpectFileMatches(*tok, family, "stress.jsonl.zst", 2000);
+}
+
+// The shared files with one component changed (tests/data/tokenizers/variants.json): every
+// pre-tokenizer behaviour, Strip, StripAccents, NFD/NFKD, Prepend, BertProcessing, ByteLevel and
+// Sequence post-processors, WordLevel, Metaspace schemes, added-token flags.
+json Patched(const json& base, const json& patch) {
+  json j = base;
+  for (const auto& [k, v] : patch.items()) {
+    if (v == "@wordlevel") {
+      j["model"] = {
+          {"type", "WordLevel"}, {"vocab", base["model"]["vocab"]}, {"unk_token", "[UNK]"}};
+    } else if (v == "@added_flags") {
+      j["added_tokens"].push_back({{"id", base["model"]["vocab"]["hello"]},
+                                   {"content", "hello"},
+                                   {"single_word", true},
+                                   {"lstrip", true},
+                                   {"rstrip", true},
+                                   {"normalized", true},
+                                   {"special", false}});
+      j["added_tokens"].push_back({{"id", base["model"]["vocab"]["ing"]},
+                                   {"content", "ing"},
+                                   {"single_word", false},
+                                   {"lstrip", false},
+                                   {"rstrip", true},
+                                   {"normalized", false},
+                                   {"special", true}});
+    } else {
+      j[k] = v;
+    }
+  }
+  return j;
+}
+
+TEST(Tokenizer, ComponentVariantsMatchHuggingFace) {
+  const json variants = json::parse(ReadAll(DataDir("variants.json")));
+  std::map<std::string, std::shared_ptr<const Tokenizer>> tokenizers;
+  for (const json& v : variants) {
+    const json base = json::parse(ReadAll(DataDir(v["base"]) + "/tokenizer.json.zst"));
+    tokenizers[v["variant"]] = Tokenizer::FromJson(Patched(base, v["patch"]).dump(), v["variant"]);
+  }
+  std::istringstream lines(ReadAll(DataDir("variants.jsonl.zst")));
+  std::string line;
+  std::map<std::string, int> checked, wrong;
+  int reported = 0;
+  while (std::getline(lines, line)) {
+    const json want = json::parse(line);
+    const std::string name = want["variant"];
+    ASSERT_TRUE(tokenizers.count(name)) << name;
+    const json got = ToJson(EncodeVector(*tokenizers[name], want));
+    ++checked[name];
+    for (const char* f : {"ids", "tokens", "type_ids", "offsets", "special_tokens_mask"}) {
+      if (got[f] != want[f]) {
+        ++wrong[name];
+        if (reported++ < 5) {
+          ADD_FAILURE() << name << ": " << f << " differ for " << want["text"].dump() << "\n want "
+                        << want[f].dump() << "\n got  " << got[f].dump();
+        }
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(checked.size(), variants.size());
+  for (const auto& [name, n] : checked) EXPECT_EQ(wrong[name], 0) << name << " of " << n;
 }
 
 TEST(Tokenizer, RobertaMatchesHuggingFace) { ExpectFamilyMatches("roberta-base"); }

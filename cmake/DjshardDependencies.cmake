@@ -20,6 +20,10 @@ else()
 endif()
 
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Unicode normalization and properties for the tokenizers (libutf8proc-dev).
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+# SentencePiece models for `tokenization: true` (libsentencepiece-dev).
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
 # fastText (Debian's libfasttext-dev) for language_id_score_filter.
 find_library(DJSHARD_FASTTEXT_LIBRARY NAMES fasttext REQUIRED)

@@ -20,6 +20,7 @@ void AddRunCommand(CLI::App& app, int* exit_code);
 void AddOpsCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddDlcCommand(CLI::App& app, int* exit_code);
+void AddTokenizeCommand(CLI::App& app, int* exit_code);
 
 // A duration option: any positive number of seconds ("0.2", "1.5", "300"),
 // as Data-Juicer takes them; 0, negatives and non-numbers are refused with a

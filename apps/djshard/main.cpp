@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   djshard::cli::AddDlcCommand(app, &exit_code);
   djshard::cli::AddRunCommand(app, &exit_code);
   djshard::cli::AddOpsCommand(app, &exit_code);
+  djshard::cli::AddTokenizeCommand(app, &exit_code);
   djshard::cli::AddVersionCommand(app, &exit_code);
 
   djshard::InstallStopHandlers();

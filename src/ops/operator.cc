@@ -104,14 +104,6 @@ Operator::Operator(const recipe::OperatorSpec& spec, const std::string& default_
   text_key_ = args_.GetString("text_key", default_text_key);
 }
 
-void Operator::RefuseTokenization() const {
-  if (args_.GetBool("tokenization", false)) {
-    args_.Fail("tokenization",
-               "true needs a Hugging Face tokenizer, which djshard does not have yet",
-               "set tokenization: false");
-  }
-}
-
 Filter::Filter(const recipe::OperatorSpec& spec, const std::string& default_text_key)
     : Operator(spec, default_text_key) {
   lo_closed_ = args().GetBool("min_closed_interval", true);

@@ -10,6 +10,7 @@
 
 #include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
+#include "src/ops/tokenization.h"
 
 namespace djshard::ops {
 
@@ -85,14 +86,24 @@ class WordsNumFilter : public StatFilter {
  public:
   WordsNumFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : StatFilter(spec, key, "num_words", {"min_num", 10, "max_num", kMaxSize}) {
-    RefuseTokenization();
+    if (args().GetBool("tokenization", false)) {
+      sp_ = SentencePieceModel::ForLang(args(), args().GetString("lang", "en"));
+    }
   }
   std::string Compute(const std::string& text) const override {
-    // Words that keep something once special characters are stripped.
+    // Words (or SentencePiece pieces) that keep something once special
+    // characters are stripped.
     int64_t n = 0;
+    if (sp_) {
+      for (const std::string& p : sp_->Pieces(text)) n += !text::StripSpecial(p).empty();
+      return IntStat(n);
+    }
     text::ForEachWord(text, [&](std::string_view w) { n += !text::StripSpecial(w).empty(); });
     return IntStat(n);
   }
+
+ private:
+  std::shared_ptr<const SentencePieceModel> sp_;  // with tokenization: true
 };
 
 // Hash of a byte range, 8 bytes at a time.
@@ -234,20 +245,33 @@ class WordRepetitionFilter : public StatFilter {
  public:
   WordRepetitionFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : StatFilter(spec, key, "word_rep_ratio", {"min_ratio", 0.0, "max_ratio", 0.5}) {
-    RefuseTokenization();
     n_ = args().GetInt("rep_len", 10);
     if (n_ < 1) args().Fail("rep_len", "must be at least 1", "");
+    if (args().GetBool("tokenization", false)) {
+      sp_ = SentencePieceModel::ForLang(args(), args().GetString("lang", "en"));
+    }
   }
   std::string Compute(const std::string& text) const override {
-    // Words lower-cased, then stripped of special characters; the ratio of
-    // word n-grams whose n-gram occurs more than once.
-    const std::string lowered = text::Lower(text);
+    // Words (or SentencePiece pieces) lower-cased, then stripped of special
+    // characters; the ratio of word n-grams whose n-gram occurs more than once.
     thread_local std::vector<std::string_view> words;
+    thread_local std::vector<std::string> pieces;
+    std::string lowered;
     words.clear();
-    text::ForEachWord(lowered, [&](std::string_view w) {
-      const std::string_view s = text::StripSpecial(w);
-      if (!s.empty()) words.push_back(s);
-    });
+    if (sp_) {
+      pieces = sp_->Pieces(text);
+      for (std::string& p : pieces) {
+        p = text::Lower(p);
+        const std::string_view s = text::StripSpecial(p);
+        if (!s.empty()) words.push_back(s);
+      }
+    } else {
+      lowered = text::Lower(text);
+      text::ForEachWord(lowered, [&](std::string_view w) {
+        const std::string_view s = text::StripSpecial(w);
+        if (!s.empty()) words.push_back(s);
+      });
+    }
     const int64_t total = static_cast<int64_t>(words.size()) - n_ + 1;
     if (total <= 0) return FloatStat(0.0);
     // Each n-gram is named by a rolling hash over its words' hashes, and
@@ -270,19 +294,33 @@ class WordRepetitionFilter : public StatFilter {
 
  private:
   int64_t n_;
+  std::shared_ptr<const SentencePieceModel> sp_;  // with tokenization: true
 };
 
 class AlphanumericFilter : public StatFilter {
  public:
   AlphanumericFilter(const recipe::OperatorSpec& spec, const std::string& key)
-      : StatFilter(spec, key, "alnum_ratio", {"min_ratio", 0.25, "max_ratio", kMaxSize}) {
-    RefuseTokenization();
+      : StatFilter(spec, key,
+                   spec.args.GetBool("tokenization", false) ? "alpha_token_ratio" : "alnum_ratio",
+                   {"min_ratio", 0.25, "max_ratio", kMaxSize}) {
+    if (args().GetBool("tokenization", false)) {
+      tokenizer_ = LoadHfTokenizer(args(), "hf_tokenizer", "EleutherAI/pythia-6.9b-deduped");
+    }
   }
   std::string Compute(const std::string& text) const override {
+    if (tokenizer_) {
+      // Letters over Hugging Face tokens (without special tokens).
+      const size_t tokens = tokenizer_->Encode(text, false).ids.size();
+      const size_t alpha = CountAlpha(text);
+      return FloatStat(tokens ? static_cast<double>(alpha) / static_cast<double>(tokens) : 0.0);
+    }
     const size_t total = text::CodePointCount(text);
     const size_t alnum = text::CountAlnum(text);
     return FloatStat(total ? static_cast<double>(alnum) / static_cast<double>(total) : 0.0);
   }
+
+ private:
+  std::shared_ptr<const model::Tokenizer> tokenizer_;  // with tokenization: true
 };
 
 class CharacterRepetitionFilter : public StatFilter {

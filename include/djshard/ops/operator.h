@@ -30,8 +30,6 @@ class Operator {
 
  protected:
   const recipe::OperatorArgs& args() const { return args_; }
-  // Refuses `tokenization: true`, which needs a Hugging Face tokenizer.
-  void RefuseTokenization() const;
 
  private:
   std::string name_;

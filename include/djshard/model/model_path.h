@@ -1,0 +1,30 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace djshard::model {
+
+// Where a model argument was found, or every place it was looked for.
+struct ModelLookup {
+  std::optional<std::string> path;
+  std::vector<std::string> searched;
+};
+
+// Resolves a model argument without touching the network (SPEC-models §1):
+// an existing directory or file is itself; an id "org/name" is looked up in
+// $DJSHARD_MODEL_HOME/org--name, then in the Hugging Face cache
+// ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub) as
+// models--org--name/snapshots/<the revision in refs/<revision>>/.
+ModelLookup FindHuggingFaceModel(const std::string& name, const std::string& revision = "main");
+
+// Looks for the file `file_name` in $DJSHARD_MODEL_HOME, then in
+// Data-Juicer's model cache ($DATA_JUICER_MODELS_CACHE, else
+// $DATA_JUICER_CACHE_HOME/models, else ~/.cache/data_juicer/models).
+ModelLookup FindDataJuicerModelFile(const std::string& file_name);
+
+// "  <path>" lines for an error message.
+std::string ListSearched(const std::vector<std::string>& searched);
+
+}  // namespace djshard::model

@@ -1,0 +1,100 @@
+#include "src/ops/tokenization.h"
+
+#include <sentencepiece_processor.h>
+#include <utf8proc.h>
+
+#include <map>
+#include <mutex>
+
+#include "djshard/common/error.h"
+#include "djshard/model/model_path.h"
+#include "djshard/ops/text.h"
+
+namespace djshard::ops {
+
+namespace {
+
+std::mutex models_mu;  // guards the two caches below
+
+}  // namespace
+
+std::shared_ptr<const model::Tokenizer> LoadHfTokenizer(const recipe::OperatorArgs& args,
+                                                        const std::string& key,
+                                                        const std::string& fallback) {
+  const std::string name = args.GetString(key, fallback);
+  const model::ModelLookup found = model::FindHuggingFaceModel(name);
+  if (!found.path) {
+    args.Fail(key,
+              "names the Hugging Face tokenizer '" + name +
+                  "', which is not on this machine; djshard looked in:" +
+                  model::ListSearched(found.searched),
+              "on a connected machine run `huggingface-cli download " + name +
+                  "` and copy the snapshot here, set DJSHARD_MODEL_HOME, or give '" + key +
+                  "' a local directory holding tokenizer.json");
+  }
+  static std::map<std::string, std::shared_ptr<const model::Tokenizer>> cache;
+  std::lock_guard<std::mutex> lock(models_mu);
+  auto& slot = cache[*found.path];
+  if (!slot) slot = model::Tokenizer::Load(*found.path);
+  return slot;
+}
+
+struct SentencePieceModel::Processor {
+  sentencepiece::SentencePieceProcessor sp;
+};
+
+SentencePieceModel::SentencePieceModel() : processor_(std::make_unique<Processor>()) {}
+SentencePieceModel::~SentencePieceModel() = default;
+
+std::shared_ptr<const SentencePieceModel> SentencePieceModel::ForLang(
+    const recipe::OperatorArgs& args, const std::string& lang) {
+  const std::string file = lang + ".sp.model";
+  const model::ModelLookup found = model::FindDataJuicerModelFile(file);
+  if (!found.path) {
+    args.Fail("tokenization",
+              "needs Data-Juicer's SentencePiece model " + file + " for lang '" + lang +
+                  "', which is not on this machine; djshard looked in:" +
+                  model::ListSearched(found.searched),
+              "copy " + file +
+                  " from Data-Juicer's model cache (~/.cache/data_juicer/models on "
+                  "a machine where Data-Juicer ran this operator) into DJSHARD_MODEL_HOME");
+  }
+  static std::map<std::string, std::shared_ptr<const SentencePieceModel>> cache;
+  std::lock_guard<std::mutex> lock(models_mu);
+  auto& slot = cache[*found.path];
+  if (!slot) {
+    std::shared_ptr<SentencePieceModel> m(new SentencePieceModel());
+    const auto status = m->processor_->sp.Load(*found.path);
+    if (!status.ok()) {
+      throw Error(*found.path, 0, "not a SentencePiece model: " + status.ToString(),
+                  "copy the file again from Data-Juicer's model cache");
+    }
+    m->path_ = *found.path;
+    slot = std::move(m);
+  }
+  return slot;
+}
+
+std::vector<std::string> SentencePieceModel::Pieces(std::string_view text) const {
+  std::vector<std::string> pieces;
+  const auto status = processor_->sp.Encode(text, &pieces);
+  if (!status.ok()) {
+    throw Error(path_, 0, "SentencePiece could not encode a text: " + status.ToString());
+  }
+  return pieces;
+}
+
+bool IsAlpha(uint32_t cp) {
+  if (cp < 0x80) return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
+  // Python: the letter categories, of the Unicode version of its str.isalnum() table.
+  const auto k = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO && text::IsAlnum(cp);
+}
+
+size_t CountAlpha(std::string_view s) {
+  size_t n = 0, i = 0;
+  while (i < s.size()) n += IsAlpha(text::NextCodePoint(s, &i));
+  return n;
+}
+
+}  // namespace djshard::ops

@@ -1,0 +1,47 @@
+#pragma once
+// The models behind `tokenization: true` in Data-Juicer's text filters: a
+// Hugging Face tokenizer (alphanumeric_filter) or a SentencePiece model per
+// language (words_num_filter, word_repetition_filter).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "djshard/model/tokenizer.h"
+#include "djshard/recipe/recipe.h"
+
+namespace djshard::ops {
+
+// The Hugging Face tokenizer named by argument `key` (default `fallback`): a
+// directory or tokenizer.json, or an id "org/name" found in
+// $DJSHARD_MODEL_HOME or the Hugging Face cache. Loaded once per process.
+// Not found: an Error at recipe load listing every path searched.
+std::shared_ptr<const model::Tokenizer> LoadHfTokenizer(const recipe::OperatorArgs& args,
+                                                        const std::string& key,
+                                                        const std::string& fallback);
+
+// Data-Juicer's SentencePiece model for a language ("<lang>.sp.model", from
+// $DJSHARD_MODEL_HOME or Data-Juicer's model cache). Thread-safe.
+class SentencePieceModel {
+ public:
+  // Loaded once per process; not found or unreadable: an Error naming `lang`.
+  static std::shared_ptr<const SentencePieceModel> ForLang(const recipe::OperatorArgs& args,
+                                                           const std::string& lang);
+  ~SentencePieceModel();
+  // sentencepiece's encode_as_pieces.
+  std::vector<std::string> Pieces(std::string_view text) const;
+
+ private:
+  struct Processor;
+  SentencePieceModel();
+  std::unique_ptr<Processor> processor_;
+  std::string path_;
+};
+
+// Python's str.isalpha() for one code point, and the count over a text.
+bool IsAlpha(uint32_t cp);
+size_t CountAlpha(std::string_view s);
+
+}  // namespace djshard::ops

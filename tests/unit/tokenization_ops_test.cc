@@ -1,0 +1,176 @@
+// `tokenization: true` in Data-Juicer's text filters: every vector of
+// tests/data/ops-tokenization.jsonl (expected values computed independently by
+// tests/data/make_ops_tokenization.py) through the real operator, and the
+// errors of a model that is not on the machine.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/error.h"
+#include "djshard/io/input.h"
+#include "djshard/io/record.h"
+#include "djshard/ops/operator.h"
+#include "djshard/ops/registry.h"
+
+namespace djshard::ops {
+namespace {
+
+using nlohmann::json;
+
+const std::string kData = DJSHARD_SOURCE_DIR "/tests/data";
+
+std::unique_ptr<Operator> MakeOp(const std::string& name, const std::string& args_yaml) {
+  const OperatorInfo* info = Registry::Global().Find(name);
+  EXPECT_NE(info, nullptr) << name;
+  recipe::OperatorSpec spec;
+  spec.name = name;
+  spec.line = 7;
+  spec.args = recipe::OperatorArgs(YAML::Load(args_yaml), "recipe.yaml", name, 7);
+  return info->factory(spec, "text");
+}
+
+// Sets an environment variable for the life of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_, old_.c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
+    s.replace(p, from.size(), to);
+  }
+  return s;
+}
+
+TEST(TokenizationOps, EveryVectorMatchesDataJuicer) {
+  ScopedEnv home("DJSHARD_MODEL_HOME", kData + "/sentencepiece");
+  io::LineReader reader(io::OpenInput(kData + "/ops-tokenization.jsonl"), "ops-tokenization");
+  std::string_view line;
+  std::map<std::string, int> checked, failed;
+  int reported = 0;
+  while (reader.Next(&line)) {
+    const json v = json::parse(line);
+    const std::string op_name = v["op"];
+    const auto op = MakeOp(op_name, Replace(v["args"].dump(), "@DATA@", kData));
+    io::Record record;
+    record.Assign(v["input"].dump());
+    Sample sample(&record);
+    const bool keep = static_cast<const Filter&>(*op).Process(sample);
+    sample.Commit(true);
+    std::string out;
+    record.Serialize(&out);
+    const json stats = json::parse(out)["__dj__stats__"];
+    std::string problem;
+    if (keep != v["keep"].get<bool>()) problem = "keep " + std::to_string(keep);
+    for (const auto& [k, want] : v["stats"].items()) {
+      const bool same = stats.contains(k) && stats[k].is_number() &&
+                        std::fabs(stats[k].get<double>() - want.get<double>()) <=
+                            1e-9 * std::max(1.0, std::fabs(want.get<double>()));
+      if (!same)
+        problem += " stat " + k + "=" + stats.value(k, json()).dump() + " want " + want.dump();
+    }
+    if (stats.size() != v["stats"].size()) problem += " stats " + stats.dump();
+    const std::string variant = op_name + " " + v["args"].dump();
+    ++checked[variant];
+    if (!problem.empty()) {
+      ++failed[variant];
+      if (reported++ < 20) ADD_FAILURE() << variant << " " << v["input"]["id"] << ":" << problem;
+    }
+  }
+  EXPECT_EQ(checked.size(), 4u);
+  for (const auto& [variant, n] : checked) {
+    EXPECT_EQ(failed[variant], 0) << variant << ": " << failed[variant] << " of " << n << " failed";
+  }
+}
+
+std::string LoadError(const std::string& op, const std::string& args) {
+  try {
+    MakeOp(op, args);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), 2);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TokenizationOps, MissingHuggingFaceTokenizerListsEveryPathSearched) {
+  const std::string dir = ::testing::TempDir() + "/hf_missing_" + std::to_string(::getpid());
+  ScopedEnv hub("HF_HUB_CACHE", dir + "/hub");
+  ScopedEnv home("DJSHARD_MODEL_HOME", dir + "/models");
+  const std::string err = LoadError("alphanumeric_filter", "{tokenization: true}");
+  EXPECT_NE(err.find("recipe.yaml:7: alphanumeric_filter: argument 'hf_tokenizer' names the "
+                     "Hugging Face tokenizer 'EleutherAI/pythia-6.9b-deduped', which is not on "
+                     "this machine"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("\n  " + dir + "/models/EleutherAI--pythia-6.9b-deduped\n"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("\n  " + dir + "/hub/models--EleutherAI--pythia-6.9b-deduped/refs/main"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("huggingface-cli download EleutherAI/pythia-6.9b-deduped"), std::string::npos)
+      << err;
+}
+
+TEST(TokenizationOps, HuggingFaceCacheLayoutIsFound) {
+  const std::string dir = ::testing::TempDir() + "/hf_cache_" + std::to_string(::getpid());
+  const std::string repo = dir + "/hub/models--acme--tiny";
+  ASSERT_EQ(
+      std::system(("mkdir -p " + repo + "/refs " + repo + "/snapshots/abc123 && cp " + kData +
+                   "/tokenizers/roberta-base/tokenizer.json.zst " + repo + "/snapshots/abc123/")
+                      .c_str()),
+      0);
+  { std::ofstream(repo + "/refs/main") << "abc123"; }
+  ScopedEnv hub("HF_HUB_CACHE", dir + "/hub");
+  const auto op = MakeOp("alphanumeric_filter", "{tokenization: true, hf_tokenizer: acme/tiny}");
+  io::Record record;
+  record.Assign(R"({"text": "Hello world"})");
+  Sample sample(&record);
+  EXPECT_TRUE(static_cast<const Filter&>(*op).Process(sample));
+  sample.Commit(true);
+  std::string out;
+  record.Serialize(&out);
+  // 10 letters over the 2 tokens "Hello" and "Ġworld".
+  EXPECT_EQ(json::parse(out)["__dj__stats__"]["alpha_token_ratio"].get<double>(), 5.0);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(TokenizationOps, MissingSentencePieceModelNamesLangAndPaths) {
+  const std::string dir = ::testing::TempDir() + "/sp_missing_" + std::to_string(::getpid());
+  ScopedEnv home("DJSHARD_MODEL_HOME", dir);
+  ScopedEnv cache("DATA_JUICER_MODELS_CACHE", dir + "/dj");
+  const std::string err = LoadError("words_num_filter", "{lang: zh, tokenization: true}");
+  EXPECT_NE(err.find("recipe.yaml:1: words_num_filter: argument 'tokenization' needs "
+                     "Data-Juicer's SentencePiece model zh.sp.model for lang 'zh'"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("\n  " + dir + "/zh.sp.model\n  " + dir + "/dj/zh.sp.model"),
+            std::string::npos)
+      << err;
+}
+
+}  // namespace
+}  // namespace djshard::ops

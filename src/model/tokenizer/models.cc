@@ -224,7 +224,7 @@ class Bpe : public Model {
     std::unordered_map<std::string, std::vector<Piece>, StringHash, std::equal_to<>> map;
   };
   static constexpr size_t kMaxCachedLength = 256;
-  static constexpr size_t kCacheCapacity = 100'000;
+  static constexpr size_t kCacheCapacity = 20'000;
 
   Cache& ThreadCache() const {
     thread_local std::unordered_map<uint64_t, Cache> caches;

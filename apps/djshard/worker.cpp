@@ -40,7 +40,9 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       std::fprintf(stderr, "%s\n", s.c_str());
       std::fflush(stderr);
     };
-    *exit_code = store::WorkerExitCode(store::RunWorker(opt->w));
+    const store::WorkerOutcome out = store::RunWorker(opt->w);
+    if (!out.error.empty()) std::fprintf(stderr, "ERROR: %s\n", out.error.c_str());
+    *exit_code = store::WorkerExitCode(out);
   });
 }
 

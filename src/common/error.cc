@@ -32,9 +32,28 @@ std::string Error::Format(const std::string& file, uint64_t line, const std::str
   return out;
 }
 
+bool Error::IsInfrastructure() const {
+  switch (system_errno_) {
+    case ENOSPC:
+    case EDQUOT:
+    case EROFS:
+    case EIO:
+    case ESTALE:
+    case ETIMEDOUT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Error Error::FromErrno(const std::string& path, const std::string& action, int err) {
+  Error e(path, 0, action + ": " + std::strerror(err), "check the path and its permissions");
+  e.system_errno_ = err;
+  return e;
+}
+
 void ThrowSystemError(const std::string& path, const std::string& action) {
-  const int err = errno;
-  throw Error(path, 0, action + ": " + std::strerror(err), "check the path and its permissions");
+  throw Error::FromErrno(path, action, errno);
 }
 
 }  // namespace djshard

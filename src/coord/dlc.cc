@@ -174,7 +174,12 @@ class DlcRun {
     if (r.code != 0) Error(r.error);
     if (r.code == 0 && outcome.end != store::WorkerEnd::kAborted) {
       r.code = store::WorkerExitCode(outcome);
-      if (r.code != 0) r.error = "worker on " + HostName() + " exited " + std::to_string(r.code);
+      if (!outcome.error.empty()) {
+        r.error = outcome.error;
+        Error(r.error);
+      } else if (r.code != 0) {
+        r.error = "worker on " + HostName() + " exited " + std::to_string(r.code);
+      }
     }
     if (r.code != 0) coord_.Abort(r);
     return AbortedIfAny();

@@ -145,7 +145,7 @@ bool Disk::Unlink(const std::string& path) {
 void Disk::MakeDirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  if (ec) throw Error(path, 0, "cannot create directory: " + ec.message());
+  if (ec) throw Error::FromErrno(path, "cannot create directory", ec.value());
 }
 
 int Disk::OpenExisting(const std::string& path) {

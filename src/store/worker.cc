@@ -33,7 +33,8 @@ namespace {
 // This attempt's log lines: attempts/<shard>/<attempt>/process.log.
 class AttemptLog {
  public:
-  explicit AttemptLog(const std::string& path) : out_(path, std::ios::app) {}
+  // Opens (appends to) the log once the attempt's directory exists.
+  void Open(const std::string& path) { out_.open(path, std::ios::app); }
   void Line(const std::string& text) {
     out_ << FormatUtcIso8601(NowNanos()) << " " << text << "\n";
     out_.flush();
@@ -89,6 +90,15 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
+// What a worker says when the job directory's filesystem failed under it.
+std::string FilesystemFailure(const Error& e) {
+  return Error(e.file(), e.line(), e.message(),
+               "the job directory's filesystem failed, not the shard: free space or repair the "
+               "mount, then start the worker again; the shard was handed back and no failure "
+               "was counted")
+      .what();
+}
+
 void CheckCompatible(const JobDir& job, bool allow_mismatch) {
   const Manifest& m = job.manifest();
   const std::string ours = version();
@@ -118,12 +128,12 @@ void CheckCompatible(const JobDir& job, bool allow_mismatch) {
 // descriptor) goes away, and the uncommitted outputs are removed before the
 // log closes.
 struct Attempt {
-  explicit Attempt(Claim c)
-      : claim(std::move(c)), log(JobPaths::AttemptLogPath(claim.attempt_dir())) {}
+  explicit Attempt(Claim c) : claim(std::move(c)) {}
 
   Claim claim;
   AttemptLog log;
-  std::atomic<bool> lost{false};  // set by the heartbeat thread
+  std::atomic<bool> lost{false};     // set by the heartbeat thread
+  std::string infrastructure_error;  // why the filesystem ended the attempt, if it did
   std::unique_ptr<HeartbeatThread> heartbeat;
   std::unique_ptr<io::OutputStream> output, errors;
   exec::ExecSummary summary;
@@ -147,6 +157,25 @@ class Worker {
         store_(job_),
         me_(HostName() + ":" + std::to_string(::getpid())) {}
 
+  // Run, and on any error hand back every claim this worker holds before the
+  // error leaves it, so that no other worker waits out a lease for them. An
+  // error of the job directory's filesystem ends the worker with
+  // kFilesystemFailed instead of throwing.
+  WorkerOutcome RunReleasingOnError() {
+    try {
+      return Run();
+    } catch (const Error& e) {
+      ReleaseAll(e.what());
+      if (!e.IsInfrastructure()) throw;
+      outcome_.error = FilesystemFailure(e);
+      outcome_.end = WorkerEnd::kFilesystemFailed;
+      return outcome_;
+    } catch (...) {
+      ReleaseAll("the worker stopped on an internal error");
+      throw;
+    }
+  }
+
   WorkerOutcome Run() {
     Setup();
     for (;;) {
@@ -158,6 +187,7 @@ class Worker {
         if (pending_) {
           // Our own last shard is the one left: publish it, then look again.
           Settle();
+          if (!outcome_.error.empty()) return End(WorkerEnd::kFilesystemFailed);
           continue;
         }
         if (search.raced) {
@@ -175,23 +205,26 @@ class Worker {
         continue;
       }
       CrashPoint("after_claim");
+      current_ = std::make_unique<Attempt>(std::move(*search.claim));
       // The attempt's directory and record come first: its log lives there.
-      store_.StartAttempt(*search.claim, job_.FindShard(search.claim->shard_id())->path);
-      auto attempt = std::make_unique<Attempt>(std::move(*search.claim));
-      Say("took " + attempt->claim.shard_id() + " (attempt " +
-          std::to_string(attempt->claim.attempt_number()) + ")");
+      store_.StartAttempt(current_->claim, job_.FindShard(current_->claim.shard_id())->path);
+      current_->log.Open(JobPaths::AttemptLogPath(current_->claim.attempt_dir()));
+      Say("took " + current_->claim.shard_id() + " (attempt " +
+          std::to_string(current_->claim.attempt_number()) + ")");
       ++outcome_.shards_taken;
-      const AttemptStatus status = Process(*attempt);
+      const AttemptStatus status = Process(*current_);
       if (status == AttemptStatus::kRunning) {
-        PublishInBackground(std::move(attempt));
-      } else if (status == AttemptStatus::kInterrupted) {
-        Say("interrupted; handed " + attempt->claim.shard_id() + " back");
-        return End(WorkerEnd::kStopped);
+        PublishCurrentInBackground();
       } else {
+        const std::unique_ptr<Attempt> attempt = std::move(current_);
         Report(*attempt, status);
+        if (status == AttemptStatus::kInterrupted && outcome_.error.empty()) {
+          Say("interrupted; handed " + attempt->claim.shard_id() + " back");
+          return End(WorkerEnd::kStopped);
+        }
       }
+      if (!outcome_.error.empty()) return End(WorkerEnd::kFilesystemFailed);
       if (options_.max_shards > 0 && outcome_.shards_taken >= options_.max_shards) {
-        Settle();
         return End(outcome_.shards_failed > 0 ? WorkerEnd::kClaimFailed : WorkerEnd::kMaxShards);
       }
     }
@@ -313,6 +346,7 @@ class Worker {
       a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
     } catch (const Error& e) {
       error = e.what();
+      if (e.IsInfrastructure()) a.infrastructure_error = FilesystemFailure(e);
     } catch (const std::exception& e) {
       error = std::string("internal error: ") + e.what();
     }
@@ -320,6 +354,7 @@ class Worker {
     a.heartbeat->Stop();
     a.output.reset();  // removes the temporary files
     a.errors.reset();
+    if (!a.infrastructure_error.empty()) return HandBack(a, a.infrastructure_error);
     if (StopRequested()) {
       a.log.Line("interrupted by a signal; handing the shard back");
       store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted,
@@ -348,6 +383,11 @@ class Worker {
       a.output->Commit();
       done.sha256 = a.output->ContentSha256();
       CrashPoint("after_output");
+    } catch (const Error& e) {
+      a.heartbeat->Stop();
+      if (!e.IsInfrastructure()) return Fail(a, e.what());
+      a.infrastructure_error = FilesystemFailure(e);
+      return HandBack(a, a.infrastructure_error);
     } catch (const std::exception& e) {
       a.heartbeat->Stop();
       return Fail(a, e.what());
@@ -387,6 +427,36 @@ class Worker {
     return AttemptStatus::kLost;
   }
 
+  // Hands an attempt's claim back without counting a failure: the attempt
+  // becomes "interrupted" with the reason (or "done" when its record is
+  // already out) and the lock goes, for any worker to take the shard at once.
+  // Used when the job directory's filesystem failed under the attempt (not
+  // the shard's fault; the worker then ends with kFilesystemFailed) and when
+  // the worker ends on any other error. Each step is best effort: on a full
+  // disk even the record may not fit.
+  AttemptStatus HandBack(Attempt& a, const std::string& error) {
+    a.log.Line("handing the shard back: " + error);
+    try {
+      // An attempt whose done record is out (the error came after the link)
+      // is done; any other is interrupted.
+      const std::string done = job_.DonePath(a.claim.shard_id());
+      const bool published =
+          job_.disk().Stat(done) &&
+          DoneRecord::FromJson(job_.disk().Read(done), done).token == a.claim.token();
+      store_.SetAttemptStatus(a.claim.attempt_dir(),
+                              published ? AttemptStatus::kDone : AttemptStatus::kInterrupted,
+                              published ? "" : error);
+    } catch (const Error&) {
+      // The record stays "running"; the released lock tells the truth.
+    }
+    try {
+      store_.Release(a.claim);
+    } catch (const Error&) {
+      // The lease expires instead.
+    }
+    return AttemptStatus::kInterrupted;
+  }
+
   // Marks a failed attempt, publishes the failed record when the retries are
   // used up, and releases the claim. kFailed, or kLost when the claim was gone.
   AttemptStatus Fail(Attempt& a, const std::string& error) {
@@ -415,21 +485,40 @@ class Worker {
 
   // At most one attempt is finished (output committed, done record published)
   // in the background while the next shard is processed.
-  void PublishInBackground(std::unique_ptr<Attempt> attempt) {
+  // The attempt stays current_ until the publisher has it, so that an error
+  // in Settle hands it back too.
+  void PublishCurrentInBackground() {
     Settle();
-    Attempt* a = attempt.get();
-    pending_ = Pending{std::move(attempt),
+    Attempt* a = current_.get();
+    pending_ = Pending{std::move(current_),
                        std::async(std::launch::async, [this, a] { return Finish(*a); })};
   }
 
-  // Waits for the background publisher and reports its result.
+  // Waits for the background publisher and reports its result. When the
+  // publisher failed, its claim is handed back before the error goes on.
   void Settle() {
     if (!pending_) return;
-    Report(*pending_->attempt, pending_->result.get());
+    Pending p = std::move(*pending_);
     pending_.reset();
+    AttemptStatus status;
+    try {
+      status = p.result.get();
+    } catch (const Error& e) {
+      p.attempt->heartbeat->Stop();
+      HandBack(*p.attempt, e.what());
+      throw;
+    } catch (...) {
+      p.attempt->heartbeat->Stop();
+      HandBack(*p.attempt, "internal error while publishing");
+      throw;
+    }
+    Report(*p.attempt, status);
   }
 
   void Report(const Attempt& a, AttemptStatus status) {
+    if (!a.infrastructure_error.empty() && outcome_.error.empty()) {
+      outcome_.error = a.infrastructure_error;
+    }
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - a.start);
     if (status == AttemptStatus::kDone) {
@@ -441,9 +530,28 @@ class Worker {
     if (status == AttemptStatus::kFailed) ++outcome_.shards_failed;
   }
 
-  // A processed shard is still published before the worker returns.
+  // Hands back the claim being processed and waits for the one being
+  // published (which publishes, or hands itself back).
+  void ReleaseAll(const std::string& reason) {
+    if (current_) {
+      if (current_->heartbeat) current_->heartbeat->Stop();
+      current_->output.reset();
+      current_->errors.reset();
+      HandBack(*current_, reason);
+      current_.reset();
+    }
+    try {
+      Settle();
+    } catch (...) {
+      // Its claim was handed back too; the first error is the one reported.
+    }
+  }
+
+  // A processed shard is still published before the worker returns; if its
+  // publishing met a failure of the filesystem, that is how the worker ends.
   WorkerOutcome End(WorkerEnd end) {
     Settle();
+    if (!outcome_.error.empty() && end != WorkerEnd::kStopped) end = WorkerEnd::kFilesystemFailed;
     outcome_.end = end;
     return outcome_;
   }
@@ -465,12 +573,15 @@ class Worker {
   std::unique_ptr<exec::Plan> plan_;
   int threads_ = 1;
   WorkerOutcome outcome_;
-  std::optional<Pending> pending_;  // last: its publisher uses the members above
+  std::unique_ptr<Attempt> current_;  // the attempt being processed on this thread
+  std::optional<Pending> pending_;    // last: its publisher uses the members above
 };
 
 }  // namespace
 
-WorkerOutcome RunWorker(const WorkerOptions& options) { return Worker(options).Run(); }
+WorkerOutcome RunWorker(const WorkerOptions& options) {
+  return Worker(options).RunReleasingOnError();
+}
 
 int WorkerExitCode(const WorkerOutcome& outcome) {
   switch (outcome.end) {
@@ -483,6 +594,8 @@ int WorkerExitCode(const WorkerOutcome& outcome) {
       return kExitFailure;
     case WorkerEnd::kStopped:
       return StopExitCode();
+    case WorkerEnd::kFilesystemFailed:
+      return kExitTempFail;
   }
   return kExitFailure;
 }

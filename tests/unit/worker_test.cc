@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +16,7 @@
 #include "djshard/common/error.h"
 #include "djshard/exec/run.h"
 #include "djshard/io/sha256.h"
+#include "djshard/store/claim.h"
 #include "djshard/store/job.h"
 #include "djshard/store/merge.h"
 #include "djshard/store/prepare.h"
@@ -24,12 +27,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Fails the first call of one operation whose path contains `needle`, as an
-// EIO or ENOSPC there would.
+// Fails the first `times` calls (-1: every call) of one operation whose path
+// contains `needle`: with an Error carrying `err` (ENOSPC, EIO...) as a failed
+// system call would, or with a plain Error when `err` is 0.
 class FailOnceDisk : public io::Disk {
  public:
-  FailOnceDisk(std::string op, std::string needle)
-      : op_(std::move(op)), needle_(std::move(needle)) {}
+  FailOnceDisk(std::string op, std::string needle, int err = 0, int times = 1)
+      : op_(std::move(op)), needle_(std::move(needle)), err_(err), left_(times) {}
 
   bool CreateExclusive(const std::string& path, std::string_view content, bool durable) override {
     MaybeFail("create", path);
@@ -68,11 +72,15 @@ class FailOnceDisk : public io::Disk {
 
  private:
   void MaybeFail(const char* op, const std::string& path) {
-    if (failed_ || op_ != op || path.find(needle_) == std::string::npos) return;
+    if (left_ == 0 || op_ != op || path.find(needle_) == std::string::npos) return;
+    if (left_ > 0) --left_;
     failed_ = true;
+    if (err_ != 0) throw Error::FromErrno(path, std::string("injected ") + op + " failure", err_);
     throw Error(path, 0, std::string("injected ") + op + " failure: Input/output error");
   }
   std::string op_, needle_;
+  int err_;
+  std::atomic<int> left_;
   std::atomic<bool> failed_{false};
 };
 
@@ -248,11 +256,12 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The gap between linking the done record and removing the lock: the record
-// is out, the lock stays. The next worker removes the lock and marks the
-// attempt done, since the record carries its token.
+// is out, the lock stays (the disk refuses every unlink of a lock, so the
+// failing worker cannot hand it back either). The next worker removes the
+// lock and marks the attempt done, since the record carries its token.
 TEST_F(WorkerTest, ALockLeftBesideItsDoneRecordIsClearedAndItsAttemptMarkedDone) {
   PrepareJob(1);
-  FailOnceDisk disk("unlink", "/state/locks/");
+  FailOnceDisk disk("unlink", "/state/locks/", 0, /*times=*/-1);
   EXPECT_THROW(RunWorker(Options(&disk)), Error);
   const JobDir job = JobDir::Open(dir_ + "/job");
   const std::string shard = job.manifest().shards[0].id;
@@ -265,6 +274,71 @@ TEST_F(WorkerTest, ALockLeftBesideItsDoneRecordIsClearedAndItsAttemptMarkedDone)
   const AttemptRecord record =
       AttemptRecord::FromJson(io::ReadFile(JobPaths::AttemptRecordPath(attempt)), "attempt");
   EXPECT_EQ(record.status, AttemptStatus::kDone);
+}
+
+struct InfraStep {
+  const char* op;
+  const char* needle;
+  int err;
+};
+void PrintTo(const InfraStep& step, std::ostream* os) {
+  *os << step.op << " " << step.needle << " " << std::strerror(step.err);
+}
+
+class WorkerFilesystemFailure : public WorkerTest,
+                                public ::testing::WithParamInterface<InfraStep> {};
+
+// A full, read-only or failing job directory is not the shard's fault: the
+// worker hands the attempt back as "interrupted", leaves no lock and no failed
+// record, and ends with exit 75 naming the path and the error. Once the
+// filesystem is healthy, the job completes with the bytes of a single run.
+TEST_P(WorkerFilesystemFailure, HandsTheShardBackAndEndsWithExit75) {
+  const std::string reference = ReferenceSha();
+  PrepareJob(2);
+  FailOnceDisk disk(GetParam().op, GetParam().needle, GetParam().err, /*times=*/-1);
+  const WorkerOutcome out = RunWorker(Options(&disk));
+  EXPECT_EQ(out.end, WorkerEnd::kFilesystemFailed);
+  EXPECT_EQ(WorkerExitCode(out), 75);
+  EXPECT_NE(out.error.find(GetParam().needle), std::string::npos) << out.error;
+  EXPECT_NE(out.error.find(std::strerror(GetParam().err)), std::string::npos) << out.error;
+  EXPECT_EQ(out.shards_failed, 0);
+  EXPECT_EQ(Count("job/state/locks"), 0u);
+  EXPECT_EQ(Count("job/state/failed"), 0u);
+  const JobDir job = JobDir::Open(dir_ + "/job");
+  ClaimStore claims(job);
+  for (const ShardEntry& s : job.manifest().shards) EXPECT_EQ(claims.CountFailures(s.id), 0);
+
+  const WorkerOutcome healthy = RunWorker(Options());
+  EXPECT_EQ(healthy.end, WorkerEnd::kJobComplete);
+  EXPECT_EQ(Count("job/state/done"), 2u);
+  EXPECT_EQ(MergedSha(), reference);
+}
+
+INSTANTIATE_TEST_SUITE_P(Errors, WorkerFilesystemFailure,
+                         ::testing::Values(InfraStep{"rename", "processed.jsonl", ENOSPC},
+                                           InfraStep{"link", "/state/done/", EDQUOT},
+                                           InfraStep{"mkdir", "/attempts/", EROFS},
+                                           InfraStep{"replace", "attempt.json", EIO},
+                                           InfraStep{"create", "/state/locks/", ESTALE}),
+                         [](const ::testing::TestParamInfo<InfraStep>& info) {
+                           std::string name =
+                               std::string(info.param.op) + "_" + std::to_string(info.param.err);
+                           return name;
+                         });
+
+// An attempt handed back for the filesystem says so in its record.
+TEST_F(WorkerTest, TheHandedBackAttemptIsInterruptedWithTheReason) {
+  PrepareJob(1);
+  FailOnceDisk disk("rename", "processed.jsonl", ENOSPC, /*times=*/-1);
+  EXPECT_EQ(RunWorker(Options(&disk)).end, WorkerEnd::kFilesystemFailed);
+  const std::string attempts =
+      dir_ + "/job/attempts/" + JobDir::Open(dir_ + "/job").manifest().shards[0].id;
+  ASSERT_EQ(Count("job/attempts/" + fs::path(attempts).filename().string()), 1u);
+  const std::string attempt = fs::directory_iterator(attempts)->path().string();
+  const AttemptRecord record =
+      AttemptRecord::FromJson(io::ReadFile(JobPaths::AttemptRecordPath(attempt)), "attempt");
+  EXPECT_EQ(record.status, AttemptStatus::kInterrupted);
+  EXPECT_NE(record.error.find("No space left on device"), std::string::npos) << record.error;
 }
 
 }  // namespace

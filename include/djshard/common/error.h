@@ -11,6 +11,7 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitIncomplete = 1,  // status: the job is not finished yet
   kExitFailure = 2,     // bad input, refused request, failed shard or failed verification
+  kExitTempFail = 75,   // worker: the job directory's filesystem failed (full, read-only, I/O)
   kExitInterrupted = 130,
   kExitTerminated = 143,
 };
@@ -29,6 +30,14 @@ class Error : public std::runtime_error {
   const std::string& message() const { return message_; }
   const std::string& hint() const { return hint_; }
   int code() const { return code_; }
+  // The error of a failed system call on `path`: "<action>: <strerror(err)>".
+  static Error FromErrno(const std::string& path, const std::string& action, int err);
+  // errno of the failed system call (FromErrno), 0 for other errors.
+  int system_errno() const { return system_errno_; }
+  // Whether the error is the filesystem's, not the data's or the recipe's: a
+  // full disk or quota (ENOSPC, EDQUOT), a read-only mount (EROFS), an I/O
+  // error (EIO), a stale or timed-out network file handle (ESTALE, ETIMEDOUT).
+  bool IsInfrastructure() const;
 
  private:
   static std::string Format(const std::string& file, uint64_t line, const std::string& what,
@@ -39,6 +48,7 @@ class Error : public std::runtime_error {
   std::string message_;
   std::string hint_;
   int code_;
+  int system_errno_ = 0;
 };
 
 // Throws Error naming `path` and strerror(errno) for a failed system call.

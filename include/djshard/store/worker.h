@@ -34,24 +34,32 @@ enum class WorkerEnd {
   kClaimFailed,  // --max-shards reached, a claim of this worker failed
   kStopped,      // SIGINT/SIGTERM: the running attempt was handed back
   kAborted,      // options.aborted said so
+  // The job directory's filesystem failed (full, read-only, I/O error): the
+  // attempt was handed back as "interrupted"; outcome.error says why.
+  kFilesystemFailed,
 };
 
 struct WorkerOutcome {
   WorkerEnd end = WorkerEnd::kJobComplete;
   int64_t shards_taken = 0;   // claims made by this worker
   int64_t shards_failed = 0;  // of which failed
+  std::string error;          // kFilesystemFailed: the path and the error
 };
 
 // `djshard worker`: claims shards in manifest order under heartbeat leases,
 // runs the job's recipe on each through the executor and publishes a done
 // record (SPEC "worker"). The recipe is compiled before any claim: a job this
-// build cannot run throws Error without touching a shard. Other errors of the
-// job directory throw Error too.
+// build cannot run throws Error without touching a shard. A failure of the job
+// directory's filesystem (Error::IsInfrastructure) is not the shard's: the
+// attempt is handed back as "interrupted" and the worker ends with
+// kFilesystemFailed. On any other error every claim is handed back before the
+// Error is thrown.
 WorkerOutcome RunWorker(const WorkerOptions& options);
 
 // The exit code SPEC "worker" gives an outcome: 0 for kJobComplete and
 // kMaxShards, 2 for kJobFailed and kClaimFailed, 130/143 for kStopped (by the
-// signal received). kAborted has no code of its own: its caller knows why.
+// signal received), 75 for kFilesystemFailed. kAborted has no code of its
+// own: its caller knows why.
 int WorkerExitCode(const WorkerOutcome& outcome);
 
 }  // namespace djshard::store

@@ -1,0 +1,69 @@
+// Faults that are not the shard's: a job directory on a filesystem that
+// fills up in the middle of a shard.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "djshard/io/sha256.h"
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+class FaultCli : public CliTest {};
+
+// The job lives on a small tmpfs in a private mount namespace. A worker fills
+// it mid-shard: exit 75 naming the path and the error, the attempt
+// "interrupted", no failed record, no lock and no half-written file. Once the
+// mount is enlarged, the same job completes with the bytes of a single run.
+TEST_F(FaultCli, AFullJobDirectoryHandsTheShardBackAndTheJobCompletesOnceThereIsSpace) {
+  std::string rows;
+  for (int i = 0; i < 4000; ++i) {
+    rows += "{\"id\":" + std::to_string(i) + ",\"text\":\"  row " + std::to_string(i) + " " +
+            std::string(480, 'x') + " \"}\n";
+  }
+  Write("data.jsonl", rows);  // about 2 MB, compact, so run and merge see the same bytes
+  DemoRecipe();
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--export-path", "reference.jsonl"}).exit_code,
+            0);
+  Write("fill.sh", std::string(R"SH(set -u
+cd "$1"; bin="$2"
+mkdir -p mnt
+if ! mount -t tmpfs -o size=16m none mnt 2>/dev/null; then echo "mount=refused"; exit 0; fi
+"$bin" prepare --config recipe.yaml --job-dir mnt/job --num-shards 2 --lease-secs 5 \
+  --heartbeat-secs 1 >/dev/null || { echo "prepare=failed"; exit 0; }
+used=$(du -sk mnt | cut -f1)
+mount -o remount,size=$((used + 512))k mnt
+"$bin" worker --job-dir mnt/job --threads 1 2>full.err; echo "full=$?"
+echo "failed=$(ls mnt/job/state/failed | wc -l) locks=$(ls mnt/job/state/locks | wc -l)"
+echo "tmp=$(find mnt/job -name '*.tmp.*' | wc -l) outputs=$(find mnt/job/attempts -name processed.jsonl | wc -l)"
+echo "statuses=$(cat mnt/job/attempts/*/*/attempt.json | grep -o '"status": "[a-z]*"' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+mount -o remount,size=16m mnt
+"$bin" worker --job-dir mnt/job --threads 1 2>/dev/null; echo "healthy=$?"
+"$bin" merge --job-dir mnt/job --output merged.jsonl >/dev/null; echo "merge=$?"
+umount mnt
+)SH"));
+  // The script gets the test dir and the djshard binary as $1 and $2.
+  const CliResult r = WaitFor(
+      Spawn({}, {}, {"unshare", "-m", "--propagation", "private", "bash", Path("fill.sh"), dir_}));
+  if (r.out.find("mount=refused") != std::string::npos) {
+    GTEST_SKIP() << "mounting a tmpfs is not allowed here (needs root and a mount namespace)";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("full=75"), std::string::npos) << r.out;
+  const std::string err = Read("full.err");
+  EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+  EXPECT_NE(err.find("mnt/job/attempts/"), std::string::npos) << err;
+  EXPECT_NE(err.find("the job directory's filesystem failed"), std::string::npos) << err;
+  EXPECT_NE(r.out.find("failed=0 locks=0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tmp=0 outputs="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"status\": \"interrupted\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"status\": \"failed\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("healthy=0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("merge=0"), std::string::npos) << r.out;
+  EXPECT_EQ(io::Sha256OfFile(Path("merged.jsonl")), io::Sha256OfFile(Path("reference.jsonl")));
+}
+
+}  // namespace
+}  // namespace djshard::testing

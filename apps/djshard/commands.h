@@ -23,10 +23,10 @@ void AddDlcCommand(CLI::App& app, int* exit_code);
 void AddTokenizeCommand(CLI::App& app, int* exit_code);
 
 // A duration option: any positive number of seconds ("0.2", "1.5", "300"),
-// as Data-Juicer takes them; 0, negatives and non-numbers are refused with a
-// message naming the option.
+// as Data-Juicer takes them; negatives, non-numbers and (unless
+// `zero_allowed`) 0 are refused with a message naming the option.
 CLI::Option* AddSecondsOption(CLI::App* cmd, const std::string& names, double* target,
-                              const std::string& help);
+                              const std::string& help, bool zero_allowed = false);
 
 // --ray-address, which Data-Juicer's commands take: accepted so that their
 // command lines run unchanged, and ignored, since djshard runs no Ray cluster.

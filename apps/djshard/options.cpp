@@ -8,16 +8,19 @@
 namespace djshard::cli {
 
 CLI::Option* AddSecondsOption(CLI::App* cmd, const std::string& names, double* target,
-                              const std::string& help) {
+                              const std::string& help, bool zero_allowed) {
   CLI::Option* option = cmd->add_option(names, *target, help);
   option->check(CLI::Validator(
-      [](std::string& value) -> std::string {
+      [zero_allowed](std::string& value) -> std::string {
         char* end = nullptr;
         const double secs = std::strtod(value.c_str(), &end);
         if (end == value.c_str() || *end != '\0') {
           return "'" + value + "' is not a number of seconds";
         }
-        if (!(secs > 0)) return "must be a positive number of seconds, got " + value;
+        if (zero_allowed ? !(secs >= 0) : !(secs > 0)) {
+          return std::string("must be a ") + (zero_allowed ? "non-negative" : "positive") +
+                 " number of seconds, got " + value;
+        }
         return "";
       },
       "SECONDS"));

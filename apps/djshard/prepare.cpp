@@ -30,6 +30,11 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
   AddSecondsOption(cmd, "--poll-interval-secs", &req->policy.poll_interval_secs,
                    "Seconds a worker sleeps while other nodes hold the remaining shards")
       ->capture_default_str();
+  AddSecondsOption(cmd, "--retry-backoff-secs", &req->policy.retry_backoff_secs,
+                   "The n-th retry of a failed shard waits this times 2^(n-1) seconds, at most "
+                   "600 (0: at once)",
+                   /*zero_allowed=*/true)
+      ->capture_default_str();
   AddRayAddressOption(cmd);
   cmd->callback([req, dataset, exit_code]() {
     if (!dataset->empty()) req->dataset_path = *dataset;

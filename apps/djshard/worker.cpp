@@ -10,7 +10,7 @@ namespace djshard::cli {
 void AddWorkerCommand(CLI::App& app, int* exit_code) {
   struct Options {
     store::WorkerOptions w;
-    double lease = 0, heartbeat = 0, poll = 0;
+    double lease = 0, heartbeat = 0, poll = 0, backoff = -1;
     int64_t retries = -1;
     std::shared_ptr<std::optional<int>> threads = std::make_shared<std::optional<int>>();
   };
@@ -26,6 +26,8 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   AddSecondsOption(cmd, "--poll-interval-secs", &opt->poll,
                    "Seconds between looks while others work");
+  AddSecondsOption(cmd, "--retry-backoff-secs", &opt->backoff,
+                   "Retry backoff of failed shards (default: the job's)", /*zero_allowed=*/true);
   AddThreadsOption(cmd, opt->threads);
   cmd->add_flag("--allow-version-mismatch", opt->w.allow_version_mismatch,
                 "Run a job prepared by another djshard version or with an edited recipe.yaml");
@@ -35,6 +37,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     if (opt->heartbeat > 0) opt->w.heartbeat_secs = opt->heartbeat;
     if (opt->retries >= 0) opt->w.max_retries = opt->retries;
     if (opt->poll > 0) opt->w.poll_interval_secs = opt->poll;
+    if (opt->backoff >= 0) opt->w.retry_backoff_secs = opt->backoff;
     opt->w.threads = *opt->threads;
     opt->w.say = [](const std::string& s) {
       std::fprintf(stderr, "%s\n", s.c_str());

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "djshard/common/clock.h"
@@ -311,6 +313,34 @@ int64_t ClaimStore::CountFailures(const std::string& shard_id) const {
     }
   }
   return failures;
+}
+
+double ClaimStore::RetryBackoffLeft(const std::string& shard_id, double backoff_secs,
+                                    int64_t fs_now_ns) const {
+  if (backoff_secs <= 0) return 0;
+  int64_t failed = 0, last_ns = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(job_.AttemptsDir(shard_id), ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string path = JobPaths::AttemptRecordPath(it->path().string());
+    try {
+      if (AttemptRecord::FromJson(disk_.Read(path), path).status != AttemptStatus::kFailed)
+        continue;
+      // The record was last written when the attempt failed, and its mtime
+      // comes from the filesystem's clock, like the lease's.
+      const std::optional<io::FileStat> st = disk_.Stat(path);
+      ++failed;
+      if (st) last_ns = std::max(last_ns, st->mtime_ns);
+    } catch (const Error&) {
+      // No readable record: not a failure.
+    }
+  }
+  if (failed == 0) return 0;
+  const double wait =
+      std::min(kMaxRetryBackoffSecs,
+               backoff_secs * std::ldexp(1.0, static_cast<int>(std::min<int64_t>(failed - 1, 30))));
+  const double left = wait - static_cast<double>(fs_now_ns - last_ns) / 1e9;
+  return left > 0 ? left : 0;
 }
 
 }  // namespace djshard::store

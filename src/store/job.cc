@@ -10,6 +10,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/store/claim.h"
 #include "djshard/store/records.h"
 
 namespace djshard::store {
@@ -165,7 +166,7 @@ std::set<std::string> ListNames(const std::string& dir, const std::string& suffi
   if (d == nullptr) return names;
   while (const dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (name.size() > suffix.size() &&
+    if (name.size() > suffix.size() && name != "." && name != ".." &&
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       names.insert(name.substr(0, name.size() - suffix.size()));
     }
@@ -181,6 +182,7 @@ ShardScan JobDir::Scan() const {
   scan.done = ListNames(DoneDir(), ".json");
   scan.failed = ListNames(FailedDir(), ".json");
   scan.locked = ListNames(LocksDir(), ".lock");
+  scan.attempted = ListNames(InJob("attempts"), "");
   return scan;
 }
 
@@ -238,6 +240,11 @@ std::vector<ShardStatus> JobDir::Statuses() const {
         }
         s.lock = lock;
       }
+    }
+    if (s.state == ShardState::kPending && scan.attempted.count(shard.id)) {
+      if (!fs_now) fs_now = FilesystemNowNanos();
+      s.retry_in_secs = ClaimStore(*this).RetryBackoffLeft(
+          shard.id, manifest_.policy.retry_backoff_secs, *fs_now);
     }
     out.push_back(std::move(s));
   }

@@ -92,7 +92,8 @@ std::string Manifest::ToJson() const {
   j["policy"] = {{"lease_secs", SecondsJson(policy.lease_secs)},
                  {"heartbeat_secs", SecondsJson(policy.heartbeat_secs)},
                  {"max_retries", policy.max_retries},
-                 {"poll_interval_secs", SecondsJson(policy.poll_interval_secs)}};
+                 {"poll_interval_secs", SecondsJson(policy.poll_interval_secs)},
+                 {"retry_backoff_secs", SecondsJson(policy.retry_backoff_secs)}};
   j["warnings"] = warnings;
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -143,6 +144,8 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     m.policy.heartbeat_secs = p.at("heartbeat_secs").get<double>();
     m.policy.max_retries = p.at("max_retries").get<int64_t>();
     m.policy.poll_interval_secs = p.at("poll_interval_secs").get<double>();
+    // Manifests written before retries backed off have no such key.
+    m.policy.retry_backoff_secs = p.value("retry_backoff_secs", Policy{}.retry_backoff_secs);
     m.warnings = j.at("warnings").get<std::vector<std::string>>();
   } catch (const json::exception& e) {
     throw Error(path, 0, std::string("manifest is not valid: ") + e.what(),

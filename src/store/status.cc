@@ -57,6 +57,10 @@ std::string JobStatus::Text(bool all) const {
       std::snprintf(line, sizeof line, "  lock_age=%.1fs", sh.lock->age_secs);
       out += line;
     }
+    if (sh.retry_in_secs > 0) {
+      std::snprintf(line, sizeof line, "  retry_in=%.1fs", sh.retry_in_secs);
+      out += line;
+    }
     if (!sh.error.empty()) out += "  error=" + sh.error;
     out += "\n";
   }
@@ -85,6 +89,7 @@ std::string JobStatus::Json() const {
     s["pid"] = sh.pid == 0 ? json(nullptr) : json(sh.pid);
     s["lock_age_secs"] = sh.lock ? json(sh.lock->age_secs) : json(nullptr);
     s["error"] = sh.error.empty() ? json(nullptr) : json(sh.error);
+    s["retry_in_secs"] = sh.retry_in_secs > 0 ? json(sh.retry_in_secs) : json(nullptr);
     j["shards"].push_back(std::move(s));
   }
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

@@ -144,6 +144,7 @@ struct Attempt {
 struct ClaimSearch {
   std::optional<Claim> claim;
   std::vector<std::string> held;  // shards other live workers hold
+  double backoff_left = 0;        // > 0: a failed shard may be retried in this many seconds
   bool raced = false;             // a shard changed between the listing and its claim
   ShardScan scan;
 };
@@ -195,13 +196,21 @@ class Worker {
           SleepInterruptibly(0.1);
           continue;
         }
+        if (search.held.empty() && search.backoff_left > 0) {
+          char secs[32];
+          std::snprintf(secs, sizeof secs, "%.1f", search.backoff_left);
+          Say(std::string("a failed shard may be retried in ") + secs + " s (retry backoff)");
+          SleepInterruptibly(search.backoff_left,
+                             [&] { return options_.aborted && options_.aborted(); });
+          continue;
+        }
         if (search.held.empty()) {
           if (const std::optional<WorkerEnd> end = JobEnd(search.scan)) return End(*end);
           // A lock vanished between its listing and its stat: look again shortly.
           SleepInterruptibly(0.1);
           continue;
         }
-        WaitForHeldShards(search.held);
+        WaitForHeldShards(search.held, search.backoff_left);
         continue;
       }
       CrashPoint("after_claim");
@@ -239,6 +248,7 @@ class Worker {
     if (options_.heartbeat_secs) policy_.heartbeat_secs = *options_.heartbeat_secs;
     if (options_.max_retries) policy_.max_retries = *options_.max_retries;
     if (options_.poll_interval_secs) policy_.poll_interval_secs = *options_.poll_interval_secs;
+    if (options_.retry_backoff_secs) policy_.retry_backoff_secs = *options_.retry_backoff_secs;
     // The plan is built once, before claiming (operators may load models): a
     // recipe this build cannot run is the job's problem, not a shard's.
     const recipe::Recipe recipe =
@@ -263,6 +273,17 @@ class Worker {
         continue;
       }
       if (pending_ && pending_->attempt->claim.shard_id() == s.id) continue;
+      if (!scan.locked.count(s.id) && scan.attempted.count(s.id) &&
+          policy_.retry_backoff_secs > 0) {
+        // A shard that failed waits out its retry backoff; others go first.
+        if (!fs_now) fs_now = job_.FilesystemNowNanos();
+        const double left = store_.RetryBackoffLeft(s.id, policy_.retry_backoff_secs, *fs_now);
+        if (left > 0) {
+          search.backoff_left =
+              search.backoff_left > 0 ? std::min(search.backoff_left, left) : left;
+          continue;
+        }
+      }
       if (scan.locked.count(s.id)) {
         if (!fs_now) fs_now = job_.FilesystemNowNanos();
         const std::optional<double> age = store_.LockAge(s.id, *fs_now);
@@ -303,14 +324,16 @@ class Worker {
   // was finished, failed, handed back or taken over): the next scan may then
   // find work, or the end of the job. One stat per watched lock every quarter
   // second keeps the load on a shared filesystem low.
-  void WaitForHeldShards(const std::vector<std::string>& held) {
+  void WaitForHeldShards(const std::vector<std::string>& held, double backoff_left) {
+    const double wait = backoff_left > 0 ? std::min(policy_.poll_interval_secs, backoff_left)
+                                         : policy_.poll_interval_secs;
     char secs[32];
-    std::snprintf(secs, sizeof secs, "%g", policy_.poll_interval_secs);
+    std::snprintf(secs, sizeof secs, "%g", wait);
     Say("waiting for " + std::to_string(held.size()) + " shard(s) held by other workers (" +
         held.front() + (held.size() > 1 ? ", ..." : "") + "); next look in " + secs +
         " s, or when one of them is released");
     const size_t watched = std::min<size_t>(held.size(), 8);
-    SleepInterruptibly(policy_.poll_interval_secs, [&] {
+    SleepInterruptibly(wait, [&] {
       if (options_.aborted && options_.aborted()) return true;
       for (size_t i = 0; i < watched; ++i) {
         if (!job_.disk().Stat(job_.LockPath(held[i]))) return true;

@@ -309,9 +309,13 @@ TEST_F(WorkerCli, DeterministicFailuresExhaustRetriesThenRetrySucceeds) {
   Write("cause", "");
   WriteRecipe(0, "  - djshard_test_sleep_mapper:\n      seconds: 0\n      fail_while_exists: " +
                      Path("cause") + "\n      skip_op_error: false\n");
-  Prepare(2, {"--max-retries", "2"});
+  Prepare(2, {"--max-retries", "2", "--retry-backoff-secs", "0.3"});
+  const auto start = std::chrono::steady_clock::now();
   const CliResult r = WaitFor(Worker());
   EXPECT_EQ(r.exit_code, 2);
+  // Each shard's retries backed off 0.3 s, then 0.6 s, while the other shard ran.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+  EXPECT_NE(r.err.find("retry backoff"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("job ended with 2 failed shard(s)"), std::string::npos) << r.err;
   EXPECT_EQ(Count("job/attempts/part-00000-of-00002"), 3u);
   const json failed = json::parse(Read("job/state/failed/part-00000-of-00002.json"));

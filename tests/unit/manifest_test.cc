@@ -110,7 +110,8 @@ TEST(Manifest, WritesEveryFieldUnderItsSchemaKey) {
   EXPECT_EQ(j["policy"], nlohmann::json({{"lease_secs", 42},
                                          {"heartbeat_secs", 7},
                                          {"max_retries", 5},
-                                         {"poll_interval_secs", 11}}));
+                                         {"poll_interval_secs", 11},
+                                         {"retry_backoff_secs", 10}}));
   EXPECT_EQ(j["warnings"], nlohmann::json({"w1", "w2"}));
   EXPECT_EQ(j.size(), 17u);  // nothing else
   // Sorted keys, two-space indent, a final newline: the same manifest gives the same bytes.

@@ -99,7 +99,7 @@ class WorkerTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  void PrepareJob(int shards, const std::string& recipe = "r.yaml") {
+  void PrepareJob(int shards, const std::string& recipe = "r.yaml", double backoff = 0) {
     PrepareRequest req;
     req.config_path = dir_ + "/" + recipe;
     req.dataset_path = dir_ + "/data.jsonl";
@@ -108,6 +108,7 @@ class WorkerTest : public ::testing::Test {
     req.policy.lease_secs = 0.6;
     req.policy.heartbeat_secs = 0.2;
     req.policy.poll_interval_secs = 0.2;
+    req.policy.retry_backoff_secs = backoff;
     Prepare(req);
   }
   WorkerOptions Options(io::Disk* disk = nullptr) {
@@ -274,6 +275,57 @@ TEST_F(WorkerTest, ALockLeftBesideItsDoneRecordIsClearedAndItsAttemptMarkedDone)
   const AttemptRecord record =
       AttemptRecord::FromJson(io::ReadFile(JobPaths::AttemptRecordPath(attempt)), "attempt");
   EXPECT_EQ(record.status, AttemptStatus::kDone);
+}
+
+// Retries back off: after n failed attempts a shard waits backoff * 2^(n-1)
+// seconds (at most 600) from its last failure, and status says so.
+TEST_F(WorkerTest, FailedShardsWaitOutAnExponentialBackoff) {
+  PrepareJob(1);
+  JobDir job = JobDir::Open(dir_ + "/job");
+  const std::string shard = job.manifest().shards[0].id;
+  ClaimStore claims(job);
+  const auto fail_once = [&] {
+    std::optional<Claim> c = claims.TryClaim(shard);
+    ASSERT_TRUE(c.has_value());
+    claims.StartAttempt(*c, "shards/x.jsonl");
+    claims.SetAttemptStatus(c->attempt_dir(), AttemptStatus::kFailed, "boom");
+    ASSERT_TRUE(claims.Release(*c));
+  };
+  EXPECT_EQ(claims.RetryBackoffLeft(shard, 100, job.FilesystemNowNanos()), 0);
+  fail_once();
+  double left = claims.RetryBackoffLeft(shard, 100, job.FilesystemNowNanos());
+  EXPECT_GT(left, 95);
+  EXPECT_LE(left, 100);
+  fail_once();
+  left = claims.RetryBackoffLeft(shard, 100, job.FilesystemNowNanos());
+  EXPECT_GT(left, 195);
+  EXPECT_LE(left, 200);
+  for (int i = 0; i < 4; ++i) fail_once();
+  left = claims.RetryBackoffLeft(shard, 100, job.FilesystemNowNanos());
+  EXPECT_GT(left, 595);
+  EXPECT_LE(left, 600);  // 100 * 2^5 capped
+  EXPECT_EQ(claims.RetryBackoffLeft(shard, 0, job.FilesystemNowNanos()), 0);
+}
+
+TEST_F(WorkerTest, StatusShowsWhenAFailedShardMayBeRetried) {
+  PrepareJob(1, "r.yaml", /*backoff=*/300);
+  JobDir job = JobDir::Open(dir_ + "/job");
+  ClaimStore claims(job);
+  std::optional<Claim> c = claims.TryClaim(job.manifest().shards[0].id);
+  ASSERT_TRUE(c.has_value());
+  claims.StartAttempt(*c, "shards/x.jsonl");
+  claims.SetAttemptStatus(c->attempt_dir(), AttemptStatus::kFailed, "boom");
+  ASSERT_TRUE(claims.Release(*c));
+  const std::vector<ShardStatus> statuses = JobDir::Open(dir_ + "/job").Statuses();
+  EXPECT_EQ(statuses[0].state, ShardState::kPending);
+  EXPECT_GT(statuses[0].retry_in_secs, 290);
+  // A worker with nothing else to do waits for the backoff instead of
+  // retrying at once (or ending the job); it wakes to see an abort.
+  WorkerOptions o = Options();
+  int asked = 0;
+  o.aborted = [&] { return ++asked > 3; };
+  EXPECT_EQ(RunWorker(o).end, WorkerEnd::kAborted);
+  EXPECT_EQ(Count("job/attempts/" + job.manifest().shards[0].id), 1u);  // not retried yet
 }
 
 struct InfraStep {

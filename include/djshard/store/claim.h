@@ -6,6 +6,7 @@
 
 #include "djshard/io/disk.h"
 #include "djshard/store/job.h"
+#include "djshard/store/manifest.h"
 #include "djshard/store/records.h"
 
 namespace djshard::store {
@@ -105,6 +106,13 @@ class ClaimStore {
 
   // Number of attempts of a shard that count as failures (failed or stale).
   int64_t CountFailures(const std::string& shard_id) const;
+
+  // Seconds until a shard with failed attempts may be claimed again: after
+  // n failed attempts the wait is backoff_secs * 2^(n-1), at most
+  // kMaxRetryBackoffSecs, from the last failure by the shared filesystem's
+  // clock (`fs_now_ns`). 0 when it may be claimed now.
+  double RetryBackoffLeft(const std::string& shard_id, double backoff_secs,
+                          int64_t fs_now_ns) const;
 
  private:
   // Runs `fn` while holding flock on the claim's lock and owning it; false when lost.

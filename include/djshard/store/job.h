@@ -94,6 +94,7 @@ const char* ShardStateName(ShardState state);
 // One look at a job's state directories: three listings, no record read.
 struct ShardScan {
   std::set<std::string> done, failed, locked;  // shard ids
+  std::set<std::string> attempted;             // shards with an attempts/<shard> directory
 
   bool finished(const std::string& id) const { return done.count(id) || failed.count(id); }
 };
@@ -112,7 +113,8 @@ struct ShardStatus {
   std::optional<LockInfo> lock;
   std::string owner;  // host of the lock or of the done record
   int64_t pid = 0;
-  std::string error;  // last_error of a failed record
+  std::string error;         // last_error of a failed record
+  double retry_in_secs = 0;  // pending after failures: seconds until it may be retried
 };
 
 // A published job directory: its paths and its manifest.
@@ -132,7 +134,8 @@ class JobDir : public JobPaths {
   // when the directory is read-only.
   int64_t FilesystemNowNanos() const;
 
-  // Lists done, failed and locked shards (the worker's and status's one look).
+  // Lists done, failed, locked and attempted shards (the worker's and
+  // status's one look: four directory listings).
   ShardScan Scan() const;
 
   // The state of every shard, in manifest order, from one Scan: done and

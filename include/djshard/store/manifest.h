@@ -15,7 +15,12 @@ struct Policy {
   double heartbeat_secs = 15;
   int64_t max_retries = 3;
   double poll_interval_secs = 20;
+  // The n-th retry of a failed shard waits retry_backoff_secs * 2^(n-1),
+  // at most kMaxRetryBackoffSecs; 0 retries at once.
+  double retry_backoff_secs = 10;
 };
+
+inline constexpr double kMaxRetryBackoffSecs = 600;
 
 struct InputFile {
   std::string path;           // absolute

@@ -15,7 +15,7 @@ struct WorkerOptions {
   std::optional<int> threads;  // else the recipe's np, else num_proc, else every core
   bool allow_version_mismatch = false;
   // Overrides of the manifest's policy; nullopt keeps the job's value.
-  std::optional<double> lease_secs, heartbeat_secs, poll_interval_secs;
+  std::optional<double> lease_secs, heartbeat_secs, poll_interval_secs, retry_backoff_secs;
   std::optional<int64_t> max_retries;
   // Asked between shards and while waiting for other nodes: true ends the
   // worker at once (dlc's abort propagation).

@@ -9,7 +9,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev
   libsimdjson-dev zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev
   libtorch-dev libpcre2-dev libfasttext-dev fasttext libutf8proc-dev libsentencepiece-dev
-  python3 python3-regex python3-yaml
+  python3 python3-regex python3-yaml python3-fusepy
   util-linux time bc faketime openmpi-bin
 )
 

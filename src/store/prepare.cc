@@ -19,6 +19,7 @@
 #include "djshard/io/sha256.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
+#include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
 #include "djshard/store/normalize.h"
 #include "src/store/normalize_pass.h"
@@ -144,6 +145,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   const fs::path job_path(job_dir);
   fs::create_directories(job_path.parent_path(), ec);
   if (ec) throw Error(job_path.parent_path().string(), 0, "cannot create: " + ec.message());
+  CheckJobFilesystem(job_path.parent_path().string(), disk);
   StagingDir staging(job.StagingPath(RandomHex(16)));
   const JobPaths staged(staging.path());
   for (const std::string& dir : staged.SkeletonDirs()) {

@@ -24,6 +24,7 @@
 #include "djshard/io/sha256.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/claim.h"
+#include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
 
 namespace djshard::store {
@@ -243,6 +244,7 @@ class Worker {
   // Phase 1: everything that can refuse the job, before any claim.
   void Setup() {
     CheckCompatible(job_, options_.allow_version_mismatch);
+    CheckJobFilesystem(job_.StateDir(), job_.disk());
     policy_ = job_.manifest().policy;
     if (options_.lease_secs) policy_.lease_secs = *options_.lease_secs;
     if (options_.heartbeat_secs) policy_.heartbeat_secs = *options_.heartbeat_secs;

@@ -67,3 +67,42 @@ umount mnt
 
 }  // namespace
 }  // namespace djshard::testing
+
+namespace djshard::testing {
+namespace {
+
+// A filesystem without hard links (a FUSE mount whose link() fails, as on
+// vfat or sshfs without its hard_link option) cannot hold a job: prepare
+// refuses it naming link() and the mount, before writing anything. tmpfs and
+// ext4 (the other tests' job dirs) are accepted.
+TEST_F(FaultCli, AFilesystemWithoutHardLinksIsRefusedNamingLinkAndTheMount) {
+  Write("data.jsonl", "{\"text\":\"one row\"}\n{\"text\":\"two rows\"}\n");
+  DemoRecipe();
+  Write("nolink.sh", std::string(R"SH(set -u
+cd "$1"; fs="$2"; bin="$3"
+mkdir -p root mnt
+if ! /usr/bin/python3 "$fs" root mnt 2>fuse.err; then echo "mount=refused"; exit 0; fi
+for i in $(seq 50); do mountpoint -q mnt && break; sleep 0.1; done
+"$bin" prepare --config recipe.yaml --job-dir mnt/job --num-shards 1 >out.txt 2>err.txt
+echo "prepare=$?"
+echo "left=$(ls -A root | wc -l)"
+umount mnt
+)SH"));
+  const CliResult r =
+      WaitFor(Spawn({}, {},
+                    {"unshare", "-m", "--propagation", "private", "bash", Path("nolink.sh"), dir_,
+                     std::string(DJSHARD_SOURCE_DIR) + "/tests/cli/tools/nolink_fs.py"}));
+  if (r.out.find("mount=refused") != std::string::npos) {
+    GTEST_SKIP() << "cannot mount a FUSE filesystem here: " << Read("fuse.err");
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("prepare=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("left=0"), std::string::npos) << r.out;
+  const std::string err = Read("err.txt");
+  EXPECT_NE(err.find("does not support link(): "), std::string::npos) << err;
+  EXPECT_NE(err.find("fuse"), std::string::npos) << err;
+  EXPECT_NE(err.find(Path("mnt")), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace djshard::testing

@@ -23,7 +23,10 @@ class FailingDisk : public io::Disk {
     io::Disk::WriteAtomic(path, content);
   }
   void Rename(const std::string& from, const std::string& to) override {
-    if (fail_on_ == "publish") throw Error(to, 0, "cannot rename: Input/output error");
+    // The publishing rename: the staging directory onto the job dir.
+    if (fail_on_ == "publish" && to.ends_with("/job")) {
+      throw Error(to, 0, "cannot rename: Input/output error");
+    }
     io::Disk::Rename(from, to);
   }
 

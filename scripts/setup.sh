@@ -11,6 +11,7 @@ PACKAGES=(
   libtorch-dev libpcre2-dev libfasttext-dev fasttext libutf8proc-dev libsentencepiece-dev
   python3 python3-regex python3-yaml python3-fusepy
   util-linux time bc faketime openmpi-bin
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -12,7 +12,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace djshard;
-  static const std::string path = "/tmp/djshard-recipe-fuzz-" + std::to_string(::getpid()) + ".yaml";
+  static const std::string path =
+      "/tmp/djshard-recipe-fuzz-" + std::to_string(::getpid()) + ".yaml";
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);

@@ -36,8 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   record.Serialize(&out);
   out.append(io::LineReader::kPadding, '\0');
   try {
-    parser.ParseObject(std::string_view(out.data(), out.size() - io::LineReader::kPadding),
-                       "fuzz", 1);
+    parser.ParseObject(std::string_view(out.data(), out.size() - io::LineReader::kPadding), "fuzz",
+                       1);
   } catch (const Error&) {
     __builtin_trap();  // the serializer wrote something that is not a JSON object
   }

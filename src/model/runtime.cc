@@ -35,7 +35,10 @@ TorchRuntimeInfo QueryTorchRuntime() {
 #ifdef DJSHARD_WITH_TORCH
   info.built_with_torch = true;
   info.module_path = ModulePath();
-  void* handle = dlopen(info.module_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // DEEPBIND: libtorch's own libprotobuf must bind to itself, not to the
+  // protobuf-lite symbols that libsentencepiece (linked into djshard for the
+  // tokenizing operators) exports; without it the module crashes while it loads.
+  void* handle = dlopen(info.module_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (handle == nullptr) {
     const char* err = dlerror();
     info.load_error = err ? err : "dlopen failed";

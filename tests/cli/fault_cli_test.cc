@@ -13,6 +13,17 @@ namespace {
 
 class FaultCli : public CliTest {};
 
+// The libtorch module loads beside the libraries djshard itself links
+// (libsentencepiece exports protobuf symbols that libtorch's protobuf must not
+// bind to): `djshard version` reports the libtorch it found.
+TEST_F(FaultCli, VersionLoadsTheTorchModule) {
+  const CliResult r = Run({"version"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("djshard "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("libtorch: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("cannot load"), std::string::npos) << r.out;
+}
+
 // The job lives on a small tmpfs in a private mount namespace. A worker fills
 // it mid-shard: exit 75 naming the path and the error, the attempt
 // "interrupted", no failed record, no lock and no half-written file. Once the

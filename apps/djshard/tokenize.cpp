@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "djshard/common/error.h"
 #include "djshard/io/input.h"
+#include "djshard/io/json_text.h"
 #include "djshard/model/tokenizer.h"
 
 namespace djshard::cli {
@@ -30,52 +31,7 @@ class StdinSource : public io::ByteSource {
 // A JSON string as the tokenizer vectors write it: UTF-8, with \uXXXX for
 // control characters, U+007F..U+009F, U+2028 and U+2029.
 void AppendString(std::string* out, const std::string& s) {
-  static const char kHex[] = "0123456789abcdef";
-  auto u = [&](unsigned cp) {
-    out->append("\\u");
-    for (int shift = 12; shift >= 0; shift -= 4) out->push_back(kHex[(cp >> shift) & 0xF]);
-  };
-  out->push_back('"');
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      switch (c) {
-        case '\n':
-          out->append("\\n");
-          break;
-        case '\r':
-          out->append("\\r");
-          break;
-        case '\t':
-          out->append("\\t");
-          break;
-        case '\b':
-          out->append("\\b");
-          break;
-        case '\f':
-          out->append("\\f");
-          break;
-        default:
-          u(c);
-      }
-    } else if (c == 0x7F) {
-      u(c);
-    } else if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
-      u(static_cast<unsigned char>(s[i + 1]));  // U+0080..U+009F
-      ++i;
-    } else if (c == 0xE2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
-               (static_cast<unsigned char>(s[i + 2]) == 0xA8 ||
-                static_cast<unsigned char>(s[i + 2]) == 0xA9)) {
-      u(static_cast<unsigned char>(s[i + 2]) == 0xA8 ? 0x2028 : 0x2029);
-      i += 2;
-    } else {
-      out->push_back(static_cast<char>(c));
-    }
-  }
-  out->push_back('"');
+  io::AppendJsonStringEscapingSeparators(out, s);
 }
 
 template <typename T>

@@ -137,6 +137,35 @@ size_t SkipValue(std::string_view s, size_t pos) {
 
 }  // namespace
 
+void AppendJsonStringEscapingSeparators(std::string* out, std::string_view s) {
+  std::string literal;
+  AppendJsonString(&literal, s);
+  // Escapes only produce ASCII, so these bytes are the characters themselves.
+  char buf[8];
+  for (size_t i = 0; i < literal.size(); ++i) {
+    const auto c = static_cast<unsigned char>(literal[i]);
+    const auto next = [&](size_t k) {
+      return i + k < literal.size() ? static_cast<unsigned char>(literal[i + k]) : 0;
+    };
+    unsigned cp = 0;
+    size_t len = 0;
+    if (c == 0x7F) {
+      cp = c, len = 1;
+    } else if (c == 0xC2 && next(1) >= 0x80 && next(1) <= 0x9F) {
+      cp = next(1), len = 2;
+    } else if (c == 0xE2 && next(1) == 0x80 && (next(2) == 0xA8 || next(2) == 0xA9)) {
+      cp = next(2) == 0xA8 ? 0x2028 : 0x2029, len = 3;
+    }
+    if (len == 0) {
+      out->push_back(literal[i]);
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+    out->append(buf);
+    i += len - 1;
+  }
+}
+
 std::string UnescapeJsonString(std::string_view literal) {
   std::string out;
   out.reserve(literal.size());

@@ -73,3 +73,16 @@ TEST(JsonLineParser, ReportsEachProblemWithFileAndLine) {
 
 }  // namespace
 }  // namespace djshard::io
+
+namespace djshard::io {
+namespace {
+
+TEST(JsonText, EscapingSeparatorsWritesPythonsEscapesForC1AndLineSeparators) {
+  std::string out;
+  AppendJsonStringEscapingSeparators(&out, "a\x7f\xc2\x85\xe2\x80\xa8\xe2\x80\xa9\x01\"\xc3\xa9");
+  EXPECT_EQ(out, "\"a\\u007f\\u0085\\u2028\\u2029\\u0001\\\"\xc3\xa9\"");
+  EXPECT_EQ(UnescapeJsonString(out), "a\x7f\xc2\x85\xe2\x80\xa8\xe2\x80\xa9\x01\"\xc3\xa9");
+}
+
+}  // namespace
+}  // namespace djshard::io

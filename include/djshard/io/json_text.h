@@ -11,6 +11,10 @@ namespace djshard::io {
 // and control characters; every other character is written as is.
 void AppendJsonString(std::string* out, std::string_view s);
 
+// Like AppendJsonString, and also writes U+007F..U+009F, U+2028 and U+2029 as
+// \uXXXX, as Python's json module (and the tokenizer vectors) do.
+void AppendJsonStringEscapingSeparators(std::string* out, std::string_view s);
+
 // Decodes a JSON string literal, quotes included, into UTF-8.
 // Precondition: `literal` is valid JSON (surrogate pairs are combined).
 std::string UnescapeJsonString(std::string_view literal);

@@ -21,6 +21,7 @@ void AddOpsCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddDlcCommand(CLI::App& app, int* exit_code);
 void AddTokenizeCommand(CLI::App& app, int* exit_code);
+void AddModelCommand(CLI::App& app, int* exit_code);
 
 // A duration option: any positive number of seconds ("0.2", "1.5", "300"),
 // as Data-Juicer takes them; negatives, non-numbers and (unless
@@ -34,5 +35,9 @@ void AddRayAddressOption(CLI::App* cmd);
 
 // --threads N (at least 1) into `*threads` when given.
 void AddThreadsOption(CLI::App* cmd, std::shared_ptr<std::optional<int>> threads);
+
+// --device cpu|cuda|auto and --gpus 0,2: where model operators run
+// (model::SetDeviceSettings), for run, worker and dlc.
+void AddDeviceOptions(CLI::App* cmd);
 
 }  // namespace djshard::cli

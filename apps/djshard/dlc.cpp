@@ -50,6 +50,7 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddThreadsOption(cmd, threads);
   AddRayAddressOption(cmd);
+  AddDeviceOptions(cmd);
   cmd->callback([opt, dataset, run_id, threads, exit_code]() {
     if (opt->config.empty()) opt->config = DefaultConfig();
     if (!dataset->empty()) opt->dataset_path = *dataset;

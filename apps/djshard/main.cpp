@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   djshard::cli::AddRunCommand(app, &exit_code);
   djshard::cli::AddOpsCommand(app, &exit_code);
   djshard::cli::AddTokenizeCommand(app, &exit_code);
+  djshard::cli::AddModelCommand(app, &exit_code);
   djshard::cli::AddVersionCommand(app, &exit_code);
 
   djshard::InstallStopHandlers();

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "commands.h"
+#include "djshard/common/error.h"
+#include "djshard/model/device.h"
 
 namespace djshard::cli {
 
@@ -40,6 +42,29 @@ void AddThreadsOption(CLI::App* cmd, std::shared_ptr<std::optional<int>> threads
          "Threads, I/O included (default: the recipe's np, else its largest num_proc, else "
          "every core)")
       ->check(CLI::PositiveNumber);
+}
+
+void AddDeviceOptions(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+         "--device",
+         [](const std::string& name) {
+           model::DeviceSettings settings = model::GetDeviceSettings();
+           settings.request = *model::ParseDeviceRequest(name);
+           model::SetDeviceSettings(settings);
+         },
+         "Where model operators run: cpu, cuda (an error when no GPU is visible) or auto (a GPU "
+         "when the recipe asks for one or one is visible)")
+      ->check(CLI::IsMember({"cpu", "cuda", "gpu", "auto"}));
+  cmd->add_option_function<std::vector<int>>(
+         "--gpus",
+         [](const std::vector<int>& gpus) {
+           model::DeviceSettings settings = model::GetDeviceSettings();
+           settings.gpus = gpus;
+           model::SetDeviceSettings(settings);
+         },
+         "Use only these of the visible GPUs, e.g. 0,2")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace djshard::cli

@@ -35,6 +35,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--export-path", opt->export_path,
                   "Output JSONL, compressed when it ends in .gz or .zst (overrides export_path)");
   AddThreadsOption(cmd, opt->threads);
+  AddDeviceOptions(cmd);
   cmd->callback([opt, exit_code]() {
     exec::RunRequest req;
     req.config_path = opt->config;

@@ -21,9 +21,10 @@ void AddVersionCommand(CLI::App& app, int* exit_code) {
     } else {
       std::printf("libtorch: %s\n", torch.torch_version.c_str());
       if (torch.cuda_available) {
-        std::printf("CUDA: available (%d device(s))\n", torch.cuda_device_count);
+        std::printf("devices: cpu (float32, bfloat16), cuda x %d (float32, bfloat16, float16)\n",
+                    torch.cuda_device_count);
       } else {
-        std::printf("CUDA: not available\n");
+        std::printf("devices: cpu (float32, bfloat16); CUDA not available\n");
       }
     }
     *exit_code = 0;

@@ -32,6 +32,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--allow-version-mismatch", opt->w.allow_version_mismatch,
                 "Run a job prepared by another djshard version or with an edited recipe.yaml");
   AddRayAddressOption(cmd);
+  AddDeviceOptions(cmd);
   cmd->callback([opt, exit_code]() {
     if (opt->lease > 0) opt->w.lease_secs = opt->lease;
     if (opt->heartbeat > 0) opt->w.heartbeat_secs = opt->heartbeat;

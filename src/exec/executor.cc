@@ -44,11 +44,16 @@ struct Scratch {
   std::vector<ops::Sample> samples;
   std::vector<char> alive;
   std::string text;
+  // Operators that process rows together: the live rows and their outcomes.
+  std::vector<ops::Sample*> live;
+  std::vector<size_t> live_index;
+  std::vector<ops::RowOutcome> outcomes;
 };
 
 void AppendError(std::string* out, const std::string& op, const std::string& message,
-                 const std::string& file, uint64_t line) {
-  const nlohmann::json e = {{"op", op}, {"error", message}, {"file", file}, {"line", line}};
+                 const std::string& file, uint64_t line, const std::string& type = {}) {
+  nlohmann::json e = {{"op", op}, {"error", message}, {"file", file}, {"line", line}};
+  if (!type.empty()) e["error_type"] = type;
   out->append(e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   out->push_back('\n');
 }
@@ -103,6 +108,42 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     const bool is_filter = op.kind() == ops::OpKind::kFilter;
     OperatorCounters& c = r->counters[i];
     const double start = MonotonicSeconds();
+    // A record error: drop the row and report it, or stop the run.
+    auto fail_row = [&](size_t k, const std::string& message, const std::string& type) {
+      const uint64_t line_no = chunk.first_line + k;
+      if (!planned.skip_op_error) {
+        throw Error(file, line_no, "operator '" + op.name() + "' failed: " + message,
+                    "set skip_op_error: true to drop such records and keep going");
+      }
+      s.alive[k] = 0;
+      ++c.errors;
+      ++r->error_count;
+      AppendError(&r->errors, op.name(), message, file, line_no, type);
+    };
+    if (op.processes_rows_together()) {
+      if (stop_check) StopIfAsked(stop_check);
+      s.live.clear();
+      s.live_index.clear();
+      for (size_t k = 0; k < n; ++k) {
+        if (!s.alive[k]) continue;
+        s.live.push_back(&s.samples[k]);
+        s.live_index.push_back(k);
+      }
+      s.outcomes.assign(s.live.size(), ops::RowOutcome{});
+      op.ProcessRows(s.live, s.outcomes);
+      for (size_t j = 0; j < s.live.size(); ++j) {
+        const size_t k = s.live_index[j];
+        ++c.rows_in;
+        if (!s.outcomes[j].error.empty()) {
+          fail_row(k, s.outcomes[j].error, s.outcomes[j].error_type);
+          continue;
+        }
+        if (!s.outcomes[j].keep) s.alive[k] = 0;
+        if (s.alive[k]) ++c.rows_out;
+      }
+      c.seconds += MonotonicSeconds() - start;
+      continue;
+    }
     for (size_t k = 0; k < n; ++k) {
       if (!s.alive[k]) continue;
       if (stop_check && (k & 15) == 0) StopIfAsked(stop_check);
@@ -113,16 +154,11 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
         } else {
           static_cast<const ops::Mapper&>(op).Map(s.samples[k]);
         }
+      } catch (const ops::OpError& e) {
+        fail_row(k, e.what(), e.type());
+        continue;
       } catch (const std::exception& e) {
-        const uint64_t line_no = chunk.first_line + k;
-        if (!planned.skip_op_error) {
-          throw Error(file, line_no, "operator '" + op.name() + "' failed: " + e.what(),
-                      "set skip_op_error: true to drop such records and keep going");
-        }
-        s.alive[k] = 0;
-        ++c.errors;
-        ++r->error_count;
-        AppendError(&r->errors, op.name(), e.what(), file, line_no);
+        fail_row(k, e.what(), "");
         continue;
       }
       if (s.alive[k]) ++c.rows_out;

@@ -39,6 +39,7 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
       if (n < 1) spec.args.Fail("num_proc", "must be at least 1, or -1 for automatic", "");
       plan.num_proc = std::max(plan.num_proc, static_cast<int>(n));
     }
+    batch_size = std::max(batch_size, planned.op->preferred_batch_rows());
     plan.has_filter = plan.has_filter || info->kind == ops::OpKind::kFilter;
     plan.operators.push_back(std::move(planned));
   }

@@ -5,14 +5,16 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 
-#include "src/model/torch_module_abi.h"
+#include "djshard/common/error.h"
+#include "src/model/torch_module_api.h"
 
 namespace djshard::model {
 
-#ifdef DJSHARD_WITH_TORCH
 namespace {
 
+#ifdef DJSHARD_WITH_TORCH
 std::string ModulePath() {
   if (const char* env = std::getenv("DJSHARD_TORCH_MODULE"); env != nullptr && *env != '\0') {
     return env;
@@ -26,39 +28,81 @@ std::string ModulePath() {
   }
   return (dir / "libdjshard_torch.so").string();
 }
+#endif
+
+struct LoadedModule {
+  TorchModuleApi api;
+  std::string path;
+  std::string error;  // why it did not load
+};
+
+const LoadedModule& Module() {
+  static LoadedModule module;
+  static std::once_flag once;
+  std::call_once(once, [] {
+#ifdef DJSHARD_WITH_TORCH
+    module.path = ModulePath();
+    // DEEPBIND: libtorch's own libprotobuf must bind to itself, not to the
+    // protobuf-lite symbols that libsentencepiece (linked into djshard for the
+    // tokenizing operators) exports; without it the module crashes while it loads.
+    // The module stays loaded for the life of the process: libtorch does not
+    // support being unloaded.
+    void* handle = dlopen(module.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (handle == nullptr) {
+      const char* err = dlerror();
+      module.error = err ? err : "dlopen failed";
+      return;
+    }
+    auto sym = [&](const char* name) {
+      void* p = dlsym(handle, name);
+      if (p == nullptr && module.error.empty()) module.error = std::string("module has no ") + name;
+      return p;
+    };
+    module.api.query = reinterpret_cast<DjshardQueryTorchFn>(sym(DJSHARD_QUERY_TORCH_SYMBOL));
+    module.api.load = reinterpret_cast<DjshardModelLoadFn>(sym(DJSHARD_MODEL_LOAD_SYMBOL));
+    module.api.load_script = reinterpret_cast<DjshardScriptLoadFn>(sym(DJSHARD_SCRIPT_LOAD_SYMBOL));
+    module.api.forward = reinterpret_cast<DjshardModelForwardFn>(sym(DJSHARD_MODEL_FORWARD_SYMBOL));
+    module.api.free = reinterpret_cast<DjshardModelFreeFn>(sym(DJSHARD_MODEL_FREE_SYMBOL));
+#else
+    module.error = "this djshard was built without libtorch (DJSHARD_WITH_TORCH=OFF)";
+#endif
+  });
+  return module;
+}
 
 }  // namespace
-#endif
 
 TorchRuntimeInfo QueryTorchRuntime() {
   TorchRuntimeInfo info;
 #ifdef DJSHARD_WITH_TORCH
   info.built_with_torch = true;
-  info.module_path = ModulePath();
-  // DEEPBIND: libtorch's own libprotobuf must bind to itself, not to the
-  // protobuf-lite symbols that libsentencepiece (linked into djshard for the
-  // tokenizing operators) exports; without it the module crashes while it loads.
-  void* handle = dlopen(info.module_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-  if (handle == nullptr) {
-    const char* err = dlerror();
-    info.load_error = err ? err : "dlopen failed";
-    return info;
-  }
-  auto query = reinterpret_cast<DjshardQueryTorchFn>(dlsym(handle, DJSHARD_QUERY_TORCH_SYMBOL));
-  if (query == nullptr) {
-    info.load_error = "module has no " DJSHARD_QUERY_TORCH_SYMBOL;
+#endif
+  if (!info.built_with_torch) return info;
+  const LoadedModule& m = Module();
+  info.module_path = m.path;
+  if (!m.error.empty()) {
+    info.load_error = m.error;
     return info;
   }
   DjshardTorchInfo raw{};
-  query(&raw);
+  m.api.query(&raw);
   info.loaded = true;
   info.torch_version = raw.torch_version;
   info.cuda_available = raw.cuda_available != 0;
   info.cuda_device_count = raw.cuda_device_count;
-  // The module stays loaded for the life of the process: libtorch does not
-  // support being unloaded.
-#endif
+  info.bf16_cpu = raw.bf16_cpu != 0;
   return info;
+}
+
+const TorchModuleApi& TorchModule() {
+  const LoadedModule& m = Module();
+  if (!m.error.empty()) {
+    throw Error(m.path.empty() ? "libdjshard_torch.so" : m.path, 0,
+                "the libtorch module is not available: " + m.error,
+                "model operators need a djshard built with libtorch (scripts/setup.sh installs "
+                "libtorch-dev); DJSHARD_TORCH_MODULE names the module's path");
+  }
+  return m.api;
 }
 
 }  // namespace djshard::model

@@ -1,14 +1,226 @@
-// libdjshard_torch.so: the code that includes libtorch headers (about 20 s to
-// compile each). Loaded at run time by src/model/runtime.cc.
-#include <torch/torch.h>
+// libdjshard_torch.so, part 1: the native architectures (BERT/RoBERTa
+// sequence classifiers, the CLIP text tower) as plain tensor code following
+// Hugging Face's modeling code in eval mode. The only translation units that
+// include libtorch headers are in src/model (about 20 s each to compile);
+// libdjshard reaches them through the C interface of torch_module_abi.h.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
-#include "src/model/torch_module_abi.h"
+#include "src/model/torch_module_shared.h"
+
+namespace djshard::model::torch_module {
+
+at::ScalarType ScalarType(int dtype) {
+  switch (dtype) {
+    case kDjF16:
+      return at::kHalf;
+    case kDjBF16:
+      return at::kBFloat16;
+    default:
+      return at::kFloat;
+  }
+}
+
+double LowestOf(at::ScalarType t) {
+  // Hugging Face masks with torch.finfo(dtype).min.
+  if (t == at::kHalf) return -65504.0;
+  if (t == at::kBFloat16) return -3.3895313892515355e38;
+  return std::numeric_limits<float>::lowest();
+}
+
+void SetError(char* err, int err_len, const std::string& what) {
+  if (err != nullptr && err_len > 0) std::snprintf(err, static_cast<size_t>(err_len), "%s", what.c_str());
+}
+
+at::Device ParseDevice(const char* device) { return at::Device(std::string(device ? device : "cpu")); }
+
+void ConfigureCpuThreads(int threads) {
+  // Intra-op threads are process-wide; the executor's threads and the
+  // replicas provide the parallelism, so one model does not oversubscribe.
+  static std::once_flag once;
+  std::call_once(once, [threads] { at::set_num_threads(threads > 0 ? threads : 1); });
+}
+
+}  // namespace djshard::model::torch_module
+
+namespace {
+
+using djshard::model::torch_module::LowestOf;
+using djshard::model::torch_module::SetError;
+
+struct NativeModel {
+  DjshardModelSpec spec{};
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;
+  std::unordered_map<std::string, at::Tensor> w;
+
+  const at::Tensor& W(const std::string& name) const {
+    auto it = w.find(name);
+    TORCH_CHECK(it != w.end(), "tensor ", name, " was not loaded");
+    return it->second;
+  }
+  bool Has(const std::string& name) const { return w.count(name) != 0; }
+};
+
+at::Tensor Linear(const at::Tensor& x, const NativeModel& m, const std::string& prefix) {
+  const std::string b = prefix + ".b";
+  return m.Has(b) ? at::linear(x, m.W(prefix + ".w"), m.W(b)) : at::linear(x, m.W(prefix + ".w"));
+}
+
+at::Tensor LayerNorm(const at::Tensor& x, const NativeModel& m, const std::string& prefix) {
+  return at::layer_norm(x, {m.spec.hidden}, m.W(prefix + ".w"), m.W(prefix + ".b"),
+                        m.spec.layer_norm_eps);
+}
+
+at::Tensor Activation(const at::Tensor& x, const NativeModel& m) {
+  if (m.spec.quick_gelu) return x * at::sigmoid(x * 1.702);
+  return at::gelu(x);  // exact (erf)
+}
+
+// Multi-head attention with the fused q|k|v projection made at load.
+at::Tensor Attention(const at::Tensor& x, const at::Tensor& mask_add, const NativeModel& m,
+                     const std::string& layer, bool scale_query_first) {
+  const int64_t B = x.size(0), S = x.size(1), H = m.spec.hidden, nh = m.spec.heads;
+  const int64_t hd = H / nh;
+  const at::Tensor qkv = Linear(x, m, layer + ".qkv");
+  auto split = [&](int64_t i) {
+    return qkv.narrow(2, i * H, H).view({B, S, nh, hd}).transpose(1, 2);
+  };
+  at::Tensor q = split(0), k = split(1), v = split(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  at::Tensor scores;
+  if (scale_query_first) {
+    scores = at::matmul(q * scale, k.transpose(-1, -2));  // CLIP scales the query
+  } else {
+    scores = at::matmul(q, k.transpose(-1, -2)) * scale;
+  }
+  scores = scores + mask_add;
+  const at::Tensor probs = at::softmax(scores, -1);
+  return at::matmul(probs, v).transpose(1, 2).reshape({B, S, H});
+}
+
+at::Tensor EncoderForward(const NativeModel& m, const at::Tensor& ids, const at::Tensor& mask) {
+  const int64_t B = ids.size(0), S = ids.size(1);
+  at::Tensor positions;
+  if (m.spec.roberta_positions) {
+    const at::Tensor not_pad = ids.ne(m.spec.pad_token_id).to(at::kLong);
+    positions = at::cumsum(not_pad, 1) * not_pad + m.spec.pad_token_id;
+  } else {
+    positions = at::arange(S, ids.options()).unsqueeze(0).expand({B, S});
+  }
+  at::Tensor x = at::embedding(m.W("emb.word"), ids) + at::embedding(m.W("emb.pos"), positions);
+  if (m.Has("emb.type")) x = x + m.W("emb.type").select(0, 0);
+  x = LayerNorm(x, m, "emb.ln");
+  const at::Tensor mask_add =
+      ((1 - mask.to(m.dtype)) * LowestOf(m.dtype)).view({B, 1, 1, S});
+  for (int l = 0; l < m.spec.layers; ++l) {
+    const std::string L = "L" + std::to_string(l);
+    const at::Tensor ctx = Attention(x, mask_add, m, L, false);
+    x = LayerNorm(Linear(ctx, m, L + ".ao") + x, m, L + ".ao_ln");
+    const at::Tensor h = Activation(Linear(x, m, L + ".in"), m);
+    x = LayerNorm(Linear(h, m, L + ".out") + x, m, L + ".out_ln");
+  }
+  const at::Tensor first = x.select(1, 0);
+  if (m.spec.arch == kDjEncoderClassifierRoberta) {
+    return Linear(at::tanh(Linear(first, m, "head.dense")), m, "head.out");
+  }
+  return Linear(at::tanh(Linear(first, m, "pooler")), m, "head.out");
+}
+
+at::Tensor ClipTextForward(const NativeModel& m, const at::Tensor& ids, const at::Tensor& mask,
+                           const at::Tensor& pool_index) {
+  const int64_t B = ids.size(0), S = ids.size(1);
+  at::Tensor x = at::embedding(m.W("emb.word"), ids) + m.W("emb.pos").narrow(0, 0, S).unsqueeze(0);
+  const double lowest = LowestOf(m.dtype);
+  const auto opts = at::TensorOptions().dtype(m.dtype).device(m.device);
+  const at::Tensor causal = at::full({S, S}, lowest, opts).triu(1).view({1, 1, S, S});
+  const at::Tensor padding = ((1 - mask.to(m.dtype)) * lowest).view({B, 1, 1, S});
+  const at::Tensor mask_add = causal + padding;
+  for (int l = 0; l < m.spec.layers; ++l) {
+    const std::string L = "L" + std::to_string(l);
+    at::Tensor r = x;
+    x = r + Linear(Attention(LayerNorm(x, m, L + ".ln1"), mask_add, m, L, true), m, L + ".o");
+    r = x;
+    x = r + Linear(Activation(Linear(LayerNorm(x, m, L + ".ln2"), m, L + ".fc1"), m), m, L + ".fc2");
+  }
+  x = LayerNorm(x, m, "final_ln");
+  const at::Tensor rows = at::arange(B, ids.options());
+  const at::Tensor pooled = x.index({rows, pool_index});
+  return Linear(pooled, m, "proj");
+}
+
+}  // namespace
 
 extern "C" __attribute__((visibility("default"))) void djshard_query_torch(DjshardTorchInfo* out) {
   std::snprintf(out->torch_version, sizeof out->torch_version, "%s", TORCH_VERSION);
   out->cuda_available = torch::cuda::is_available() ? 1 : 0;
   out->cuda_device_count = out->cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
+  out->bf16_cpu = 1;
 }
+
+extern "C" __attribute__((visibility("default"))) void* djshard_model_load(
+    const DjshardModelSpec* spec, char* err, int err_len) {
+  try {
+    auto m = std::make_unique<NativeModel>();
+    m->spec = *spec;
+    m->spec.tensors = nullptr;
+    m->spec.device = nullptr;
+    m->device = djshard::model::torch_module::ParseDevice(spec->device);
+    m->dtype = djshard::model::torch_module::ScalarType(spec->compute_dtype);
+    if (m->device.is_cpu()) djshard::model::torch_module::ConfigureCpuThreads(spec->cpu_threads);
+    c10::InferenceMode guard;
+    for (int i = 0; i < spec->num_tensors; ++i) {
+      const DjshardTensorDesc& d = spec->tensors[i];
+      std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
+      const at::Tensor host = at::from_blob(const_cast<void*>(d.data), shape,
+                                            at::TensorOptions().dtype(
+                                                djshard::model::torch_module::ScalarType(d.dtype)));
+      // One owned copy per device, in the compute dtype.
+      m->w[d.name] = host.to(m->device, m->dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    }
+    // Fuse each layer's query, key and value projections into one GEMM.
+    for (int l = 0; l < spec->layers; ++l) {
+      const std::string L = "L" + std::to_string(l);
+      for (const char* part : {".w", ".b"}) {
+        const std::string q = L + ".q" + part, k = L + ".k" + part, v = L + ".v" + part;
+        if (!m->Has(q)) continue;
+        m->w[L + ".qkv" + part] = at::cat({m->W(q), m->W(k), m->W(v)}, 0).contiguous();
+        m->w.erase(q);
+        m->w.erase(k);
+        m->w.erase(v);
+      }
+    }
+    auto* handle = new djshard::model::torch_module::Handle{
+        djshard::model::torch_module::Handle::kNative, m.get(), m->device, m->dtype};
+    m.release();
+    return handle;
+  } catch (const std::exception& e) {
+    SetError(err, err_len, e.what());
+    return nullptr;
+  }
+}
+
+namespace djshard::model::torch_module {
+
+at::Tensor RunNative(void* model, const at::Tensor& ids, const at::Tensor& mask,
+                     const at::Tensor& pool_index) {
+  const NativeModel& m = *static_cast<const NativeModel*>(model);
+  if (m.spec.arch == kDjClipText) return ClipTextForward(m, ids, mask, pool_index);
+  return EncoderForward(m, ids, mask);
+}
+
+void FreeNative(void* model) { delete static_cast<NativeModel*>(model); }
+
+}  // namespace djshard::model::torch_module

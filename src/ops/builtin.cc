@@ -1,4 +1,5 @@
 #include "src/ops/builtin.h"
+#include "src/ops/model_operator.h"
 
 #include "djshard/ops/text.h"
 
@@ -11,6 +12,42 @@ std::string FloatStat(double v) {
   text::AppendPythonFloat(&out, v);
   return out;
 }
+
+namespace {
+
+BuiltinOperator WithModelArguments(BuiltinOperator op, const std::string& truncation_default) {
+  for (ArgDoc& a : ModelArgumentDocs(truncation_default)) op.args.push_back(std::move(a));
+  return op;
+}
+
+BuiltinOperator QueryDetection(const char* name, OperatorFactory factory, const char* what,
+                               const char* model, const std::string& label_key) {
+  return WithModelArguments(
+      {name,
+       factory,
+       std::string("Classifies the query's ") + what +
+           " with a Hugging Face sequence classifier: __dj__meta__ gets the argmax label and its "
+           "probability (softmax; sigmoid for one label or multi-label models), as Data-Juicer's "
+           "text-classification pipeline gives them. Records whose meta already has both keys are "
+           "left as they are (djshard checks each record, Data-Juicer a batch's first). An empty "
+           "query is classified; a missing or null one is a record error. Stricter than "
+           "Data-Juicer: no translation model (zh_to_en_hf_model must be null), and a query over "
+           "the model's positions fails with error_type too_long unless truncation: true",
+       {{"hf_model", model,
+         "sequence-classification snapshot: a directory, or an id found in DJSHARD_MODEL_HOME or "
+         "the Hugging Face cache (RoBERTa, XLM-R, BERT, or a TorchScript package)"},
+        {"model_params", "{}",
+         "torch_dtype sets dtype, revision picks the cached snapshot; trust_remote_code has no "
+         "effect; other keys are refused"},
+        {"zh_to_en_hf_model", "Helsinki-NLP/opus-mt-zh-en",
+         "must be set to null: djshard has no translation model"},
+        {"zh_to_en_model_params", "{}", "accepted; unused since zh_to_en_hf_model is null"},
+        {"label_key", label_key, "__dj__meta__ key of the label"},
+        {"score_key", label_key + "_score", "__dj__meta__ key of the score"}}},
+      "false");
+}
+
+}  // namespace
 
 const std::vector<BuiltinOperator>& BuiltinOperators() {
   static const std::vector<BuiltinOperator> ops = {
@@ -116,6 +153,28 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        {{"lang", "''", "language code or list of codes (empty: any language)"},
         {"min_score", "0.0", "minimum prediction score"},
         {"model_path", "(required)", "fastText language-id model, e.g. lid.176.bin"}}},
+      QueryDetection("query_sentiment_detection_mapper", MakeQuerySentimentDetectionMapper,
+                     "sentiment", "mrm8488/distilroberta-finetuned-financial-news-sentiment-analysis",
+                     "query_sentiment_label"),
+      QueryDetection("query_topic_detection_mapper", MakeQueryTopicDetectionMapper, "topic",
+                     "dstefa/roberta-base_topic_classification_nyt_news", "query_topic_label"),
+      WithModelArguments(
+          {"text_pair_similarity_filter",
+           MakeTextPairSimilarityFilter,
+           "Keeps records whose two texts' CLIP text embeddings have a cosine similarity in "
+           "[min_score, max_score]; stat text_pair_similarity = [cosine] ([] when either text is "
+           "empty, and the record is kept). A missing or null text is a record error. Pairs of "
+           "many records share a batch. Stricter than Data-Juicer: text_key_second is required, "
+           "and an input over 77 tokens fails with error_type too_long unless truncation: true",
+           {{"hf_clip", "openai/clip-vit-base-patch32",
+             "CLIP snapshot: a directory, or an id found in DJSHARD_MODEL_HOME or the Hugging "
+             "Face cache"},
+            {"trust_remote_code", "false", "accepted; has no effect (no model code runs)"},
+            {"min_score", "0.1", "minimum similarity"},
+            {"max_score", "1.0", "maximum similarity"},
+            {"text_key_second", "(required)", "field holding the second text"},
+            {"any_or_all", "any", "keep when any / all similarities are in range"}}},
+          "false"),
   };
   return ops;
 }

@@ -40,6 +40,9 @@ DJSHARD_DECLARE_FACTORY(MakeSuffixFilter);
 DJSHARD_DECLARE_FACTORY(MakeSpecifiedFieldFilter);
 DJSHARD_DECLARE_FACTORY(MakeSpecifiedNumericFieldFilter);
 DJSHARD_DECLARE_FACTORY(MakeLanguageIdScoreFilter);
+DJSHARD_DECLARE_FACTORY(MakeQuerySentimentDetectionMapper);
+DJSHARD_DECLARE_FACTORY(MakeQueryTopicDetectionMapper);
+DJSHARD_DECLARE_FACTORY(MakeTextPairSimilarityFilter);
 DJSHARD_DECLARE_FACTORY(MakeTestSleepMapper);
 #undef DJSHARD_DECLARE_FACTORY
 

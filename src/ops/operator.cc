@@ -122,4 +122,8 @@ bool Filter::InRange(double value, std::optional<double> lo, std::optional<doubl
   return reversed_ ? !ok : ok;
 }
 
+void Operator::ProcessRows(std::span<Sample* const>, std::span<RowOutcome>) const {
+  throw Error("operator '" + name_ + "' does not process rows together", "");
+}
+
 }  // namespace djshard::ops

@@ -6,6 +6,31 @@
 
 namespace djshard::ops {
 
+namespace {
+
+std::vector<std::pair<std::string, std::string>> ObjectMembers(std::optional<std::string_view> raw) {
+  std::vector<std::pair<std::string, std::string>> members;
+  if (!raw || raw->empty() || raw->front() != '{') return members;
+  for (const io::JsonMember& m : io::SplitObject(*raw)) {
+    members.emplace_back(io::UnescapeJsonString(m.key_literal), std::string(m.value));
+  }
+  return members;
+}
+
+std::string ObjectJson(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string raw = "{";
+  for (const auto& [k, v] : members) {
+    if (raw.size() > 1) raw.push_back(',');
+    io::AppendJsonString(&raw, k);
+    raw.push_back(':');
+    raw.append(v);
+  }
+  raw.push_back('}');
+  return raw;
+}
+
+}  // namespace
+
 const std::string& Sample::Text(const std::string& key) {
   for (const auto& [k, v] : texts_) {
     if (k == key) return v;
@@ -27,6 +52,9 @@ void Sample::Reset(io::Record* record) {
   text_changed_.clear();
   stats_.clear();
   stats_loaded_ = false;
+  meta_.clear();
+  meta_loaded_ = false;
+  meta_changed_ = false;
 }
 
 void Sample::PreloadText(const std::string& key, std::string value) {
@@ -48,11 +76,30 @@ void Sample::SetText(const std::string& key, std::string value) {
 
 void Sample::LoadStats() {
   stats_loaded_ = true;
-  const std::optional<std::string_view> raw = record_->Find(kStatsKey);
-  if (!raw || raw->empty() || raw->front() != '{') return;
-  for (const io::JsonMember& m : io::SplitObject(*raw)) {
-    stats_.emplace_back(io::UnescapeJsonString(m.key_literal), std::string(m.value));
+  stats_ = ObjectMembers(record_->Find(kStatsKey));
+}
+
+
+std::optional<std::string_view> Sample::Meta(std::string_view key) {
+  if (!meta_loaded_) {
+    meta_ = ObjectMembers(record_->Find(kMetaKey));
+    meta_loaded_ = true;
   }
+  for (const auto& [k, v] : meta_) {
+    if (k == key) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+void Sample::SetMeta(std::string_view key, std::string raw_json) {
+  if (!Meta(key)) {
+    meta_.emplace_back(std::string(key), std::move(raw_json));
+  } else {
+    for (auto& [k, v] : meta_) {
+      if (k == key) v = std::move(raw_json);
+    }
+  }
+  meta_changed_ = true;
 }
 
 std::optional<std::string_view> Sample::Stat(std::string_view key) {
@@ -131,17 +178,10 @@ void Sample::Commit(bool write_stats) {
     io::AppendJsonString(&raw, texts_[i].second);
     record_->Set(texts_[i].first, std::move(raw));
   }
+  if (meta_changed_) record_->Set(kMetaKey, ObjectJson(meta_));
   if (!write_stats) return;
   if (!stats_loaded_) LoadStats();
-  std::string raw = "{";
-  for (const auto& [k, v] : stats_) {
-    if (raw.size() > 1) raw.push_back(',');
-    io::AppendJsonString(&raw, k);
-    raw.push_back(':');
-    raw.append(v);
-  }
-  raw.push_back('}');
-  record_->Set(kStatsKey, std::move(raw));
+  record_->Set(kStatsKey, ObjectJson(stats_));
 }
 
 }  // namespace djshard::ops

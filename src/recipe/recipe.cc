@@ -55,6 +55,11 @@ void OperatorArgs::Fail(const std::string& key, const std::string& what,
   throw Error(recipe_path_, LineOf(key), op_name_ + ": argument '" + key + "' " + what, hint);
 }
 
+void OperatorArgs::FailAtLineOf(const std::string& key, const std::string& what,
+                                const std::string& hint) const {
+  throw Error(recipe_path_, LineOf(key), what, hint);
+}
+
 YAML::Node OperatorArgs::Raw(const std::string& key) const {
   return Has(key) ? args_[key] : YAML::Node();
 }

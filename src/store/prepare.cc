@@ -13,6 +13,7 @@
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
 #include "djshard/exec/plan.h"
+#include "djshard/model/device.h"
 #include "djshard/exec/shard_safety.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
@@ -114,7 +115,12 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   // The plan a worker builds, with every argument checked, so that a job no
   // worker could run is refused here; only operators this build lacks are
   // left to the warnings above.
-  exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+  {
+    // Model paths and configs are checked; weights load on the workers,
+    // which may have GPUs this machine lacks.
+    model::CheckOnlyScope check_only;
+    exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+  }
 
   const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
   const std::string& dataset_path = dataset.path;

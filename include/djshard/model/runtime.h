@@ -13,6 +13,7 @@ struct TorchRuntimeInfo {
   std::string torch_version;  // e.g. "1.13.1"
   bool cuda_available = false;
   int cuda_device_count = 0;
+  bool bf16_cpu = false;
 };
 
 // libtorch lives in a separate module (libdjshard_torch.so, beside the
@@ -20,5 +21,11 @@ struct TorchRuntimeInfo {
 // neither its start-up time nor its memory. DJSHARD_TORCH_MODULE overrides
 // the module's path.
 TorchRuntimeInfo QueryTorchRuntime();
+
+// The entry points of the loaded torch module (src/model/torch_module_abi.h
+// names their types). Loaded once per process; throws djshard::Error saying
+// why when this build has no libtorch or the module does not load.
+struct TorchModuleApi;
+const TorchModuleApi& TorchModule();
 
 }  // namespace djshard::model

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,13 @@
 #include "djshard/recipe/recipe.h"
 
 namespace djshard::ops {
+
+// What became of one row in Operator::ProcessRows.
+struct RowOutcome {
+  bool keep = true;
+  std::string error;       // non-empty: a record error; the row is dropped and reported
+  std::string error_type;  // optional class of the error ("too_long", "oom")
+};
 
 // A configured operator. Process methods are const and thread-safe: one
 // instance serves every executor thread.
@@ -27,6 +35,18 @@ class Operator {
   const std::string& name() const { return name_; }
   const std::string& text_key() const { return text_key_; }
   virtual OpKind kind() const = 0;
+
+  // Operators that process the live rows of a batch together (the model
+  // operators, which batch rows for a device) return true, and the executor
+  // calls ProcessRows instead of Map or Process.
+  virtual bool processes_rows_together() const { return false; }
+  // Runs every sample of `rows`. outcomes[i] says whether rows[i] stays
+  // (filters) or why it failed (a record error, as Map/Process throwing
+  // OpError). Throwing fails the whole run (a device that broke).
+  virtual void ProcessRows(std::span<Sample* const> rows, std::span<RowOutcome> outcomes) const;
+  // Rows per executor batch that this operator works best with (0: no
+  // preference); the plan takes the largest.
+  virtual size_t preferred_batch_rows() const { return 0; }
 
  protected:
   const recipe::OperatorArgs& args() const { return args_; }

@@ -19,6 +19,13 @@ inline constexpr const char* kMetaKey = "__dj__meta__";
 class OpError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // `type` classifies the error in the errors file ("too_long").
+  OpError(const std::string& what, std::string type)
+      : std::runtime_error(what), type_(std::move(type)) {}
+  const std::string& type() const { return type_; }
+
+ private:
+  std::string type_;
 };
 
 // What an operator sees of one record: decoded text fields, the stats of
@@ -59,6 +66,10 @@ class Sample {
   };
   FieldLookup LookupField(std::string_view dotted_path) const;
 
+  // The raw JSON of `key` in the record's __dj__meta__, nullopt when absent.
+  std::optional<std::string_view> Meta(std::string_view key);
+  // Sets `key` of __dj__meta__ to raw JSON text.
+  void SetMeta(std::string_view key, std::string raw_json);
   // Writes changed text fields and, when `write_stats`, the stats into the record.
   void Commit(bool write_stats);
 
@@ -70,6 +81,9 @@ class Sample {
   std::vector<bool> text_changed_;
   std::vector<std::pair<std::string, std::string>> stats_;  // key -> raw JSON
   bool stats_loaded_ = false;
+  std::vector<std::pair<std::string, std::string>> meta_;  // key -> raw JSON
+  bool meta_loaded_ = false;
+  bool meta_changed_ = false;
 };
 
 }  // namespace djshard::ops

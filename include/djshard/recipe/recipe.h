@@ -35,6 +35,10 @@ class OperatorArgs {
   // Throws an Error for argument `key` of this operator.
   [[noreturn]] void Fail(const std::string& key, const std::string& what,
                          const std::string& hint) const;
+  // Throws an Error at the line of `key` (the operator's line when absent)
+  // whose message is `what` as given.
+  [[noreturn]] void FailAtLineOf(const std::string& key, const std::string& what,
+                                 const std::string& hint) const;
 
  private:
   YAML::Node args_;

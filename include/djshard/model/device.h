@@ -1,0 +1,47 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace djshard::model {
+
+// Where the command line puts model operators (`--device`, `--gpus`), for the
+// whole process. Set once by the CLI before a plan is compiled.
+struct DeviceSettings {
+  enum class Request { kAuto, kCpu, kCuda };
+  Request request = Request::kAuto;
+  // --gpus: indices among the visible CUDA devices (empty: all of them).
+  std::vector<int> gpus;
+  // prepare: check arguments, model paths and configs, but load no weights
+  // and place nothing (the head node may have no GPU).
+  bool check_only = false;
+};
+
+void SetDeviceSettings(const DeviceSettings& settings);
+const DeviceSettings& GetDeviceSettings();
+
+// Sets check_only for its lifetime (prepare compiles the plan this way).
+class CheckOnlyScope {
+ public:
+  CheckOnlyScope();
+  ~CheckOnlyScope();
+  CheckOnlyScope(const CheckOnlyScope&) = delete;
+  CheckOnlyScope& operator=(const CheckOnlyScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// "cpu" | "cuda" | "auto" for --device; nullopt for anything else.
+std::optional<DeviceSettings::Request> ParseDeviceRequest(const std::string& name);
+
+// The CUDA devices model replicas may use: "cuda:N" for each visible device
+// (libtorch's count, which follows CUDA_VISIBLE_DEVICES), restricted by
+// --gpus. Empty when the build has no CUDA or no device is visible.
+std::vector<std::string> UsableCudaDevices();
+
+// "CUDA_VISIBLE_DEVICES=\"...\"" or "CUDA_VISIBLE_DEVICES unset", for messages.
+std::string DescribeCudaVisibleDevices();
+
+}  // namespace djshard::model

@@ -1,0 +1,245 @@
+#include "src/ops/model_operator.h"
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <set>
+
+#include "djshard/common/error.h"
+#include "djshard/model/device.h"
+#include "djshard/model/model_path.h"
+
+namespace djshard::ops {
+
+namespace {
+
+// The reasons a recipe asks for a GPU, as "num_gpus: 1"; empty when it does not.
+std::string GpuRequest(const recipe::OperatorArgs& args, std::string* key) {
+  for (const char* k : {"gpu_required", "num_gpus"}) {
+    if (args.Has(k) && !args.Raw(k).IsNull() && args.GetDouble(k, 0) > 0) {
+      *key = k;
+      return std::string(k) + ": " + args.Raw(k).Scalar();
+    }
+  }
+  if (args.Has("accelerator") && args.GetString("accelerator", "") == "cuda") {
+    *key = "accelerator";
+    return "accelerator: cuda";
+  }
+  return "";
+}
+
+void WarnOnce(const std::string& message) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.insert(message).second) std::fprintf(stderr, "WARNING: %s\n", message.c_str());
+}
+
+}  // namespace
+
+struct ModelRunner::Replica {
+  std::shared_ptr<const model::DeviceModel> model;
+  std::unique_ptr<model::BucketBatcher> batcher;
+};
+
+ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& model_key,
+                         const std::string& fallback, bool truncation_default)
+    : args_(spec.args), op_name_(spec.name) {
+  const recipe::OperatorArgs& args = spec.args;
+  // model_params: Hugging Face's from_pretrained arguments.
+  std::string revision = "main";
+  std::string dtype_name = args.GetString("dtype", "float32");
+  if (args.Has("model_params") && !args.Raw("model_params").IsNull()) {
+    const YAML::Node params = args.Raw("model_params");
+    if (!params.IsMap()) args.Fail("model_params", "must be a mapping", "e.g. {torch_dtype: bfloat16}");
+    for (const auto& kv : params) {
+      const std::string k = kv.first.as<std::string>();
+      if (k == "torch_dtype") {
+        dtype_name = kv.second.as<std::string>();
+      } else if (k == "revision") {
+        revision = kv.second.as<std::string>();
+      } else if (k != "trust_remote_code") {
+        args.Fail("model_params", "key '" + k + "' is not supported",
+                  "djshard reads torch_dtype and revision; trust_remote_code has no effect");
+      }
+    }
+  }
+  const std::optional<model::ComputeDType> dtype = model::ParseComputeDType(dtype_name);
+  if (!dtype) {
+    args.Fail(args.Has("dtype") ? "dtype" : "model_params", "dtype '" + dtype_name + "' is unknown",
+              "float32, bfloat16 or float16");
+  }
+  batch_size_ = static_cast<int>(args.GetInt("batch_size", 64));
+  if (batch_size_ < 1) args.Fail("batch_size", "must be at least 1", "");
+  if (!args.GetBool("deterministic_shapes", true)) {
+    args.Fail("deterministic_shapes", "false is not supported by this build",
+              "leave it at true: results then never depend on batch mates or thread count");
+  }
+  const int64_t wait_ms = args.GetInt("max_batch_wait_ms", 5);
+  if (wait_ms < 0) args.Fail("max_batch_wait_ms", "must be 0 or more", "");
+  truncation_ = args.GetBool("truncation", truncation_default);
+
+  // The model directory, never from the network.
+  const std::string name = args.GetString(model_key, fallback);
+  const model::ModelLookup found = model::FindHuggingFaceModel(name, revision);
+  if (!found.path) {
+    args.Fail(model_key,
+              "names the model '" + name + "', which is not on this machine; djshard looked in:" +
+                  model::ListSearched(found.searched),
+              "on a connected machine run `huggingface-cli download " + name +
+                  "` and copy the snapshot here, set DJSHARD_MODEL_HOME, or give '" + model_key +
+                  "' a local directory");
+  }
+  const std::string dir = std::filesystem::path(*found.path).lexically_normal().string();
+  config_ = model::ReadModelConfig(dir);
+  max_tokens_ = config_.max_tokens;
+  if (args.Has("max_length") && !args.Raw("max_length").IsNull()) {
+    const int64_t m = args.GetInt("max_length", 0);
+    if (m < 2 || m > config_.max_tokens) {
+      args.Fail("max_length", "must be between 2 and " + std::to_string(config_.max_tokens),
+                "the model's positions allow " + std::to_string(config_.max_tokens) + " tokens");
+    }
+    max_tokens_ = static_cast<int>(m);
+  }
+  tokenizer_ = model::Tokenizer::Load(dir);
+
+  // The device: SPEC-models §6. No silent CPU fallback when a GPU was asked for.
+  const model::DeviceSettings& settings = model::GetDeviceSettings();
+  if (args.Has("gpu_required") || args.Has("num_gpus")) {
+    const char* k = args.Has("gpu_required") ? "gpu_required" : "num_gpus";
+    if (!args.Raw(k).IsNull() && args.GetDouble(k, 0) > 1) {
+      args.Fail(k, "multi-GPU models are not supported", "give each replica at most one GPU (<= 1)");
+    }
+  }
+  if (*dtype == model::ComputeDType::kFloat16 &&
+      (settings.request == model::DeviceSettings::Request::kCpu ||
+       args.GetString("accelerator", "cuda") == "cpu")) {
+    args.Fail(args.Has("dtype") ? "dtype" : "model_params", "float16 runs only on CUDA",
+              "use float32 or bfloat16 on the CPU");
+  }
+  if (settings.check_only) return;
+  std::string gpu_key;
+  const std::string gpu_request = GpuRequest(args, &gpu_key);
+  const bool cpu_asked = settings.request == model::DeviceSettings::Request::kCpu ||
+                         args.GetString("accelerator", "cuda") == "cpu";
+  std::vector<std::string> devices;
+  if (!cpu_asked) {
+    devices = model::UsableCudaDevices();
+    const bool gpu_required =
+        settings.request == model::DeviceSettings::Request::kCuda || !gpu_request.empty();
+    if (devices.empty() && gpu_required) {
+      const std::string why =
+          gpu_request.empty() ? std::string("--device cuda") : gpu_request;
+      const std::string what = spec.name + " needs a GPU (" + why +
+                               ") but no CUDA device is visible (" +
+                               model::DescribeCudaVisibleDevices() + ")";
+      const std::string hint = "use accelerator: cpu or --device cpu";
+      args.FailAtLineOf(gpu_key, what, hint);
+    }
+    if (devices.empty()) {
+      WarnOnce(spec.name + " runs on the CPU: no CUDA device is visible (" +
+               model::DescribeCudaVisibleDevices() + ")");
+    }
+  }
+  if (*dtype == model::ComputeDType::kFloat16 && devices.empty()) {
+    args.Fail(args.Has("dtype") ? "dtype" : "model_params", "float16 runs only on CUDA",
+              "use float32 or bfloat16 on the CPU");
+  }
+  if (devices.empty()) devices.push_back("cpu");
+  // num_proc replicas go round-robin over the devices; replicas on one device
+  // share its copy of the weights, so one batcher per device serves them all.
+  const int64_t num_proc = args.Has("num_proc") && !args.Raw("num_proc").IsNull()
+                               ? std::max<int64_t>(1, args.GetInt("num_proc", 1))
+                               : static_cast<int64_t>(devices.size());
+  const size_t used = std::min(devices.size(), static_cast<size_t>(num_proc));
+  for (size_t i = 0; i < used; ++i) {
+    auto replica = std::make_unique<Replica>();
+    replica->model = model::DeviceModel::Get(dir, devices[i], *dtype);
+    model::BatcherOptions options;
+    options.batch_size = batch_size_;
+    options.out_dim = config_.out_dim;
+    options.max_tokens = max_tokens_;
+    options.pad_token_id = config_.pad_token_id;
+    options.fill_token_id = config_.bos_token_id;
+    options.max_batch_wait = std::chrono::milliseconds(wait_ms);
+    const model::DeviceModel* m = replica->model.get();
+    replica->batcher = std::make_unique<model::BucketBatcher>(
+        options, [m](const int64_t* ids, const int64_t* mask, const int64_t* pool, int64_t batch,
+                     int64_t seq, float* out) { m->Forward(ids, mask, pool, batch, seq, out); });
+    replicas_.push_back(std::move(replica));
+  }
+}
+
+ModelRunner::~ModelRunner() = default;
+
+void ModelRunner::Encode(std::string_view text, Encoded* out) const {
+  const model::Encoding e = tokenizer_->Encode(text, true);
+  out->error.clear();
+  out->error_type.clear();
+  out->ids.assign(e.ids.begin(), e.ids.end());
+  if (out->ids.size() > static_cast<size_t>(max_tokens_)) {
+    if (!truncation_) {
+      out->error = "the text has " + std::to_string(out->ids.size()) +
+                   " tokens, more than the model's " + std::to_string(max_tokens_) +
+                   " (set truncation: true to cut it)";
+      out->error_type = "too_long";
+      return;
+    }
+    // Keep the special tokens at both ends; cut the text between them.
+    size_t head = 0, tail = 0;
+    while (head < e.special_tokens_mask.size() && e.special_tokens_mask[head]) ++head;
+    while (tail < e.special_tokens_mask.size() - head &&
+           e.special_tokens_mask[e.special_tokens_mask.size() - 1 - tail]) {
+      ++tail;
+    }
+    const size_t keep = static_cast<size_t>(max_tokens_) - head - tail;
+    std::vector<int64_t> cut(out->ids.begin(), out->ids.begin() + static_cast<std::ptrdiff_t>(head + keep));
+    cut.insert(cut.end(), out->ids.end() - static_cast<std::ptrdiff_t>(tail), out->ids.end());
+    out->ids = std::move(cut);
+  }
+  if (config_.is_clip()) {
+    // Hugging Face's CLIP pools at the end-of-text token: the first
+    // occurrence of the highest id for configs with eos_token_id 2, else the
+    // first eos_token_id.
+    int64_t at = 0;
+    if (config_.pool_at_highest_id || config_.is_script()) {
+      for (size_t i = 1; i < out->ids.size(); ++i) {
+        if (out->ids[i] > out->ids[static_cast<size_t>(at)]) at = static_cast<int64_t>(i);
+      }
+    } else {
+      at = static_cast<int64_t>(out->ids.size()) - 1;
+      for (size_t i = 0; i < out->ids.size(); ++i) {
+        if (out->ids[i] == config_.eos_token_id) {
+          at = static_cast<int64_t>(i);
+          break;
+        }
+      }
+    }
+    out->pool_index = at;
+  }
+}
+
+void ModelRunner::Run(std::span<model::ModelRow> rows) const {
+  if (replicas_.empty()) throw Error(op_name_ + ": the model was not loaded (prepare only checks it)", "");
+  // Each calling thread keeps to one replica, spread round-robin.
+  static std::atomic<size_t> next{0};
+  thread_local size_t slot = next++;
+  replicas_[slot % replicas_.size()]->batcher->Run(rows);
+}
+
+std::vector<ArgDoc> ModelArgumentDocs(const std::string& truncation_default) {
+  return {
+      {"dtype", "float32", "float32, bfloat16 or float16 (CUDA only); model_params.torch_dtype too"},
+      {"max_length", "null", "the longest input in tokens (null: what the model's positions allow)"},
+      {"truncation", truncation_default,
+       "cut over-long inputs (keeping the special tokens); false fails them with error_type "
+       "too_long"},
+      {"deterministic_shapes", "true",
+       "shape-stable batching: results never depend on batch mates, batch_size or threads (false "
+       "is refused by this build)"},
+      {"max_batch_wait_ms", "5", "how long a partial length bucket waits for more rows"},
+  };
+}
+
+}  // namespace djshard::ops

@@ -1,0 +1,63 @@
+#pragma once
+
+// What the model operators share (SPEC-models §1, §5, §6): resolving the model
+// argument, the device a replica runs on, the tokenizer, truncation and the
+// shape-stable batcher.
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "djshard/model/architecture.h"
+#include "djshard/model/batcher.h"
+#include "djshard/model/device_model.h"
+#include "djshard/model/tokenizer.h"
+#include "djshard/ops/registry.h"
+#include "djshard/recipe/recipe.h"
+
+namespace djshard::ops {
+
+// A model operator's model, loaded once per device in the process.
+class ModelRunner {
+ public:
+  // Reads the common model arguments of `spec` and the model named by
+  // argument `model_key` (default `fallback`). Throws djshard::Error at the
+  // recipe line for a bad argument, a model not on this machine, or a GPU
+  // that was asked for and is not there. `truncation_default`: whether
+  // over-long inputs are cut (else they fail with error_type too_long).
+  ModelRunner(const recipe::OperatorSpec& spec, const std::string& model_key,
+              const std::string& fallback, bool truncation_default);
+  ~ModelRunner();
+
+  // One text, encoded for the model.
+  struct Encoded {
+    std::vector<int64_t> ids;
+    int64_t pool_index = 0;  // CLIP: where the row is pooled
+    std::string error;       // non-empty: the text cannot be run
+    std::string error_type;  // "too_long"
+  };
+  void Encode(std::string_view text, Encoded* out) const;
+
+  // Runs the rows on this process's replicas (blocking).
+  void Run(std::span<model::ModelRow> rows) const;
+
+  const model::ModelConfig& config() const { return config_; }
+  int batch_size() const { return batch_size_; }
+
+ private:
+  const recipe::OperatorArgs& args_;
+  std::string op_name_;
+  model::ModelConfig config_;
+  std::shared_ptr<const model::Tokenizer> tokenizer_;
+  bool truncation_ = false;
+  int max_tokens_ = 0;
+  int batch_size_ = 64;
+  struct Replica;
+  std::vector<std::unique_ptr<Replica>> replicas_;  // one per device
+};
+
+// The arguments every model operator takes besides its own, for `djshard ops`.
+std::vector<ArgDoc> ModelArgumentDocs(const std::string& truncation_default);
+
+}  // namespace djshard::ops

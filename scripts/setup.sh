@@ -10,6 +10,7 @@ PACKAGES=(
   libsimdjson-dev zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev
   libtorch-dev libpcre2-dev libfasttext-dev fasttext libutf8proc-dev libsentencepiece-dev
   python3 python3-regex python3-yaml python3-fusepy
+  python3-torch python3-numpy libopenblas0-pthread
   util-linux time bc faketime openmpi-bin
   clang libclang-rt-14-dev
 )

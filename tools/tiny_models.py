@@ -73,11 +73,13 @@ same machine.
 import argparse
 import collections
 import json
+import hashlib
 import math
 import os
 import random
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,11 +90,9 @@ import torch.nn.functional as F
 from torch import nn
 
 TRANSFORMERS_VERSION = "4.46.3"
+# The real tokenizer.json files the project carries for its tokenizer tests.
 DEFAULT_TOKENIZERS = os.path.normpath(
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "testvectors",
-                 "tokenizers"))
-if not os.path.isdir(DEFAULT_TOKENIZERS):
-    DEFAULT_TOKENIZERS = "/work/shared/testvectors/tokenizers"
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tokenizers"))
 
 SENTIMENT_LABELS = ["negative", "neutral", "positive"]
 # dstefa/roberta-base_topic_classification_nyt_news style names; one has a
@@ -1051,6 +1051,74 @@ def selftest(args):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class _TracedClassifier(torch.nn.Module):
+    """The reference classifier as a module torch.jit.trace can record."""
+
+    def __init__(self, ref):
+        super().__init__()
+        self.ref = ref
+
+    def forward(self, ids, mask):
+        return self.ref.classifier_logits(ids, mask)
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def package(args):
+    """Writes a TorchScript package (model.ts.pt, djshard_model.json,
+    tokenizer.json) of a classifier snapshot, traced from the reference
+    implementation, with reference texts and their logits."""
+    ref = Reference(args.model)
+    if ref.kind != "classifier":
+        raise SystemExit("ERROR: %s: package supports sequence classifiers" % args.model)
+    os.makedirs(args.out, exist_ok=True)
+    module = _TracedClassifier(ref)
+
+    def example(b, t):
+        g = torch.Generator().manual_seed(b * 1000 + t)
+        ids = torch.randint(3, 1000, (b, t), generator=g)
+        mask = torch.ones((b, t), dtype=torch.int64)
+        mask[0, t // 2:] = 0
+        ids[0, t // 2:] = ref.pad
+        return ids, mask
+    with torch.inference_mode(False), torch.no_grad():
+        traced = torch.jit.trace(module, example(2, 16), check_trace=False)
+        for b, t in ((3, 37), (1, 5)):
+            want = module(*example(b, t))
+            got = traced(*example(b, t))
+            if (want - got).abs().max().item() > 1e-5:
+                raise SystemExit("ERROR: the traced module differs from eager at shape (%d, %d)"
+                                 % (b, t))
+    traced.save(os.path.join(args.out, "model.ts.pt"))
+    shutil.copy(os.path.join(args.model, "tokenizer.json"), os.path.join(args.out, "tokenizer.json"))
+    texts = ["profits fell sharply", "Great results, the company beat every estimate!",
+             "a neutral remark", ""]
+    tok_in = "".join(json.dumps({"text": t}) + "\n" for t in texts)
+    tok = subprocess.run([args.djshard, "tokenize", "--tokenizer", args.model, "-"],
+                         input=tok_in.encode(), stdout=subprocess.PIPE, check=True)
+    ids = [json.loads(line)["ids"] for line in tok.stdout.decode().splitlines()]
+    outputs = [r["logits"] for r in ref.run_rows([{"ids": i} for i in ids], batch_size=1)]
+    description = {
+        "task": "sequence_classification",
+        "inputs": ["input_ids", "attention_mask"],
+        "max_length": ref.max_positions,
+        "pad_token_id": ref.pad,
+        "id2label": {str(k): v for k, v in sorted(ref.id2label.items())},
+        "function_to_apply": ref.function,
+        "files": {name: sha256_of(os.path.join(args.out, name))
+                  for name in ("model.ts.pt", "tokenizer.json")},
+        "reference": {"texts": texts, "ids": ids, "outputs": outputs, "atol": 1e-4},
+    }
+    write_json(os.path.join(args.out, "djshard_model.json"), description)
+    print("%s: TorchScript package of %s" % (args.out, args.model))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1072,8 +1140,16 @@ def main():
     st = sub.add_parser("selftest", help="make the tiny models and check the reference")
     st.add_argument("--keep", metavar="DIR", help="make the models in DIR and keep them")
     st.add_argument("--tokenizers", default=DEFAULT_TOKENIZERS)
+    pk = sub.add_parser("package", help="write a TorchScript package of a classifier snapshot")
+    pk.add_argument("--model", required=True, help="snapshot directory")
+    pk.add_argument("--out", required=True, help="package directory to write")
+    pk.add_argument("--djshard", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                     "..", "build", "bin", "djshard"),
+                    help="djshard binary, for the reference texts' token ids")
     args = ap.parse_args()
-    if args.command == "make":
+    if args.command == "package":
+        package(args)
+    elif args.command == "make":
         make(args.out_dir, args.seed, args.size, args.tokenizers)
     elif args.command == "reference":
         reference(args)

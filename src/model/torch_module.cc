@@ -9,6 +9,8 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -50,7 +52,15 @@ void ConfigureCpuThreads(int threads) {
   // Intra-op threads are process-wide; the executor's threads and the
   // replicas provide the parallelism, so one model does not oversubscribe.
   static std::once_flag once;
-  std::call_once(once, [threads] { at::set_num_threads(threads > 0 ? threads : 1); });
+  std::call_once(once, [threads] {
+    at::set_num_threads(threads > 0 ? threads : 1);
+    // Debian's libtorch calls the system BLAS; OpenBLAS (libopenblas0-pthread)
+    // would otherwise start a thread per core inside every executor thread.
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+      set(threads > 0 ? threads : 1);
+    }
+  });
 }
 
 }  // namespace djshard::model::torch_module

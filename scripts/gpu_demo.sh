@@ -33,7 +33,7 @@ if [ ! -d "$models/openai--clip-vit-base-patch32" ]; then
   ln -sfn "$work/tiny/clip-st" "$models/openai--clip-vit-base-patch32"
 fi
 rm -rf "$work/job"
-DJSHARD_MODEL_HOME="$models" "$bin" dlc --job-dir "$work/job" --config "$config" --nodes 1 \
+DJSHARD_MODEL_HOME="$models" "$bin" dlc --run-id gpu-demo --job-dir "$work/job" --config "$config" --nodes 1 \
   --num-shards 1 --device "$device" --output "$work/processed.jsonl"
 echo
 head -n 4 "$work/processed.jsonl"

@@ -447,6 +447,18 @@ def tokenizer_files(family, max_length):
 # make
 
 
+def copy_tokenizer(src_dir, dst_dir):
+    """Copies src_dir's tokenizer.json (or tokenizer.json.zst, as the
+    repository keeps them) to dst_dir/tokenizer.json."""
+    src = os.path.join(src_dir, "tokenizer.json")
+    dst = os.path.join(dst_dir, "tokenizer.json")
+    if os.path.exists(src):
+        shutil.copyfile(src, dst)
+    else:
+        with open(dst, "wb") as f:
+            subprocess.run(["zstd", "-dcq", src + ".zst"], stdout=f, check=True)
+
+
 def write_json(path, obj):
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
@@ -465,8 +477,7 @@ class SnapshotWriter:
             shutil.rmtree(d)
         os.makedirs(d)
         write_json(os.path.join(d, "config.json"), config)
-        src = os.path.join(self.tokenizers, family, "tokenizer.json")
-        shutil.copyfile(src, os.path.join(d, "tokenizer.json"))
+        copy_tokenizer(os.path.join(self.tokenizers, family), d)
         tok_config, special = tokenizer_files(family, max_length)
         write_json(os.path.join(d, "tokenizer_config.json"), tok_config)
         write_json(os.path.join(d, "special_tokens_map.json"), special)

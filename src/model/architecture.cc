@@ -43,7 +43,8 @@ std::vector<std::string> Labels(const nlohmann::json& id2label) {
 }
 
 bool HasArchitecture(const nlohmann::json& j, const std::string& suffix) {
-  for (const auto& a : j.value("architectures", nlohmann::json::array())) {
+  const nlohmann::json architectures = j.value("architectures", nlohmann::json::array());
+  for (const auto& a : architectures) {
     const std::string name = a.get<std::string>();
     if (name.size() >= suffix.size() && name.ends_with(suffix)) return true;
   }
@@ -165,7 +166,8 @@ ModelConfig ReadPackage(ModelConfig c, const std::string& path) {
     } else {
       c.out_dim = j.at("embedding_dim").get<int>();
     }
-    for (const auto& [name, sha] : j.value("files", nlohmann::json::object()).items()) {
+    const nlohmann::json files = j.value("files", nlohmann::json::object());
+    for (const auto& [name, sha] : files.items()) {
       const std::string file = c.dir + "/" + name;
       const std::string actual = io::Sha256OfFile(file);
       if (actual != sha.get<std::string>()) {

@@ -6,7 +6,9 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <memory>
 
 #include "src/model/torch_module_shared.h"
@@ -68,8 +70,29 @@ extern "C" __attribute__((visibility("default"))) int djshard_model_forward(
       mask_t = mask_t.to(h.device);
       if (pool_t.defined()) pool_t = pool_t.to(h.device);
     }
-    at::Tensor result = h.kind == tmod::Handle::kNative ? tmod::RunNative(h.impl, ids_t, mask_t, pool_t)
-                                                      : tmod::RunScript(h.impl, ids_t, mask_t);
+    auto run = [&](const at::Tensor& i, const at::Tensor& m, const at::Tensor& p) {
+      return h.kind == tmod::Handle::kNative ? tmod::RunNative(h.impl, i, m, p)
+                                             : tmod::RunScript(h.impl, i, m);
+    };
+    at::Tensor result;
+    if (h.device.is_cpu()) {
+      // On the CPU each row runs alone at its own length: no padding to
+      // compute, and a row's result depends on nothing but the row (BLAS
+      // kernels may round differently for other matrix heights), whatever the
+      // batch size, batch mates or bucket.
+      std::vector<at::Tensor> rows;
+      rows.reserve(static_cast<size_t>(batch));
+      for (int64_t r = 0; r < batch; ++r) {
+        int64_t len = 0;
+        while (len < seq && mask[r * seq + len] != 0) ++len;
+        const at::Tensor i = ids_t.narrow(0, r, 1).narrow(1, 0, std::max<int64_t>(len, 1));
+        const at::Tensor m = mask_t.narrow(0, r, 1).narrow(1, 0, std::max<int64_t>(len, 1));
+        rows.push_back(run(i, m, pool_t.defined() ? pool_t.narrow(0, r, 1) : pool_t));
+      }
+      result = at::cat(rows, 0);
+    } else {
+      result = run(ids_t, mask_t, pool_t);
+    }
     result = result.to(at::kCPU, at::kFloat).contiguous();
     if (result.dim() != 2 || result.size(0) != batch || result.size(1) != out_dim) {
       tmod::SetError(err, err_len,

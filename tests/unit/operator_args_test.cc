@@ -51,6 +51,14 @@ class OperatorArgs : public ::testing::Test {
   std::string dir_;
 };
 
+// Model operators resolve their model after their arguments pass; no model
+// is on this machine, so that lookup is the error they end with.
+bool IsModelOperator(const std::string& name) {
+  return name == "query_sentiment_detection_mapper" || name == "query_topic_detection_mapper" ||
+         name == "text_pair_similarity_filter";
+}
+const char* kNoModel = "which is not on this machine";
+
 TEST_F(OperatorArgs, EveryOperatorAcceptsEveryCommonArgument) {
   // Values of the right type for the ones djshard reads; the rest are ignored.
   std::string args;
@@ -78,6 +86,13 @@ TEST_F(OperatorArgs, EveryOperatorAcceptsEveryCommonArgument) {
       EXPECT_NE(ErrorOf(op.name, args).find("'model_path' is required"), std::string::npos);
       continue;
     }
+    if (IsModelOperator(op.name)) {
+      const std::string model_args = op.name == "text_pair_similarity_filter"
+                                         ? "      text_key_second: second\n"
+                                         : "      zh_to_en_hf_model: null\n";
+      EXPECT_NE(ErrorOf(op.name, args + model_args).find(kNoModel), std::string::npos) << op.name;
+      continue;
+    }
     EXPECT_EQ(ErrorOf(op.name, args), "") << op.name;
   }
   EXPECT_EQ(checked, BuiltinOperators().size());
@@ -87,9 +102,13 @@ TEST_F(OperatorArgs, EveryOperatorAcceptsTheArgumentsOfItsTableEntry) {
   for (const BuiltinOperator& b : BuiltinOperators()) {
     std::string args;
     // Null means "the default" to every accessor, so any argument can be given.
-    for (const ArgDoc& a : b.args) args += "      " + a.name + ": null\n";
+    for (const ArgDoc& a : b.args) {
+      args += "      " + a.name + (a.name == "text_key_second" ? ": second\n" : ": null\n");
+    }
     const std::string error = ErrorOf(b.name, args);
-    if (b.name == "language_id_score_filter") {
+    if (IsModelOperator(b.name)) {
+      EXPECT_NE(error.find(kNoModel), std::string::npos) << error;
+    } else if (b.name == "language_id_score_filter") {
       EXPECT_NE(error.find("'model_path' is required"), std::string::npos) << error;
     } else {
       EXPECT_EQ(error, "") << b.name;
@@ -139,14 +158,16 @@ TEST(CommonArguments, EachIsListedOnceWithWhatDjshardDoesWithIt) {
     EXPECT_GT(std::string(a.meaning).size(), 10u) << a.name;
     EXPECT_EQ(FindCommonArgument(a.name), &a);
   }
-  // Data-Juicer's Ray scheduling arguments are accepted and ignored.
-  for (const char* ray : {"num_cpus", "num_gpus", "memory", "runtime_env", "ray_execution_mode",
-                          "cpu_required", "gpu_required", "mem_required", "auto_op_parallelism",
+  // Data-Juicer's Ray scheduling arguments are accepted and ignored, but for
+  // the GPU requests, which place the model operators.
+  for (const char* ray : {"num_cpus", "memory", "runtime_env", "ray_execution_mode",
+                          "cpu_required", "mem_required", "auto_op_parallelism",
                           "adaptive_batching", "turbo", "work_dir"}) {
     ASSERT_NE(FindCommonArgument(ray), nullptr) << ray;
     EXPECT_EQ(FindCommonArgument(ray)->use, CommonArgUse::kIgnored) << ray;
   }
-  for (const char* honoured : {"text_key", "skip_op_error", "batch_size", "num_proc"}) {
+  for (const char* honoured : {"text_key", "skip_op_error", "batch_size", "num_proc", "num_gpus",
+                               "gpu_required", "accelerator"}) {
     ASSERT_NE(FindCommonArgument(honoured), nullptr) << honoured;
     EXPECT_EQ(FindCommonArgument(honoured)->use, CommonArgUse::kHonoured) << honoured;
   }

@@ -4,6 +4,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/io/json_fields.h"
 
 namespace djshard::store {
 
@@ -102,7 +103,7 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
   Manifest m;
   try {
     const json j = json::parse(text);
-    m.schema_version = j.at("schema_version").get<int>();
+    m.schema_version = io::IntegerField<int>(j, "schema_version");
     if (m.schema_version != kManifestSchemaVersion) {
       throw Error(path, 0,
                   "manifest schema_version " + std::to_string(m.schema_version) +
@@ -117,19 +118,20 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     m.media_keys = j.at("media_keys").get<std::vector<std::string>>();
     m.index_keys = j.at("index_keys").get<std::vector<std::string>>();
     for (const json& f : j.at("input_files")) {
-      m.input_files.push_back({f.at("path").get<std::string>(),
-                               f.at("relative_path").get<std::string>(),
-                               f.at("size_bytes").get<uint64_t>(), f.at("mtime_ns").get<int64_t>(),
-                               f.at("rows").get<uint64_t>(), f.at("sha256").get<std::string>()});
+      m.input_files.push_back(
+          {f.at("path").get<std::string>(), f.at("relative_path").get<std::string>(),
+           io::IntegerField<uint64_t>(f, "size_bytes"), io::IntegerField<int64_t>(f, "mtime_ns"),
+           io::IntegerField<uint64_t>(f, "rows"), f.at("sha256").get<std::string>()});
     }
-    m.total_rows = j.at("total_rows").get<uint64_t>();
-    m.total_size_bytes = j.at("total_size_bytes").get<uint64_t>();
+    m.total_rows = io::IntegerField<uint64_t>(j, "total_rows");
+    m.total_size_bytes = io::IntegerField<uint64_t>(j, "total_size_bytes");
     m.normalized_sha256 = j.at("normalized_sha256").get<std::string>();
-    m.num_shards = j.at("num_shards").get<uint64_t>();
+    m.num_shards = io::IntegerField<uint64_t>(j, "num_shards");
     for (const json& s : j.at("shards")) {
-      m.shards.push_back({s.at("id").get<std::string>(), s.at("index").get<uint64_t>(),
-                          s.at("path").get<std::string>(), s.at("rows").get<uint64_t>(),
-                          s.at("size_bytes").get<uint64_t>(), s.at("sha256").get<std::string>()});
+      m.shards.push_back({s.at("id").get<std::string>(), io::IntegerField<uint64_t>(s, "index"),
+                          s.at("path").get<std::string>(), io::IntegerField<uint64_t>(s, "rows"),
+                          io::IntegerField<uint64_t>(s, "size_bytes"),
+                          s.at("sha256").get<std::string>()});
     }
     const json& r = j.at("recipe");
     m.recipe_source_path = r.at("source_path").get<std::string>();
@@ -142,7 +144,7 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     const json& p = j.at("policy");
     m.policy.lease_secs = p.at("lease_secs").get<double>();
     m.policy.heartbeat_secs = p.at("heartbeat_secs").get<double>();
-    m.policy.max_retries = p.at("max_retries").get<int64_t>();
+    m.policy.max_retries = io::IntegerField<int64_t>(p, "max_retries");
     m.policy.poll_interval_secs = p.at("poll_interval_secs").get<double>();
     // Manifests written before retries backed off have no such key.
     m.policy.retry_backoff_secs = p.value("retry_backoff_secs", Policy{}.retry_backoff_secs);

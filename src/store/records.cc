@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "djshard/common/error.h"
+#include "djshard/io/json_fields.h"
 
 namespace djshard::store {
 
@@ -25,7 +26,12 @@ json ParseRecord(const std::string& text, const std::string& path, const char* w
   if (!j.is_object()) {
     throw Error(path, 0, std::string(what) + " is not a JSON object", "the file was edited");
   }
-  const int version = j.value("schema_version", kRecordSchemaVersion);
+  int version = kRecordSchemaVersion;
+  try {
+    version = io::IntegerField<int>(j, "schema_version", kRecordSchemaVersion);
+  } catch (const json::exception& e) {
+    throw Error(path, 0, std::string(what) + " is not valid: " + e.what(), "the file was edited");
+  }
   if (version > kRecordSchemaVersion) {
     throw Error(path, 0,
                 std::string(what) + " has schema_version " + std::to_string(version) +
@@ -63,9 +69,9 @@ LockRecord LockFromJson(const json& j) {
   r.shard_id = j.value("shard_id", "");
   r.token = j.value("token", "");
   r.hostname = j.value("hostname", "");
-  r.pid = j.value("pid", int64_t{0});
+  r.pid = io::IntegerField<int64_t>(j, "pid", int64_t{0});
   r.claimed_at = j.value("claimed_at", "");
-  r.attempt_number = j.value("attempt_number", int64_t{0});
+  r.attempt_number = io::IntegerField<int64_t>(j, "attempt_number", int64_t{0});
   r.attempt_dir = j.value("attempt_dir", "");
   return r;
 }
@@ -151,12 +157,12 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
   try {
     r.shard_id = j.at("shard_id").get<std::string>();
     r.hostname = j.value("hostname", "");
-    r.pid = j.value("pid", int64_t{0});
+    r.pid = io::IntegerField<int64_t>(j, "pid", int64_t{0});
     r.token = j.value("token", "");
-    r.attempt_number = j.value("attempt_number", int64_t{0});
+    r.attempt_number = io::IntegerField<int64_t>(j, "attempt_number", int64_t{0});
     r.output_path = j.at("output_path").get<std::string>();
-    r.rows = j.at("rows").get<uint64_t>();
-    r.size_bytes = j.at("size_bytes").get<uint64_t>();
+    r.rows = io::IntegerField<uint64_t>(j, "rows");
+    r.size_bytes = io::IntegerField<uint64_t>(j, "size_bytes");
     r.sha256 = j.at("sha256").get<std::string>();
     r.completed_at = j.value("completed_at", "");
     if (j.contains("engine") && j["engine"].is_object()) {
@@ -167,9 +173,9 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
       for (const json& op : j["op_stats"]) {
         exec::OperatorCounters c;
         c.name = op.value("name", "");
-        c.rows_in = op.value("rows_in", uint64_t{0});
-        c.rows_out = op.value("rows_out", uint64_t{0});
-        c.errors = op.value("errors", uint64_t{0});
+        c.rows_in = io::IntegerField<uint64_t>(op, "rows_in", uint64_t{0});
+        c.rows_out = io::IntegerField<uint64_t>(op, "rows_out", uint64_t{0});
+        c.errors = io::IntegerField<uint64_t>(op, "errors", uint64_t{0});
         c.seconds = op.value("seconds", 0.0);
         r.op_stats.push_back(std::move(c));
       }
@@ -200,7 +206,7 @@ FailedRecord FailedRecord::FromJson(const std::string& text, const std::string& 
   FailedRecord r;
   ReadFields("failed record", path, [&] {
     r.shard_id = j.value("shard_id", "");
-    r.failures = j.value("failures", int64_t{0});
+    r.failures = io::IntegerField<int64_t>(j, "failures", int64_t{0});
     r.last_error = j.value("last_error", "");
     r.last_attempt = j.value("last_attempt", "");
     r.last_log = j.value("last_log", "");

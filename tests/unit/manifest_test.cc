@@ -197,5 +197,23 @@ TEST(Manifest, AMissingOrMistypedKeyIsRefusedNamingTheFile) {
   EXPECT_THROW(Manifest::FromJson("{", "m.json"), Error);
 }
 
+// Found by the records fuzzer: a size that does not fit its integer type was
+// converted with undefined behaviour instead of being refused.
+TEST(Manifest, ANumberOutsideItsFieldsRangeIsRefusedNamingTheField) {
+  for (const nlohmann::json& bad : {nlohmann::json(1.24522e108), nlohmann::json(-1),
+                                    nlohmann::json(2.5)}) {
+    nlohmann::json j = nlohmann::json::parse(Full().ToJson());
+    j["input_files"][0]["size_bytes"] = bad;
+    try {
+      Manifest::FromJson(j.dump(), "job/manifest.json");
+      ADD_FAILURE() << "size_bytes " << bad.dump() << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.file(), "job/manifest.json");
+      EXPECT_NE(e.message().find("'size_bytes' must be an integer in range"), std::string::npos)
+          << e.message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace djshard::store

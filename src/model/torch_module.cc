@@ -99,16 +99,34 @@ at::Tensor Activation(const at::Tensor& x, const NativeModel& m) {
   return at::gelu(x);  // exact (erf)
 }
 
-// Multi-head attention with the fused q|k|v projection made at load.
-at::Tensor Attention(const at::Tensor& x, const at::Tensor& mask_add, const NativeModel& m,
-                     const std::string& layer, bool scale_query_first) {
+// Multi-head attention with the fused q|k|v projection made at load. With
+// `query` defined ([B, Q, H], the rows whose outputs are needed), only those
+// rows attend: keys and values still come from every row of `x`. A row's
+// result is the same either way (the BLAS kernels give each row of a product
+// the same bits whatever the number of rows).
+at::Tensor Attention(const at::Tensor& x, const at::Tensor& query, const at::Tensor& mask_add,
+                     const NativeModel& m, const std::string& layer, bool scale_query_first) {
   const int64_t B = x.size(0), S = x.size(1), H = m.spec.hidden, nh = m.spec.heads;
   const int64_t hd = H / nh;
-  const at::Tensor qkv = Linear(x, m, layer + ".qkv");
-  auto split = [&](int64_t i) {
-    return qkv.narrow(2, i * H, H).view({B, S, nh, hd}).transpose(1, 2);
-  };
-  at::Tensor q = split(0), k = split(1), v = split(2);
+  const at::Tensor& w = m.W(layer + ".qkv.w");
+  const at::Tensor& b = m.W(layer + ".qkv.b");
+  at::Tensor q, k, v;
+  int64_t Q = S;
+  if (!query.defined()) {
+    const at::Tensor qkv = at::linear(x, w, b);
+    auto split = [&](int64_t i) {
+      return qkv.narrow(2, i * H, H).view({B, S, nh, hd}).transpose(1, 2);
+    };
+    q = split(0);
+    k = split(1);
+    v = split(2);
+  } else {
+    Q = query.size(1);
+    q = at::linear(query, w.narrow(0, 0, H), b.narrow(0, 0, H)).view({B, Q, nh, hd}).transpose(1, 2);
+    const at::Tensor kv = at::linear(x, w.narrow(0, H, 2 * H), b.narrow(0, H, 2 * H));
+    k = kv.narrow(2, 0, H).view({B, S, nh, hd}).transpose(1, 2);
+    v = kv.narrow(2, H, H).view({B, S, nh, hd}).transpose(1, 2);
+  }
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   at::Tensor scores;
   if (scale_query_first) {
@@ -118,7 +136,7 @@ at::Tensor Attention(const at::Tensor& x, const at::Tensor& mask_add, const Nati
   }
   scores = scores + mask_add;
   const at::Tensor probs = at::softmax(scores, -1);
-  return at::matmul(probs, v).transpose(1, 2).reshape({B, S, H});
+  return at::matmul(probs, v).transpose(1, 2).reshape({B, Q, H});
 }
 
 at::Tensor EncoderForward(const NativeModel& m, const at::Tensor& ids, const at::Tensor& mask) {
@@ -137,10 +155,13 @@ at::Tensor EncoderForward(const NativeModel& m, const at::Tensor& ids, const at:
       ((1 - mask.to(m.dtype)) * LowestOf(m.dtype)).view({B, 1, 1, S});
   for (int l = 0; l < m.spec.layers; ++l) {
     const std::string L = "L" + std::to_string(l);
-    const at::Tensor ctx = Attention(x, mask_add, m, L, false);
-    x = LayerNorm(Linear(ctx, m, L + ".ao") + x, m, L + ".ao_ln");
-    const at::Tensor h = Activation(Linear(x, m, L + ".in"), m);
-    x = LayerNorm(Linear(h, m, L + ".out") + x, m, L + ".out_ln");
+    // The head reads only the first token: the last layer computes that row alone.
+    const bool last = l + 1 == m.spec.layers;
+    const at::Tensor query = last ? x.narrow(1, 0, 1) : at::Tensor();
+    const at::Tensor ctx = Attention(x, query, mask_add, m, L, false);
+    at::Tensor y = LayerNorm(Linear(ctx, m, L + ".ao") + (last ? query : x), m, L + ".ao_ln");
+    const at::Tensor h = Activation(Linear(y, m, L + ".in"), m);
+    x = LayerNorm(Linear(h, m, L + ".out") + y, m, L + ".out_ln");
   }
   const at::Tensor first = x.select(1, 0);
   if (m.spec.arch == kDjEncoderClassifierRoberta) {
@@ -158,17 +179,24 @@ at::Tensor ClipTextForward(const NativeModel& m, const at::Tensor& ids, const at
   const at::Tensor causal = at::full({S, S}, lowest, opts).triu(1).view({1, 1, S, S});
   const at::Tensor padding = ((1 - mask.to(m.dtype)) * lowest).view({B, 1, 1, S});
   const at::Tensor mask_add = causal + padding;
+  const at::Tensor rows = at::arange(B, ids.options());
+  // The pooled row's line of the causal mask, for the last layer.
+  const at::Tensor pooled_mask = mask_add.index({rows, 0, pool_index}).view({B, 1, 1, S});
   for (int l = 0; l < m.spec.layers; ++l) {
     const std::string L = "L" + std::to_string(l);
-    at::Tensor r = x;
-    x = r + Linear(Attention(LayerNorm(x, m, L + ".ln1"), mask_add, m, L, true), m, L + ".o");
-    r = x;
-    x = r + Linear(Activation(Linear(LayerNorm(x, m, L + ".ln2"), m, L + ".fc1"), m), m, L + ".fc2");
+    // The projection reads only the pooled token: the last layer computes that row alone.
+    const bool last = l + 1 == m.spec.layers;
+    const at::Tensor normed = LayerNorm(x, m, L + ".ln1");
+    const at::Tensor query = last ? normed.index({rows, pool_index}).unsqueeze(1) : at::Tensor();
+    const at::Tensor r = last ? x.index({rows, pool_index}).unsqueeze(1) : x;
+    at::Tensor y = r + Linear(Attention(normed, query, last ? pooled_mask : mask_add, m, L, true),
+                              m, L + ".o");
+    x = y + Linear(Activation(Linear(LayerNorm(y, m, L + ".ln2"), m, L + ".fc1"), m), m, L + ".fc2");
   }
+  if (m.spec.layers == 0) x = x.index({rows, pool_index}).unsqueeze(1);
   x = LayerNorm(x, m, "final_ln");
-  const at::Tensor rows = at::arange(B, ids.options());
-  const at::Tensor pooled = x.index({rows, pool_index});
-  return Linear(pooled, m, "proj");
+  // x holds the pooled row alone after the last layer.
+  return Linear(x.select(1, 0), m, "proj");
 }
 
 }  // namespace

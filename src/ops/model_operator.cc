@@ -173,6 +173,11 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
 
 ModelRunner::~ModelRunner() = default;
 
+size_t ModelRunner::preferred_batch_rows() const {
+  const bool gpu = !replicas_.empty() && replicas_.front()->model->device() != "cpu";
+  return static_cast<size_t>(batch_size_) * (gpu ? 8 : 1);
+}
+
 void ModelRunner::Encode(std::string_view text, Encoded* out) const {
   const model::Encoding e = tokenizer_->Encode(text, true);
   out->error.clear();

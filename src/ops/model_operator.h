@@ -44,6 +44,10 @@ class ModelRunner {
 
   const model::ModelConfig& config() const { return config_; }
   int batch_size() const { return batch_size_; }
+  // Rows per executor batch: batch_size on the CPU, where every executor
+  // thread runs its own rows; 8 x batch_size on a GPU, so that length
+  // buckets fill (Operator::preferred_batch_rows).
+  size_t preferred_batch_rows() const;
 
  private:
   const recipe::OperatorArgs& args_;

@@ -35,7 +35,7 @@ class QueryDetectionMapper : public Mapper {
   }
 
   bool processes_rows_together() const override { return true; }
-  size_t preferred_batch_rows() const override { return 8 * static_cast<size_t>(runner_->batch_size()); }
+  size_t preferred_batch_rows() const override { return runner_->preferred_batch_rows(); }
 
   void Map(Sample& sample) const override {
     Sample* rows[] = {&sample};

@@ -33,7 +33,7 @@ class TextPairSimilarityFilter : public Filter {
   }
 
   bool processes_rows_together() const override { return true; }
-  size_t preferred_batch_rows() const override { return 4 * static_cast<size_t>(runner_->batch_size()); }
+  size_t preferred_batch_rows() const override { return runner_->preferred_batch_rows(); }
 
   bool Process(Sample& sample) const override {
     Sample* rows[] = {&sample};

@@ -75,11 +75,11 @@ extern "C" __attribute__((visibility("default"))) int djshard_model_forward(
                                              : tmod::RunScript(h.impl, i, m);
     };
     at::Tensor result;
-    if (h.device.is_cpu()) {
-      // On the CPU each row runs alone at its own length: no padding to
-      // compute, and a row's result depends on nothing but the row (BLAS
-      // kernels may round differently for other matrix heights), whatever the
-      // batch size, batch mates or bucket.
+    if (h.device.is_cpu() && h.kind == tmod::Handle::kScript) {
+      // A TorchScript module on the CPU runs each row alone at its own
+      // length: no padding to compute, and a row's result depends on nothing
+      // but the row, whatever the batch size or batch mates. (Native models
+      // pack the rows instead: RunNative.)
       std::vector<at::Tensor> rows;
       rows.reserve(static_cast<size_t>(batch));
       for (int64_t r = 0; r < batch; ++r) {
@@ -87,7 +87,7 @@ extern "C" __attribute__((visibility("default"))) int djshard_model_forward(
         while (len < seq && mask[r * seq + len] != 0) ++len;
         const at::Tensor i = ids_t.narrow(0, r, 1).narrow(1, 0, std::max<int64_t>(len, 1));
         const at::Tensor m = mask_t.narrow(0, r, 1).narrow(1, 0, std::max<int64_t>(len, 1));
-        rows.push_back(run(i, m, pool_t.defined() ? pool_t.narrow(0, r, 1) : pool_t));
+        rows.push_back(run(i, m, pool_t));
       }
       result = at::cat(rows, 0);
     } else {

@@ -41,7 +41,8 @@ std::vector<std::vector<float>> RunTexts(const model::DeviceModel& m, const mode
   for (const std::string& text : texts) {
     const model::Encoding e = tok.Encode(text, true);
     std::vector<int64_t> ids(e.ids.begin(), e.ids.end());
-    if (ids.size() > static_cast<size_t>(c.max_tokens)) ids.resize(static_cast<size_t>(c.max_tokens));
+    if (ids.size() > static_cast<size_t>(c.max_tokens))
+      ids.resize(static_cast<size_t>(c.max_tokens));
     std::vector<int64_t> mask(ids.size(), 1);
     int64_t pool = 0;
     for (size_t i = 1; i < ids.size(); ++i) {
@@ -79,14 +80,15 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   cmd->callback([opt, exit_code]() {
     const model::ModelLookup found = model::FindHuggingFaceModel(opt->model);
     if (!found.path) {
-      throw Error(opt->model, 0,
-                  "no such model on this machine; djshard looked in:" +
-                      model::ListSearched(found.searched),
-                  "give a directory, or fill the cache with `huggingface-cli download " +
-                      opt->model + "` on a connected machine");
+      throw Error(
+          opt->model, 0,
+          "no such model on this machine; djshard looked in:" + model::ListSearched(found.searched),
+          "give a directory, or fill the cache with `huggingface-cli download " + opt->model +
+              "` on a connected machine");
     }
     const std::optional<model::ComputeDType> dtype = model::ParseComputeDType(opt->dtype);
-    if (!dtype) throw Error("--dtype '" + opt->dtype + "' is unknown", "float32, bfloat16 or float16");
+    if (!dtype)
+      throw Error("--dtype '" + opt->dtype + "' is unknown", "float32, bfloat16 or float16");
     const std::string dir = std::filesystem::path(*found.path).lexically_normal().string();
     const auto m = model::DeviceModel::Get(dir, opt->device, *dtype);
     const auto tok = model::Tokenizer::Load(dir);
@@ -116,8 +118,8 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
         if (outputs[i].size() != c.reference_outputs[i].size()) {
           throw Error(c.config_file, 0,
                       "reference output " + std::to_string(i) + " has " +
-                          std::to_string(c.reference_outputs[i].size()) + " values, the model gives " +
-                          std::to_string(outputs[i].size()),
+                          std::to_string(c.reference_outputs[i].size()) +
+                          " values, the model gives " + std::to_string(outputs[i].size()),
                       "export the package again");
         }
         for (size_t k = 0; k < outputs[i].size(); ++k) {
@@ -127,10 +129,10 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       std::printf("reference: %zu texts, largest difference %.3g (atol %.3g)\n", outputs.size(),
                   worst, c.reference_atol);
       if (!(worst <= c.reference_atol)) {
-        throw Error(c.config_file, 0,
-                    "the model's outputs differ from the package's reference by " +
-                        std::to_string(worst),
-                    "the package or its reference was modified; export it again");
+        throw Error(
+            c.config_file, 0,
+            "the model's outputs differ from the package's reference by " + std::to_string(worst),
+            "the package or its reference was modified; export it again");
       }
     } else {
       const auto outputs = RunTexts(*m, *tok, {"djshard model check"});

@@ -2,11 +2,10 @@
 // state dicts for the architectures djshard builds natively.
 #include "djshard/model/architecture.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "djshard/common/error.h"
 #include "djshard/io/disk.h"
@@ -91,12 +90,14 @@ ModelConfig ReadEncoder(ModelConfig c, const nlohmann::json& j, bool roberta) {
                     j.value("architectures", nlohmann::json::array()).dump() + ")",
                 "use a *ForSequenceClassification snapshot");
   }
-  c.architecture_name = roberta ? "RobertaForSequenceClassification" : "BertForSequenceClassification";
+  c.architecture_name =
+      roberta ? "RobertaForSequenceClassification" : "BertForSequenceClassification";
   if (c.model_type == "xlm-roberta") c.architecture_name = "XLMRobertaForSequenceClassification";
   if (j.contains("id2label")) c.id2label = Labels(j["id2label"]);
   const int num_labels = Get(j, "num_labels", static_cast<int>(c.id2label.size()));
   if (c.id2label.empty()) {
-    for (int i = 0; i < std::max(num_labels, 2); ++i) c.id2label.push_back("LABEL_" + std::to_string(i));
+    for (int i = 0; i < std::max(num_labels, 2); ++i)
+      c.id2label.push_back("LABEL_" + std::to_string(i));
   }
   c.out_dim = static_cast<int>(c.id2label.size());
   const std::string problem = Get<std::string>(j, "problem_type", "");
@@ -140,8 +141,8 @@ ModelConfig ReadPackage(ModelConfig c, const std::string& path) {
                   "djshard runs sequence_classification and clip_text packages");
     }
     c.architecture_name = "TorchScript (" + task + ")";
-    const std::vector<std::string> inputs = j.value(
-        "inputs", std::vector<std::string>{"input_ids", "attention_mask"});
+    const std::vector<std::string> inputs =
+        j.value("inputs", std::vector<std::string>{"input_ids", "attention_mask"});
     if (inputs != std::vector<std::string>{"input_ids", "attention_mask"}) {
       throw Error(path, 0, "inputs must be [\"input_ids\", \"attention_mask\"]",
                   "re-export the package with tools/export_torchscript.py");
@@ -161,7 +162,8 @@ ModelConfig ReadPackage(ModelConfig c, const std::string& path) {
       } else if (f == "none") {
         c.score_function = ScoreFunction::kNone;
       } else {
-        throw Error(path, 0, "function_to_apply '" + f + "' is unknown", "softmax, sigmoid or none");
+        throw Error(path, 0, "function_to_apply '" + f + "' is unknown",
+                    "softmax, sigmoid or none");
       }
     } else {
       c.out_dim = j.at("embedding_dim").get<int>();
@@ -171,7 +173,8 @@ ModelConfig ReadPackage(ModelConfig c, const std::string& path) {
       const std::string file = c.dir + "/" + name;
       const std::string actual = io::Sha256OfFile(file);
       if (actual != sha.get<std::string>()) {
-        throw Error(file, 0, "sha256 " + actual + " differs from the package's " + sha.get<std::string>(),
+        throw Error(file, 0,
+                    "sha256 " + actual + " differs from the package's " + sha.get<std::string>(),
                     "the package was modified after export; export it again");
       }
     }
@@ -194,7 +197,8 @@ ModelConfig ReadPackage(ModelConfig c, const std::string& path) {
 // Adds `canonical` from `source`, checking its shape and dtype.
 class Binder {
  public:
-  Binder(const ModelConfig& config, const WeightSet& weights) : config_(config), weights_(weights) {}
+  Binder(const ModelConfig& config, const WeightSet& weights)
+      : config_(config), weights_(weights) {}
 
   void Add(const std::string& canonical, const std::string& source, std::vector<int64_t> shape,
            bool optional = false) {
@@ -202,13 +206,13 @@ class Binder {
     if (t == nullptr) {
       if (optional) return;
       const std::string file = weights_.files().empty() ? config_.dir : weights_.files().front();
-      throw Error(file, 0, "tensor '" + source + "' is missing",
-                  "the weights do not match config.json's architecture " + config_.architecture_name);
+      throw Error(
+          file, 0, "tensor '" + source + "' is missing",
+          "the weights do not match config.json's architecture " + config_.architecture_name);
     }
     if (t->dtype != WeightDType::kF32 && t->dtype != WeightDType::kF16 &&
         t->dtype != WeightDType::kBF16) {
-      throw Error(t->file, 0,
-                  "tensor '" + source + "' has dtype " + WeightDTypeName(t->dtype),
+      throw Error(t->file, 0, "tensor '" + source + "' has dtype " + WeightDTypeName(t->dtype),
                   "model weights must be F32, F16 or BF16");
     }
     if (t->shape != shape) {
@@ -233,7 +237,8 @@ class Binder {
     Add(canonical + ".b", source + ".bias", {n});
   }
   // The prefix under which the model's tensors are stored.
-  std::string Prefix(std::initializer_list<const char*> candidates, const std::string& probe) const {
+  std::string Prefix(std::initializer_list<const char*> candidates,
+                     const std::string& probe) const {
     for (const char* p : candidates) {
       if (weights_.Find(p + probe) != nullptr) return p;
     }
@@ -282,9 +287,8 @@ std::vector<std::pair<std::string, const WeightTensor*>> BindWeights(const Model
   const int64_t H = c.hidden, I = c.intermediate;
   if (c.kind == ModelKind::kRobertaClassifier || c.kind == ModelKind::kBertClassifier) {
     const bool roberta = c.kind == ModelKind::kRobertaClassifier;
-    const std::string p =
-        roberta ? b.Prefix({"roberta.", ""}, "embeddings.word_embeddings.weight")
-                : b.Prefix({"bert.", ""}, "embeddings.word_embeddings.weight");
+    const std::string p = roberta ? b.Prefix({"roberta.", ""}, "embeddings.word_embeddings.weight")
+                                  : b.Prefix({"bert.", ""}, "embeddings.word_embeddings.weight");
     b.Add("emb.word", p + "embeddings.word_embeddings.weight", {c.vocab_size, H});
     b.Add("emb.pos", p + "embeddings.position_embeddings.weight", {c.max_position_embeddings, H});
     b.Add("emb.type", p + "embeddings.token_type_embeddings.weight", {c.type_vocab_size, H},

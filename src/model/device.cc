@@ -16,7 +16,9 @@ DeviceSettings& Settings() {
 void SetDeviceSettings(const DeviceSettings& settings) { Settings() = settings; }
 const DeviceSettings& GetDeviceSettings() { return Settings(); }
 
-CheckOnlyScope::CheckOnlyScope() : previous_(Settings().check_only) { Settings().check_only = true; }
+CheckOnlyScope::CheckOnlyScope() : previous_(Settings().check_only) {
+  Settings().check_only = true;
+}
 CheckOnlyScope::~CheckOnlyScope() { Settings().check_only = previous_; }
 
 std::optional<DeviceSettings::Request> ParseDeviceRequest(const std::string& name) {

@@ -62,8 +62,7 @@ int AbiArch(ModelKind kind) {
 }  // namespace
 
 std::shared_ptr<const DeviceModel> DeviceModel::Get(const std::string& dir,
-                                                    const std::string& device,
-                                                    ComputeDType dtype) {
+                                                    const std::string& device, ComputeDType dtype) {
   static std::mutex mu;
   static std::map<std::tuple<std::string, std::string, ComputeDType>,
                   std::weak_ptr<const DeviceModel>>
@@ -86,7 +85,8 @@ std::shared_ptr<const DeviceModel> DeviceModel::Get(const std::string& dir,
     m->handle_ = api.load_script(m->config_.script_file.c_str(), device.c_str(), AbiDType(dtype),
                                  threads, err, sizeof err);
     if (m->handle_ == nullptr) {
-      throw Error(m->config_.script_file, 0, std::string("the TorchScript module did not load: ") + err,
+      throw Error(m->config_.script_file, 0,
+                  std::string("the TorchScript module did not load: ") + err,
                   "export it again with tools/export_torchscript.py");
     }
   } else {

@@ -6,10 +6,9 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <dlfcn.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
-
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
@@ -44,10 +43,13 @@ double LowestOf(at::ScalarType t) {
 }
 
 void SetError(char* err, int err_len, const std::string& what) {
-  if (err != nullptr && err_len > 0) std::snprintf(err, static_cast<size_t>(err_len), "%s", what.c_str());
+  if (err != nullptr && err_len > 0)
+    std::snprintf(err, static_cast<size_t>(err_len), "%s", what.c_str());
 }
 
-at::Device ParseDevice(const char* device) { return at::Device(std::string(device ? device : "cpu")); }
+at::Device ParseDevice(const char* device) {
+  return at::Device(std::string(device ? device : "cpu"));
+}
 
 void ConfigureCpuThreads(int threads) {
   // Intra-op threads are process-wide; the executor's threads and the
@@ -123,7 +125,9 @@ at::Tensor Attention(const at::Tensor& x, const at::Tensor& query, const at::Ten
     v = split(2);
   } else {
     Q = query.size(1);
-    q = at::linear(query, w.narrow(0, 0, H), b.narrow(0, 0, H)).view({B, Q, nh, hd}).transpose(1, 2);
+    q = at::linear(query, w.narrow(0, 0, H), b.narrow(0, 0, H))
+            .view({B, Q, nh, hd})
+            .transpose(1, 2);
     const at::Tensor kv = at::linear(x, w.narrow(0, H, 2 * H), b.narrow(0, H, 2 * H));
     k = kv.narrow(2, 0, H).view({B, S, nh, hd}).transpose(1, 2);
     v = kv.narrow(2, H, H).view({B, S, nh, hd}).transpose(1, 2);
@@ -152,8 +156,7 @@ at::Tensor EncoderForward(const NativeModel& m, const at::Tensor& ids, const at:
   at::Tensor x = at::embedding(m.W("emb.word"), ids) + at::embedding(m.W("emb.pos"), positions);
   if (m.Has("emb.type")) x = x + m.W("emb.type").select(0, 0);
   x = LayerNorm(x, m, "emb.ln");
-  const at::Tensor mask_add =
-      ((1 - mask.to(m.dtype)) * LowestOf(m.dtype)).view({B, 1, 1, S});
+  const at::Tensor mask_add = ((1 - mask.to(m.dtype)) * LowestOf(m.dtype)).view({B, 1, 1, S});
   for (int l = 0; l < m.spec.layers; ++l) {
     const std::string L = "L" + std::to_string(l);
     // The head reads only the first token: the last layer computes that row alone.
@@ -192,7 +195,8 @@ at::Tensor ClipTextForward(const NativeModel& m, const at::Tensor& ids, const at
     const at::Tensor r = last ? x.index({rows, pool_index}).unsqueeze(1) : x;
     at::Tensor y = r + Linear(Attention(normed, query, last ? pooled_mask : mask_add, m, L, true),
                               m, L + ".o");
-    x = y + Linear(Activation(Linear(LayerNorm(y, m, L + ".ln2"), m, L + ".fc1"), m), m, L + ".fc2");
+    x = y +
+        Linear(Activation(Linear(LayerNorm(y, m, L + ".ln2"), m, L + ".fc1"), m), m, L + ".fc2");
   }
   if (m.spec.layers == 0) x = x.index({rows, pool_index}).unsqueeze(1);
   x = LayerNorm(x, m, "final_ln");
@@ -271,10 +275,8 @@ at::Tensor PackedLayers(const NativeModel& m, at::Tensor x, const std::vector<in
   for (int l = 0; l < m.spec.layers; ++l) {
     const std::string L = "L" + std::to_string(l);
     const bool last = l + 1 == m.spec.layers;
-    const at::Tensor normed = clip ? Chunked(x, [&](const at::Tensor& c) {
-      return LayerNorm(c, m, L + ".ln1");
-    })
-                                   : x;
+    const at::Tensor normed =
+        clip ? Chunked(x, [&](const at::Tensor& c) { return LayerNorm(c, m, L + ".ln1"); }) : x;
     const at::Tensor qkv =
         Chunked(normed, [&](const at::Tensor& c) { return Linear(c, m, L + ".qkv"); });
     std::vector<at::Tensor> ctx;
@@ -292,17 +294,18 @@ at::Tensor PackedLayers(const NativeModel& m, at::Tensor x, const std::vector<in
     const at::Tensor attended = at::cat(ctx, 0);
     const at::Tensor residual = last ? x.index_select(0, kept_index) : x;
     if (clip) {
-      const at::Tensor y = Chunked(attended, residual, [&](const at::Tensor& a, const at::Tensor& r) {
-        return r + Linear(a, m, L + ".o");
-      });
+      const at::Tensor y = Chunked(
+          attended, residual,
+          [&](const at::Tensor& a, const at::Tensor& r) { return r + Linear(a, m, L + ".o"); });
       x = Chunked(y, [&](const at::Tensor& c) {
         return c + Linear(Activation(Linear(LayerNorm(c, m, L + ".ln2"), m, L + ".fc1"), m), m,
                           L + ".fc2");
       });
     } else {
-      const at::Tensor y = Chunked(attended, residual, [&](const at::Tensor& a, const at::Tensor& r) {
-        return LayerNorm(Linear(a, m, L + ".ao") + r, m, L + ".ao_ln");
-      });
+      const at::Tensor y =
+          Chunked(attended, residual, [&](const at::Tensor& a, const at::Tensor& r) {
+            return LayerNorm(Linear(a, m, L + ".ao") + r, m, L + ".ao_ln");
+          });
       x = Chunked(y, [&](const at::Tensor& c) {
         return LayerNorm(Linear(Activation(Linear(c, m, L + ".in"), m), m, L + ".out") + c, m,
                          L + ".out_ln");
@@ -346,9 +349,8 @@ at::Tensor PackedForward(const NativeModel& m, const at::Tensor& ids, const at::
   at::Tensor x = at::embedding(m.W("emb.word"), tok) + at::embedding(m.W("emb.pos"), pos);
   if (m.spec.arch == kDjClipText) {
     const at::Tensor last = PackedLayers(m, x, lens, keep);
-    return Chunked(last, [&](const at::Tensor& c) {
-      return Linear(LayerNorm(c, m, "final_ln"), m, "proj");
-    });
+    return Chunked(
+        last, [&](const at::Tensor& c) { return Linear(LayerNorm(c, m, "final_ln"), m, "proj"); });
   }
   if (m.Has("emb.type")) x = x + m.W("emb.type").select(0, 0);
   x = Chunked(x, [&](const at::Tensor& c) { return LayerNorm(c, m, "emb.ln"); });
@@ -384,11 +386,12 @@ extern "C" __attribute__((visibility("default"))) void* djshard_model_load(
     for (int i = 0; i < spec->num_tensors; ++i) {
       const DjshardTensorDesc& d = spec->tensors[i];
       std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
-      const at::Tensor host = at::from_blob(const_cast<void*>(d.data), shape,
-                                            at::TensorOptions().dtype(
-                                                djshard::model::torch_module::ScalarType(d.dtype)));
+      const at::Tensor host = at::from_blob(
+          const_cast<void*>(d.data), shape,
+          at::TensorOptions().dtype(djshard::model::torch_module::ScalarType(d.dtype)));
       // One owned copy per device, in the compute dtype.
-      m->w[d.name] = host.to(m->device, m->dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+      m->w[d.name] =
+          host.to(m->device, m->dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
     }
     // Fuse each layer's query, key and value projections into one GEMM.
     for (int l = 0; l < spec->layers; ++l) {

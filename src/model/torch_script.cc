@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 #include <memory>
+#include <vector>
 
 #include "src/model/torch_module_shared.h"
 
@@ -53,9 +53,8 @@ extern "C" __attribute__((visibility("default"))) void* djshard_script_load(
 }
 
 extern "C" __attribute__((visibility("default"))) int djshard_model_forward(
-    void* model, const int64_t* ids, const int64_t* mask, const int64_t* pool_index,
-    int64_t batch, int64_t seq, float* out, int64_t out_dim, int* cuda_oom, char* err,
-    int err_len) {
+    void* model, const int64_t* ids, const int64_t* mask, const int64_t* pool_index, int64_t batch,
+    int64_t seq, float* out, int64_t out_dim, int* cuda_oom, char* err, int err_len) {
   if (cuda_oom != nullptr) *cuda_oom = 0;
   try {
     const auto& h = *static_cast<const tmod::Handle*>(model);
@@ -64,7 +63,8 @@ extern "C" __attribute__((visibility("default"))) int djshard_model_forward(
     at::Tensor ids_t = at::from_blob(const_cast<int64_t*>(ids), {batch, seq}, long_opts);
     at::Tensor mask_t = at::from_blob(const_cast<int64_t*>(mask), {batch, seq}, long_opts);
     at::Tensor pool_t;
-    if (pool_index != nullptr) pool_t = at::from_blob(const_cast<int64_t*>(pool_index), {batch}, long_opts);
+    if (pool_index != nullptr)
+      pool_t = at::from_blob(const_cast<int64_t*>(pool_index), {batch}, long_opts);
     if (!h.device.is_cpu()) {
       ids_t = ids_t.to(h.device);
       mask_t = mask_t.to(h.device);
@@ -96,11 +96,12 @@ extern "C" __attribute__((visibility("default"))) int djshard_model_forward(
     result = result.to(at::kCPU, at::kFloat).contiguous();
     if (result.dim() != 2 || result.size(0) != batch || result.size(1) != out_dim) {
       tmod::SetError(err, err_len,
-                   "the model returned shape " + c10::str(result.sizes()) + ", expected [" + std::to_string(batch) + ", " +
-                       std::to_string(out_dim) + "]");
+                     "the model returned shape " + c10::str(result.sizes()) + ", expected [" +
+                         std::to_string(batch) + ", " + std::to_string(out_dim) + "]");
       return 1;
     }
-    std::memcpy(out, result.data_ptr<float>(), sizeof(float) * static_cast<size_t>(batch * out_dim));
+    std::memcpy(out, result.data_ptr<float>(),
+                sizeof(float) * static_cast<size_t>(batch * out_dim));
     return 0;
   } catch (const c10::OutOfMemoryError& e) {
     if (cuda_oom != nullptr) *cuda_oom = 1;

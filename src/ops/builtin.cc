@@ -1,7 +1,7 @@
 #include "src/ops/builtin.h"
-#include "src/ops/model_operator.h"
 
 #include "djshard/ops/text.h"
+#include "src/ops/model_operator.h"
 
 namespace djshard::ops {
 
@@ -154,7 +154,8 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
         {"min_score", "0.0", "minimum prediction score"},
         {"model_path", "(required)", "fastText language-id model, e.g. lid.176.bin"}}},
       QueryDetection("query_sentiment_detection_mapper", MakeQuerySentimentDetectionMapper,
-                     "sentiment", "mrm8488/distilroberta-finetuned-financial-news-sentiment-analysis",
+                     "sentiment",
+                     "mrm8488/distilroberta-finetuned-financial-news-sentiment-analysis",
                      "query_sentiment_label"),
       QueryDetection("query_topic_detection_mapper", MakeQueryTopicDetectionMapper, "topic",
                      "dstefa/roberta-base_topic_classification_nyt_news", "query_topic_label"),

@@ -52,7 +52,8 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
   std::string dtype_name = args.GetString("dtype", "float32");
   if (args.Has("model_params") && !args.Raw("model_params").IsNull()) {
     const YAML::Node params = args.Raw("model_params");
-    if (!params.IsMap()) args.Fail("model_params", "must be a mapping", "e.g. {torch_dtype: bfloat16}");
+    if (!params.IsMap())
+      args.Fail("model_params", "must be a mapping", "e.g. {torch_dtype: bfloat16}");
     for (const auto& kv : params) {
       const std::string k = kv.first.as<std::string>();
       if (k == "torch_dtype") {
@@ -109,7 +110,8 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
   if (args.Has("gpu_required") || args.Has("num_gpus")) {
     const char* k = args.Has("gpu_required") ? "gpu_required" : "num_gpus";
     if (!args.Raw(k).IsNull() && args.GetDouble(k, 0) > 1) {
-      args.Fail(k, "multi-GPU models are not supported", "give each replica at most one GPU (<= 1)");
+      args.Fail(k, "multi-GPU models are not supported",
+                "give each replica at most one GPU (<= 1)");
     }
   }
   if (*dtype == model::ComputeDType::kFloat16 &&
@@ -129,8 +131,7 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
     const bool gpu_required =
         settings.request == model::DeviceSettings::Request::kCuda || !gpu_request.empty();
     if (devices.empty() && gpu_required) {
-      const std::string why =
-          gpu_request.empty() ? std::string("--device cuda") : gpu_request;
+      const std::string why = gpu_request.empty() ? std::string("--device cuda") : gpu_request;
       const std::string what = spec.name + " needs a GPU (" + why +
                                ") but no CUDA device is visible (" +
                                model::DescribeCudaVisibleDevices() + ")";
@@ -199,7 +200,8 @@ void ModelRunner::Encode(std::string_view text, Encoded* out) const {
       ++tail;
     }
     const size_t keep = static_cast<size_t>(max_tokens_) - head - tail;
-    std::vector<int64_t> cut(out->ids.begin(), out->ids.begin() + static_cast<std::ptrdiff_t>(head + keep));
+    std::vector<int64_t> cut(out->ids.begin(),
+                             out->ids.begin() + static_cast<std::ptrdiff_t>(head + keep));
     cut.insert(cut.end(), out->ids.end() - static_cast<std::ptrdiff_t>(tail), out->ids.end());
     out->ids = std::move(cut);
   }
@@ -226,7 +228,8 @@ void ModelRunner::Encode(std::string_view text, Encoded* out) const {
 }
 
 void ModelRunner::Run(std::span<model::ModelRow> rows) const {
-  if (replicas_.empty()) throw Error(op_name_ + ": the model was not loaded (prepare only checks it)", "");
+  if (replicas_.empty())
+    throw Error(op_name_ + ": the model was not loaded (prepare only checks it)", "");
   // Each calling thread keeps to one replica, spread round-robin.
   static std::atomic<size_t> next{0};
   thread_local size_t slot = next++;
@@ -235,8 +238,10 @@ void ModelRunner::Run(std::span<model::ModelRow> rows) const {
 
 std::vector<ArgDoc> ModelArgumentDocs(const std::string& truncation_default) {
   return {
-      {"dtype", "float32", "float32, bfloat16 or float16 (CUDA only); model_params.torch_dtype too"},
-      {"max_length", "null", "the longest input in tokens (null: what the model's positions allow)"},
+      {"dtype", "float32",
+       "float32, bfloat16 or float16 (CUDA only); model_params.torch_dtype too"},
+      {"max_length", "null",
+       "the longest input in tokens (null: what the model's positions allow)"},
       {"truncation", truncation_default,
        "cut over-long inputs (keeping the special tokens); false fails them with error_type "
        "too_long"},

@@ -119,9 +119,9 @@ std::unique_ptr<Operator> MakeQuerySentimentDetectionMapper(const recipe::Operat
 
 std::unique_ptr<Operator> MakeQueryTopicDetectionMapper(const recipe::OperatorSpec& s,
                                                         const std::string& k) {
-  return std::make_unique<QueryDetectionMapper>(
-      s, k, "dstefa/roberta-base_topic_classification_nyt_news", "query_topic_label",
-      "query_topic_label_score");
+  return std::make_unique<QueryDetectionMapper>(s, k,
+                                                "dstefa/roberta-base_topic_classification_nyt_news",
+                                                "query_topic_label", "query_topic_label_score");
 }
 
 }  // namespace djshard::ops

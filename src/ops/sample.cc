@@ -8,7 +8,8 @@ namespace djshard::ops {
 
 namespace {
 
-std::vector<std::pair<std::string, std::string>> ObjectMembers(std::optional<std::string_view> raw) {
+std::vector<std::pair<std::string, std::string>> ObjectMembers(
+    std::optional<std::string_view> raw) {
   std::vector<std::pair<std::string, std::string>> members;
   if (!raw || raw->empty() || raw->front() != '{') return members;
   for (const io::JsonMember& m : io::SplitObject(*raw)) {
@@ -78,7 +79,6 @@ void Sample::LoadStats() {
   stats_loaded_ = true;
   stats_ = ObjectMembers(record_->Find(kStatsKey));
 }
-
 
 std::optional<std::string_view> Sample::Meta(std::string_view key) {
   if (!meta_loaded_) {

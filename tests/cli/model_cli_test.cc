@@ -124,8 +124,9 @@ class ModelCli : public CliTest {
 
   CliResult RunRecipe(const std::vector<std::string>& extra = {"--device", TestDevice()},
                       const std::vector<std::string>& env = {}) {
-    std::vector<std::string> args = {"run", "--config", Path("recipe.yaml"), "--dataset-path",
-                                     Path("in.jsonl"), "--export-path", Path("out.jsonl")};
+    std::vector<std::string> args = {
+        "run",           "--config",       Path("recipe.yaml"), "--dataset-path", Path("in.jsonl"),
+        "--export-path", Path("out.jsonl")};
     args.insert(args.end(), extra.begin(), extra.end());
     return WaitFor(Spawn(args, env));
   }
@@ -161,7 +162,8 @@ TEST_F(ModelCli, SentimentLabelsAndScoresMatchTheReferenceForEveryWeightFormat) 
   }
   Write("in.jsonl", in);
   std::set<std::string> labels;
-  for (const std::string dir : {"roberta-sentiment-st", "roberta-sentiment-bin", "roberta-sentiment-sharded"}) {
+  for (const std::string dir :
+       {"roberta-sentiment-st", "roberta-sentiment-bin", "roberta-sentiment-sharded"}) {
     ClassifierRecipe("query_sentiment_detection_mapper", Model(dir));
     const CliResult r = RunRecipe();
     ASSERT_EQ(r.exit_code, 0) << dir << ": " << r.err;
@@ -170,7 +172,8 @@ TEST_F(ModelCli, SentimentLabelsAndScoresMatchTheReferenceForEveryWeightFormat) 
     for (size_t i = 0; i < out.size(); ++i) {
       const json& meta = out[i]["__dj__meta__"];
       EXPECT_EQ(meta["query_sentiment_label"], want[i]["label"]) << dir << " row " << i;
-      EXPECT_NEAR(meta["query_sentiment_label_score"].get<double>(), want[i]["score"].get<double>(), 1e-5)
+      EXPECT_NEAR(meta["query_sentiment_label_score"].get<double>(), want[i]["score"].get<double>(),
+                  1e-5)
           << dir << " row " << i;
       labels.insert(meta["query_sentiment_label"].get<std::string>());
     }
@@ -186,7 +189,8 @@ TEST_F(ModelCli, TopicLabelsMatchTheReference) {
   std::string in;
   for (size_t i = 0; i < kQueries.size(); ++i) in += json({{"text", kQueries[i]}}).dump() + "\n";
   Write("in.jsonl", in);
-  ClassifierRecipe("query_topic_detection_mapper", Model("roberta-topic-st"), "      query_key: text\n");
+  ClassifierRecipe("query_topic_detection_mapper", Model("roberta-topic-st"),
+                   "      query_key: text\n");
   const CliResult r = RunRecipe();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto out = JsonLines(Read("out.jsonl"));
@@ -226,7 +230,8 @@ TEST_F(ModelCli, TaggedRecordsAreLeftAloneAndBadQueriesAreRecordErrors) {
   std::string long_query;
   for (int i = 0; i < 200; ++i) long_query += "word ";
   Write("in.jsonl", tagged + "\n" + R"({"text":"no query here"})" + "\n" + R"({"query":null})" +
-                        "\n" + json({{"query", long_query}}).dump() + "\n" + R"({"query":"fine"})" + "\n");
+                        "\n" + json({{"query", long_query}}).dump() + "\n" + R"({"query":"fine"})" +
+                        "\n");
   ClassifierRecipe("query_sentiment_detection_mapper", Model("roberta-sentiment-st"));
   CliResult r = RunRecipe();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -263,7 +268,8 @@ TEST_F(ModelCli, TaggedRecordsAreLeftAloneAndBadQueriesAreRecordErrors) {
 }
 
 TEST_F(ModelCli, TranslationModelLeftAtItsDefaultIsRefused) {
-  Write("in.jsonl", R"({"query":"x"})" "\n");
+  Write("in.jsonl", R"({"query":"x"})"
+                    "\n");
   Write("recipe.yaml", "process:\n  - query_sentiment_detection_mapper:\n      hf_model: " +
                            Model("roberta-sentiment-st") + "\n");
   const CliResult r = RunRecipe();
@@ -296,7 +302,8 @@ TEST_F(ModelCli, TextPairSimilarityMatchesTheReferenceForAnyAndAll) {
     const auto want = Reference(Model(dir), rows);
     std::string in;
     for (size_t i = 0; i < pairs.size(); ++i) {
-      in += json({{"id", i}, {"text", pairs[i].first}, {"target_text", pairs[i].second}}).dump() + "\n";
+      in += json({{"id", i}, {"text", pairs[i].first}, {"target_text", pairs[i].second}}).dump() +
+            "\n";
     }
     Write("in.jsonl", in);
     // The range sits inside the spread of the tiny model's similarities, so
@@ -308,9 +315,10 @@ TEST_F(ModelCli, TextPairSimilarityMatchesTheReferenceForAnyAndAll) {
     std::vector<double> sorted = cos;
     std::sort(sorted.begin(), sorted.end());
     const double lo = (sorted[0] + sorted[1]) / 2;
-    Write("recipe.yaml", "process:\n  - text_pair_similarity_filter:\n      hf_clip: " + Model(dir) +
-                             "\n      text_key_second: target_text\n      min_score: " +
-                             std::to_string(lo) + "\n      max_score: 1.0\n");
+    Write("recipe.yaml",
+          "process:\n  - text_pair_similarity_filter:\n      hf_clip: " + Model(dir) +
+              "\n      text_key_second: target_text\n      min_score: " + std::to_string(lo) +
+              "\n      max_score: 1.0\n");
     const CliResult r = RunRecipe();
     ASSERT_EQ(r.exit_code, 0) << dir << ": " << r.err;
     const auto out = JsonLines(Read("out.jsonl"));
@@ -319,7 +327,8 @@ TEST_F(ModelCli, TextPairSimilarityMatchesTheReferenceForAnyAndAll) {
     for (size_t i = 0; i < pairs.size(); ++i) {
       if (pairs[i].first.empty()) {
         ASSERT_TRUE(by_id.count(static_cast<int>(i))) << dir << ": an empty text keeps the record";
-        EXPECT_EQ(by_id[static_cast<int>(i)]["__dj__stats__"]["text_pair_similarity"], json::array());
+        EXPECT_EQ(by_id[static_cast<int>(i)]["__dj__stats__"]["text_pair_similarity"],
+                  json::array());
         continue;
       }
       const double c = want[i]["cos"].get<double>();
@@ -329,8 +338,9 @@ TEST_F(ModelCli, TextPairSimilarityMatchesTheReferenceForAnyAndAll) {
       const bool keep = c >= lo && c <= 1.0;
       ASSERT_EQ(by_id.count(static_cast<int>(i)) == 1, keep) << dir << " row " << i << " cos " << c;
       if (keep) {
-        EXPECT_NEAR(by_id[static_cast<int>(i)]["__dj__stats__"]["text_pair_similarity"][0].get<double>(),
-                    c, 1e-5)
+        EXPECT_NEAR(
+            by_id[static_cast<int>(i)]["__dj__stats__"]["text_pair_similarity"][0].get<double>(), c,
+            1e-5)
             << dir << " row " << i;
       }
     }
@@ -338,9 +348,10 @@ TEST_F(ModelCli, TextPairSimilarityMatchesTheReferenceForAnyAndAll) {
 }
 
 TEST_F(ModelCli, TextPairSimilarityWithoutASecondKeyIsRefused) {
-  Write("in.jsonl", R"({"text":"x"})" "\n");
-  Write("recipe.yaml", "process:\n  - text_pair_similarity_filter:\n      hf_clip: " +
-                           Model("clip-st") + "\n");
+  Write("in.jsonl", R"({"text":"x"})"
+                    "\n");
+  Write("recipe.yaml",
+        "process:\n  - text_pair_similarity_filter:\n      hf_clip: " + Model("clip-st") + "\n");
   const CliResult r = RunRecipe();
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("text_key_second"), std::string::npos) << r.err;
@@ -350,7 +361,8 @@ TEST_F(ModelCli, TextPairSimilarityWithoutASecondKeyIsRefused) {
 // Test 4: no silent CPU fallback when a GPU was asked for.
 TEST_F(ModelCli, AGpuAskedForAndNotPresentIsAnErrorBeforeAnythingIsWritten) {
   if (TestDevice() != "cpu") GTEST_SKIP() << "hides the GPUs itself; runs in the CPU pass";
-  Write("in.jsonl", R"({"query":"what a day"})" "\n");
+  Write("in.jsonl", R"({"query":"what a day"})"
+                    "\n");
   ClassifierRecipe("query_sentiment_detection_mapper", Model("roberta-sentiment-st"),
                    "      num_gpus: 1\n");
   CliResult r = RunRecipe({}, {"CUDA_VISIBLE_DEVICES="});
@@ -397,20 +409,23 @@ TEST_F(ModelCli, OutputBytesDoNotDependOnThreadsBatchSizeOrBatchMates) {
   for (int i = 0; i < 300; ++i) {
     std::string q = "query " + std::to_string(i);
     for (int w = 0; w < (i * 7) % 40; ++w) q += " word" + std::to_string((i * w) % 13);
-    lines.push_back(json({{"id", i}, {"query", q}, {"text", q}, {"target_text", "word " + q}}).dump());
+    lines.push_back(
+        json({{"id", i}, {"query", q}, {"text", q}, {"target_text", "word " + q}}).dump());
   }
   for (const auto& l : lines) in += l + "\n";
   Write("in.jsonl", in);
   auto recipe = [&](int batch) {
-    Write("recipe.yaml", "process:\n  - query_sentiment_detection_mapper:\n      hf_model: " +
-                             Model("roberta-sentiment-st") +
-                             "\n      zh_to_en_hf_model: null\n      batch_size: " +
-                             std::to_string(batch) + "\n  - text_pair_similarity_filter:\n      hf_clip: " +
-                             Model("clip-st") + "\n      text_key_second: target_text\n      min_score: -1\n      batch_size: " +
-                             std::to_string(batch) + "\n");
+    Write("recipe.yaml",
+          "process:\n  - query_sentiment_detection_mapper:\n      hf_model: " +
+              Model("roberta-sentiment-st") +
+              "\n      zh_to_en_hf_model: null\n      batch_size: " + std::to_string(batch) +
+              "\n  - text_pair_similarity_filter:\n      hf_clip: " + Model("clip-st") +
+              "\n      text_key_second: target_text\n      min_score: -1\n      batch_size: " +
+              std::to_string(batch) + "\n");
   };
   std::string first;
-  for (const auto& [threads, batch] : std::vector<std::pair<int, int>>{{1, 64}, {4, 64}, {2, 8}, {2, 1}}) {
+  for (const auto& [threads, batch] :
+       std::vector<std::pair<int, int>>{{1, 64}, {4, 64}, {2, 8}, {2, 1}}) {
     recipe(batch);
     const CliResult r = RunRecipe({"--device", TestDevice(), "--threads", std::to_string(threads)});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -433,16 +448,18 @@ TEST_F(ModelCli, OutputBytesDoNotDependOnThreadsBatchSizeOrBatchMates) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::map<int, std::string> by_id_first, by_id_shuffled;
   for (const auto& row : JsonLines(first)) by_id_first[row["id"].get<int>()] = row.dump();
-  for (const auto& row : JsonLines(Read("out.jsonl"))) by_id_shuffled[row["id"].get<int>()] = row.dump();
+  for (const auto& row : JsonLines(Read("out.jsonl")))
+    by_id_shuffled[row["id"].get<int>()] = row.dump();
   EXPECT_TRUE(by_id_first == by_id_shuffled);
 }
 
 // Test 6: model resolution and damaged weights.
 TEST_F(ModelCli, UnknownModelsListWhereDjshardLookedAndTheHubCacheIsUsed) {
-  Write("in.jsonl", R"({"query":"hello"})" "\n");
+  Write("in.jsonl", R"({"query":"hello"})"
+                    "\n");
   ClassifierRecipe("query_sentiment_detection_mapper", "nobody/no-such-model");
-  CliResult r = RunRecipe({"--device", TestDevice()}, {"DJSHARD_MODEL_HOME=" + Path("home"),
-                                                "HF_HUB_CACHE=" + Path("hub")});
+  CliResult r = RunRecipe({"--device", TestDevice()},
+                          {"DJSHARD_MODEL_HOME=" + Path("home"), "HF_HUB_CACHE=" + Path("hub")});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("recipe.yaml:3"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(Path("home") + "/nobody--no-such-model"), std::string::npos) << r.err;
@@ -469,7 +486,8 @@ TEST_F(ModelCli, AWeightsFileWithAChangedHeaderByteIsRefusedNamingIt) {
   ASSERT_NE(at, std::string::npos);
   bytes[at + 1] = '{';  // the JSON header no longer parses
   std::ofstream(weights, std::ios::binary | std::ios::trunc) << bytes;
-  Write("in.jsonl", R"({"query":"hello"})" "\n");
+  Write("in.jsonl", R"({"query":"hello"})"
+                    "\n");
   ClassifierRecipe("query_sentiment_detection_mapper", Path("m"));
   const CliResult r = RunRecipe();
   EXPECT_EQ(r.exit_code, 2);
@@ -479,21 +497,26 @@ TEST_F(ModelCli, AWeightsFileWithAChangedHeaderByteIsRefusedNamingIt) {
 
 // Test 7: djshard model check.
 TEST_F(ModelCli, ModelCheckLoadsSnapshotsAndPackagesAndCatchesAnEditedReference) {
-  for (const std::string dir : {"roberta-sentiment-st", "roberta-sentiment-bin", "bert-st", "clip-st"}) {
+  for (const std::string dir :
+       {"roberta-sentiment-st", "roberta-sentiment-bin", "bert-st", "clip-st"}) {
     const CliResult r = Run({"model", "check", Model(dir), "--device", TestDevice()});
     EXPECT_EQ(r.exit_code, 0) << dir << ": " << r.err;
     EXPECT_NE(r.out.find("architecture: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("parameters"), std::string::npos) << r.out;
   }
   Shell(std::string(kPython) + " " + Source("tools/tiny_models.py") + " package --model " +
-        Model("roberta-sentiment-st") + " --out " + Path("pkg") + " --djshard " + DJSHARD_BIN + " >/dev/null");
+        Model("roberta-sentiment-st") + " --out " + Path("pkg") + " --djshard " + DJSHARD_BIN +
+        " >/dev/null");
   CliResult r = Run({"model", "check", Path("pkg")});
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("TorchScript"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("reference: "), std::string::npos) << r.out;
 
   // The package runs in a recipe and gives the snapshot's labels.
-  Write("in.jsonl", R"({"query":"profits fell sharply"})" "\n" R"({"query":"good news"})" "\n");
+  Write("in.jsonl", R"({"query":"profits fell sharply"})"
+                    "\n"
+                    R"({"query":"good news"})"
+                    "\n");
   ClassifierRecipe("query_sentiment_detection_mapper", Path("pkg"));
   r = RunRecipe();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -507,7 +530,8 @@ TEST_F(ModelCli, ModelCheckLoadsSnapshotsAndPackagesAndCatchesAnEditedReference)
     EXPECT_EQ(from_package[i]["__dj__meta__"]["query_sentiment_label"],
               from_snapshot[i]["__dj__meta__"]["query_sentiment_label"]);
     EXPECT_NEAR(from_package[i]["__dj__meta__"]["query_sentiment_label_score"].get<double>(),
-                from_snapshot[i]["__dj__meta__"]["query_sentiment_label_score"].get<double>(), 1e-5);
+                from_snapshot[i]["__dj__meta__"]["query_sentiment_label_score"].get<double>(),
+                1e-5);
   }
 
   // Editing the reference output (and its recorded sha256 too, so that only
@@ -524,17 +548,19 @@ TEST_F(ModelCli, ModelCheckLoadsSnapshotsAndPackagesAndCatchesAnEditedReference)
 TEST_F(ModelCli, GpuDemoRecipesRunThroughDlcOnTheCpu) {
   // Local stand-ins under the ids the recipes name.
   const std::map<std::string, std::string> ids = {
-      {"mrm8488--distilroberta-finetuned-financial-news-sentiment-analysis", "roberta-sentiment-st"},
+      {"mrm8488--distilroberta-finetuned-financial-news-sentiment-analysis",
+       "roberta-sentiment-st"},
       {"dstefa--roberta-base_topic_classification_nyt_news", "roberta-topic-st"},
       {"openai--clip-vit-base-patch32", "clip-st"}};
   fs::create_directories(Path("home"));
   for (const auto& [id, dir] : ids) fs::create_directory_symlink(Model(dir), Path("home/" + id));
   for (const std::string recipe : {"gpu_demo.yaml", "gpu_demo_4gpu.yaml"}) {
     const std::string job = Path("job-" + recipe);
-    const CliResult r = WaitFor(Spawn(
-        {"dlc", "--run-id", "model-test", "--job-dir", job, "--config", Source("configs/" + recipe), "--nodes", "1",
-         "--num-shards", "1", "--device", TestDevice(), "--output", Path("merged.jsonl")},
-        {"DJSHARD_MODEL_HOME=" + Path("home")}));
+    const CliResult r =
+        WaitFor(Spawn({"dlc", "--run-id", "model-test", "--job-dir", job, "--config",
+                       Source("configs/" + recipe), "--nodes", "1", "--num-shards", "1", "--device",
+                       TestDevice(), "--output", Path("merged.jsonl")},
+                      {"DJSHARD_MODEL_HOME=" + Path("home")}));
     ASSERT_EQ(r.exit_code, 0) << recipe << ": " << r.err;
     const auto out = JsonLines(Read("merged.jsonl"));
     EXPECT_EQ(out.size(), 4u) << recipe;

@@ -200,8 +200,8 @@ TEST(Manifest, AMissingOrMistypedKeyIsRefusedNamingTheFile) {
 // Found by the records fuzzer: a size that does not fit its integer type was
 // converted with undefined behaviour instead of being refused.
 TEST(Manifest, ANumberOutsideItsFieldsRangeIsRefusedNamingTheField) {
-  for (const nlohmann::json& bad : {nlohmann::json(1.24522e108), nlohmann::json(-1),
-                                    nlohmann::json(2.5)}) {
+  for (const nlohmann::json& bad :
+       {nlohmann::json(1.24522e108), nlohmann::json(-1), nlohmann::json(2.5)}) {
     nlohmann::json j = nlohmann::json::parse(Full().ToJson());
     j["input_files"][0]["size_bytes"] = bad;
     try {

@@ -160,9 +160,9 @@ TEST(CommonArguments, EachIsListedOnceWithWhatDjshardDoesWithIt) {
   }
   // Data-Juicer's Ray scheduling arguments are accepted and ignored, but for
   // the GPU requests, which place the model operators.
-  for (const char* ray : {"num_cpus", "memory", "runtime_env", "ray_execution_mode",
-                          "cpu_required", "mem_required", "auto_op_parallelism",
-                          "adaptive_batching", "turbo", "work_dir"}) {
+  for (const char* ray :
+       {"num_cpus", "memory", "runtime_env", "ray_execution_mode", "cpu_required", "mem_required",
+        "auto_op_parallelism", "adaptive_batching", "turbo", "work_dir"}) {
     ASSERT_NE(FindCommonArgument(ray), nullptr) << ray;
     EXPECT_EQ(FindCommonArgument(ray)->use, CommonArgUse::kIgnored) << ray;
   }

@@ -55,7 +55,9 @@ struct ModelConfig {
     return kind == ModelKind::kRobertaClassifier || kind == ModelKind::kBertClassifier ||
            kind == ModelKind::kScriptClassifier;
   }
-  bool is_clip() const { return kind == ModelKind::kClipText || kind == ModelKind::kScriptClipText; }
+  bool is_clip() const {
+    return kind == ModelKind::kClipText || kind == ModelKind::kScriptClipText;
+  }
   bool is_script() const {
     return kind == ModelKind::kScriptClassifier || kind == ModelKind::kScriptClipText;
   }

@@ -18,22 +18,22 @@ namespace djshard::model {
 struct ModelRow {
   const std::vector<int64_t>* ids = nullptr;
   int64_t pool_index = 0;
-  float* out = nullptr;     // out_dim floats
+  float* out = nullptr;        // out_dim floats
   bool out_of_memory = false;  // set when even a batch of this row alone ran out of device memory
 };
 
 // Runs a model over a padded batch: ids and mask are batch x seq, row-major.
 // Throws djshard::model::DeviceOutOfMemory when the device runs out of memory.
-using BatchForward = std::function<void(const int64_t* ids, const int64_t* mask,
-                                        const int64_t* pool_index, int64_t batch, int64_t seq,
-                                        float* out)>;
+using BatchForward =
+    std::function<void(const int64_t* ids, const int64_t* mask, const int64_t* pool_index,
+                       int64_t batch, int64_t seq, float* out)>;
 
 struct BatcherOptions {
   int batch_size = 64;
   int out_dim = 1;
-  int max_tokens = 512;        // the longest row accepted
-  int64_t pad_token_id = 0;    // fills padded positions (mask 0)
-  int64_t fill_token_id = 0;   // the one token (mask 1) of a pad row
+  int max_tokens = 512;       // the longest row accepted
+  int64_t pad_token_id = 0;   // fills padded positions (mask 0)
+  int64_t fill_token_id = 0;  // the one token (mask 1) of a pad row
   std::chrono::milliseconds max_batch_wait{5};
 };
 

@@ -27,7 +27,8 @@ const std::vector<CommonArg>& CommonArguments() {
        "true drops a record the operator fails on and reports it in the errors file; false stops "
        "the run (default: the recipe's skip_op_error, true)"},
       {"batch_size", kHonoured,
-       "rows per batch; the largest batch_size of the recipe cuts every batch (default 1000)"},
+       "rows per batch; the largest batch_size of the recipe cuts every batch (default 1000); "
+       "model operators: rows per model call (default 64)"},
       {"num_proc", kHonoured,
        "threads of `djshard run` when neither --threads nor the recipe's np is given (the largest "
        "num_proc of the recipe)"},

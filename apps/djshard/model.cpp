@@ -41,8 +41,12 @@ std::vector<std::vector<float>> RunTexts(const model::DeviceModel& m, const mode
   for (const std::string& text : texts) {
     const model::Encoding e = tok.Encode(text, true);
     std::vector<int64_t> ids(e.ids.begin(), e.ids.end());
-    if (ids.size() > static_cast<size_t>(c.max_tokens))
-      ids.resize(static_cast<size_t>(c.max_tokens));
+    if (ids.size() > static_cast<size_t>(c.max_tokens)) {
+      throw Error(c.config_file, 0,
+                  "reference text of " + std::to_string(ids.size()) +
+                      " tokens exceeds max_length " + std::to_string(c.max_tokens),
+                  "");
+    }
     std::vector<int64_t> mask(ids.size(), 1);
     int64_t pool = 0;
     for (size_t i = 1; i < ids.size(); ++i) {
@@ -89,6 +93,9 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
     const std::optional<model::ComputeDType> dtype = model::ParseComputeDType(opt->dtype);
     if (!dtype)
       throw Error("--dtype '" + opt->dtype + "' is unknown", "float32, bfloat16 or float16");
+    if (*dtype == model::ComputeDType::kFloat16 && opt->device == "cpu") {
+      throw Error("--dtype float16 runs only on CUDA", "use float32 or bfloat16 on the CPU");
+    }
     const std::string dir = std::filesystem::path(*found.path).lexically_normal().string();
     const auto m = model::DeviceModel::Get(dir, opt->device, *dtype);
     const auto tok = model::Tokenizer::Load(dir);

@@ -27,7 +27,9 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
     PlannedOperator planned;
     planned.op = info->factory(spec, recipe.text_key);
     planned.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
-    if (spec.args.Has("batch_size")) {
+    // A model operator's batch_size is rows per model call; it asks for its
+    // executor batch through preferred_batch_rows instead.
+    if (spec.args.Has("batch_size") && !planned.op->processes_rows_together()) {
       const int64_t b = spec.args.GetInt("batch_size", 1000);
       if (b < 1) spec.args.Fail("batch_size", "must be at least 1", "");
       batch_size = std::max(batch_size, static_cast<size_t>(b));

@@ -32,7 +32,12 @@ T Get(const nlohmann::json& j, const char* key, T fallback) {
 
 std::vector<std::string> Labels(const nlohmann::json& id2label) {
   std::map<int64_t, std::string> by_id;
-  for (const auto& [k, v] : id2label.items()) by_id[std::stoll(k)] = v.get<std::string>();
+  for (const auto& [k, v] : id2label.items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(k.c_str(), &end, 10);
+    if (k.empty() || *end != '\0') return {};
+    by_id[id] = v.get<std::string>();
+  }
   std::vector<std::string> labels;
   for (const auto& [id, name] : by_id) {
     if (id != static_cast<int64_t>(labels.size())) return {};
@@ -93,7 +98,12 @@ ModelConfig ReadEncoder(ModelConfig c, const nlohmann::json& j, bool roberta) {
   c.architecture_name =
       roberta ? "RobertaForSequenceClassification" : "BertForSequenceClassification";
   if (c.model_type == "xlm-roberta") c.architecture_name = "XLMRobertaForSequenceClassification";
-  if (j.contains("id2label")) c.id2label = Labels(j["id2label"]);
+  if (j.contains("id2label")) {
+    c.id2label = Labels(j["id2label"]);
+    if (c.id2label.empty()) {
+      throw Error(c.config_file, 0, "id2label must number its labels 0, 1, ... n-1", "");
+    }
+  }
   const int num_labels = Get(j, "num_labels", static_cast<int>(c.id2label.size()));
   if (c.id2label.empty()) {
     for (int i = 0; i < std::max(num_labels, 2); ++i)
@@ -149,7 +159,8 @@ ModelConfig ReadPackage(ModelConfig c, const std::string& path) {
     }
     c.max_tokens = j.at("max_length").get<int>();
     c.pad_token_id = j.value("pad_token_id", int64_t{0});
-    c.script_file = c.dir + "/" + j.value("module", std::string("model.ts.pt"));
+    const std::string module = j.value("module", std::string("model.ts.pt"));
+    c.script_file = c.dir + "/" + module;
     if (c.kind == ModelKind::kScriptClassifier) {
       c.id2label = Labels(j.at("id2label"));
       if (c.id2label.empty()) throw Error(path, 0, "id2label must number labels 0..n-1", "");
@@ -168,8 +179,17 @@ ModelConfig ReadPackage(ModelConfig c, const std::string& path) {
     } else {
       c.out_dim = j.at("embedding_dim").get<int>();
     }
+    // Every file the package consists of is pinned by its sha256, the
+    // module first of all; names stay inside the package directory.
     const nlohmann::json files = j.value("files", nlohmann::json::object());
+    if (!files.contains(module)) {
+      throw Error(path, 0, "files does not list the module " + module + " with its sha256",
+                  "export the package with tools/export_torchscript.py");
+    }
     for (const auto& [name, sha] : files.items()) {
+      if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+        throw Error(path, 0, "files names '" + name + "', which is not a file of the package", "");
+      }
       const std::string file = c.dir + "/" + name;
       const std::string actual = io::Sha256OfFile(file);
       if (actual != sha.get<std::string>()) {

@@ -100,6 +100,21 @@ void BucketBatcher::Finish(std::vector<Entry>& entries, std::exception_ptr error
 }
 
 void BucketBatcher::Run(std::span<ModelRow> rows) {
+  if (options_.direct) {
+    Call call;
+    std::vector<Entry> entries;
+    for (size_t start = 0; start < rows.size(); start += static_cast<size_t>(options_.batch_size)) {
+      const size_t n = std::min(rows.size() - start, static_cast<size_t>(options_.batch_size));
+      entries.clear();
+      int width = 1;
+      for (size_t r = start; r < start + n; ++r) {
+        entries.push_back(Entry{&rows[r], &call});
+        width = std::max(width, static_cast<int>(rows[r].ids->size()));
+      }
+      Execute(width, entries, static_cast<int>(n));
+    }
+    return;
+  }
   Call call;
   std::unique_lock<std::mutex> lock(mu_);
   ++callers_;

@@ -41,10 +41,16 @@ std::vector<std::string> UsableCudaDevices() {
   return devices;
 }
 
-std::string DescribeCudaVisibleDevices() {
+std::string DescribeNoCuda() {
   const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (v == nullptr) return "CUDA_VISIBLE_DEVICES unset";
-  return std::string("CUDA_VISIBLE_DEVICES=\"") + v + "\"";
+  std::string why = v == nullptr ? std::string("CUDA_VISIBLE_DEVICES unset")
+                                 : std::string("CUDA_VISIBLE_DEVICES=\"") + v + "\"";
+  const TorchRuntimeInfo info = QueryTorchRuntime();
+  if (info.loaded && !info.cuda_built) {
+    why += "; this djshard's libtorch " + info.torch_version +
+           " is built without CUDA, see README, Build options";
+  }
+  return "no CUDA device is visible (" + why + ")";
 }
 
 }  // namespace djshard::model

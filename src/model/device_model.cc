@@ -120,8 +120,9 @@ std::shared_ptr<const DeviceModel> DeviceModel::Get(const std::string& dir,
     spec.cpu_threads = threads;
     spec.num_tensors = static_cast<int>(descs.size());
     spec.tensors = descs.data();
-    if (c.hidden % c.heads != 0) {
-      throw Error(c.config_file, 0, "hidden_size is not a multiple of num_attention_heads", "");
+    if (c.heads < 1 || c.layers < 0 || c.hidden % c.heads != 0) {
+      throw Error(c.config_file, 0,
+                  "hidden_size must be a multiple of a positive num_attention_heads", "");
     }
     m->handle_ = api.load(&spec, err, sizeof err);
     if (m->handle_ == nullptr) {

@@ -42,6 +42,9 @@ const LoadedModule& Module() {
   std::call_once(once, [] {
 #ifdef DJSHARD_WITH_TORCH
     module.path = ModulePath();
+    // cuBLAS needs a fixed workspace for run-to-run reproducible results when
+    // several streams share a GPU; libtorch reads it when CUDA initializes.
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
     // DEEPBIND: libtorch's own libprotobuf must bind to itself, not to the
     // protobuf-lite symbols that libsentencepiece (linked into djshard for the
     // tokenizing operators) exports; without it the module crashes while it loads.
@@ -91,6 +94,7 @@ TorchRuntimeInfo QueryTorchRuntime() {
   info.cuda_available = raw.cuda_available != 0;
   info.cuda_device_count = raw.cuda_device_count;
   info.bf16_cpu = raw.bf16_cpu != 0;
+  info.cuda_built = raw.cuda_built != 0;
   return info;
 }
 

@@ -104,9 +104,8 @@ at::Tensor Activation(const at::Tensor& x, const NativeModel& m) {
 
 // Multi-head attention with the fused q|k|v projection made at load. With
 // `query` defined ([B, Q, H], the rows whose outputs are needed), only those
-// rows attend: keys and values still come from every row of `x`. A row's
-// result is the same either way (the BLAS kernels give each row of a product
-// the same bits whatever the number of rows).
+// rows attend: keys and values still come from every row of `x`. (The GPU
+// path: each call has shape batch_size x bucket.)
 at::Tensor Attention(const at::Tensor& x, const at::Tensor& query, const at::Tensor& mask_add,
                      const NativeModel& m, const std::string& layer, bool scale_query_first) {
   const int64_t B = x.size(0), S = x.size(1), H = m.spec.hidden, nh = m.spec.heads;
@@ -370,6 +369,7 @@ extern "C" __attribute__((visibility("default"))) void djshard_query_torch(Djsha
   out->cuda_available = torch::cuda::is_available() ? 1 : 0;
   out->cuda_device_count = out->cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
   out->bf16_cpu = 1;
+  out->cuda_built = at::hasCUDA() ? 1 : 0;
 }
 
 extern "C" __attribute__((visibility("default"))) void* djshard_model_load(

@@ -11,7 +11,8 @@ struct DjshardTorchInfo {
   char torch_version[64];
   int cuda_available;
   int cuda_device_count;
-  int bf16_cpu;  // bfloat16 matmuls run on this CPU
+  int bf16_cpu;    // bfloat16 matmuls run on this CPU
+  int cuda_built;  // this libtorch was built with CUDA
 };
 
 // Element types of DjshardTensorDesc::dtype (as djshard::model::WeightDType).

@@ -9,6 +9,7 @@
 #include "djshard/common/error.h"
 #include "djshard/model/device.h"
 #include "djshard/model/model_path.h"
+#include "djshard/model/runtime.h"
 
 namespace djshard::ops {
 
@@ -45,7 +46,7 @@ struct ModelRunner::Replica {
 
 ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& model_key,
                          const std::string& fallback, bool truncation_default)
-    : args_(spec.args), op_name_(spec.name) {
+    : op_name_(spec.name) {
   const recipe::OperatorArgs& args = spec.args;
   // model_params: Hugging Face's from_pretrained arguments.
   std::string revision = "main";
@@ -121,6 +122,12 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
               "use float32 or bfloat16 on the CPU");
   }
   if (settings.check_only) return;
+  try {
+    model::TorchModule();
+  } catch (const Error& e) {
+    args.FailAtLineOf(model_key, spec.name + " cannot run: " + e.message(), e.hint());
+  }
+  const std::vector<int>& wanted = settings.gpus;
   std::string gpu_key;
   const std::string gpu_request = GpuRequest(args, &gpu_key);
   const bool cpu_asked = settings.request == model::DeviceSettings::Request::kCpu ||
@@ -132,20 +139,28 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
         settings.request == model::DeviceSettings::Request::kCuda || !gpu_request.empty();
     if (devices.empty() && gpu_required) {
       const std::string why = gpu_request.empty() ? std::string("--device cuda") : gpu_request;
-      const std::string what = spec.name + " needs a GPU (" + why +
-                               ") but no CUDA device is visible (" +
-                               model::DescribeCudaVisibleDevices() + ")";
+      const std::string what =
+          spec.name + " needs a GPU (" + why + ") but " + model::DescribeNoCuda();
       const std::string hint = "use accelerator: cpu or --device cpu";
       args.FailAtLineOf(gpu_key, what, hint);
     }
     if (devices.empty()) {
-      WarnOnce(spec.name + " runs on the CPU: no CUDA device is visible (" +
-               model::DescribeCudaVisibleDevices() + ")");
+      WarnOnce(spec.name + " runs on the CPU: " + model::DescribeNoCuda());
     }
   }
   if (*dtype == model::ComputeDType::kFloat16 && devices.empty()) {
     args.Fail(args.Has("dtype") ? "dtype" : "model_params", "float16 runs only on CUDA",
               "use float32 or bfloat16 on the CPU");
+  }
+  if (!cpu_asked && !wanted.empty()) {
+    const model::TorchRuntimeInfo info = model::QueryTorchRuntime();
+    for (int g : wanted) {
+      if (g >= info.cuda_device_count) {
+        throw Error("--gpus " + std::to_string(g) + " is not a visible GPU (" +
+                        std::to_string(info.cuda_device_count) + " visible)",
+                    "list indices among the visible devices, e.g. --gpus 0,1");
+      }
+    }
   }
   if (devices.empty()) devices.push_back("cpu");
   // num_proc replicas go round-robin over the devices; replicas on one device
@@ -154,6 +169,12 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
                                ? std::max<int64_t>(1, args.GetInt("num_proc", 1))
                                : static_cast<int64_t>(devices.size());
   const size_t used = std::min(devices.size(), static_cast<size_t>(num_proc));
+  if (devices.front() != "cpu" && static_cast<size_t>(num_proc) > devices.size()) {
+    WarnOnce(spec.name + ": num_proc " + std::to_string(num_proc) + " lowered to " +
+             std::to_string(devices.size()) +
+             " device replicas (one copy of the weights per GPU; every executor thread feeds "
+             "them)");
+  }
   for (size_t i = 0; i < used; ++i) {
     auto replica = std::make_unique<Replica>();
     replica->model = model::DeviceModel::Get(dir, devices[i], *dtype);
@@ -164,6 +185,9 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
     options.pad_token_id = config_.pad_token_id;
     options.fill_token_id = config_.bos_token_id;
     options.max_batch_wait = std::chrono::milliseconds(wait_ms);
+    // On the CPU the module packs rows without padding, so a call's rows
+    // run at once, in the calling thread, without waiting for batch mates.
+    options.direct = devices[i] == "cpu";
     const model::DeviceModel* m = replica->model.get();
     replica->batcher = std::make_unique<model::BucketBatcher>(
         options, [m](const int64_t* ids, const int64_t* mask, const int64_t* pool, int64_t batch,
@@ -198,6 +222,12 @@ void ModelRunner::Encode(std::string_view text, Encoded* out) const {
     while (tail < e.special_tokens_mask.size() - head &&
            e.special_tokens_mask[e.special_tokens_mask.size() - 1 - tail]) {
       ++tail;
+    }
+    if (head + tail >= static_cast<size_t>(max_tokens_)) {
+      out->error = "max_length " + std::to_string(max_tokens_) +
+                   " leaves no room for the text beside the special tokens";
+      out->error_type = "too_long";
+      return;
     }
     const size_t keep = static_cast<size_t>(max_tokens_) - head - tail;
     std::vector<int64_t> cut(out->ids.begin(),
@@ -246,8 +276,8 @@ std::vector<ArgDoc> ModelArgumentDocs(const std::string& truncation_default) {
        "cut over-long inputs (keeping the special tokens); false fails them with error_type "
        "too_long"},
       {"deterministic_shapes", "true",
-       "shape-stable batching: results never depend on batch mates, batch_size or threads (false "
-       "is refused by this build)"},
+       "shape-stable batching: a row's result never depends on its batch mates or the thread count "
+       "(on the CPU, not on batch_size either); false is refused by this build"},
       {"max_batch_wait_ms", "5", "how long a partial length bucket waits for more rows"},
   };
 }

@@ -50,7 +50,6 @@ class ModelRunner {
   size_t preferred_batch_rows() const;
 
  private:
-  const recipe::OperatorArgs& args_;
   std::string op_name_;
   model::ModelConfig config_;
   std::shared_ptr<const model::Tokenizer> tokenizer_;

@@ -57,8 +57,9 @@ class TextPairSimilarityFilter : public Filter {
       Sample& s = *rows[i];
       if (s.Stat(kStat)) continue;  // computed before: Data-Juicer reuses it
       try {
-        const std::string& first = s.Text(text_key());
-        const std::string& second = s.Text(second_key_);
+        // Copies: a reference from Sample::Text moves when the next text loads.
+        const std::string first = s.Text(text_key());
+        const std::string second = s.Text(second_key_);
         if (first.empty() || second.empty()) {
           s.SetStat(kStat, "[]");
           continue;

@@ -74,10 +74,10 @@ class ModelCli : public CliTest {
       skip_reason_ = "this djshard is built without libtorch (DJSHARD_WITH_TORCH=OFF)";
       return;
     }
-    if (std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()) != 0) {
-      skip_reason_ = "Debian's python3-torch is not installed (scripts/setup.sh installs it)";
-      return;
-    }
+    // scripts/setup.sh installs python3-torch: its absence fails the suite
+    // rather than skipping the model tests unseen.
+    ASSERT_EQ(std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()), 0)
+        << "Debian's python3-torch is missing: run scripts/setup.sh";
     char tmpl[] = "/tmp/djshard-models-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     models_ = tmpl;
@@ -534,14 +534,28 @@ TEST_F(ModelCli, ModelCheckLoadsSnapshotsAndPackagesAndCatchesAnEditedReference)
                 1e-5);
   }
 
-  // Editing the reference output (and its recorded sha256 too, so that only
-  // the numbers are wrong) makes the check fail.
+  // Editing the reference output (djshard_model.json itself is not among the
+  // files whose sha256 the package records) makes the check fail.
   json pkg = json::parse(Read("pkg/djshard_model.json"));
   pkg["reference"]["outputs"][0][0] = pkg["reference"]["outputs"][0][0].get<double>() + 0.5;
   Write("pkg/djshard_model.json", pkg.dump(2));
   r = Run({"model", "check", Path("pkg")});
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.err.find("reference"), std::string::npos) << r.err;
+}
+
+TEST_F(ModelCli, AModuleThatDoesNotLoadIsAnErrorAtTheOperatorsLine) {
+  Write("in.jsonl", R"({"query":"hello"})"
+                    "\n");
+  ClassifierRecipe("query_sentiment_detection_mapper", Model("roberta-sentiment-st"));
+  const CliResult r = RunRecipe({"--device", "cpu"}, {"DJSHARD_TORCH_MODULE=" + Path("none.so")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("recipe.yaml:3: query_sentiment_detection_mapper cannot run: the libtorch "
+                       "module is not available"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("WARNING"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists("out.jsonl"));
 }
 
 // Test 8: Data-Juicer's GPU demo recipes end to end through dlc on the CPU.

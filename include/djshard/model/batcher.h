@@ -35,6 +35,11 @@ struct BatcherOptions {
   int64_t pad_token_id = 0;   // fills padded positions (mask 0)
   int64_t fill_token_id = 0;  // the one token (mask 1) of a pad row
   std::chrono::milliseconds max_batch_wait{5};
+  // Run each call's rows at once in the calling thread, in batches of up to
+  // batch_size rows as wide as their longest row, without pad rows or queues:
+  // for a device whose results do not depend on batch shape (the CPU path
+  // packs rows without padding).
+  bool direct = false;
 };
 
 struct BatcherCounters {

@@ -41,7 +41,8 @@ std::optional<DeviceSettings::Request> ParseDeviceRequest(const std::string& nam
 // --gpus. Empty when the build has no CUDA or no device is visible.
 std::vector<std::string> UsableCudaDevices();
 
-// "CUDA_VISIBLE_DEVICES=\"...\"" or "CUDA_VISIBLE_DEVICES unset", for messages.
-std::string DescribeCudaVisibleDevices();
+// Why no CUDA device can be used, for messages: this libtorch has no CUDA,
+// or none is visible ("CUDA_VISIBLE_DEVICES=\"...\"" or "... unset").
+std::string DescribeNoCuda();
 
 }  // namespace djshard::model

@@ -14,6 +14,7 @@ struct TorchRuntimeInfo {
   bool cuda_available = false;
   int cuda_device_count = 0;
   bool bf16_cpu = false;
+  bool cuda_built = false;  // libtorch has CUDA (whether or not a device is visible)
 };
 
 // libtorch lives in a separate module (libdjshard_torch.so, beside the

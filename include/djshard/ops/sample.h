@@ -38,7 +38,8 @@ class Sample {
   void Reset(io::Record* record);
 
   // The decoded string at top-level `key`. Throws OpError when it is missing
-  // or not a string.
+  // or not a string. The reference is valid until the next Text or SetText
+  // call on this sample (copy it to hold two texts at once).
   const std::string& Text(const std::string& key);
   void SetText(const std::string& key, std::string value);
   // Seeds the decoded text of `key` (already decoded by the parser), unchanged.

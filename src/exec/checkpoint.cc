@@ -134,6 +134,8 @@ const char* TapStrategyName(TapStrategy s) {
 }
 
 YAML::Node ApplyOverrides(const YAML::Node& root, const std::vector<ConfigOverride>& overrides) {
+  // Without overrides the document itself: its marks name recipe lines in errors.
+  if (overrides.empty()) return root;
   YAML::Node copy = YAML::Clone(root);
   for (const auto& [key, value] : overrides) {
     const size_t dot = key.find('.');

@@ -815,7 +815,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                         {"output_rows", tap.rows}});
         if (!st.keep_all) {
           // keep: latest: older taps of the partition go, record first, then data.
-          for (const Commit& old : ListCommits(paths.Checkpoints())[p]) {
+          const auto all = ListCommits(paths.Checkpoints());
+          const auto mine = all.find(p);
+          if (mine == all.end()) continue;
+          for (const Commit& old : mine->second) {
             if (old.op_idx >= tap.op_idx) continue;
             disk.Unlink(old.record_path);
             disk.Unlink(paths.dir + "/" + old.record.value("data_path", ""));

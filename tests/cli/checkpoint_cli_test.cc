@@ -442,5 +442,84 @@ TEST_F(CheckpointCli, JobIdRulesAndResumeOfAMissingJob) {
   EXPECT_NE(r.err.find("add --resume w"), std::string::npos) << r.err;
 }
 
+TEST_F(CheckpointCli, MonitorAndJobsFollowARunFromStartToEnd) {
+  Write("data.jsonl", Rows(12));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n",
+         "  - djshard_test_sleep_mapper:\n      seconds: 0.08\n"
+         "  - text_length_filter:\n      min_len: 3\n");
+  const Spawned run =
+      Spawn({"run", "--config", "recipe.yaml", "--job_id", "m", "--threads", "1"}, kTestOps);
+  auto finals = [&] {
+    int n = 0;
+    if (!Exists("out/m/checkpoints")) return 0;
+    for (const std::string& c : Commits("m")) n += c.rfind("checkpoint_op_0001", 0) == 0;
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return finals() >= 1; }));
+  const int before = finals();
+  CliResult mon = Run({"monitor", "m", "--work-dir", "out", "--json", "--detailed"});
+  const int after = finals();
+  EXPECT_EQ(mon.exit_code, 1) << mon.out << mon.err;
+  json view = json::parse(mon.out);
+  EXPECT_EQ(view["status"], "running");
+  EXPECT_GE(view["partitions"]["done"].get<int>(), before);
+  EXPECT_LE(view["partitions"]["done"].get<int>(), after);
+  EXPECT_EQ(view["partitions"]["total"], 4);
+  ASSERT_EQ(WaitFor(run).exit_code, 0);
+  // A torn last line (a writer that died mid-write) is skipped.
+  const std::string events = [&] {
+    for (const std::string& n : List("out/m")) {
+      if (n.rfind("events_", 0) == 0) return "out/m/" + n;
+    }
+    return std::string();
+  }();
+  Write(events, Read(events) + "{\"event_type\": \"partition_st");
+  mon = Run({"monitor", Path("out/m"), "--json", "--detailed"});
+  EXPECT_EQ(mon.exit_code, 0) << mon.err;
+  view = json::parse(mon.out);
+  EXPECT_EQ(view["status"], "completed");
+  EXPECT_EQ(view["partitions"]["done"], 4);
+  for (const json& p : view["partition_details"]) {
+    EXPECT_EQ(p["committed_taps"], json::array({1})) << p;
+  }
+  EXPECT_EQ(Run({"monitor", "nope", "--work-dir", "out"}).exit_code, 2);
+
+  // A failed job: monitor says 2.
+  Write("fail", "");
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 2\n",
+         "  - djshard_test_sleep_mapper:\n      seconds: 0\n      fail_while_exists: " +
+             Path("fail") + "\n      skip_op_error: false\n");
+  const Spawned failing = Spawn({"run", "--config", "recipe.yaml", "--job_id", "f"}, kTestOps);
+  EXPECT_EQ(WaitFor(failing).exit_code, 2);
+  EXPECT_EQ(Run({"monitor", "f", "--work-dir", "out"}).exit_code, 2);
+
+  // A kill -9ed run is interrupted (resumable) once its heartbeat is stale.
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 6\n",
+         "  - djshard_test_sleep_mapper:\n      seconds: 0.05\n");
+  const Spawned killed =
+      Spawn({"run", "--config", "recipe.yaml", "--job_id", "k", "--threads", "1"}, kTestOps);
+  ASSERT_TRUE(WaitUntil([&] { return Exists("out/k/checkpoints") && !Commits("k").empty(); }));
+  ::kill(killed.pid, SIGKILL);
+  WaitFor(killed);
+  CliResult jobs = Run({"jobs", "--work-dir", "out", "--json"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  auto status_of = [](const json& all, const std::string& id) {
+    for (const json& j : all) {
+      if (j["job_id"] == id) return j["status"].get<std::string>();
+    }
+    return std::string("missing");
+  };
+  EXPECT_EQ(status_of(json::parse(jobs.out), "k"), "running");
+  fs::last_write_time(Path("out/k/heartbeat"),
+                      fs::file_time_type::clock::now() - std::chrono::minutes(5));
+  jobs = Run({"jobs", "--work-dir", "out", "--json"});
+  const json all = json::parse(jobs.out);
+  EXPECT_EQ(status_of(all, "k"), "interrupted (resumable)");
+  EXPECT_EQ(status_of(all, "m"), "completed");
+  EXPECT_EQ(status_of(all, "f"), "failed");
+  EXPECT_EQ(Run({"jobs", "--work-dir", "out", "--running", "--json"}).out, "[]\n");
+  EXPECT_EQ(Run({"monitor", "k", "--work-dir", "out"}).exit_code, 1);
+}
+
 }  // namespace
 }  // namespace djshard::testing

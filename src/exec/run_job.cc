@@ -550,10 +550,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                            {"sha256", set.input_sha256}})
                              .dump(2) +
                          "\n");
-    if (st.checkpointing()) {
-      disk.WriteAtomic(paths.PartitioningInfo(),
-                       PartitioningInfoJson(set, job_id, token).dump(2) + "\n");
-    }
+    disk.WriteAtomic(paths.PartitioningInfo(),
+                     PartitioningInfoJson(set, job_id, token).dump(2) + "\n");
   } else {
     // Data files without a commit record are garbage of the interrupted run.
     std::error_code ec;

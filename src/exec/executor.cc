@@ -33,6 +33,8 @@ struct BatchResult {
   std::string output;
   std::string errors;
   std::vector<std::string> taps;  // rows after each tapped operator
+  std::vector<uint64_t> tap_rows;
+  std::string tee;  // the output as a zstd frame (compress_taps)
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
 };
@@ -73,6 +75,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
                   const Batch& batch, Scratch& s, BatchResult* r,
                   const std::function<bool()>& stop_check, const ExecOptions& options) {
   r->taps.resize(options.taps.size());
+  r->tap_rows.assign(options.taps.size(), 0);
   for (std::string& t : r->taps) t.clear();
   size_t next_tap = 0;
   r->counters.resize(plan.operators.size());
@@ -110,7 +113,9 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   // each record, so that the stream itself goes on unchanged.
   auto tap_after = [&](size_t i) {
     if (next_tap >= options.taps.size() || options.taps[next_tap] != i) return;
-    std::string& out = r->taps[next_tap++];
+    const size_t t = next_tap++;
+    std::string rows;
+    std::string& out = options.compress_taps ? rows : r->taps[t];
     io::Record copy;
     for (size_t k = 0; k < n; ++k) {
       if (!s.alive[k]) continue;
@@ -118,7 +123,9 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
       s.samples[k].CommitTo(&copy, plan.has_filter);
       copy.Serialize(&out);
       out.push_back('\n');
+      ++r->tap_rows[t];
     }
+    if (options.compress_taps) io::AppendZstdFrame(rows, &r->taps[t]);
   };
   for (size_t i = options.first_op; i < plan.operators.size(); ++i) {
     const PlannedOperator& planned = plan.operators[i];
@@ -197,6 +204,8 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     r->output.push_back('\n');
     ++r->rows_out;
   }
+  r->tee.clear();
+  if (options.compress_taps && options.output_tee) io::AppendZstdFrame(r->output, &r->tee);
 }
 
 // Restores input order. Results arrive from any thread under their batch
@@ -229,9 +238,13 @@ class OrderedWriter {
   // Appends a taken result to the streams and counts it.
   void Write(const BatchResult& done) {
     output_.Append(done.output);
-    if (options_.output_tee) options_.output_tee(done.output);
+    if (options_.output_tee) {
+      options_.output_tee(options_.compress_taps ? done.tee : done.output, done.rows_out);
+    }
     if (options_.tap_sink) {
-      for (size_t t = 0; t < done.taps.size(); ++t) options_.tap_sink(t, done.taps[t]);
+      for (size_t t = 0; t < done.taps.size(); ++t) {
+        options_.tap_sink(t, done.taps[t], done.tap_rows[t]);
+      }
     }
     if (errors_ != nullptr && !done.errors.empty()) errors_->Append(done.errors);
     summary_.rows_in += done.rows_in;

@@ -424,8 +424,8 @@ json PlanJson(const Plan& plan, const std::string& job_id, const std::string& co
 // One tap file being written for one partition.
 struct OpenTap {
   size_t op_idx = 0;
-  std::string rel_path;  // relative to the job dir
-  std::unique_ptr<io::OutputStream> stream;
+  std::string rel_path;                          // relative to the job dir
+  std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes: zstd frames, or rows
   uint64_t rows = 0;
 };
 
@@ -703,25 +703,23 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         tap.op_idx = t;
         tap.rel_path = "checkpoints/" + RunJobPaths::TapStem(t, p, set.bounds.size()) + "." +
                        token + (st.compress ? ".jsonl.zst" : ".jsonl");
-        tap.stream = std::make_unique<io::OutputStream>(paths.dir + "/" + tap.rel_path,
-                                                        /*overwrite=*/false, disk);
+        tap.stream = std::make_unique<io::AtomicFileWriter>(paths.dir + "/" + tap.rel_path,
+                                                            /*overwrite=*/false, disk);
         if (t != last_op) options.taps.push_back(t);
         open.push_back(std::move(tap));
       }
-      auto count_rows = [](std::string_view rows) {
-        return static_cast<uint64_t>(std::count(rows.begin(), rows.end(), '\n'));
-      };
+      options.compress_taps = st.compress;
       if (!open.empty()) {
-        options.tap_sink = [&open, &count_rows](size_t i, std::string_view rows) {
-          open[i].stream->Append(rows);
-          open[i].rows += count_rows(rows);
+        options.tap_sink = [&open](size_t i, std::string_view bytes, uint64_t rows) {
+          open[i].stream->Append(bytes);
+          open[i].rows += rows;
           CrashPoint("tap_append");
         };
         if (open.back().op_idx == last_op) {
           OpenTap& final_tap = open.back();
-          options.output_tee = [&final_tap, &count_rows](std::string_view rows) {
-            final_tap.stream->Append(rows);
-            final_tap.rows += count_rows(rows);
+          options.output_tee = [&final_tap](std::string_view bytes, uint64_t rows) {
+            final_tap.stream->Append(bytes);
+            final_tap.rows += rows;
             CrashPoint("tap_append");
           };
         }

@@ -57,10 +57,13 @@ struct ExecOptions {
   // recipe ended there, with __dj__stats__/__dj__meta__ kept.
   std::vector<size_t> taps;
   // Called by one thread at a time, in input order, with a batch's rows after
-  // taps[tap_index].
-  std::function<void(size_t tap_index, std::string_view rows)> tap_sink;
+  // taps[tap_index] and how many they are.
+  std::function<void(size_t tap_index, std::string_view bytes, uint64_t rows)> tap_sink;
   // Called by one thread at a time, in input order, with each batch's output.
-  std::function<void(std::string_view rows)> output_tee;
+  std::function<void(std::string_view bytes, uint64_t rows)> output_tee;
+  // Tap and tee bytes are each batch's rows as one zstd frame, compressed by
+  // the thread that ran the batch (so compression runs on every thread).
+  bool compress_taps = false;
 };
 
 // Runs `plan` over the input files in order, as batches, on `threads` new

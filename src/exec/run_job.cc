@@ -483,7 +483,15 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       RefuseResume(t, "locate", "no " + paths.PartitioningInfo(),
                    "the job never started a partition; run it again without --resume");
     }
-    summary_before = json::parse(io::ReadFile(paths.Summary()), nullptr, false);
+    // A file of the job that the interrupted run may not have written yet.
+    auto read_job_file = [&](const std::string& path) {
+      struct stat fb {};
+      if (::stat(path.c_str(), &fb) != 0) {
+        RefuseResume(t, "locate", "no " + path, "the job did not get far enough to resume it");
+      }
+      return json::parse(io::ReadFile(path), nullptr, false);
+    };
+    summary_before = read_job_file(paths.Summary());
     if (summary_before.is_object()) {
       if (summary_before.value("status", "") == "completed" &&
           ::stat(outcome.export_path.c_str(), &sb) == 0) {
@@ -498,8 +506,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     if (!st.checkpointing()) {
       RefuseResume(t, "config", "checkpointing is disabled", "enable checkpoint to resume");
     }
-    const json stored =
-        json::parse(io::ReadFile(paths.Metadata() + "/effective_config.json"), nullptr, false);
+    const json stored = read_job_file(paths.Metadata() + "/effective_config.json");
     if (stored != effective) {
       std::string keys;
       for (const std::string& k : DifferingKeys(stored, effective)) {

@@ -60,7 +60,8 @@ class CheckpointCli : public CliTest {
   std::vector<std::string> Commits(const std::string& job) const {
     std::vector<std::string> out;
     for (const std::string& n : List("out/" + job + "/checkpoints")) {
-      if (n.find(".commit.json") != std::string::npos) out.push_back(n);
+      // A commit record's temporary file (a run killed while publishing it) is not one.
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".commit.json") == 0) out.push_back(n);
     }
     return out;
   }

@@ -71,6 +71,18 @@ std::string ResolveJobDir(const RunRequest& request, const JobSettings& settings
   return dir.lexically_normal().string();
 }
 
+// Appends a whole file's decoded bytes to `out`; returns their SHA-256.
+std::string AppendFile(const std::string& path, io::OutputStream& out) {
+  std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
+  io::Sha256 hash;
+  std::vector<char> buf(1 << 20);
+  for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) {
+    out.Append(std::string_view(buf.data(), n));
+    hash.Update(buf.data(), n);
+  }
+  return hash.HexDigest();
+}
+
 uint64_t CountLines(const std::string& path) {
   std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
   std::vector<char> buf(1 << 20);
@@ -298,6 +310,14 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
       if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
       if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
         refuse("made from other input rows");
+      }
+      if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
+        const std::string errors = job_dir + "/" + errors_rel;
+        if (::stat(errors.c_str(), &st) != 0 ||
+            io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
+          RefuseResume(token, "checkpoints", errors_rel + ": missing or changed",
+                       "the committed checkpoint is damaged; start a new job");
+        }
       }
       starts[partition] = {true, c.op_idx, data, c.record};
       break;
@@ -564,7 +584,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     std::error_code ec;
     std::vector<std::string> referenced;
     for (const auto& [p, list] : ListCommits(paths.Checkpoints())) {
-      for (const Commit& c : list) referenced.push_back(c.record.value("data_path", ""));
+      for (const Commit& c : list) {
+        referenced.push_back(c.record.value("data_path", ""));
+        referenced.push_back(c.record.value("errors_path", ""));
+      }
     }
     for (const auto& e : fs::directory_iterator(paths.Checkpoints(), ec)) {
       const std::string name = e.path().filename().string();
@@ -663,6 +686,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           output.Append(std::string_view(buf.data(), n));
           out_bytes += n;
         }
+        // The partition's operator errors, as its run wrote them.
+        if (const std::string rel = from.commit.value("errors_path", ""); !rel.empty()) {
+          AppendFile(paths.dir + "/" + rel, errors);
+        }
         CrashPoint("final_concat");
         events.Emit("checkpoint_load", {{"partition_id", p},
                                         {"op_idx", from.op_idx},
@@ -736,7 +763,23 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
             "op_start",
             {{"partition_id", p}, {"op_idx", i}, {"op_name", plan.operators[i].op->name()}});
       }
-      const ExecSummary part = Execute(plan, exec_inputs, output, &errors, options);
+      // With a final tap, the partition's errors are kept beside it, so that a
+      // resumed run writes them again.
+      std::unique_ptr<io::OutputStream> part_errors;
+      std::string errors_rel;
+      if (!open.empty() && open.back().op_idx == last_op) {
+        errors_rel = "checkpoints/" + RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." +
+                     token + ".errors.jsonl";
+        part_errors = std::make_unique<io::OutputStream>(paths.dir + "/" + errors_rel,
+                                                         /*overwrite=*/false, disk);
+      }
+      const ExecSummary part =
+          Execute(plan, exec_inputs, output, part_errors ? part_errors.get() : &errors, options);
+      std::string errors_sha;
+      if (part_errors) {
+        part_errors->Commit();
+        errors_sha = AppendFile(paths.dir + "/" + errors_rel, errors);
+      }
       // Ops before the tap resumed from count what the commit recorded.
       ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
       if (from.resumed) {
@@ -778,7 +821,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         struct stat dst {};
         ::stat(data.c_str(), &dst);
         const int64_t now = NowNanos();
-        const json record = {
+        json record = {
             {"schema_version", 1},
             {"job_id", job_id},
             {"shard_id", nullptr},
@@ -801,6 +844,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
              {{"version", version()}, {"git_commit", git_commit()}, {"libtorch", nullptr}}},
             {"model_devices", json::array()},
             {"counters", CountersJson(cumulative, tap.op_idx, b.rows(), p_bytes)}};
+        if (tap.op_idx == last_op && part_errors) {
+          record["errors_path"] = errors_rel;
+          record["errors_sha256"] = errors_sha;
+        }
         const std::string commit_path = paths.Checkpoints() + "/" +
                                         RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
                                         ".commit.json";

@@ -7,6 +7,8 @@
 
 #include "djshard/common/error.h"
 #include "djshard/exec/partition.h"
+#include "djshard/io/sha256.h"
+#include "tests/unit/temp_dir.h"
 
 namespace djshard::exec {
 namespace {
@@ -59,6 +61,31 @@ TEST(Partition, AutoSizingFollowsTheSeedTable) {
   EXPECT_EQ(AutoRowsPerPartition(Modality::kMultimodal, 0, 256, 256, std::nullopt), 1600u);
   EXPECT_EQ(AutoPartitionCount(200001, 50000), 5u);
   EXPECT_EQ(AutoPartitionCount(0, 50000), 0u);
+}
+
+std::string Sha(const std::string& s) {
+  io::Sha256 h;
+  h.Update(s);
+  return h.HexDigest();
+}
+
+TEST(Partition, HashesAreSha256OfEachRowWithoutItsTerminatorThenNewline) {
+  testing::TempDir tmp;
+  // CRLF rows, a missing last newline, and two files: one stream of rows.
+  const std::string a = tmp.Write("a.jsonl", "{\"x\":1}\r\n{\"x\":2}\n{\"x\":3}");
+  const std::string b = tmp.Write("b.jsonl", "{\"x\":4}\n{\"x\":5}\r\n");
+  const std::vector<io::InputCandidate> inputs = {{a, a, "a.jsonl"}, {b, b, "b.jsonl"}};
+  uint64_t rows = 0;
+  const std::vector<PartitionDigest> d = HashPartitions(inputs, ExactBounds(5, 2), &rows);
+  EXPECT_EQ(rows, 5u);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].sha256, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n"));
+  EXPECT_EQ(d[1].sha256, Sha("{\"x\":4}\n{\"x\":5}\n"));
+  recipe::Recipe recipe;
+  const InputScan scan = ScanInput(inputs, recipe);
+  EXPECT_EQ(scan.rows, 5u);
+  EXPECT_EQ(scan.sha256, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n{\"x\":4}\n{\"x\":5}\n"));
+  EXPECT_EQ(scan.modality, Modality::kText);
 }
 
 recipe::Recipe FiveOps() {

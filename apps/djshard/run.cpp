@@ -25,6 +25,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   struct Options {
     std::string config, dataset, export_path;
     std::shared_ptr<std::optional<int>> threads = std::make_shared<std::optional<int>>();
+    std::vector<exec::ConfigOverride> overrides;
+    std::optional<std::string> job_id, work_dir, resume;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -36,16 +38,64 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "Output JSONL, compressed when it ends in .gz or .zst (overrides export_path)");
   AddThreadsOption(cmd, opt->threads);
   AddDeviceOptions(cmd);
+  // Recipe keys of the partition:, checkpoint: and event_logging: sections,
+  // set from the command line as Data-Juicer's dotted overrides.
+  const std::vector<std::pair<std::string, std::string>> dotted = {
+      {"partition.mode", "auto or manual"},
+      {"partition.num_of_partitions", "manual: partitions of the input (default 4)"},
+      {"partition.target_size_mb", "auto: 128, 256, 512 or 1024 MB per partition (default 256)"},
+      {"partition.size", "auto: rows per partition when a row's size estimate is 0"},
+      {"partition.max_size_mb", "auto: cap on a partition's estimated size (default 256)"},
+      {"checkpoint.enabled", "true or false (default true)"},
+      {"checkpoint.strategy", "every_n_ops, every_op, manual or disabled (default every_n_ops)"},
+      {"checkpoint.n_ops", "every_n_ops: tap after every n-th operator (default 5)"},
+      {"checkpoint.op_names", "manual: tap after these operators, e.g. a,b"},
+      {"checkpoint.compression", "zstd or none (default zstd)"},
+      {"checkpoint.keep", "latest or all taps per partition (default latest)"},
+      {"event_logging.enabled", "write events_<ts>.jsonl in the job dir (default true)"},
+  };
+  for (const auto& [key, help] : dotted) {
+    const std::string name = key;
+    cmd->add_option_function<std::string>(
+        "--" + key, [opt, name](const std::string& v) { opt->overrides.emplace_back(name, v); },
+        "Recipe key " + key + ": " + help);
+  }
+  cmd->add_option_function<std::string>(
+      "--job_id,--job-id", [opt](const std::string& v) { opt->job_id = v; },
+      "Job id (default: the recipe's job_id, else a new YYYYmmdd_HHMMSS_<hex>)");
+  cmd->add_option_function<std::string>(
+      "--work-dir", [opt](const std::string& v) { opt->work_dir = v; },
+      "Directory of job directories (default: the recipe's work_dir, else the export's "
+      "directory)");
+  cmd->add_option_function<std::string>(
+      "--resume", [opt](const std::string& v) { opt->resume = v; },
+      "Resume job TOKEN from its committed checkpoints (validated; exit 2 on a mismatch)");
   cmd->callback([opt, exit_code]() {
     exec::RunRequest req;
     req.config_path = opt->config;
     if (!opt->dataset.empty()) req.dataset_path = opt->dataset;
     if (!opt->export_path.empty()) req.export_path = opt->export_path;
     req.threads = *opt->threads;
+    req.overrides = opt->overrides;
+    req.job_id = opt->job_id;
+    req.work_dir = opt->work_dir;
+    req.resume = opt->resume;
+    req.job_started = [](const std::string& id, bool resumable) {
+      if (!resumable) return;
+      std::fprintf(stderr,
+                   "Resume token: %s. Rerun the original command with --resume %s to resume "
+                   "this job.\n",
+                   id.c_str(), id.c_str());
+    };
     const bool tty = isatty(STDERR_FILENO) != 0;
     if (tty) req.progress = PrintProgress;
     const exec::RunOutcome out = exec::RunRecipe(req);
     if (tty) std::fprintf(stderr, "\r%*s\r", 80, "");
+    if (out.already_completed) {
+      std::printf("Job %s already completed: %s\n", out.job_id.c_str(), out.export_path.c_str());
+      *exit_code = 0;
+      return;
+    }
     const exec::ExecSummary& s = out.summary;
     const double mb = static_cast<double>(s.bytes_in) / 1e6;
     std::printf(
@@ -64,6 +114,11 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
     std::printf("Kept %llu of %llu rows -> %s\n", static_cast<unsigned long long>(s.rows_out),
                 static_cast<unsigned long long>(s.rows_in), out.export_path.c_str());
     std::printf("Stats: %s\n", out.stats_path.c_str());
+    if (!out.job_dir.empty()) {
+      std::printf("Job %s: %llu partition(s), %llu taken from checkpoints: %s\n",
+                  out.job_id.c_str(), static_cast<unsigned long long>(out.partitions),
+                  static_cast<unsigned long long>(out.partitions_resumed), out.job_dir.c_str());
+    }
     if (s.errors > 0) {
       std::printf("%llu record(s) dropped by operator errors: %s\n",
                   static_cast<unsigned long long>(s.errors), out.errors_path.c_str());

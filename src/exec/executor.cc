@@ -32,6 +32,9 @@ struct Batch {
 struct BatchResult {
   std::string output;
   std::string errors;
+  std::vector<std::string> taps;  // rows after each tapped operator
+  std::vector<uint64_t> tap_rows;
+  std::string tee;  // the output as a zstd frame (compress_taps)
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
 };
@@ -70,7 +73,11 @@ void StopIfAsked(const std::function<bool()>& stop_check) {
 // true stops the batch.
 void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
                   const Batch& batch, Scratch& s, BatchResult* r,
-                  const std::function<bool()>& stop_check) {
+                  const std::function<bool()>& stop_check, const ExecOptions& options) {
+  r->taps.resize(options.taps.size());
+  r->tap_rows.assign(options.taps.size(), 0);
+  for (std::string& t : r->taps) t.clear();
+  size_t next_tap = 0;
   r->counters.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i)
     r->counters[i].name = plan.operators[i].op->name();
@@ -102,7 +109,25 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   }
   r->bytes_in = chunk.size;
   r->rows_in = n;
-  for (size_t i = 0; i < plan.operators.size(); ++i) {
+  // Tees the surviving rows after operator i into its tap, through a copy of
+  // each record, so that the stream itself goes on unchanged.
+  auto tap_after = [&](size_t i) {
+    if (next_tap >= options.taps.size() || options.taps[next_tap] != i) return;
+    const size_t t = next_tap++;
+    std::string rows;
+    std::string& out = options.compress_taps ? rows : r->taps[t];
+    io::Record copy;
+    for (size_t k = 0; k < n; ++k) {
+      if (!s.alive[k]) continue;
+      copy = s.records[k];
+      s.samples[k].CommitTo(&copy, plan.has_filter);
+      copy.Serialize(&out);
+      out.push_back('\n');
+      ++r->tap_rows[t];
+    }
+    if (options.compress_taps) io::AppendZstdFrame(rows, &r->taps[t]);
+  };
+  for (size_t i = options.first_op; i < plan.operators.size(); ++i) {
     const PlannedOperator& planned = plan.operators[i];
     const ops::Operator& op = *planned.op;
     const bool is_filter = op.kind() == ops::OpKind::kFilter;
@@ -142,6 +167,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
         if (s.alive[k]) ++c.rows_out;
       }
       c.seconds += MonotonicSeconds() - start;
+      tap_after(i);
       continue;
     }
     for (size_t k = 0; k < n; ++k) {
@@ -164,6 +190,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
       if (s.alive[k]) ++c.rows_out;
     }
     c.seconds += MonotonicSeconds() - start;
+    tap_after(i);
   }
   r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
@@ -177,6 +204,8 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     r->output.push_back('\n');
     ++r->rows_out;
   }
+  r->tee.clear();
+  if (options.compress_taps && options.output_tee) io::AppendZstdFrame(r->output, &r->tee);
 }
 
 // Restores input order. Results arrive from any thread under their batch
@@ -209,6 +238,14 @@ class OrderedWriter {
   // Appends a taken result to the streams and counts it.
   void Write(const BatchResult& done) {
     output_.Append(done.output);
+    if (options_.output_tee) {
+      options_.output_tee(options_.compress_taps ? done.tee : done.output, done.rows_out);
+    }
+    if (options_.tap_sink) {
+      for (size_t t = 0; t < done.taps.size(); ++t) {
+        options_.tap_sink(t, done.taps[t], done.tap_rows[t]);
+      }
+    }
     if (errors_ != nullptr && !done.errors.empty()) errors_->Append(done.errors);
     summary_.rows_in += done.rows_in;
     summary_.rows_out += done.rows_out;
@@ -257,8 +294,12 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2;
   const double start = MonotonicSeconds();
 
-  io::LineChunker reader(inputs.size(), options.batch_bytes, plan.batch_rows,
-                         [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
+  io::LineChunker chunker(inputs.size(), options.batch_bytes, plan.batch_rows,
+                          [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
+  const std::function<bool(io::LineChunk*)> read_next =
+      options.source ? options.source
+                     : std::function<bool(io::LineChunk*)>(
+                           [&chunker](io::LineChunk* c) { return chunker.Next(c); });
   uint64_t next_seq = 0;
   ExecSummary summary;
   summary.operators.resize(plan.operators.size());
@@ -318,7 +359,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           result.output = take_spare();
           reading = true;
           lock.unlock();
-          const bool got = reader.Next(&batch.chunk);
+          const bool got = read_next(&batch.chunk);
           if (got) batch.seq = next_seq++;
           lock.lock();
           reading = false;
@@ -333,7 +374,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           // Another thread may read the next batch meanwhile.
           cv.notify_all();
           lock.unlock();
-          ProcessBatch(plan, inputs, batch, scratch, &result, stop_check);
+          ProcessBatch(plan, inputs, batch, scratch, &result, stop_check, options);
           lock.lock();
           writer.Add(batch.seq, std::move(result));
           spare.push_back(std::move(batch.chunk.data));

@@ -6,6 +6,7 @@
 #include "djshard/io/disk.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
+#include "src/exec/run_job.h"
 
 namespace djshard::exec {
 
@@ -41,6 +42,10 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
 
   std::error_code ec;
   fs::create_directories(fs::path(outcome.export_path).parent_path(), ec);
+  if (WantsJobMode(request, recipe)) {
+    RunJob(request, recipe, plan, dataset, inputs, outcome, disk);
+    return outcome;
+  }
   io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
   io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
   ExecOptions options;

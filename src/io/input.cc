@@ -221,8 +221,18 @@ LineChunker::LineChunker(size_t num_files, size_t chunk_bytes, size_t max_lines,
       open_(std::move(open)),
       file_done_(std::move(file_done)) {}
 
+uint64_t LineChunker::SkipLines(uint64_t lines) {
+  LineChunk scratch;
+  uint64_t skipped = 0;
+  limit_ = lines;
+  while (skipped < lines && Next(&scratch)) skipped += scratch.lines;
+  limit_ = UINT64_MAX;
+  return skipped;
+}
+
 bool LineChunker::Next(LineChunk* chunk) {
   for (;;) {
+    if (limit_ == 0) return false;
     if (!source_) {
       if (file_ >= num_files_) return false;
       source_ = open_(file_);
@@ -252,7 +262,7 @@ bool LineChunker::Next(LineChunk* chunk) {
                 static_cast<const char*>(std::memchr(data.data() + pos, '\n', cut - pos)) -
                 data.data()) +
             1;
-      if (++lines == max_lines_) {
+      if (++lines == max_lines_ || lines == limit_) {
         cut = pos;
         break;
       }
@@ -262,6 +272,7 @@ bool LineChunker::Next(LineChunk* chunk) {
     const size_t file = file_;
     const uint64_t first_line = next_line_;
     next_line_ += lines;
+    if (limit_ != UINT64_MAX) limit_ -= lines;
     if (exhausted_ && carry_.empty()) {
       source_.reset();
       ++file_;

@@ -192,4 +192,13 @@ void OutputStream::Commit(bool durable) {
   file_.Commit(durable);
 }
 
+void AppendZstdFrame(std::string_view bytes, std::string* out, int level) {
+  const size_t old = out->size();
+  out->resize(old + ZSTD_compressBound(bytes.size()));
+  const size_t n =
+      ZSTD_compress(out->data() + old, out->size() - old, bytes.data(), bytes.size(), level);
+  if (ZSTD_isError(n)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(n));
+  out->resize(old + n);
+}
+
 }  // namespace djshard::io

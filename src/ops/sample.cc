@@ -170,6 +170,20 @@ Sample::FieldLookup Sample::LookupField(std::string_view dotted_path) const {
   return result;
 }
 
+void Sample::CommitTo(io::Record* record, bool write_stats) const {
+  for (size_t i = 0; i < texts_.size(); ++i) {
+    if (!text_changed_[i]) continue;
+    std::string raw;
+    raw.reserve(texts_[i].second.size() + 16);
+    io::AppendJsonString(&raw, texts_[i].second);
+    record->Set(texts_[i].first, std::move(raw));
+  }
+  if (meta_changed_) record->Set(kMetaKey, ObjectJson(meta_));
+  if (!write_stats) return;
+  record->Set(kStatsKey,
+              ObjectJson(stats_loaded_ ? stats_ : ObjectMembers(record_->Find(kStatsKey))));
+}
+
 void Sample::Commit(bool write_stats) {
   for (size_t i = 0; i < texts_.size(); ++i) {
     if (!text_changed_[i]) continue;

@@ -132,6 +132,7 @@ Recipe LoadRecipe(const std::string& path) {
 
   Recipe recipe;
   recipe.path = path;
+  recipe.root = root;
   recipe.directory = fs::absolute(fs::path(path)).lexically_normal().parent_path().string();
   recipe.dataset_path = OptionalString(root, "dataset_path", path);
   recipe.export_path = OptionalString(root, "export_path", path);

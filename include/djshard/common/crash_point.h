@@ -5,7 +5,11 @@ namespace djshard {
 // Crash injection for black-box tests of the job protocol: when the
 // environment variable DJSHARD_TEST_KILL_AT names `point`, the process kills
 // itself with SIGKILL right there, as a node that loses power would stop.
-// Points: "before_claim", "after_claim", "after_output", "after_link".
+// "point@N" kills at the N-th time the point is reached. Points: "before_claim",
+// "after_claim", "after_output", "after_link"; run jobs: "tap_append" (a batch
+// appended to a tap being written), "tap_data_published" (a tap's data file
+// renamed, its commit record not yet linked), "tap_committed", "final_concat"
+// (a committed final tap appended to the export) and "before_export_commit".
 void CrashPoint(const char* point);
 
 }  // namespace djshard

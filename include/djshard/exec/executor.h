@@ -9,6 +9,7 @@
 
 #include "djshard/exec/plan.h"
 #include "djshard/io/discover.h"
+#include "djshard/io/input.h"
 #include "djshard/io/output.h"
 
 namespace djshard::exec {
@@ -44,6 +45,25 @@ struct ExecOptions {
   // of each operator, so a cancel is seen within 16 records. SIGINT/SIGTERM
   // stop it the same way.
   const std::atomic<bool>* cancel = nullptr;
+
+  // When set, batches come from here instead of from the inputs (a partition
+  // of them, or a checkpoint file); chunk.file indexes `inputs` for messages.
+  std::function<bool(io::LineChunk*)> source;
+  // Operators before this index are not run: the rows are the stream after
+  // operator first_op - 1 (a checkpoint tap).
+  size_t first_op = 0;
+  // Operators (ascending, at or after first_op) after which the stream is
+  // teed to tap_sink: each surviving row as the output would write it if the
+  // recipe ended there, with __dj__stats__/__dj__meta__ kept.
+  std::vector<size_t> taps;
+  // Called by one thread at a time, in input order, with a batch's rows after
+  // taps[tap_index] and how many they are.
+  std::function<void(size_t tap_index, std::string_view bytes, uint64_t rows)> tap_sink;
+  // Called by one thread at a time, in input order, with each batch's output.
+  std::function<void(std::string_view bytes, uint64_t rows)> output_tee;
+  // Tap and tee bytes are each batch's rows as one zstd frame, compressed by
+  // the thread that ran the batch (so compression runs on every thread).
+  bool compress_taps = false;
 };
 
 // Runs `plan` over the input files in order, as batches, on `threads` new

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/executor.h"
 #include "djshard/io/disk.h"
 
@@ -15,6 +16,16 @@ struct RunRequest {
   std::optional<std::string> export_path;   // overrides the recipe's export_path
   std::optional<int> threads;               // overrides the recipe's np
   std::function<void(const ExecSummary&)> progress;
+
+  // Job mode (SPEC-checkpoints): partitions, checkpoints and a job directory.
+  // It is on when the recipe has a partition: or checkpoint: section or any
+  // of these is given.
+  std::vector<ConfigOverride> overrides;  // --partition.* / --checkpoint.* / --event_logging.*
+  std::optional<std::string> job_id;      // --job_id
+  std::optional<std::string> work_dir;    // --work-dir
+  std::optional<std::string> resume;      // --resume TOKEN
+  // Called once a new job's directory exists, before any partition starts.
+  std::function<void(const std::string& job_id, bool resumable)> job_started;
 };
 
 struct RunOutcome {
@@ -23,6 +34,12 @@ struct RunOutcome {
   std::string errors_path;  // <export>.errors.jsonl
   int threads = 1;
   ExecSummary summary;
+  // Job mode only:
+  std::string job_id;
+  std::string job_dir;
+  uint64_t partitions = 0;
+  uint64_t partitions_resumed = 0;  // taken from a committed final tap
+  bool already_completed = false;   // --resume of a completed job: nothing was done
 };
 
 // `djshard run`: one machine, one recipe over a file or directory. Writes the

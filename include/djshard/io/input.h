@@ -84,6 +84,14 @@ class LineChunker {
   // Fills *chunk (reusing its buffer) with the next chunk; false after the last.
   bool Next(LineChunk* chunk);
 
+  // From now on Next returns at most `lines` more lines in all (chunks close
+  // there) and then false until the limit is set again: a chunk never spans a
+  // partition boundary.
+  void LimitLines(uint64_t lines) { limit_ = lines; }
+  // Reads and drops the next `lines` lines (fewer at the end of input);
+  // returns how many were dropped. Clears the limit afterwards.
+  uint64_t SkipLines(uint64_t lines);
+
  private:
   size_t num_files_, chunk_bytes_, max_lines_;
   std::function<std::unique_ptr<ByteSource>(size_t)> open_;
@@ -93,6 +101,7 @@ class LineChunker {
   bool exhausted_ = false;
   std::string carry_;
   uint64_t next_line_ = 1;
+  uint64_t limit_ = UINT64_MAX;  // lines Next may still return
 };
 
 }  // namespace djshard::io

@@ -83,4 +83,8 @@ class OutputStream {
   uint64_t bytes_in_ = 0;
 };
 
+// Appends `bytes` to *out as one complete zstd frame at `level`: frames
+// written one after another are one valid .zst stream.
+void AppendZstdFrame(std::string_view bytes, std::string* out, int level = 1);
+
 }  // namespace djshard::io

@@ -73,6 +73,9 @@ class Sample {
   void SetMeta(std::string_view key, std::string raw_json);
   // Writes changed text fields and, when `write_stats`, the stats into the record.
   void Commit(bool write_stats);
+  // Writes what Commit would into `record` (a copy of this sample's record),
+  // leaving this sample and its record as they are.
+  void CommitTo(io::Record* record, bool write_stats) const;
 
  private:
   void LoadStats();

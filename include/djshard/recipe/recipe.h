@@ -72,6 +72,9 @@ struct Recipe {
   bool skip_op_error = true;         // default of every operator's skip_op_error
   bool keep_stats_in_res_ds = true;  // keep __dj__stats__ and __dj__meta__ in the output
   std::vector<OperatorSpec> process;
+  // The whole parsed document (sections such as partition: and checkpoint:
+  // are read from it by the layers that own them).
+  YAML::Node root;
 };
 
 // Loads and checks the shape of a recipe: a readable YAML file whose top level

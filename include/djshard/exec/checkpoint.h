@@ -1,0 +1,78 @@
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "djshard/recipe/recipe.h"
+
+namespace djshard::exec {
+
+// A dotted recipe key set on the command line ("checkpoint.n_ops" = "3").
+using ConfigOverride = std::pair<std::string, std::string>;
+
+enum class PartitionMode { kAuto, kManual };
+enum class TapStrategy { kEveryNOps, kEveryOp, kManual, kDisabled };
+const char* TapStrategyName(TapStrategy s);
+
+// The recipe's partition:, checkpoint: and event_logging: sections and its
+// job_id and work_dir, with Data-Juicer's key names and defaults
+// (SPEC-checkpoints §2).
+struct JobSettings {
+  PartitionMode mode = PartitionMode::kAuto;
+  uint64_t num_of_partitions = 4;  // manual
+  uint64_t target_size_mb = 256;   // auto: 128, 256, 512 or 1024
+  std::optional<uint64_t> size;    // auto: rows when a row's size estimate is 0
+  uint64_t max_size_mb = 256;      // auto: byte cap
+  bool checkpoint_enabled = true;
+  TapStrategy strategy = TapStrategy::kEveryNOps;
+  uint64_t n_ops = 5;
+  std::vector<std::string> op_names;  // manual
+  bool compress = true;               // compression: zstd (true) or none
+  bool keep_all = false;              // keep: all (true) or latest
+  bool event_logging = true;
+  std::optional<std::string> job_id;    // recipe job_id
+  std::optional<std::string> work_dir;  // recipe work_dir
+
+  // Whether partitions leave taps (and a job can be resumed).
+  bool checkpointing() const { return checkpoint_enabled && strategy != TapStrategy::kDisabled; }
+};
+
+// A copy of `root` with each override set at its dotted path (a value of
+// checkpoint.op_names becomes a list split at commas).
+YAML::Node ApplyOverrides(const YAML::Node& root, const std::vector<ConfigOverride>& overrides);
+
+// Reads the sections of `root` (the recipe with overrides applied). An
+// unknown key or a bad value is an Error naming the recipe line.
+JobSettings ParseJobSettings(const YAML::Node& root, const std::string& recipe_path);
+
+// Indexes of the operators after which a partition is tapped, ascending; with
+// checkpointing on the last operator is always one (the final tap). A manual
+// name that is not in `process` is an Error.
+std::vector<size_t> TapPositions(const JobSettings& settings, const recipe::Recipe& recipe);
+
+// A YAML document as canonical JSON: mappings with sorted keys, scalars as
+// their text, so comments and formatting do not change it.
+nlohmann::json CanonicalJson(const YAML::Node& node);
+
+// The configuration that decides output bytes: the recipe with overrides as
+// canonical JSON, the effective dataset and export paths, minus what does not
+// (np, work_dir, job_id, event_logging).
+nlohmann::json EffectiveConfig(const YAML::Node& root, const std::string& dataset_path,
+                               const std::string& export_path);
+
+// Dotted keys whose values differ between two canonical configs.
+std::vector<std::string> DifferingKeys(const nlohmann::json& a, const nlohmann::json& b);
+
+// SHA-256 of the canonical JSON of process[0..op_idx] with their arguments.
+std::string OpsPrefixSha256(const YAML::Node& root, size_t op_idx);
+
+// SHA-256 of a string's bytes, hex.
+std::string Sha256Hex(const std::string& bytes);
+
+}  // namespace djshard::exec

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace djshard::exec {
+
+// A heartbeat older than this says its `run` is gone (it beats every 5 s).
+inline constexpr double kHeartbeatStaleSecs = 30;
+
+// One partition of a run job as its commit records and events tell it.
+struct PartitionView {
+  uint64_t partition_id = 0;
+  std::string status;          // pending | running | completed
+  std::vector<uint64_t> taps;  // op_idx of each committed tap
+  uint64_t rows_in = 0, rows_out = 0;
+};
+
+// What `djshard jobs` and `djshard monitor` show of a `run` job directory,
+// read from job_summary.json, heartbeat, commit records and events only.
+struct RunJobView {
+  std::string job_id, job_dir;
+  // running (fresh heartbeat) | completed | failed | stopped | prepared |
+  // "interrupted (resumable)" (stale, commits exist) | interrupted
+  std::string status;
+  std::string start_time, hostname, last_checkpoint_time;
+  double duration_secs = 0;
+  double heartbeat_age_secs = -1;  // -1: no heartbeat
+  uint64_t partitions_total = 0, partitions_done = 0;
+  uint64_t rows_total = 0, rows_done = 0;  // input rows of finished partitions
+  double rows_per_sec = 0;                 // over the last completed partitions' window
+  std::optional<double> eta_secs;
+  std::vector<PartitionView> partitions;
+  nlohmann::json op_totals = nlohmann::json::array();  // per op: name, rows_in, rows_out, secs
+  int64_t start_ns = 0;
+
+  nlohmann::json ToJson(bool detailed) const;
+};
+
+// Reads one job directory. Throws Error when it has no job_summary.json.
+RunJobView ReadRunJob(const std::string& job_dir);
+
+// Every directory under `work_dir` with a job_summary.json, newest first.
+std::vector<RunJobView> ListRunJobs(const std::string& work_dir);
+
+// The lines of an events file that parse; a torn last line is skipped.
+std::vector<nlohmann::json> ReadEventLines(const std::string& path);
+
+}  // namespace djshard::exec

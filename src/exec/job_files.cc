@@ -1,0 +1,73 @@
+#include "src/exec/job_files.h"
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/common/text.h"
+#include "djshard/io/fd.h"
+
+namespace djshard::exec {
+
+std::string IsoMicros(int64_t epoch_nanos) {
+  const time_t secs = static_cast<time_t>(epoch_nanos / 1000000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>((epoch_nanos / 1000) % 1000000));
+  return buf;
+}
+
+std::string StampForName(int64_t epoch_nanos) {
+  const time_t secs = static_cast<time_t>(epoch_nanos / 1000000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d_%H%M%S", &tm);
+  return buf;
+}
+
+std::string RunJobPaths::TapStem(size_t op_idx, uint64_t partition, uint64_t num_partitions) {
+  const int width = std::max(5, DecimalDigits(num_partitions));
+  return "checkpoint_op_" + ZeroPad(op_idx, 4) + "_partition_" + ZeroPad(partition, width);
+}
+
+EventLog::EventLog(std::string path, std::string job_id)
+    : path_(std::move(path)), job_id_(std::move(job_id)), hostname_(HostName()) {
+  if (path_.empty()) return;
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) ThrowSystemError(path_, "cannot open the events file");
+}
+
+EventLog::~EventLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void EventLog::Emit(const std::string& type, nlohmann::json fields) {
+  if (fd_ < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json e;
+  e["event_id"] = std::to_string(::getpid()) + "-" + std::to_string(++seq_);
+  e["event_type"] = type;
+  e["timestamp"] = IsoMicros(NowNanos());
+  e["job_id"] = job_id_;
+  e["hostname"] = hostname_;
+  e["pid"] = ::getpid();
+  e["thread_id"] = static_cast<int64_t>(::syscall(SYS_gettid));
+  for (auto it = fields.begin(); it != fields.end(); ++it) {
+    if (!it.value().is_null()) e[it.key()] = it.value();
+  }
+  // One write(2) of the whole line: readers never see half of it.
+  const std::string line = e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  io::WriteFully(fd_, line, path_);
+}
+
+}  // namespace djshard::exec

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "djshard/io/disk.h"
+
+namespace djshard::exec {
+
+// "2026-12-01T10:09:55.123456Z": UTC with microseconds.
+std::string IsoMicros(int64_t epoch_nanos);
+
+// "20261201_100955": UTC, for names (job ids, events files).
+std::string StampForName(int64_t epoch_nanos);
+
+// The paths of a `run` job directory (SPEC-checkpoints §1).
+struct RunJobPaths {
+  std::string dir;
+  std::string Summary() const { return dir + "/job_summary.json"; }
+  std::string Plan() const { return dir + "/dag_execution_plan.json"; }
+  std::string Heartbeat() const { return dir + "/heartbeat"; }
+  std::string Metadata() const { return dir + "/metadata"; }
+  std::string Checkpoints() const { return dir + "/checkpoints"; }
+  std::string PartitioningInfo() const { return Checkpoints() + "/partitioning_info.json"; }
+  // checkpoints/checkpoint_op_OOOO_partition_PPPPP, to which the data and
+  // commit suffixes are added.
+  static std::string TapStem(size_t op_idx, uint64_t partition, uint64_t num_partitions);
+};
+
+// events_<ts>.jsonl of one process: one whole line per write(2), appended.
+class EventLog {
+ public:
+  // `path` empty: events are dropped (event_logging.enabled: false).
+  EventLog(std::string path, std::string job_id);
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+  // Adds event_id, event_type, timestamp, job_id, hostname, pid, thread_id
+  // to `fields` (null fields are left out) and appends the line.
+  void Emit(const std::string& type, nlohmann::json fields = nlohmann::json::object());
+
+ private:
+  std::string path_, job_id_, hostname_;
+  int fd_ = -1;
+  std::mutex mu_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace djshard::exec

@@ -1,0 +1,256 @@
+#include "djshard/exec/job_status.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/io/disk.h"
+
+namespace djshard::exec {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+double AgeSecs(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<double>(NowNanos() - MtimeNanos(st)) / 1e9;
+}
+
+int64_t ParseIsoNanos(const std::string& iso) {
+  std::tm tm{};
+  int frac = 0;
+  char frac_buf[16] = {0};
+  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac_buf) < 6) {
+    return 0;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::string f = std::string(frac_buf).substr(0, 9);
+  while (f.size() < 9) f.push_back('0');
+  frac = std::atoi(f.c_str());
+  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + frac;
+}
+
+}  // namespace
+
+std::vector<json> ReadEventLines(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    json e = json::parse(line, nullptr, false);
+    if (e.is_object()) out.push_back(std::move(e));  // a torn line does not parse: skipped
+  }
+  return out;
+}
+
+RunJobView ReadRunJob(const std::string& dir) {
+  RunJobView v;
+  v.job_dir = fs::absolute(dir).lexically_normal().string();
+  const std::string summary_path = v.job_dir + "/job_summary.json";
+  struct stat st {};
+  if (::stat(summary_path.c_str(), &st) != 0) {
+    throw Error(v.job_dir, 0, "not a djshard run job (no job_summary.json)",
+                "pass a job directory, or an id with --work-dir");
+  }
+  const json s = json::parse(io::ReadFile(summary_path), nullptr, false);
+  if (!s.is_object()) throw Error(summary_path, 0, "job_summary.json is not a JSON object");
+  v.job_id = s.value("job_id", "");
+  v.status = s.value("status", "");
+  v.start_time = s.value("start_time", "");
+  v.start_ns = ParseIsoNanos(v.start_time);
+  v.hostname = s.value("hostname", "");
+  if (s.contains("duration_secs") && s["duration_secs"].is_number()) {
+    v.duration_secs = s["duration_secs"].get<double>();
+  } else if (v.start_ns > 0) {
+    v.duration_secs = static_cast<double>(NowNanos() - v.start_ns) / 1e9;
+  }
+  v.partitions_total = s.value("partitions", json::object()).value("total", uint64_t{0});
+  v.heartbeat_age_secs = AgeSecs(v.job_dir + "/heartbeat");
+
+  // Partitions: bounds, committed taps, and what the events say.
+  std::vector<PartitionView>& parts = v.partitions;
+  std::vector<uint64_t> rows_of;
+  const std::string info_path = v.job_dir + "/checkpoints/partitioning_info.json";
+  if (::stat(info_path.c_str(), &st) == 0) {
+    const json info = json::parse(io::ReadFile(info_path), nullptr, false);
+    if (info.is_object()) {
+      v.rows_total = info.value("total_rows", uint64_t{0});
+      for (const json& p : info.value("partitions", json::array())) {
+        rows_of.push_back(p.value("rows", uint64_t{0}));
+      }
+    }
+  }
+  parts.resize(v.partitions_total);
+  for (uint64_t i = 0; i < parts.size(); ++i) {
+    parts[i].partition_id = i;
+    parts[i].status = "pending";
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(v.job_dir + "/checkpoints", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") == std::string::npos ||
+        name.size() < 12 || name.compare(name.size() - 12, 12, ".commit.json") != 0) {
+      continue;
+    }
+    const json c = json::parse(io::ReadFile(e.path().string()), nullptr, false);
+    if (!c.is_object()) continue;
+    const uint64_t p = c.value("partition_id", uint64_t{0});
+    if (p >= parts.size()) continue;
+    parts[p].taps.push_back(c.value("op_idx", uint64_t{0}));
+    const std::string created = c.value("created_at", "");
+    if (created > v.last_checkpoint_time) v.last_checkpoint_time = created;
+  }
+  std::map<uint64_t, std::pair<uint64_t, int64_t>> completions;  // partition -> rows, time
+  std::map<size_t, json> ops;
+  std::vector<std::string> event_files;
+  for (const auto& e : fs::directory_iterator(v.job_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("events_", 0) == 0) event_files.push_back(e.path().string());
+  }
+  std::sort(event_files.begin(), event_files.end());
+  for (const std::string& f : event_files) {
+    for (const json& e : ReadEventLines(f)) {
+      const std::string type = e.value("event_type", "");
+      if (!e.contains("partition_id")) {
+        if (type == "job_start" && e.contains("metadata")) {
+          // Each run of the job starts its partitions afresh.
+          for (PartitionView& p : parts) {
+            if (p.status == "running") p.status = "pending";
+          }
+        }
+        continue;
+      }
+      const uint64_t p = e["partition_id"].get<uint64_t>();
+      if (p >= parts.size()) continue;
+      if (type == "partition_start" || type == "partition_resume") parts[p].status = "running";
+      if (type == "partition_complete") {
+        parts[p].status = "completed";
+        parts[p].rows_in = e.value("input_rows", uint64_t{0});
+        parts[p].rows_out = e.value("output_rows", uint64_t{0});
+        completions[p] = {parts[p].rows_in, ParseIsoNanos(e.value("timestamp", ""))};
+      }
+      if (type == "op_complete") {
+        const size_t op = e.value("op_idx", size_t{0});
+        json& t = ops[op];
+        if (t.is_null())
+          t = {{"op_idx", op},
+               {"name", e.value("op_name", "")},
+               {"rows_in", 0},
+               {"rows_out", 0},
+               {"seconds", 0.0}};
+        t["rows_in"] = t["rows_in"].get<uint64_t>() + e.value("input_rows", uint64_t{0});
+        t["rows_out"] = t["rows_out"].get<uint64_t>() + e.value("output_rows", uint64_t{0});
+        t["seconds"] = t["seconds"].get<double>() + e.value("duration_secs", 0.0);
+      }
+    }
+  }
+  for (auto& [i, t] : ops) v.op_totals.push_back(t);
+  // A committed final tap finishes a partition even before its event is written.
+  const std::string plan_path = v.job_dir + "/dag_execution_plan.json";
+  if (::stat(plan_path.c_str(), &st) == 0) {
+    const json plan = json::parse(io::ReadFile(plan_path), nullptr, false);
+    const size_t num_ops = plan.is_object() ? plan.value("ops", json::array()).size() : 0;
+    for (PartitionView& p : parts) {
+      if (num_ops > 0 && std::find(p.taps.begin(), p.taps.end(), num_ops - 1) != p.taps.end()) {
+        p.status = "completed";
+      }
+    }
+  }
+  for (PartitionView& p : parts) {
+    if (p.status == "completed") ++v.partitions_done;
+    if (p.partition_id < rows_of.size() && p.status == "completed") {
+      v.rows_done += rows_of[p.partition_id];
+    }
+    std::sort(p.taps.begin(), p.taps.end());
+  }
+  // Rows/s: finished partitions' rows over the time since the first of them
+  // started completing (the last interval of the running job).
+  if (completions.size() >= 1 && v.start_ns > 0) {
+    int64_t last = 0;
+    uint64_t rows = 0;
+    for (const auto& [p, rt] : completions) {
+      rows += rt.first;
+      last = std::max(last, rt.second);
+    }
+    const double secs = static_cast<double>(last - v.start_ns) / 1e9;
+    if (secs > 0) v.rows_per_sec = static_cast<double>(rows) / secs;
+  }
+  if (v.status == "running") {
+    if (v.heartbeat_age_secs < 0 || v.heartbeat_age_secs > kHeartbeatStaleSecs) {
+      bool commits = false;
+      for (const PartitionView& p : parts) commits = commits || !p.taps.empty();
+      const bool resumable =
+          s.value("checkpointing", json::object()).value("resumable", false) && commits;
+      v.status = resumable ? "interrupted (resumable)" : "interrupted";
+    } else if (v.rows_per_sec > 0 && v.rows_total >= v.rows_done) {
+      v.eta_secs = static_cast<double>(v.rows_total - v.rows_done) / v.rows_per_sec;
+    }
+  }
+  return v;
+}
+
+json RunJobView::ToJson(bool detailed) const {
+  json j = {
+      {"job_id", job_id},
+      {"job_dir", job_dir},
+      {"status", status},
+      {"start_time", start_time},
+      {"duration_secs", duration_secs},
+      {"hostname", hostname},
+      {"heartbeat_age_secs", heartbeat_age_secs < 0 ? json() : json(heartbeat_age_secs)},
+      {"partitions", {{"done", partitions_done}, {"total", partitions_total}}},
+      {"rows", {{"done", rows_done}, {"total", rows_total}}},
+      {"rows_per_sec", rows_per_sec},
+      {"eta_secs", eta_secs ? json(*eta_secs) : json()},
+      {"last_checkpoint", last_checkpoint_time.empty() ? json() : json(last_checkpoint_time)}};
+  json running = json::array();
+  for (const PartitionView& p : partitions) {
+    if (p.status == "running") running.push_back(p.partition_id);
+  }
+  j["running_partitions"] = running;
+  if (detailed) {
+    json rows = json::array();
+    for (const PartitionView& p : partitions) {
+      rows.push_back({{"partition_id", p.partition_id},
+                      {"status", p.status},
+                      {"committed_taps", p.taps},
+                      {"rows_in", p.rows_in},
+                      {"rows_out", p.rows_out}});
+    }
+    j["partition_details"] = rows;
+    j["operators"] = op_totals;
+  }
+  return j;
+}
+
+std::vector<RunJobView> ListRunJobs(const std::string& work_dir) {
+  std::vector<RunJobView> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(work_dir, ec)) {
+    if (!e.is_directory(ec)) continue;
+    struct stat st {};
+    if (::stat((e.path() / "job_summary.json").c_str(), &st) != 0) continue;
+    try {
+      out.push_back(ReadRunJob(e.path().string()));
+    } catch (const Error&) {
+      // A half-made or foreign directory is not listed.
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const RunJobView& a, const RunJobView& b) {
+    return a.start_time != b.start_time ? a.start_time > b.start_time : a.job_id < b.job_id;
+  });
+  return out;
+}
+
+}  // namespace djshard::exec

@@ -1,0 +1,938 @@
+// `djshard run` as a job: partitions, checkpoint taps and commits, resume,
+// events and the job summary (SPEC-checkpoints §3-6 and 8).
+#include "src/exec/run_job.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "djshard/common/build_info.h"
+#include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
+#include "djshard/common/error.h"
+#include "djshard/common/text.h"
+#include "djshard/exec/checkpoint.h"
+#include "djshard/exec/partition.h"
+#include "djshard/io/input.h"
+#include "djshard/io/output.h"
+#include "djshard/io/sha256.h"
+#include "src/exec/job_files.h"
+
+namespace djshard::exec {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kHashAlgorithm = "sha256-lines-v1";
+
+std::string GenerateJobId() { return StampForName(NowNanos()) + "_" + RandomHex(6); }
+
+void CheckJobId(const std::string& id) {
+  bool ok = !id.empty() && id.size() <= 128 && id[0] != '.';
+  for (const char c : id) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  }
+  if (!ok) {
+    throw Error("job id '" + id + "' is not valid",
+                "use 1-128 characters of A-Z a-z 0-9 . _ -, not starting with '.'");
+  }
+}
+
+// {work_dir}/{job_id}: --work-dir, else the recipe's work_dir ({job_id}
+// substituted, else the id appended), else the export's directory.
+std::string ResolveJobDir(const RunRequest& request, const JobSettings& settings,
+                          const recipe::Recipe& recipe, const std::string& export_path,
+                          const std::string& job_id) {
+  fs::path dir;
+  if (request.work_dir) {
+    dir = fs::absolute(*request.work_dir) / job_id;
+  } else if (settings.work_dir) {
+    std::string w = *settings.work_dir;
+    const size_t at = w.find("{job_id}");
+    if (at != std::string::npos) {
+      w.replace(at, 8, job_id);
+      dir = recipe::ResolveRecipePath(recipe, w);
+    } else {
+      dir = fs::path(recipe::ResolveRecipePath(recipe, w)) / job_id;
+    }
+  } else {
+    dir = fs::path(export_path).parent_path() / job_id;
+  }
+  return dir.lexically_normal().string();
+}
+
+// Appends a whole file's decoded bytes to `out`; returns their SHA-256.
+std::string AppendFile(const std::string& path, io::OutputStream& out) {
+  std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
+  io::Sha256 hash;
+  std::vector<char> buf(1 << 20);
+  for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) {
+    out.Append(std::string_view(buf.data(), n));
+    hash.Update(buf.data(), n);
+  }
+  return hash.HexDigest();
+}
+
+uint64_t CountLines(const std::string& path) {
+  std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
+  std::vector<char> buf(1 << 20);
+  uint64_t lines = 0;
+  char last = '\n';
+  for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) {
+    lines += static_cast<uint64_t>(std::count(buf.data(), buf.data() + n, '\n'));
+    last = buf[n - 1];
+  }
+  return lines + (last != '\n' ? 1 : 0);
+}
+
+// What a commit record says (SPEC-checkpoints §5), as far as resume uses it.
+struct Commit {
+  std::string record_path;  // absolute
+  uint64_t partition = 0;
+  size_t op_idx = 0;
+  json record;
+};
+
+// Every commit record in `dir`, by partition.
+std::map<uint64_t, std::vector<Commit>> ListCommits(const std::string& dir) {
+  std::map<uint64_t, std::vector<Commit>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint_op_", 0) != 0 || name.size() < 12 ||
+        name.compare(name.size() - 12, 12, ".commit.json") != 0) {
+      continue;
+    }
+    Commit c;
+    c.record_path = e.path().string();
+    c.record = json::parse(io::ReadFile(c.record_path), nullptr, false);
+    if (!c.record.is_object() || !c.record.contains("partition_id") ||
+        !c.record.contains("op_idx")) {
+      throw Error(c.record_path, 0, "commit record is not valid JSON with partition_id and op_idx");
+    }
+    c.partition = c.record["partition_id"].get<uint64_t>();
+    c.op_idx = c.record["op_idx"].get<size_t>();
+    out[c.partition].push_back(std::move(c));
+  }
+  for (auto& [p, commits] : out) {
+    std::sort(commits.begin(), commits.end(),
+              [](const Commit& a, const Commit& b) { return a.op_idx > b.op_idx; });
+  }
+  return out;
+}
+
+[[noreturn]] void RefuseResume(const std::string& token, const std::string& step,
+                               const std::string& detail, const std::string& hint = {}) {
+  throw Error("resume " + token, 0, step + ": " + detail, hint);
+}
+
+// The partition set of a job: bounds and the digests of the input under them.
+struct PartitionSet {
+  std::string mode;
+  std::vector<PartitionBounds> bounds;
+  std::vector<PartitionDigest> digests;
+  uint64_t total_rows = 0, total_bytes = 0;
+  std::string input_sha256;
+};
+
+// Per partition, where processing starts: the committed tap it resumes from.
+struct StartPoint {
+  bool resumed = false;
+  size_t op_idx = 0;      // the tap's operator
+  std::string data_path;  // absolute
+  json commit;
+};
+
+// A new job's partitions: one scan for rows and the sample, one for hashes.
+PartitionSet PartitionNewJob(const JobSettings& st, const recipe::Recipe& recipe,
+                             const std::vector<io::InputCandidate>& inputs,
+                             const std::string& input_name) {
+  const InputScan scan = ScanInput(inputs, recipe);
+  PartitionSet set;
+  set.total_rows = scan.rows;
+  set.total_bytes = scan.bytes;
+  set.input_sha256 = scan.sha256;
+  uint64_t parts = 0;
+  if (st.mode == PartitionMode::kManual) {
+    set.mode = "manual";
+    parts = st.num_of_partitions;
+    if (parts > scan.rows) {
+      throw Error("num_of_partitions (" + std::to_string(parts) + ") exceeds the rows of " +
+                      input_name + " (" + std::to_string(scan.rows) + ")",
+                  "lower partition.num_of_partitions");
+    }
+  } else {
+    set.mode = "auto";
+    const double mean = scan.sample_rows == 0 ? 0
+                                              : static_cast<double>(scan.sample_bytes) /
+                                                    static_cast<double>(scan.sample_rows);
+    parts = AutoPartitionCount(
+        scan.rows,
+        AutoRowsPerPartition(scan.modality, mean, st.target_size_mb, st.max_size_mb, st.size));
+  }
+  set.bounds = ExactBounds(scan.rows, parts);
+  uint64_t rows = 0;
+  set.digests = HashPartitions(inputs, set.bounds, &rows);
+  if (rows != scan.rows) {
+    throw Error(input_name, 0, "the input changed while it was partitioned",
+                "run again once nothing writes to it");
+  }
+  return set;
+}
+
+json PartitioningInfoJson(const PartitionSet& set, const std::string& job_id,
+                          const std::string& token) {
+  json parts = json::array();
+  for (size_t i = 0; i < set.bounds.size(); ++i) {
+    parts.push_back({{"partition_id", i},
+                     {"start_row", set.bounds[i].start},
+                     {"end_row", set.bounds[i].end},
+                     {"rows", set.bounds[i].rows()},
+                     {"size_bytes", set.digests[i].size_bytes},
+                     {"sha256", set.digests[i].sha256}});
+  }
+  return {{"schema_version", 1},
+          {"job_id", job_id},
+          {"shard_id", nullptr},
+          {"mode", set.mode},
+          {"num_partitions", set.bounds.size()},
+          {"total_rows", set.total_rows},
+          {"total_bytes", set.total_bytes},
+          {"input_sha256", set.input_sha256},
+          {"hash_algorithm", kHashAlgorithm},
+          {"created_at", FormatUtcIso8601(NowNanos())},
+          {"created_by", {{"hostname", HostName()}, {"pid", ::getpid()}, {"attempt_token", token}}},
+          {"partitions", parts}};
+}
+
+// §6 step 3: a well-formed partitioning_info.json, as bounds.
+PartitionSet ReadPartitioning(const std::string& token, const std::string& path) {
+  const json info = json::parse(io::ReadFile(path), nullptr, false);
+  auto bad = [&](const std::string& what) {
+    RefuseResume(token, "partitioning_info", path + ": " + what);
+  };
+  if (!info.is_object()) bad("not a JSON object");
+  PartitionSet set;
+  try {
+    if (info.value("hash_algorithm", "") != kHashAlgorithm) bad("unknown hash_algorithm");
+    set.mode = info.at("mode").get<std::string>();
+    set.total_rows = info.at("total_rows").get<uint64_t>();
+    set.total_bytes = info.at("total_bytes").get<uint64_t>();
+    set.input_sha256 = info.at("input_sha256").get<std::string>();
+    const json& parts = info.at("partitions");
+    if (info.at("num_partitions").get<uint64_t>() != parts.size()) {
+      bad("num_partitions differs from the partitions listed");
+    }
+    uint64_t next = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const json& p = parts[i];
+      const uint64_t start = p.at("start_row").get<uint64_t>();
+      const uint64_t end = p.at("end_row").get<uint64_t>();
+      if (p.at("partition_id").get<uint64_t>() != i) bad("partition ids are not 0..P-1");
+      if (start != next)
+        bad("partition " + std::to_string(i) + " does not start where the last ends");
+      if (end <= start) bad("partition " + std::to_string(i) + " is empty");
+      if (p.at("rows").get<uint64_t>() != end - start) {
+        bad("partition " + std::to_string(i) + ": rows != end_row - start_row");
+      }
+      set.bounds.push_back({start, end});
+      set.digests.push_back(
+          {p.at("size_bytes").get<uint64_t>(), p.at("sha256").get<std::string>()});
+      next = end;
+    }
+    if (next != set.total_rows) bad("the last partition does not end at total_rows");
+  } catch (const json::exception& e) {
+    bad(e.what());
+  }
+  return set;
+}
+
+// §6 steps 5-6: the input still has those partitions, and per partition the
+// newest commit whose operator prefix is unchanged, its data file verified.
+std::vector<StartPoint> ValidateResume(const std::string& token, const std::string& job_dir,
+                                       const PartitionSet& set, const YAML::Node& root,
+                                       const std::vector<io::InputCandidate>& inputs,
+                                       const std::string& input_name, size_t num_ops) {
+  uint64_t rows = 0;
+  const std::vector<PartitionDigest> now = HashPartitions(inputs, set.bounds, &rows);
+  if (rows != set.total_rows) {
+    RefuseResume(token, "input",
+                 input_name + " has " + std::to_string(rows) + " rows; the job partitioned " +
+                     std::to_string(set.total_rows),
+                 "resume with the job's original input");
+  }
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (now[i].sha256 != set.digests[i].sha256) {
+      RefuseResume(token, "input",
+                   "partition " + std::to_string(i) + " of " + input_name + " changed (sha256 " +
+                       now[i].sha256 + ", the job recorded " + set.digests[i].sha256 + ")",
+                   "resume with the job's original input");
+    }
+  }
+  std::vector<StartPoint> starts(set.bounds.size());
+  const auto commits = ListCommits(job_dir + "/checkpoints");
+  for (const auto& [partition, list] : commits) {
+    if (partition >= starts.size()) continue;
+    for (const Commit& c : list) {
+      if (c.op_idx >= num_ops ||
+          c.record.value("ops_prefix_sha256", "") != OpsPrefixSha256(root, c.op_idx)) {
+        continue;
+      }
+      const std::string rel = c.record.value("data_path", "");
+      const std::string data = job_dir + "/" + rel;
+      auto refuse = [&](const std::string& what) {
+        RefuseResume(token, "checkpoints", rel + ": " + what,
+                     "the committed checkpoint is damaged; start a new job");
+      };
+      struct stat st {};
+      if (rel.empty() || ::stat(data.c_str(), &st) != 0) refuse("missing");
+      if (static_cast<uint64_t>(st.st_size) != c.record.value("size_bytes", uint64_t{0})) {
+        refuse("size " + std::to_string(st.st_size) + ", the commit says " +
+               std::to_string(c.record.value("size_bytes", uint64_t{0})));
+      }
+      if (io::Sha256OfFile(data) != c.record.value("sha256", "")) refuse("sha256 differs");
+      uint64_t lines = 0;
+      try {
+        lines = CountLines(data);
+      } catch (const Error& e) {
+        refuse(std::string("unreadable: ") + e.what());
+      }
+      if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
+      if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
+        refuse("made from other input rows");
+      }
+      if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
+        const std::string errors = job_dir + "/" + errors_rel;
+        if (::stat(errors.c_str(), &st) != 0 ||
+            io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
+          RefuseResume(token, "checkpoints", errors_rel + ": missing or changed",
+                       "the committed checkpoint is damaged; start a new job");
+        }
+      }
+      starts[partition] = {true, c.op_idx, data, c.record};
+      break;
+    }
+  }
+  return starts;
+}
+
+void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
+  total.rows_out += part.rows_out;
+  total.bytes_out += part.bytes_out;
+  total.errors += part.errors;
+  for (size_t i = first_op; i < part.operators.size() && i < total.operators.size(); ++i) {
+    total.operators[i].rows_in += part.operators[i].rows_in;
+    total.operators[i].rows_out += part.operators[i].rows_out;
+    total.operators[i].errors += part.operators[i].errors;
+    total.operators[i].seconds += part.operators[i].seconds;
+  }
+}
+
+// A partition's counters through operator op_idx, as a commit keeps them.
+json CountersJson(const ExecSummary& s, size_t op_idx, uint64_t rows_in, uint64_t bytes_in) {
+  json ops = json::array();
+  for (size_t i = 0; i <= op_idx && i < s.operators.size(); ++i) {
+    ops.push_back(OperatorCountersJson(s.operators[i]));
+  }
+  return {{"rows_in", rows_in}, {"bytes_in", bytes_in}, {"operators", ops}};
+}
+
+// Counters stored in a commit, back as a summary (operators through op_idx).
+ExecSummary CountersFrom(const json& commit, size_t num_ops) {
+  ExecSummary s;
+  s.operators.resize(num_ops);
+  const json c = commit.value("counters", json::object());
+  const json ops = c.value("operators", json::array());
+  for (size_t i = 0; i < ops.size() && i < num_ops; ++i) {
+    s.operators[i].rows_in = ops[i].value("rows_in", uint64_t{0});
+    s.operators[i].rows_out = ops[i].value("rows_out", uint64_t{0});
+    s.operators[i].errors = ops[i].value("errors", uint64_t{0});
+    s.operators[i].seconds = ops[i].value("seconds", 0.0);
+  }
+  return s;
+}
+
+// The job summary (§8), rewritten whole each time.
+struct JobSummary {
+  json j;
+  void Write(io::Disk& disk, const std::string& path) { disk.WriteAtomic(path, j.dump(2) + "\n"); }
+};
+
+// Touches the heartbeat every 5 s and lets the loop rewrite the summary.
+class Heartbeat {
+ public:
+  Heartbeat(std::string path, io::Disk& disk) : path_(std::move(path)), disk_(disk) {
+    Beat();
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::seconds(5), [this] { return stop_; })) {
+        try {
+          Beat();
+        } catch (const Error&) {
+          // A missed beat only makes the job look stale sooner.
+        }
+      }
+    });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Beat() { disk_.WriteReplace(path_, IsoMicros(NowNanos()) + "\n"); }
+  std::string path_;
+  io::Disk& disk_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+json OpKindName(const ops::Operator& op) {
+  return op.kind() == ops::OpKind::kFilter ? "filter" : "mapper";
+}
+
+json PlanJson(const Plan& plan, const std::string& job_id, const std::string& config_sha,
+              const std::vector<size_t>& taps, const JobSettings& st, const PartitionSet& set) {
+  json ops = json::array(), edges = json::array(), idxs = json::array();
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    const bool tap = std::find(taps.begin(), taps.end(), i) != taps.end();
+    ops.push_back({{"op_idx", i},
+                   {"name", plan.operators[i].op->name()},
+                   {"kind", OpKindName(*plan.operators[i].op)},
+                   {"accelerator", "cpu"},
+                   {"input_columns", nullptr},
+                   {"output_columns", nullptr},
+                   {"stage_id", 0},
+                   {"checkpoint_after", tap}});
+    idxs.push_back(i);
+    if (i > 0) edges.push_back({i - 1, i});
+  }
+  return {{"schema_version", 1},
+          {"job_id", job_id},
+          {"config_sha256", config_sha},
+          {"ops", ops},
+          {"stages",
+           {{{"stage_id", 0},
+             {"kind", "cpu_fused"},
+             {"op_idxs", idxs},
+             {"batch_size", plan.batch_rows},
+             {"replicas", 1},
+             {"devices", json::array({"cpu"})}}}},
+          {"edges", edges},
+          {"partitioning", {{"mode", set.mode}, {"num_partitions", set.bounds.size()}}},
+          {"checkpoint", {{"strategy", TapStrategyName(st.strategy)}, {"taps", taps}}},
+          {"execution_groups", nullptr},
+          {"probe", {{"enabled", false}, {"cache_keys", json::array()}}}};
+}
+
+// One tap file being written for one partition.
+struct OpenTap {
+  size_t op_idx = 0;
+  std::string rel_path;                          // relative to the job dir
+  std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes: zstd frames, or rows
+  uint64_t rows = 0;
+};
+
+}  // namespace
+
+bool WantsJobMode(const RunRequest& request, const recipe::Recipe& recipe) {
+  return !request.overrides.empty() || request.job_id || request.work_dir || request.resume ||
+         (recipe.root["partition"] && !recipe.root["partition"].IsNull()) ||
+         (recipe.root["checkpoint"] && !recipe.root["checkpoint"].IsNull());
+}
+
+void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan& plan,
+            const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
+            RunOutcome& outcome, io::Disk& disk) {
+  const YAML::Node root = ApplyOverrides(recipe.root, request.overrides);
+  const JobSettings st = ParseJobSettings(root, recipe.path);
+  const std::vector<size_t> taps = TapPositions(st, recipe);
+  const size_t num_ops = plan.operators.size();
+
+  std::string job_id;
+  if (request.resume) {
+    if (request.job_id && *request.job_id != *request.resume) {
+      throw Error("--job_id " + *request.job_id + " and --resume " + *request.resume +
+                      " name different jobs",
+                  "give the same id to both, or only --resume");
+    }
+    job_id = *request.resume;
+  } else if (request.job_id) {
+    job_id = *request.job_id;
+  } else if (st.job_id) {
+    job_id = *st.job_id;
+  } else {
+    job_id = GenerateJobId();
+  }
+  CheckJobId(job_id);
+  RunJobPaths paths{ResolveJobDir(request, st, recipe, outcome.export_path, job_id)};
+  outcome.job_id = job_id;
+  outcome.job_dir = paths.dir;
+  const json effective = EffectiveConfig(root, dataset.path, outcome.export_path);
+  const std::string config_sha = Sha256Hex(effective.dump());
+  const std::string token = RandomHex(16);
+
+  PartitionSet set;
+  std::vector<StartPoint> starts;
+  json summary_before;
+  if (request.resume) {
+    // §6: every check before anything is written or removed.
+    const std::string& t = job_id;
+    struct stat sb {};
+    if (::stat(paths.dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+      RefuseResume(t, "locate", "no job directory " + paths.dir,
+                   "pass the --work-dir (or recipe work_dir) of the original run");
+    }
+    if (::stat(paths.PartitioningInfo().c_str(), &sb) != 0) {
+      RefuseResume(t, "locate", "no " + paths.PartitioningInfo(),
+                   "the job never started a partition; run it again without --resume");
+    }
+    // A file of the job that the interrupted run may not have written yet.
+    auto read_job_file = [&](const std::string& path) {
+      struct stat fb {};
+      if (::stat(path.c_str(), &fb) != 0) {
+        RefuseResume(t, "locate", "no " + path, "the job did not get far enough to resume it");
+      }
+      return json::parse(io::ReadFile(path), nullptr, false);
+    };
+    summary_before = read_job_file(paths.Summary());
+    if (summary_before.is_object()) {
+      if (summary_before.value("status", "") == "completed" &&
+          ::stat(outcome.export_path.c_str(), &sb) == 0) {
+        outcome.already_completed = true;
+        return;
+      }
+      if (!summary_before.value("checkpointing", json::object()).value("resumable", true)) {
+        RefuseResume(t, "locate", "the job ran with checkpointing disabled",
+                     "start a new job instead");
+      }
+    }
+    if (!st.checkpointing()) {
+      RefuseResume(t, "config", "checkpointing is disabled", "enable checkpoint to resume");
+    }
+    const json stored = read_job_file(paths.Metadata() + "/effective_config.json");
+    if (stored != effective) {
+      std::string keys;
+      for (const std::string& k : DifferingKeys(stored, effective)) {
+        keys += (keys.empty() ? "" : ", ") + k;
+      }
+      RefuseResume(t, "config", "the effective configuration differs from the job's: " + keys,
+                   "rerun the original command with the original recipe");
+    }
+    set = ReadPartitioning(t, paths.PartitioningInfo());
+    starts = ValidateResume(t, paths.dir, set, root, inputs, dataset.display, num_ops);
+  } else {
+    struct stat sb {};
+    if (::stat(paths.dir.c_str(), &sb) == 0) {
+      throw Error(paths.dir, 0, "job " + job_id + " already exists",
+                  "add --resume " + job_id + " to resume it, or choose another --job_id");
+    }
+    set = PartitionNewJob(st, recipe, inputs, dataset.display);
+    starts.resize(set.bounds.size());
+  }
+
+  // The job directory and its files.
+  const int64_t start_ns = NowNanos();
+  const double start_mono = MonotonicSeconds();
+  disk.MakeDirs(paths.Checkpoints());
+  disk.MakeDirs(paths.Metadata());
+  if (!request.resume) {
+    disk.WriteAtomic(paths.Metadata() + "/config_snapshot.yaml", io::ReadFile(recipe.path));
+    json cli = {{"job_id", job_id},
+                {"dataset_path", dataset.path},
+                {"export_path", outcome.export_path},
+                {"overrides", json::object()}};
+    for (const auto& [k, v] : request.overrides) cli["overrides"][k] = v;
+    disk.WriteAtomic(paths.Metadata() + "/cli.json", cli.dump(2) + "\n");
+    disk.WriteAtomic(paths.Metadata() + "/effective_config.json", effective.dump(2) + "\n");
+    json files = json::array();
+    for (const io::InputCandidate& in : inputs) {
+      struct stat fst {};
+      ::stat(in.path.c_str(), &fst);
+      files.push_back({{"path", in.path},
+                       {"size", static_cast<uint64_t>(fst.st_size)},
+                       {"mtime", FormatUtcIso8601(MtimeNanos(fst))}});
+    }
+    disk.WriteAtomic(paths.Metadata() + "/input_fingerprint.json",
+                     json({{"files", files},
+                           {"rows", set.total_rows},
+                           {"bytes", set.total_bytes},
+                           {"hash_algorithm", kHashAlgorithm},
+                           {"sha256", set.input_sha256}})
+                             .dump(2) +
+                         "\n");
+    disk.WriteAtomic(paths.PartitioningInfo(),
+                     PartitioningInfoJson(set, job_id, token).dump(2) + "\n");
+  } else {
+    // Data files without a commit record are garbage of the interrupted run.
+    std::error_code ec;
+    std::vector<std::string> referenced;
+    for (const auto& [p, list] : ListCommits(paths.Checkpoints())) {
+      for (const Commit& c : list) {
+        referenced.push_back(c.record.value("data_path", ""));
+        referenced.push_back(c.record.value("errors_path", ""));
+      }
+    }
+    for (const auto& e : fs::directory_iterator(paths.Checkpoints(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
+        continue;
+      }
+      const std::string rel = "checkpoints/" + name;
+      if (std::find(referenced.begin(), referenced.end(), rel) == referenced.end()) {
+        disk.Unlink(e.path().string());
+      }
+    }
+  }
+  disk.WriteAtomic(paths.Plan(), PlanJson(plan, job_id, config_sha, taps, st, set).dump(2) + "\n");
+
+  const std::string resumption = "djshard run --config " + recipe.path + " --resume " + job_id;
+  JobSummary summary;
+  summary.j = {{"job_id", job_id},
+               {"executor_type", "djshard"},
+               {"status", "running"},
+               {"config_file", recipe.path},
+               {"config_sha256", config_sha},
+               {"work_dir", fs::path(paths.dir).parent_path().string()},
+               {"job_dir", paths.dir},
+               {"start_time", IsoMicros(start_ns)},
+               {"end_time", nullptr},
+               {"duration_secs", nullptr},
+               {"resume_token", st.checkpointing() ? json(job_id) : json(nullptr)},
+               {"resumption_command", st.checkpointing() ? json(resumption) : json(nullptr)},
+               {"error_message", nullptr},
+               {"hostname", HostName()},
+               {"pid", ::getpid()},
+               {"partitions",
+                {{"total", set.bounds.size()}, {"completed", 0}, {"failed", 0}, {"resumed", 0}}},
+               {"rows", {{"in", 0}, {"out", 0}}},
+               {"checkpointing",
+                {{"strategy", st.checkpointing() ? TapStrategyName(st.strategy) : "disabled"},
+                 {"n_ops", st.n_ops},
+                 {"op_names", st.op_names},
+                 {"last_checkpoint_time", nullptr},
+                 {"resumable", st.checkpointing()},
+                 {"checkpoint_dir", paths.Checkpoints()}}},
+               {"stop", nullptr}};
+  if (summary_before.is_object() && summary_before.contains("start_time")) {
+    summary.j["first_start_time"] =
+        summary_before.value("first_start_time", summary_before["start_time"]);
+  }
+  summary.Write(disk, paths.Summary());
+  Heartbeat heartbeat(paths.Heartbeat(), disk);
+  std::string events_path;
+  if (st.event_logging) {
+    // One file per run of the job; a second run within the same second adds host and pid.
+    events_path = paths.dir + "/events_" + StampForName(start_ns) + ".jsonl";
+    struct stat eb {};
+    if (::stat(events_path.c_str(), &eb) == 0) {
+      events_path = paths.dir + "/events_" + StampForName(start_ns) + "_" + HostName() + "_" +
+                    std::to_string(::getpid()) + ".jsonl";
+    }
+  }
+  EventLog events(events_path, job_id);
+  events.Emit("job_start",
+              {{"status", "running"},
+               {"metadata",
+                {{"resume", request.resume.has_value()}, {"num_partitions", set.bounds.size()}}}});
+  if (request.job_started) request.job_started(job_id, st.checkpointing());
+
+  ExecSummary total;
+  total.operators.resize(num_ops);
+  for (size_t i = 0; i < num_ops; ++i) total.operators[i].name = plan.operators[i].op->name();
+  const int threads = outcome.threads;
+  double last_summary = MonotonicSeconds();
+  uint64_t completed = 0, resumed = 0;
+
+  try {
+    io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
+    io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
+    ExecOptions base;
+    base.threads = threads;
+    io::LineChunker input(inputs.size(), base.batch_bytes, plan.batch_rows,
+                          [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
+    const size_t last_op = num_ops == 0 ? 0 : num_ops - 1;
+    for (uint64_t p = 0; p < set.bounds.size(); ++p) {
+      const PartitionBounds& b = set.bounds[p];
+      const StartPoint& from = starts[p];
+      const double p_start = MonotonicSeconds();
+      const uint64_t p_bytes = set.digests[p].size_bytes;
+      total.rows_in += b.rows();
+      total.bytes_in += p_bytes;
+      if (from.resumed && from.op_idx == last_op) {
+        // A finished partition: its final tap is the output, concatenated.
+        input.SkipLines(b.rows());
+        events.Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
+        std::unique_ptr<io::ByteSource> in = io::OpenInput(from.data_path);
+        std::vector<char> buf(1 << 20);
+        uint64_t out_bytes = 0;
+        for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) {
+          output.Append(std::string_view(buf.data(), n));
+          out_bytes += n;
+        }
+        // The partition's operator errors, as its run wrote them.
+        if (const std::string rel = from.commit.value("errors_path", ""); !rel.empty()) {
+          AppendFile(paths.dir + "/" + rel, errors);
+        }
+        CrashPoint("final_concat");
+        events.Emit("checkpoint_load", {{"partition_id", p},
+                                        {"op_idx", from.op_idx},
+                                        {"checkpoint_path", from.commit.value("data_path", "")},
+                                        {"checkpoint_sha256", from.commit.value("sha256", "")}});
+        ExecSummary part = CountersFrom(from.commit, num_ops);
+        part.rows_out = from.commit.value("rows", uint64_t{0});
+        part.bytes_out = out_bytes;
+        AddCounters(total, part, 0);
+        ++resumed;
+        ++completed;
+        events.Emit("partition_complete", {{"partition_id", p},
+                                           {"status", "resumed"},
+                                           {"input_rows", b.rows()},
+                                           {"output_rows", part.rows_out}});
+        continue;
+      }
+
+      // The rows: this partition of the input, or the committed tap it resumes from.
+      std::vector<io::InputCandidate> exec_inputs = inputs;
+      std::unique_ptr<io::LineChunker> tap_reader;
+      ExecOptions options = base;
+      if (from.resumed) {
+        input.SkipLines(b.rows());
+        exec_inputs = {{from.data_path, from.data_path, from.commit.value("data_path", "")}};
+        tap_reader = std::make_unique<io::LineChunker>(
+            1, base.batch_bytes, plan.batch_rows,
+            [&exec_inputs](size_t) { return io::OpenInput(exec_inputs[0].path); });
+        options.source = [&tap_reader](io::LineChunk* c) { return tap_reader->Next(c); };
+        options.first_op = from.op_idx + 1;
+        events.Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
+        events.Emit("checkpoint_load", {{"partition_id", p},
+                                        {"op_idx", from.op_idx},
+                                        {"checkpoint_path", from.commit.value("data_path", "")},
+                                        {"checkpoint_sha256", from.commit.value("sha256", "")}});
+      } else {
+        input.LimitLines(b.rows());
+        options.source = [&input](io::LineChunk* c) { return input.Next(c); };
+      }
+      events.Emit("partition_start", {{"partition_id", p}, {"input_rows", b.rows()}});
+      std::vector<OpenTap> open;
+      for (const size_t t : taps) {
+        if (t < options.first_op) continue;
+        OpenTap tap;
+        tap.op_idx = t;
+        tap.rel_path = "checkpoints/" + RunJobPaths::TapStem(t, p, set.bounds.size()) + "." +
+                       token + (st.compress ? ".jsonl.zst" : ".jsonl");
+        tap.stream = std::make_unique<io::AtomicFileWriter>(paths.dir + "/" + tap.rel_path,
+                                                            /*overwrite=*/false, disk);
+        if (t != last_op) options.taps.push_back(t);
+        open.push_back(std::move(tap));
+      }
+      options.compress_taps = st.compress;
+      if (!open.empty()) {
+        options.tap_sink = [&open](size_t i, std::string_view bytes, uint64_t rows) {
+          open[i].stream->Append(bytes);
+          open[i].rows += rows;
+          CrashPoint("tap_append");
+        };
+        if (open.back().op_idx == last_op) {
+          OpenTap& final_tap = open.back();
+          options.output_tee = [&final_tap](std::string_view bytes, uint64_t rows) {
+            final_tap.stream->Append(bytes);
+            final_tap.rows += rows;
+            CrashPoint("tap_append");
+          };
+        }
+      }
+      for (size_t i = options.first_op; i < num_ops; ++i) {
+        events.Emit(
+            "op_start",
+            {{"partition_id", p}, {"op_idx", i}, {"op_name", plan.operators[i].op->name()}});
+      }
+      // With a final tap, the partition's errors are kept beside it, so that a
+      // resumed run writes them again.
+      std::unique_ptr<io::OutputStream> part_errors;
+      std::string errors_rel;
+      if (!open.empty() && open.back().op_idx == last_op) {
+        errors_rel = "checkpoints/" + RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." +
+                     token + ".errors.jsonl";
+        part_errors = std::make_unique<io::OutputStream>(paths.dir + "/" + errors_rel,
+                                                         /*overwrite=*/false, disk);
+      }
+      const ExecSummary part =
+          Execute(plan, exec_inputs, output, part_errors ? part_errors.get() : &errors, options);
+      std::string errors_sha;
+      if (part_errors) {
+        part_errors->Commit();
+        errors_sha = AppendFile(paths.dir + "/" + errors_rel, errors);
+      }
+      // Ops before the tap resumed from count what the commit recorded.
+      ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
+      if (from.resumed) {
+        for (size_t i = 0; i < options.first_op; ++i) {
+          total.operators[i].rows_in += earlier.operators[i].rows_in;
+          total.operators[i].rows_out += earlier.operators[i].rows_out;
+          total.operators[i].errors += earlier.operators[i].errors;
+          total.operators[i].seconds += earlier.operators[i].seconds;
+        }
+      }
+      AddCounters(total, part, options.first_op);
+      ExecSummary cumulative = part;
+      for (size_t i = 0; i < options.first_op && from.resumed; ++i) {
+        cumulative.operators[i] = earlier.operators[i];
+      }
+      for (size_t i = options.first_op; i < num_ops; ++i) {
+        const OperatorCounters& c = part.operators[i];
+        events.Emit(
+            "op_complete",
+            {{"partition_id", p},
+             {"op_idx", i},
+             {"op_name", c.name},
+             {"status", "completed"},
+             {"duration_secs", c.seconds},
+             {"input_rows", c.rows_in},
+             {"output_rows", c.rows_out},
+             {"throughput_rows_per_second",
+              c.seconds > 0 ? json(static_cast<double>(c.rows_in) / c.seconds) : json()},
+             {"reduction_ratio", c.rows_in > 0 ? json(1.0 - static_cast<double>(c.rows_out) /
+                                                                static_cast<double>(c.rows_in))
+                                               : json()}});
+      }
+      // Commits, earliest operator first: only a commit record makes a checkpoint.
+      for (OpenTap& tap : open) {
+        tap.stream->Commit();
+        const std::string data = paths.dir + "/" + tap.rel_path;
+        CrashPoint("tap_data_published");
+        const std::string sha = io::Sha256OfFile(data);
+        struct stat dst {};
+        ::stat(data.c_str(), &dst);
+        const int64_t now = NowNanos();
+        json record = {
+            {"schema_version", 1},
+            {"job_id", job_id},
+            {"shard_id", nullptr},
+            {"partition_id", p},
+            {"op_idx", tap.op_idx},
+            {"op_name", plan.operators[tap.op_idx].op->name()},
+            {"ops_prefix_sha256", OpsPrefixSha256(root, tap.op_idx)},
+            {"config_sha256", config_sha},
+            {"input_partition_sha256", set.digests[p].sha256},
+            {"data_path", tap.rel_path},
+            {"compression", st.compress ? "zstd" : "none"},
+            {"rows", tap.rows},
+            {"size_bytes", static_cast<uint64_t>(dst.st_size)},
+            {"sha256", sha},
+            {"created_at", IsoMicros(now)},
+            {"hostname", HostName()},
+            {"pid", ::getpid()},
+            {"attempt_token", token},
+            {"engine",
+             {{"version", version()}, {"git_commit", git_commit()}, {"libtorch", nullptr}}},
+            {"model_devices", json::array()},
+            {"counters", CountersJson(cumulative, tap.op_idx, b.rows(), p_bytes)}};
+        if (tap.op_idx == last_op && part_errors) {
+          record["errors_path"] = errors_rel;
+          record["errors_sha256"] = errors_sha;
+        }
+        const std::string commit_path = paths.Checkpoints() + "/" +
+                                        RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
+                                        ".commit.json";
+        if (!disk.PublishLink(commit_path, record.dump(2) + "\n", paths.Checkpoints())) {
+          // An earlier commit of the same tap stays; this data file is garbage.
+          disk.Unlink(data);
+        }
+        CrashPoint("tap_committed");
+        summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
+        events.Emit("checkpoint_save", {{"partition_id", p},
+                                        {"op_idx", tap.op_idx},
+                                        {"op_name", record["op_name"]},
+                                        {"checkpoint_path", tap.rel_path},
+                                        {"checkpoint_sha256", sha},
+                                        {"output_rows", tap.rows}});
+        if (!st.keep_all) {
+          // keep: latest: older taps of the partition go, record first, then data.
+          const auto all = ListCommits(paths.Checkpoints());
+          const auto mine = all.find(p);
+          if (mine == all.end()) continue;
+          for (const Commit& old : mine->second) {
+            if (old.op_idx >= tap.op_idx) continue;
+            disk.Unlink(old.record_path);
+            disk.Unlink(paths.dir + "/" + old.record.value("data_path", ""));
+          }
+        }
+      }
+      ++completed;
+      const double secs = MonotonicSeconds() - p_start;
+      events.Emit("partition_complete",
+                  {{"partition_id", p},
+                   {"status", "completed"},
+                   {"duration_secs", secs},
+                   {"input_rows", b.rows()},
+                   {"output_rows", part.rows_out},
+                   {"throughput_rows_per_second",
+                    secs > 0 ? json(static_cast<double>(b.rows()) / secs) : json()}});
+      if (MonotonicSeconds() - last_summary >= 1.0) {
+        last_summary = MonotonicSeconds();
+        summary.j["partitions"]["completed"] = completed;
+        summary.j["partitions"]["resumed"] = resumed;
+        summary.j["rows"] = {{"in", total.rows_in}, {"out", total.rows_out}};
+        summary.Write(disk, paths.Summary());
+      }
+      if (request.progress) {
+        total.seconds = MonotonicSeconds() - start_mono;
+        request.progress(total);
+      }
+    }
+    CrashPoint("before_export_commit");
+    output.Commit();
+    errors.Commit();
+  } catch (const std::exception& e) {
+    const int64_t end_ns = NowNanos();
+    summary.j["status"] = "failed";
+    summary.j["error_message"] = e.what();
+    summary.j["end_time"] = IsoMicros(end_ns);
+    summary.j["duration_secs"] = MonotonicSeconds() - start_mono;
+    summary.j["partitions"]["completed"] = completed;
+    summary.j["partitions"]["resumed"] = resumed;
+    summary.j["partitions"]["failed"] = 1;
+    try {
+      summary.Write(disk, paths.Summary());
+      events.Emit("job_failed", {{"status", "failed"}, {"error_message", e.what()}});
+    } catch (const std::exception&) {
+      // The original error matters more.
+    }
+    throw;
+  }
+  total.seconds = MonotonicSeconds() - start_mono;
+  outcome.summary = total;
+  outcome.partitions = set.bounds.size();
+  outcome.partitions_resumed = resumed;
+  disk.WriteAtomic(outcome.stats_path, SummaryJson(total, threads));
+  summary.j["status"] = "completed";
+  summary.j["end_time"] = IsoMicros(NowNanos());
+  summary.j["duration_secs"] = total.seconds;
+  summary.j["partitions"]["completed"] = completed;
+  summary.j["partitions"]["resumed"] = resumed;
+  summary.j["rows"] = {{"in", total.rows_in}, {"out", total.rows_out}};
+  summary.Write(disk, paths.Summary());
+  events.Emit("job_complete", {{"status", "completed"},
+                               {"duration_secs", total.seconds},
+                               {"input_rows", total.rows_in},
+                               {"output_rows", total.rows_out}});
+}
+
+}  // namespace djshard::exec

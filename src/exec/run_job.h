@@ -1,0 +1,20 @@
+#pragma once
+
+#include "djshard/exec/plan.h"
+#include "djshard/exec/run.h"
+#include "djshard/io/discover.h"
+#include "djshard/recipe/dataset.h"
+
+namespace djshard::exec {
+
+// Whether `request` and `recipe` ask for job mode (partitions, checkpoints, a
+// job directory).
+bool WantsJobMode(const RunRequest& request, const recipe::Recipe& recipe);
+
+// `djshard run` in job mode (SPEC-checkpoints §3-6, 8): `outcome` holds the
+// export, stats and errors paths and the thread count already.
+void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan& plan,
+            const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
+            RunOutcome& outcome, io::Disk& disk);
+
+}  // namespace djshard::exec

@@ -1,0 +1,541 @@
+// Black-box tests of `djshard run` as a job: partitions, checkpoint taps and
+// commits, --resume, events and the job summary (SPEC-checkpoints §11).
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "djshard/io/sha256.h"
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kTestOps = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
+
+std::string Sha256(const std::string& bytes) {
+  io::Sha256 h;
+  h.Update(bytes);
+  return h.HexDigest();
+}
+
+std::vector<json> Events(const std::string& job_dir) {
+  std::vector<json> out;
+  for (const auto& e : fs::directory_iterator(job_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("events_", 0) != 0) continue;
+    std::ifstream in(e.path());
+    std::string line;
+    while (std::getline(in, line)) out.push_back(json::parse(line));
+  }
+  return out;
+}
+
+class CheckpointCli : public CliTest {
+ protected:
+  // `n` rows {"id": i, "text": "..."} with varied text.
+  std::string Rows(int n, const std::string& extra = "") const {
+    std::string rows;
+    for (int i = 0; i < n; ++i) {
+      std::string text = "  row " + std::to_string(i) + "  visit https://ex.com/" +
+                         std::to_string(i) + "   words here";
+      if (i % 4 == 0) text = "x";
+      if (i % 37 == 5) {  // no text: an operator error that drops the row
+        rows += "{\"id\":" + std::to_string(i) + "}\n";
+        continue;
+      }
+      rows += "{\"id\":" + std::to_string(i) + ",\"text\":\"" + text + "\"" + extra + "}\n";
+    }
+    return rows;
+  }
+  // A recipe over data.jsonl with `sections` before the process list.
+  void Recipe(const std::string& sections, const std::string& ops = kFiveOps) const {
+    Write("recipe.yaml", "dataset_path: data.jsonl\nexport_path: out/result.jsonl\n" + sections +
+                             "process:\n" + ops);
+  }
+  std::vector<std::string> Commits(const std::string& job) const {
+    std::vector<std::string> out;
+    for (const std::string& n : List("out/" + job + "/checkpoints")) {
+      // A commit record's temporary file (a run killed while publishing it) is not one.
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".commit.json") == 0) out.push_back(n);
+    }
+    return out;
+  }
+  static constexpr const char* kFiveOps =
+      "  - whitespace_normalization_mapper:\n"
+      "  - clean_links_mapper:\n"
+      "  - text_length_filter:\n      min_len: 3\n"
+      "  - punctuation_normalization_mapper:\n"
+      "  - words_num_filter:\n      min_num: 1\n";
+};
+
+TEST_F(CheckpointCli, ManualPartitionsHaveExactBoundsAndHashes) {
+  const std::string rows = Rows(10);
+  Write("data.jsonl", rows);
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  const CliResult r = Run({"run", "--config", "recipe.yaml", "--job_id", "j"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json info = json::parse(Read("out/j/checkpoints/partitioning_info.json"));
+  EXPECT_EQ(info["schema_version"], 1);
+  EXPECT_EQ(info["num_partitions"], 4);
+  EXPECT_EQ(info["total_rows"], 10);
+  EXPECT_EQ(info["hash_algorithm"], "sha256-lines-v1");
+  EXPECT_TRUE(info["shard_id"].is_null());
+  const std::vector<std::pair<int, int>> bounds = {{0, 3}, {3, 6}, {6, 8}, {8, 10}};
+  std::vector<std::string> lines;
+  std::istringstream in(rows);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  for (size_t i = 0; i < 4; ++i) {
+    const json& p = info["partitions"][i];
+    EXPECT_EQ(p["partition_id"], i);
+    EXPECT_EQ(p["start_row"], bounds[i].first);
+    EXPECT_EQ(p["end_row"], bounds[i].second);
+    EXPECT_EQ(p["rows"], bounds[i].second - bounds[i].first);
+    std::string bytes;
+    for (int k = bounds[i].first; k < bounds[i].second; ++k) bytes += lines[k] + "\n";
+    EXPECT_EQ(p["sha256"], Sha256(bytes)) << i;
+    EXPECT_EQ(p["size_bytes"], bytes.size());
+  }
+  EXPECT_EQ(info["input_sha256"], Sha256(rows));
+}
+
+TEST_F(CheckpointCli, MorePartitionsThanRowsIsRefusedBeforeAnythingIsWritten) {
+  Write("data.jsonl", Rows(10));
+  Recipe("partition:\n  mode: manual\n");
+  const CliResult r = Run(
+      {"run", "--config", "recipe.yaml", "--job_id", "j", "--partition.num_of_partitions", "11"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("num_of_partitions (11) exceeds the rows of"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(10)"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists("out/j"));
+  EXPECT_FALSE(Exists("out/result.jsonl"));
+}
+
+TEST_F(CheckpointCli, UnknownSectionKeysAndBadValuesAreRefusedWithTheirLine) {
+  Write("data.jsonl", Rows(10));
+  Recipe("partition:\n  mode: manual\n  num_partitions: 4\n");
+  CliResult r = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("recipe.yaml:5: unknown key 'partition.num_partitions'"), std::string::npos)
+      << r.err;
+  Recipe("partition:\n  target_size_mb: 100\n");
+  r = Run({"run", "--config", "recipe.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("128, 256, 512 or 1024"), std::string::npos) << r.err;
+  EXPECT_EQ(List("out").size(), 0u);
+}
+
+TEST_F(CheckpointCli, AutoModeSizesPartitionsByRowBytesAndModality) {
+  // 2,000 rows of 2,000 bytes under a 1 MiB cap: 524 rows a partition, so 4 of 500.
+  std::string rows;
+  for (int i = 0; i < 2000; ++i) {
+    std::string row = "{\"id\":" + std::to_string(i) + ",\"text\":\"";
+    row += std::string(2000 - row.size() - 3, 'a') + "\"}";
+    rows += row + "\n";
+  }
+  Write("data.jsonl", rows);
+  Recipe("partition:\n  max_size_mb: 1\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "a"}).exit_code, 0);
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "b"}).exit_code, 0);
+  const json a = json::parse(Read("out/a/checkpoints/partitioning_info.json"));
+  const json b = json::parse(Read("out/b/checkpoints/partitioning_info.json"));
+  EXPECT_EQ(a["mode"], "auto");
+  ASSERT_EQ(a["num_partitions"], 4);
+  for (const json& p : a["partitions"]) EXPECT_EQ(p["rows"], 500);
+  // The same input twice: the same partitions.
+  EXPECT_EQ(a["partitions"], b["partitions"]);
+  EXPECT_EQ(a["input_sha256"], b["input_sha256"]);
+  // One image a row: image sizing (x5), 104 rows a partition.
+  std::string images;
+  for (int i = 0; i < 2000; ++i) {
+    std::string row = "{\"id\":" + std::to_string(i) + ",\"images\":[\"a.jpg\"],\"text\":\"";
+    row += std::string(2000 - row.size() - 3, 'a') + "\"}";
+    images += row + "\n";
+  }
+  Write("data.jsonl", images);
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "c"}).exit_code, 0);
+  const json c = json::parse(Read("out/c/checkpoints/partitioning_info.json"));
+  EXPECT_EQ(c["num_partitions"], 20);
+}
+
+TEST_F(CheckpointCli, TapsSitWhereTheStrategyPutsThem) {
+  Write("data.jsonl", Rows(40));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 3\ncheckpoint:\n  keep: all\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "n2", "--checkpoint.strategy",
+                 "every_n_ops", "--checkpoint.n_ops", "2"})
+                .exit_code,
+            0);
+  std::vector<std::string> want;
+  for (const char* op : {"0001", "0003", "0004"}) {
+    for (const char* p : {"00000", "00001", "00002"}) {
+      want.push_back(std::string("checkpoint_op_") + op + "_partition_" + p + ".commit.json");
+    }
+  }
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Commits("n2"), want);
+  const json commit =
+      json::parse(Read("out/n2/checkpoints/checkpoint_op_0003_partition_00001.commit.json"));
+  EXPECT_EQ(commit["op_name"], "punctuation_normalization_mapper");
+  EXPECT_EQ(commit["compression"], "zstd");
+  EXPECT_TRUE(Exists("out/n2/" + commit["data_path"].get<std::string>()));
+
+  // manual: an operator used twice is tapped after both.
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 2\ncheckpoint:\n  keep: all\n",
+         "  - whitespace_normalization_mapper:\n  - clean_links_mapper:\n"
+         "  - whitespace_normalization_mapper:\n  - text_length_filter:\n      min_len: 3\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "m", "--checkpoint.strategy",
+                 "manual", "--checkpoint.op_names", "whitespace_normalization_mapper"})
+                .exit_code,
+            0);
+  std::set<std::string> ops;
+  for (const std::string& c : Commits("m")) ops.insert(c.substr(14, 4));
+  EXPECT_EQ(ops, (std::set<std::string>{"0000", "0002", "0003"}));
+  const CliResult bad = Run({"run", "--config", "recipe.yaml", "--job_id", "u",
+                             "--checkpoint.strategy", "manual", "--checkpoint.op_names", "nope"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("'nope'"), std::string::npos) << bad.err;
+  EXPECT_FALSE(Exists("out/u"));
+}
+
+TEST_F(CheckpointCli, OutputBytesDoNotDependOnStrategyOrThreads) {
+  Write("data.jsonl", Rows(3000, ",\"meta\":{\"a\":1}"));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 7\n",
+         std::string(kFiveOps) + "      batch_size: 50\n");
+  Write("plain.yaml",
+        "dataset_path: data.jsonl\nprocess:\n" + std::string(kFiveOps) + "      batch_size: 50\n");
+  ASSERT_EQ(Run({"run", "--config", "plain.yaml", "--export-path", "plain.jsonl"}).exit_code, 0);
+  const std::string plain = Read("plain.jsonl");
+  int n = 0;
+  for (const char* strategy : {"every_op", "disabled"}) {
+    for (const char* threads : {"1", "4"}) {
+      const std::string out = "o" + std::to_string(n) + ".jsonl";
+      const CliResult r =
+          Run({"run", "--config", "recipe.yaml", "--job_id", "s" + std::to_string(n++),
+               "--checkpoint.strategy", strategy, "--threads", threads, "--export-path", out});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(Read(out), plain) << strategy << " " << threads;
+    }
+  }
+}
+
+TEST_F(CheckpointCli, NewJobPrintsItsTokenAndTheSummaryFollowsTheRun) {
+  Write("data.jsonl", Rows(12));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n",
+         "  - whitespace_normalization_mapper:\n  - djshard_test_sleep_mapper:\n"
+         "      seconds: 0.05\n  - text_length_filter:\n      min_len: 3\n");
+  const Spawned run = Spawn({"run", "--config", "recipe.yaml", "--threads", "1"}, kTestOps);
+  std::string job;
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string err = ErrSoFar(run);
+    const size_t at = err.find("Resume token: ");
+    if (at == std::string::npos) return false;
+    job = err.substr(at + 14, err.find('.', at) - at - 14);
+    return true;
+  }));
+  EXPECT_NE(ErrSoFar(run).find("Rerun the original command with --resume " + job +
+                               " to resume this job."),
+            std::string::npos);
+  EXPECT_EQ(job.size(), 22u) << job;  // YYYYmmdd_HHMMSS_<6 hex>
+  ASSERT_TRUE(WaitUntil([&] { return Exists("out/" + job + "/job_summary.json"); }));
+  EXPECT_EQ(json::parse(Read("out/" + job + "/job_summary.json"))["status"], "running");
+  const CliResult r = WaitFor(run);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json summary = json::parse(Read("out/" + job + "/job_summary.json"));
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["partitions"]["total"], 4);
+  EXPECT_EQ(summary["partitions"]["completed"], 4);
+  EXPECT_EQ(summary["resume_token"], job);
+  EXPECT_TRUE(Exists("out/" + job + "/heartbeat"));
+  EXPECT_TRUE(Exists("out/" + job + "/metadata/config_snapshot.yaml"));
+  EXPECT_EQ(Read("out/" + job + "/metadata/config_snapshot.yaml"), Read("recipe.yaml"));
+  const json plan = json::parse(Read("out/" + job + "/dag_execution_plan.json"));
+  EXPECT_EQ(plan["ops"].size(), 3u);
+  EXPECT_EQ(plan["ops"][2]["checkpoint_after"], true);
+
+  std::map<int, std::set<std::string>> per_partition;
+  std::vector<uint64_t> op_rows_in(3), op_rows_out(3);
+  for (const json& e : Events(Path("out/" + job))) {
+    EXPECT_EQ(e["job_id"], job);
+    if (e.contains("partition_id")) per_partition[e["partition_id"]].insert(e["event_type"]);
+    if (e["event_type"] == "op_complete") {
+      op_rows_in[e["op_idx"]] += e["input_rows"].get<uint64_t>();
+      op_rows_out[e["op_idx"]] += e["output_rows"].get<uint64_t>();
+    }
+  }
+  ASSERT_EQ(per_partition.size(), 4u);
+  for (const auto& [p, types] : per_partition) {
+    EXPECT_TRUE(types.count("partition_start") && types.count("partition_complete")) << p;
+  }
+  const json stats = json::parse(Read("out/result.jsonl.stats.json"));
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(stats["operators"][i]["rows_in"], op_rows_in[i]);
+    EXPECT_EQ(stats["operators"][i]["rows_out"], op_rows_out[i]);
+  }
+}
+
+TEST_F(CheckpointCli, KilledRunResumesFromItsCommittedFinalTaps) {
+  Write("data.jsonl", Rows(24));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 6\n",
+         "  - whitespace_normalization_mapper:\n  - djshard_test_sleep_mapper:\n"
+         "      seconds: 0.04\n  - text_length_filter:\n      min_len: 3\n");
+  const Spawned ref =
+      Spawn({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"},
+            kTestOps);
+  ASSERT_EQ(WaitFor(ref).exit_code, 0);
+
+  const Spawned run = Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"}, kTestOps);
+  auto finals = [&] {
+    int n = 0;
+    if (!Exists("out/k/checkpoints")) return 0;
+    for (const std::string& c : Commits("k")) n += c.rfind("checkpoint_op_0002", 0) == 0;
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return finals() >= 2; }));
+  ::kill(run.pid, SIGKILL);
+  EXPECT_EQ(WaitFor(run).exit_code, 128 + SIGKILL);
+  const int done = finals();
+  ASSERT_LT(done, 6);
+  const Spawned resume = Spawn({"run", "--config", "recipe.yaml", "--resume", "k"}, kTestOps);
+  const CliResult r = WaitFor(resume);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Sha256(Read("out/result.jsonl")), Sha256(Read("ref.jsonl")));
+  // Operator errors of the partitions taken from their final taps come back too.
+  EXPECT_NE(Read("ref.jsonl.errors.jsonl"), "");
+  EXPECT_EQ(Read("out/result.jsonl.errors.jsonl"), Read("ref.jsonl.errors.jsonl"));
+  // The resumed run's events: loads for the finished partitions, no op_start for them.
+  std::set<int> loaded, started;
+  for (const json& e : Events(Path("out/k"))) {
+    if (e["pid"] != resume.pid) continue;
+    if (e["event_type"] == "checkpoint_load") loaded.insert(e["partition_id"].get<int>());
+    if (e["event_type"] == "op_start") started.insert(e["partition_id"].get<int>());
+  }
+  EXPECT_EQ(static_cast<int>(loaded.size()), done);
+  for (const int p : loaded) EXPECT_EQ(started.count(p), 0u) << p;
+  const json summary = json::parse(Read("out/k/job_summary.json"));
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["partitions"]["resumed"], loaded.size());
+}
+
+// kill -9 at five points of a run; --resume then ends with the bytes of an
+// uninterrupted run, however often it was interrupted.
+TEST_F(CheckpointCli, KillAtAnyPointThenResumeGivesTheUninterruptedBytes) {
+  Write("data.jsonl", Rows(200));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 5\ncheckpoint:\n  n_ops: 2\n",
+         std::string(kFiveOps) + "      batch_size: 16\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
+                .exit_code,
+            0);
+  const std::string want = Sha256(Read("ref.jsonl"));
+  const std::vector<std::string> points = {"tap_append@7", "tap_data_published@4",
+                                           "tap_committed@5", "final_concat@2",
+                                           "before_export_commit"};
+  // One job killed at each point in turn, resumed after each kill.
+  const Spawned first = Spawn({"run", "--config", "recipe.yaml", "--job_id", "k", "--threads", "2"},
+                              {"DJSHARD_TEST_KILL_AT=" + points[0]});
+  ASSERT_EQ(WaitFor(first).exit_code, 128 + SIGKILL);
+  for (size_t i = 1; i < points.size(); ++i) {
+    const Spawned again =
+        Spawn({"run", "--config", "recipe.yaml", "--resume", "k", "--threads", "3"},
+              {"DJSHARD_TEST_KILL_AT=" + points[i]});
+    const CliResult r = WaitFor(again);
+    ASSERT_EQ(r.exit_code, 128 + SIGKILL) << points[i] << "\n" << r.err;
+  }
+  const CliResult r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Sha256(Read("out/result.jsonl")), want);
+  // Operator errors: those of partitions taken from final taps come back; a
+  // partition resumed from an earlier tap has only the later operators' errors.
+  const std::string ref_errors = Read("ref.jsonl.errors.jsonl");
+  EXPECT_NE(ref_errors, "");
+  std::istringstream errors(Read("out/result.jsonl.errors.jsonl"));
+  for (std::string line; std::getline(errors, line);) {
+    EXPECT_NE(ref_errors.find(line + "\n"), std::string::npos) << line;
+  }
+  const json stats = json::parse(Read("out/result.jsonl.stats.json"));
+  const json ref_stats = json::parse(Read("ref.jsonl.stats.json"));
+  EXPECT_EQ(stats["rows_in"], 200);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(stats["operators"][i]["rows_out"], ref_stats["operators"][i]["rows_out"]) << i;
+  }
+  // A completed job is not run again.
+  const CliResult again = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_NE(again.out.find("Job k already completed"), std::string::npos) << again.out;
+}
+
+TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
+  Write("data.jsonl", Rows(40));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  // Killed after two partitions committed their final tap.
+  const Spawned run = Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"},
+                            {"DJSHARD_TEST_KILL_AT=tap_committed@3"});
+  ASSERT_EQ(WaitFor(run).exit_code, 128 + SIGKILL);
+  const std::vector<std::string> before = List("out/k/checkpoints");
+  const std::string recipe = Read("recipe.yaml");
+
+  // A changed operator argument: the message names the key.
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n",
+         std::string(kFiveOps).replace(std::string(kFiveOps).find("min_len: 3"), 10, "min_len: 4"));
+  CliResult r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: resume k: config: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("process[2].text_length_filter.min_len"), std::string::npos) << r.err;
+  EXPECT_EQ(List("out/k/checkpoints"), before);
+
+  // One changed input row: the message names its partition.
+  Write("recipe.yaml", recipe);
+  const std::string rows = Read("data.jsonl");
+  std::string changed = rows;
+  changed.replace(changed.find("row 25"), 6, "row 2X");
+  Write("data.jsonl", changed);
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: resume k: input: partition 2 "), std::string::npos) << r.err;
+  EXPECT_EQ(List("out/k/checkpoints"), before);
+
+  // A truncated data file: the message names it.
+  Write("data.jsonl", rows);
+  const json commit =
+      json::parse(Read("out/k/checkpoints/checkpoint_op_0004_partition_00001.commit.json"));
+  const std::string data = "out/k/" + commit["data_path"].get<std::string>();
+  const std::string bytes = Read(data);
+  Write(data, bytes.substr(0, bytes.size() / 2));
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: resume k: checkpoints: " + commit["data_path"].get<std::string>()),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(List("out/k/checkpoints"), before);
+  Write(data, bytes);
+
+  // A comment-only edit is accepted, and the job completes.
+  Write("recipe.yaml", "# a comment\n" + recipe);
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
+                .exit_code,
+            0);
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+}
+
+TEST_F(CheckpointCli, DataFileWithoutCommitRecordIsNeverLoaded) {
+  Write("data.jsonl", Rows(40));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  // Killed between the first final tap's data file and its commit record.
+  const Spawned run = Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"},
+                            {"DJSHARD_TEST_KILL_AT=tap_data_published"});
+  ASSERT_EQ(WaitFor(run).exit_code, 128 + SIGKILL);
+  EXPECT_TRUE(Commits("k").empty());
+  const CliResult r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const json& e : Events(Path("out/k"))) EXPECT_NE(e["event_type"], "checkpoint_load");
+  EXPECT_NE(r.out.find("0 taken from checkpoints"), std::string::npos) << r.out;
+}
+
+TEST_F(CheckpointCli, JobIdRulesAndResumeOfAMissingJob) {
+  Write("data.jsonl", Rows(10));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 2\n");
+  CliResult r = Run({"run", "--config", "recipe.yaml", "--job-id", ".bad"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "none"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: resume none: locate: "), std::string::npos) << r.err;
+  r = Run({"run", "--config", "recipe.yaml", "--job_id", "a", "--resume", "b"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = Run({"run", "--config", "recipe.yaml", "--job_id", "w", "--work-dir", "jobs"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Exists("jobs/w/job_summary.json"));
+  r = Run({"run", "--config", "recipe.yaml", "--job_id", "w", "--work-dir", "jobs"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("add --resume w"), std::string::npos) << r.err;
+}
+
+TEST_F(CheckpointCli, MonitorAndJobsFollowARunFromStartToEnd) {
+  Write("data.jsonl", Rows(12));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n",
+         "  - djshard_test_sleep_mapper:\n      seconds: 0.08\n"
+         "  - text_length_filter:\n      min_len: 3\n");
+  const Spawned run =
+      Spawn({"run", "--config", "recipe.yaml", "--job_id", "m", "--threads", "1"}, kTestOps);
+  auto finals = [&] {
+    int n = 0;
+    if (!Exists("out/m/checkpoints")) return 0;
+    for (const std::string& c : Commits("m")) n += c.rfind("checkpoint_op_0001", 0) == 0;
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return finals() >= 1; }));
+  const int before = finals();
+  CliResult mon = Run({"monitor", "m", "--work-dir", "out", "--json", "--detailed"});
+  const int after = finals();
+  EXPECT_EQ(mon.exit_code, 1) << mon.out << mon.err;
+  json view = json::parse(mon.out);
+  EXPECT_EQ(view["status"], "running");
+  EXPECT_GE(view["partitions"]["done"].get<int>(), before);
+  EXPECT_LE(view["partitions"]["done"].get<int>(), after);
+  EXPECT_EQ(view["partitions"]["total"], 4);
+  ASSERT_EQ(WaitFor(run).exit_code, 0);
+  // A torn last line (a writer that died mid-write) is skipped.
+  const std::string events = [&] {
+    for (const std::string& n : List("out/m")) {
+      if (n.rfind("events_", 0) == 0) return "out/m/" + n;
+    }
+    return std::string();
+  }();
+  Write(events, Read(events) + "{\"event_type\": \"partition_st");
+  mon = Run({"monitor", Path("out/m"), "--json", "--detailed"});
+  EXPECT_EQ(mon.exit_code, 0) << mon.err;
+  view = json::parse(mon.out);
+  EXPECT_EQ(view["status"], "completed");
+  EXPECT_EQ(view["partitions"]["done"], 4);
+  for (const json& p : view["partition_details"]) {
+    EXPECT_EQ(p["committed_taps"], json::array({1})) << p;
+  }
+  EXPECT_EQ(Run({"monitor", "nope", "--work-dir", "out"}).exit_code, 2);
+
+  // A failed job: monitor says 2.
+  Write("fail", "");
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 2\n",
+         "  - djshard_test_sleep_mapper:\n      seconds: 0\n      fail_while_exists: " +
+             Path("fail") + "\n      skip_op_error: false\n");
+  const Spawned failing = Spawn({"run", "--config", "recipe.yaml", "--job_id", "f"}, kTestOps);
+  EXPECT_EQ(WaitFor(failing).exit_code, 2);
+  EXPECT_EQ(Run({"monitor", "f", "--work-dir", "out"}).exit_code, 2);
+
+  // A kill -9ed run is interrupted (resumable) once its heartbeat is stale.
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 6\n",
+         "  - djshard_test_sleep_mapper:\n      seconds: 0.05\n");
+  const Spawned killed =
+      Spawn({"run", "--config", "recipe.yaml", "--job_id", "k", "--threads", "1"}, kTestOps);
+  ASSERT_TRUE(WaitUntil([&] { return Exists("out/k/checkpoints") && !Commits("k").empty(); }));
+  ::kill(killed.pid, SIGKILL);
+  WaitFor(killed);
+  CliResult jobs = Run({"jobs", "--work-dir", "out", "--json"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  auto status_of = [](const json& all, const std::string& id) {
+    for (const json& j : all) {
+      if (j["job_id"] == id) return j["status"].get<std::string>();
+    }
+    return std::string("missing");
+  };
+  EXPECT_EQ(status_of(json::parse(jobs.out), "k"), "running");
+  fs::last_write_time(Path("out/k/heartbeat"),
+                      fs::file_time_type::clock::now() - std::chrono::minutes(5));
+  jobs = Run({"jobs", "--work-dir", "out", "--json"});
+  const json all = json::parse(jobs.out);
+  EXPECT_EQ(status_of(all, "k"), "interrupted (resumable)");
+  EXPECT_EQ(status_of(all, "m"), "completed");
+  EXPECT_EQ(status_of(all, "f"), "failed");
+  EXPECT_EQ(Run({"jobs", "--work-dir", "out", "--running", "--json"}).out, "[]\n");
+  EXPECT_EQ(Run({"monitor", "k", "--work-dir", "out"}).exit_code, 1);
+}
+
+}  // namespace
+}  // namespace djshard::testing

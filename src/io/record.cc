@@ -45,8 +45,7 @@ const Record::Member* Record::FindMember(std::string_view key) const {
 }
 
 std::optional<std::string_view> Record::Find(std::string_view key) const {
-  if (const Member* m = FindMember(key)) {
-    if (m->removed) return std::nullopt;
+  if (const Member* m = FindMember(key); m != nullptr && !m->removed) {
     if (m->replacement >= 0) return std::string_view(replacements_[m->replacement]);
     return m->value;
   }
@@ -58,7 +57,17 @@ std::optional<std::string_view> Record::Find(std::string_view key) const {
 
 void Record::Set(std::string_view key, std::string value) {
   modified_ = true;
-  if (Member* m = FindMember(key)) {
+  Member* m = FindMember(key);
+  if (m != nullptr && m->removed) {
+    // Moved to the end by SetLast: set it there.
+    for (auto& [k, v] : appended_) {
+      if (k == key) {
+        v = std::move(value);
+        return;
+      }
+    }
+  }
+  if (m != nullptr) {
     m->removed = false;
     if (m->replacement >= 0) {
       replacements_[m->replacement] = std::move(value);
@@ -85,6 +94,16 @@ void Record::Remove(std::string_view key) {
   for (size_t i = 0; i < appended_.size(); ++i) {
     if (appended_[i].first == key) appended_.erase(appended_.begin() + i);
   }
+}
+
+void Record::SetLast(std::string_view key, std::string value) {
+  modified_ = true;
+  if (Member* m = FindMember(key)) m->removed = true;
+  for (size_t i = 0; i < appended_.size(); ++i) {
+    if (appended_[i].first == key)
+      appended_.erase(appended_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  appended_.emplace_back(std::string(key), std::move(value));
 }
 
 void Record::Serialize(std::string* out) const {

@@ -192,7 +192,18 @@ void Sample::Commit(bool write_stats) {
     io::AppendJsonString(&raw, texts_[i].second);
     record_->Set(texts_[i].first, std::move(raw));
   }
-  if (meta_changed_) record_->Set(kMetaKey, ObjectJson(meta_));
+  if (meta_changed_) {
+    // A new __dj__meta__ goes before __dj__stats__, wherever the stats came
+    // from (this run's filters, the input, or a checkpoint the run resumed
+    // from), so the field order never depends on where a run was resumed.
+    const bool new_meta = !record_->Find(kMetaKey);
+    record_->Set(kMetaKey, ObjectJson(meta_));
+    if (new_meta) {
+      if (const auto stats = record_->Find(kStatsKey)) {
+        record_->SetLast(kStatsKey, std::string(*stats));
+      }
+    }
+  }
   if (!write_stats) return;
   if (!stats_loaded_) LoadStats();
   record_->Set(kStatsKey, ObjectJson(stats_));

@@ -82,5 +82,25 @@ TEST(Sample, StatsAreWrittenOnlyWhenAsked) {
   EXPECT_EQ(Out(r2), "{\"text\":\"t\",\"__dj__stats__\":{\"text_len\":1}}");
 }
 
+// The same bytes whether the stats came from this run's filter or were
+// already in the record (a run resumed from a checkpoint after the filter).
+TEST(Sample, NewMetaGoesBeforeStatsWhereverTheStatsCameFrom) {
+  io::Record fresh;
+  fresh.Assign("{\"text\":\"t\"}");
+  Sample a(&fresh);
+  a.SetStat("text_len", "1");
+  a.SetMeta("label", "\"x\"");
+  a.Commit(true);
+  io::Record resumed;
+  resumed.Assign("{\"text\":\"t\",\"__dj__stats__\":{\"text_len\":1}}");
+  Sample b(&resumed);
+  b.SetMeta("label", "\"x\"");
+  b.Commit(true);
+  const std::string want =
+      "{\"text\":\"t\",\"__dj__meta__\":{\"label\":\"x\"},\"__dj__stats__\":{\"text_len\":1}}";
+  EXPECT_EQ(Out(fresh), want);
+  EXPECT_EQ(Out(resumed), want);
+}
+
 }  // namespace
 }  // namespace djshard::ops

@@ -27,6 +27,9 @@ class Record {
   void Set(std::string_view key, std::string value);
   // Leaves `key` out of the output.
   void Remove(std::string_view key);
+  // Sets top-level `key` to raw JSON `value` as the record's last member,
+  // moving it there when it is already present.
+  void SetLast(std::string_view key, std::string value);
 
   // Appends the record, without '\n', to *out.
   void Serialize(std::string* out) const;

@@ -76,15 +76,16 @@ TEST(Partition, HashesAreSha256OfEachRowWithoutItsTerminatorThenNewline) {
   const std::string b = tmp.Write("b.jsonl", "{\"x\":4}\n{\"x\":5}\r\n");
   const std::vector<io::InputCandidate> inputs = {{a, a, "a.jsonl"}, {b, b, "b.jsonl"}};
   uint64_t rows = 0;
-  const std::vector<PartitionDigest> d = HashPartitions(inputs, ExactBounds(5, 2), &rows);
+  std::string whole;
+  const std::vector<PartitionDigest> d = HashPartitions(inputs, ExactBounds(5, 2), &rows, &whole);
   EXPECT_EQ(rows, 5u);
+  EXPECT_EQ(whole, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n{\"x\":4}\n{\"x\":5}\n"));
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].sha256, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n"));
   EXPECT_EQ(d[1].sha256, Sha("{\"x\":4}\n{\"x\":5}\n"));
   recipe::Recipe recipe;
   const InputScan scan = ScanInput(inputs, recipe);
   EXPECT_EQ(scan.rows, 5u);
-  EXPECT_EQ(scan.sha256, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n{\"x\":4}\n{\"x\":5}\n"));
   EXPECT_EQ(scan.modality, Modality::kText);
 }
 

@@ -71,6 +71,25 @@ std::string ResolveJobDir(const RunRequest& request, const JobSettings& settings
   return dir.lexically_normal().string();
 }
 
+// Where the job's checkpoints go: <job_dir>/checkpoints, else checkpoint.dir
+// with {job_id} substituted, else the id appended (so jobs never share one).
+// A relative checkpoint.dir is taken from the working directory when given on
+// the command line, else from the recipe's directory, as work_dir is.
+std::string ResolveCheckpointDir(const RunRequest& request, const JobSettings& settings,
+                                 const recipe::Recipe& recipe, const std::string& job_dir,
+                                 const std::string& job_id) {
+  if (!settings.checkpoint_dir) return job_dir + "/checkpoints";
+  std::string d = *settings.checkpoint_dir;
+  const size_t at = d.find("{job_id}");
+  const bool placeholder = at != std::string::npos;
+  if (placeholder) d.replace(at, 8, job_id);
+  bool from_cli = false;
+  for (const auto& [k, v] : request.overrides) from_cli = from_cli || k == "checkpoint.dir";
+  fs::path dir = from_cli ? fs::absolute(d) : fs::path(recipe::ResolveRecipePath(recipe, d));
+  if (!placeholder) dir /= job_id;
+  return dir.lexically_normal().string();
+}
+
 // Appends a whole file's decoded bytes to `out`; returns their SHA-256.
 std::string AppendFile(const std::string& path, io::OutputStream& out) {
   std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
@@ -260,7 +279,7 @@ PartitionSet ReadPartitioning(const std::string& token, const std::string& path)
 
 // §6 steps 5-6: the input still has those partitions, and per partition the
 // newest commit whose operator prefix is unchanged, its data file verified.
-std::vector<StartPoint> ValidateResume(const std::string& token, const std::string& job_dir,
+std::vector<StartPoint> ValidateResume(const std::string& token, const std::string& checkpoints,
                                        const PartitionSet& set, const YAML::Node& root,
                                        const std::vector<io::InputCandidate>& inputs,
                                        const std::string& input_name, size_t num_ops) {
@@ -281,7 +300,7 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
     }
   }
   std::vector<StartPoint> starts(set.bounds.size());
-  const auto commits = ListCommits(job_dir + "/checkpoints");
+  const auto commits = ListCommits(checkpoints);
   for (const auto& [partition, list] : commits) {
     if (partition >= starts.size()) continue;
     for (const Commit& c : list) {
@@ -290,7 +309,7 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
         continue;
       }
       const std::string rel = c.record.value("data_path", "");
-      const std::string data = job_dir + "/" + rel;
+      const std::string data = checkpoints + "/" + rel;
       auto refuse = [&](const std::string& what) {
         RefuseResume(token, "checkpoints", rel + ": " + what,
                      "the committed checkpoint is damaged; start a new job");
@@ -313,7 +332,7 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
         refuse("made from other input rows");
       }
       if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
-        const std::string errors = job_dir + "/" + errors_rel;
+        const std::string errors = checkpoints + "/" + errors_rel;
         if (::stat(errors.c_str(), &st) != 0 ||
             io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
           RefuseResume(token, "checkpoints", errors_rel + ": missing or changed",
@@ -445,7 +464,7 @@ json PlanJson(const Plan& plan, const std::string& job_id, const std::string& co
 // One tap file being written for one partition.
 struct OpenTap {
   size_t op_idx = 0;
-  std::string rel_path;                          // relative to the job dir
+  std::string rel_path;                          // relative to the checkpoint dir
   std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes: zstd frames, or rows
   std::unique_ptr<io::Sha256> hash;              // of the stored bytes, as they are appended
   uint64_t rows = 0;
@@ -483,7 +502,9 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     job_id = GenerateJobId();
   }
   CheckJobId(job_id);
-  RunJobPaths paths{ResolveJobDir(request, st, recipe, outcome.export_path, job_id)};
+  RunJobPaths paths;
+  paths.dir = ResolveJobDir(request, st, recipe, outcome.export_path, job_id);
+  paths.checkpoints = ResolveCheckpointDir(request, st, recipe, paths.dir, job_id);
   outcome.job_id = job_id;
   outcome.job_dir = paths.dir;
   const json effective = EffectiveConfig(root, dataset.path, outcome.export_path);
@@ -503,7 +524,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     }
     if (::stat(paths.PartitioningInfo().c_str(), &sb) != 0) {
       RefuseResume(t, "locate", "no " + paths.PartitioningInfo(),
-                   "the job never started a partition; run it again without --resume");
+                   "the job never started a partition, or ran with another checkpoint.dir; "
+                   "run it again without --resume");
     }
     // A file of the job that the interrupted run may not have written yet.
     auto read_job_file = [&](const std::string& path) {
@@ -538,7 +560,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                    "rerun the original command with the original recipe");
     }
     set = ReadPartitioning(t, paths.PartitioningInfo());
-    starts = ValidateResume(t, paths.dir, set, root, inputs, dataset.display, num_ops);
+    starts = ValidateResume(t, paths.Checkpoints(), set, root, inputs, dataset.display, num_ops);
   } else {
     struct stat sb {};
     if (::stat(paths.dir.c_str(), &sb) == 0) {
@@ -596,7 +618,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
         continue;
       }
-      const std::string rel = "checkpoints/" + name;
+      const std::string& rel = name;
       if (std::find(referenced.begin(), referenced.end(), rel) == referenced.end()) {
         disk.Unlink(e.path().string());
       }
@@ -690,7 +712,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         }
         // The partition's operator errors, as its run wrote them.
         if (const std::string rel = from.commit.value("errors_path", ""); !rel.empty()) {
-          AppendFile(paths.dir + "/" + rel, errors);
+          AppendFile(paths.Checkpoints() + "/" + rel, errors);
         }
         CrashPoint("final_concat");
         events.Emit("checkpoint_load", {{"partition_id", p},
@@ -737,10 +759,11 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         if (t < options.first_op) continue;
         OpenTap tap;
         tap.op_idx = t;
-        tap.rel_path = "checkpoints/" + RunJobPaths::TapStem(t, p, set.bounds.size()) + "." +
-                       token + (st.compress ? ".jsonl.zst" : ".jsonl");
-        tap.stream = std::make_unique<io::AtomicFileWriter>(paths.dir + "/" + tap.rel_path,
-                                                            /*overwrite=*/false, disk);
+        tap.rel_path = RunJobPaths::TapStem(t, p, set.bounds.size()) + "." + token +
+                       (st.compress ? ".jsonl.zst" : ".jsonl");
+        tap.stream =
+            std::make_unique<io::AtomicFileWriter>(paths.Checkpoints() + "/" + tap.rel_path,
+                                                   /*overwrite=*/false, disk);
         tap.hash = std::make_unique<io::Sha256>();
         if (t != last_op) options.taps.push_back(t);
         open.push_back(std::move(tap));
@@ -773,9 +796,9 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       std::unique_ptr<io::OutputStream> part_errors;
       std::string errors_rel;
       if (!open.empty() && open.back().op_idx == last_op) {
-        errors_rel = "checkpoints/" + RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." +
-                     token + ".errors.jsonl";
-        part_errors = std::make_unique<io::OutputStream>(paths.dir + "/" + errors_rel,
+        errors_rel =
+            RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." + token + ".errors.jsonl";
+        part_errors = std::make_unique<io::OutputStream>(paths.Checkpoints() + "/" + errors_rel,
                                                          /*overwrite=*/false, disk);
       }
       const ExecSummary part =
@@ -783,7 +806,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       std::string errors_sha;
       if (part_errors) {
         part_errors->Commit();
-        errors_sha = AppendFile(paths.dir + "/" + errors_rel, errors);
+        errors_sha = AppendFile(paths.Checkpoints() + "/" + errors_rel, errors);
       }
       // Ops before the tap resumed from count what the commit recorded.
       ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
@@ -820,7 +843,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       // Commits, earliest operator first: only a commit record makes a checkpoint.
       for (OpenTap& tap : open) {
         tap.stream->Commit();
-        const std::string data = paths.dir + "/" + tap.rel_path;
+        const std::string data = paths.Checkpoints() + "/" + tap.rel_path;
         CrashPoint("tap_data_published");
         // Hashed as written: reading the file back would cost a pass.
         const std::string sha = tap.hash->HexDigest();
@@ -877,7 +900,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           for (const Commit& old : mine->second) {
             if (old.op_idx >= tap.op_idx) continue;
             disk.Unlink(old.record_path);
-            disk.Unlink(paths.dir + "/" + old.record.value("data_path", ""));
+            disk.Unlink(paths.Checkpoints() + "/" + old.record.value("data_path", ""));
           }
         }
       }

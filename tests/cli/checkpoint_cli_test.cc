@@ -185,7 +185,7 @@ TEST_F(CheckpointCli, TapsSitWhereTheStrategyPutsThem) {
       json::parse(Read("out/n2/checkpoints/checkpoint_op_0003_partition_00001.commit.json"));
   EXPECT_EQ(commit["op_name"], "punctuation_normalization_mapper");
   EXPECT_EQ(commit["compression"], "zstd");
-  EXPECT_TRUE(Exists("out/n2/" + commit["data_path"].get<std::string>()));
+  EXPECT_TRUE(Exists("out/n2/checkpoints/" + commit["data_path"].get<std::string>()));
 
   // manual: an operator used twice is tapped after both.
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 2\ncheckpoint:\n  keep: all\n",
@@ -405,7 +405,7 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
   Write("data.jsonl", rows);
   const json commit =
       json::parse(Read("out/k/checkpoints/checkpoint_op_0004_partition_00001.commit.json"));
-  const std::string data = "out/k/" + commit["data_path"].get<std::string>();
+  const std::string data = "out/k/checkpoints/" + commit["data_path"].get<std::string>();
   const std::string bytes = Read(data);
   Write(data, bytes.substr(0, bytes.size() / 2));
   r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
@@ -424,6 +424,57 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
                 .exit_code,
             0);
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+}
+
+// checkpoint.dir (alias checkpoint_dir, CLI --checkpoint.dir) puts the data
+// files, commit records and partitioning_info.json under <dir>/<job_id>;
+// data_path stays relative to that directory, and --resume finds them there.
+TEST_F(CheckpointCli, CheckpointDirHoldsTheCheckpointsAndResumeFindsThem) {
+  Write("data.jsonl", Rows(24));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\ncheckpoint:\n  dir: big\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
+                 "--checkpoint.enabled", "false"})
+                .exit_code,
+            0);
+  // Killed once every final tap is committed: --resume concatenates them.
+  CliResult r = WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "c"},
+                              {"DJSHARD_TEST_KILL_AT=before_export_commit"}));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_FALSE(Exists("out/c/checkpoints"));
+  EXPECT_TRUE(Exists("big/c/partitioning_info.json"));
+  const json commit = json::parse(Read("big/c/checkpoint_op_0004_partition_00002.commit.json"));
+  EXPECT_TRUE(Exists("big/c/" + commit["data_path"].get<std::string>()));
+  EXPECT_EQ(commit["data_path"].get<std::string>().find('/'), std::string::npos);
+  EXPECT_EQ(json::parse(Read("out/c/job_summary.json"))["checkpointing"]["checkpoint_dir"],
+            Path("big/c"));
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "c"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  int loaded = 0;
+  for (const json& e : Events(Path("out/c"))) loaded += e["event_type"] == "checkpoint_load";
+  EXPECT_EQ(loaded, 4);
+
+  // It is part of the job's configuration: another directory is refused.
+  const std::vector<std::string> before = List("big/c");
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "c", "--checkpoint.dir", "other"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: resume c: locate: "), std::string::npos) << r.err;
+  EXPECT_EQ(List("big/c"), before);
+
+  // The top-level alias and the CLI override ({job_id} substituted) do the same.
+  Write("recipe.yaml",
+        "dataset_path: data.jsonl\nexport_path: out/a.jsonl\n"
+        "checkpoint_dir: alias\nprocess:\n" +
+            std::string(kFiveOps));
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "a"}).exit_code, 0);
+  EXPECT_TRUE(Exists("alias/a/partitioning_info.json"));
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "o", "--checkpoint.dir",
+                 Path("cli/{job_id}-ckpt")})
+                .exit_code,
+            0);
+  EXPECT_TRUE(Exists("cli/o-ckpt/partitioning_info.json"));
+  EXPECT_FALSE(Exists("alias/o"));
+  EXPECT_EQ(Read("out/a.jsonl"), Read("ref.jsonl"));
 }
 
 TEST_F(CheckpointCli, DataFileWithoutCommitRecordIsNeverLoaded) {

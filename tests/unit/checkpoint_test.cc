@@ -137,6 +137,22 @@ TEST(CheckpointSettings, OverridesAreDottedKeysAndUnknownKeysAreRefused) {
   EXPECT_THROW(Settings("partition: {target_size_mb: 300}"), Error);
 }
 
+TEST(CheckpointSettings, CheckpointDirHasATopLevelAliasAndTheCommandLineWins) {
+  EXPECT_FALSE(Settings("{}").checkpoint_dir.has_value());
+  EXPECT_EQ(Settings("checkpoint: {dir: /big}").checkpoint_dir, "/big");
+  EXPECT_EQ(Settings("checkpoint_dir: /big").checkpoint_dir, "/big");
+  EXPECT_EQ(Settings("checkpoint_dir: /big\ncheckpoint: {dir: /big}").checkpoint_dir, "/big");
+  EXPECT_THROW(Settings("checkpoint_dir: /a\ncheckpoint: {dir: /b}"), Error);
+  const YAML::Node root =
+      ApplyOverrides(YAML::Load("checkpoint_dir: /a"), {{"checkpoint.dir", "/cli"}});
+  EXPECT_EQ(ParseJobSettings(root, "recipe.yaml").checkpoint_dir, "/cli");
+  // Not a non-semantic flag (SPEC-checkpoints §6 step 2): it counts, under one name.
+  const auto alias = EffectiveConfig(YAML::Load("checkpoint_dir: /a"), "d", "e");
+  EXPECT_EQ(alias, EffectiveConfig(YAML::Load("checkpoint: {dir: /a}"), "d", "e"));
+  EXPECT_EQ(DifferingKeys(alias, EffectiveConfig(YAML::Load("checkpoint: {dir: /b}"), "d", "e")),
+            (std::vector<std::string>{"checkpoint.dir"}));
+}
+
 TEST(CheckpointSettings, ConfigDiffNamesTheChangedKeysAndIgnoresNonSemanticOnes) {
   const auto a = EffectiveConfig(YAML::Load("np: 2\nprocess: [{f: {min_len: 3}}]"), "d", "e");
   const auto b = EffectiveConfig(YAML::Load("np: 8\nprocess: [{f: {min_len: 4}}]"), "d", "e");

@@ -786,11 +786,35 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           };
         }
       }
-      for (size_t i = options.first_op; i < num_ops; ++i) {
+      // Op events per (partition, op): start when the partition's first batch
+      // enters the operator, complete when its last leaves (SPEC §8).
+      std::vector<double> op_started(num_ops, 0);
+      options.op_event = [&](size_t i, const OperatorCounters* done) {
+        if (done == nullptr) {
+          op_started[i] = MonotonicSeconds();
+          events.Emit(
+              "op_start",
+              {{"partition_id", p}, {"op_idx", i}, {"op_name", plan.operators[i].op->name()}});
+          return;
+        }
+        const OperatorCounters& c = *done;
+        const double wall = MonotonicSeconds() - op_started[i];
         events.Emit(
-            "op_start",
-            {{"partition_id", p}, {"op_idx", i}, {"op_name", plan.operators[i].op->name()}});
-      }
+            "op_complete",
+            {{"partition_id", p},
+             {"op_idx", i},
+             {"op_name", c.name},
+             {"status", "completed"},
+             {"duration_secs", wall},
+             {"metadata", {{"busy_secs", c.seconds}}},
+             {"input_rows", c.rows_in},
+             {"output_rows", c.rows_out},
+             {"throughput_rows_per_second",
+              wall > 0 ? json(static_cast<double>(c.rows_in) / wall) : json()},
+             {"reduction_ratio", c.rows_in > 0 ? json(1.0 - static_cast<double>(c.rows_out) /
+                                                                static_cast<double>(c.rows_in))
+                                               : json()}});
+      };
       // With a final tap, the partition's errors are kept beside it, so that a
       // resumed run writes them again.
       std::unique_ptr<io::OutputStream> part_errors;
@@ -822,23 +846,6 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       ExecSummary cumulative = part;
       for (size_t i = 0; i < options.first_op && from.resumed; ++i) {
         cumulative.operators[i] = earlier.operators[i];
-      }
-      for (size_t i = options.first_op; i < num_ops; ++i) {
-        const OperatorCounters& c = part.operators[i];
-        events.Emit(
-            "op_complete",
-            {{"partition_id", p},
-             {"op_idx", i},
-             {"op_name", c.name},
-             {"status", "completed"},
-             {"duration_secs", c.seconds},
-             {"input_rows", c.rows_in},
-             {"output_rows", c.rows_out},
-             {"throughput_rows_per_second",
-              c.seconds > 0 ? json(static_cast<double>(c.rows_in) / c.seconds) : json()},
-             {"reduction_ratio", c.rows_in > 0 ? json(1.0 - static_cast<double>(c.rows_out) /
-                                                                static_cast<double>(c.rows_in))
-                                               : json()}});
       }
       // Commits, earliest operator first: only a commit record makes a checkpoint.
       for (OpenTap& tap : open) {

@@ -279,6 +279,42 @@ TEST_F(CheckpointCli, NewJobPrintsItsTokenAndTheSummaryFollowsTheRun) {
     EXPECT_EQ(stats["operators"][i]["rows_in"], op_rows_in[i]);
     EXPECT_EQ(stats["operators"][i]["rows_out"], op_rows_out[i]);
   }
+
+  // Op events per (partition, op): the first batch enters an operator only
+  // after it left the one before, so the operator after the sleeping one
+  // starts 2 or 3 rows x 0.05 s after it; each operator starts, then ends.
+  auto seconds_of_day = [](const std::string& t) {
+    return std::stod(t.substr(11, 2)) * 3600 + std::stod(t.substr(14, 2)) * 60 +
+           std::stod(t.substr(17, 9));
+  };
+  std::map<int, std::vector<std::string>> op_events;
+  std::map<std::pair<int, int>, double> started;
+  for (const json& e : Events(Path("out/" + job))) {
+    const std::string type = e["event_type"];
+    if (type != "op_start" && type != "op_complete") continue;
+    const int p = e["partition_id"], i = e["op_idx"];
+    op_events[p].push_back(type.substr(3) + std::to_string(i));
+    if (type == "op_start") started[{p, i}] = seconds_of_day(e["timestamp"]);
+    if (type == "op_complete" && i == 1) {
+      EXPECT_GE(e["duration_secs"].get<double>(), 0.09) << e.dump();
+      EXPECT_GE(e["metadata"]["busy_secs"].get<double>(), 0.09) << e.dump();
+    }
+  }
+  ASSERT_EQ(op_events.size(), 4u);
+  for (const auto& [p, seq] : op_events) {
+    std::vector<std::string> sorted = seq;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<std::string>{"complete0", "complete1", "complete2", "start0",
+                                                "start1", "start2"}))
+        << p;
+    for (int i = 0; i < 3; ++i) {
+      const auto at = [&](const std::string& name) {
+        return std::find(seq.begin(), seq.end(), name + std::to_string(i)) - seq.begin();
+      };
+      EXPECT_LT(at("start"), at("complete")) << p << " op " << i;
+    }
+    EXPECT_GE(started[std::make_pair(p, 2)] - started[std::make_pair(p, 1)], 0.09) << p;
+  }
 }
 
 TEST_F(CheckpointCli, KilledRunResumesFromItsCommittedFinalTaps) {

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -283,6 +284,55 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
                                        const PartitionSet& set, const YAML::Node& root,
                                        const std::vector<io::InputCandidate>& inputs,
                                        const std::string& input_name, size_t num_ops) {
+  // Step 6 reads the committed files while step 5 rescans the input, on
+  // another thread; step 5's refusal still comes first.
+  std::future<std::vector<StartPoint>> verified = std::async(std::launch::async, [&] {
+    std::vector<StartPoint> starts(set.bounds.size());
+    const auto commits = ListCommits(checkpoints);
+    for (const auto& [partition, list] : commits) {
+      if (partition >= starts.size()) continue;
+      for (const Commit& c : list) {
+        if (c.op_idx >= num_ops ||
+            c.record.value("ops_prefix_sha256", "") != OpsPrefixSha256(root, c.op_idx)) {
+          continue;
+        }
+        const std::string rel = c.record.value("data_path", "");
+        const std::string data = checkpoints + "/" + rel;
+        auto refuse = [&](const std::string& what) {
+          RefuseResume(token, "checkpoints", rel + ": " + what,
+                       "the committed checkpoint is damaged; start a new job");
+        };
+        struct stat st {};
+        if (rel.empty() || ::stat(data.c_str(), &st) != 0) refuse("missing");
+        if (static_cast<uint64_t>(st.st_size) != c.record.value("size_bytes", uint64_t{0})) {
+          refuse("size " + std::to_string(st.st_size) + ", the commit says " +
+                 std::to_string(c.record.value("size_bytes", uint64_t{0})));
+        }
+        if (io::Sha256OfFile(data) != c.record.value("sha256", "")) refuse("sha256 differs");
+        uint64_t lines = 0;
+        try {
+          lines = CountLines(data);
+        } catch (const Error& e) {
+          refuse(std::string("unreadable: ") + e.what());
+        }
+        if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
+        if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
+          refuse("made from other input rows");
+        }
+        if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
+          const std::string errors = checkpoints + "/" + errors_rel;
+          if (::stat(errors.c_str(), &st) != 0 ||
+              io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
+            RefuseResume(token, "checkpoints", errors_rel + ": missing or changed",
+                         "the committed checkpoint is damaged; start a new job");
+          }
+        }
+        starts[partition] = {true, c.op_idx, data, c.record};
+        break;
+      }
+    }
+    return starts;
+  });
   uint64_t rows = 0;
   const std::vector<PartitionDigest> now = HashPartitions(inputs, set.bounds, &rows);
   if (rows != set.total_rows) {
@@ -299,51 +349,7 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
                    "resume with the job's original input");
     }
   }
-  std::vector<StartPoint> starts(set.bounds.size());
-  const auto commits = ListCommits(checkpoints);
-  for (const auto& [partition, list] : commits) {
-    if (partition >= starts.size()) continue;
-    for (const Commit& c : list) {
-      if (c.op_idx >= num_ops ||
-          c.record.value("ops_prefix_sha256", "") != OpsPrefixSha256(root, c.op_idx)) {
-        continue;
-      }
-      const std::string rel = c.record.value("data_path", "");
-      const std::string data = checkpoints + "/" + rel;
-      auto refuse = [&](const std::string& what) {
-        RefuseResume(token, "checkpoints", rel + ": " + what,
-                     "the committed checkpoint is damaged; start a new job");
-      };
-      struct stat st {};
-      if (rel.empty() || ::stat(data.c_str(), &st) != 0) refuse("missing");
-      if (static_cast<uint64_t>(st.st_size) != c.record.value("size_bytes", uint64_t{0})) {
-        refuse("size " + std::to_string(st.st_size) + ", the commit says " +
-               std::to_string(c.record.value("size_bytes", uint64_t{0})));
-      }
-      if (io::Sha256OfFile(data) != c.record.value("sha256", "")) refuse("sha256 differs");
-      uint64_t lines = 0;
-      try {
-        lines = CountLines(data);
-      } catch (const Error& e) {
-        refuse(std::string("unreadable: ") + e.what());
-      }
-      if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
-      if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
-        refuse("made from other input rows");
-      }
-      if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
-        const std::string errors = checkpoints + "/" + errors_rel;
-        if (::stat(errors.c_str(), &st) != 0 ||
-            io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
-          RefuseResume(token, "checkpoints", errors_rel + ": missing or changed",
-                       "the committed checkpoint is damaged; start a new job");
-        }
-      }
-      starts[partition] = {true, c.op_idx, data, c.record};
-      break;
-    }
-  }
-  return starts;
+  return verified.get();
 }
 
 void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {

@@ -52,6 +52,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       {"checkpoint.op_names", "manual: tap after these operators, e.g. a,b"},
       {"checkpoint.compression", "zstd or none (default zstd)"},
       {"checkpoint.keep", "latest or all taps per partition (default latest)"},
+      {"checkpoint.dir",
+       "where checkpoints go: DIR/<job_id>, or DIR with {job_id} substituted "
+       "(default <job_dir>/checkpoints)"},
       {"event_logging.enabled", "write events_<ts>.jsonl in the job dir (default true)"},
   };
   for (const auto& [key, help] : dotted) {

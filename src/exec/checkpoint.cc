@@ -150,6 +150,8 @@ YAML::Node ApplyOverrides(const YAML::Node& root, const std::vector<ConfigOverri
     } else {
       copy[section][name] = value;
     }
+    // The command line beats the recipe's Data-Juicer alias.
+    if (key == "checkpoint.dir") copy.remove("checkpoint_dir");
   }
   return copy;
 }
@@ -179,7 +181,7 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
   if (auto n = partition.Positive("max_size_mb")) s.max_size_mb = *n;
 
   const Section checkpoint(root, "checkpoint", path);
-  checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep"});
+  checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep", "dir"});
   if (auto b = checkpoint.Bool("enabled")) s.checkpoint_enabled = *b;
   if (auto st = checkpoint.String("strategy")) {
     if (*st == "every_n_ops") {
@@ -220,6 +222,21 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
       checkpoint.Fail(*checkpoint.Get("keep"), "keep", "must be latest or all");
     }
     s.keep_all = *k == "all";
+  }
+  s.checkpoint_dir = checkpoint.String("dir");
+  if (const YAML::Node alias = root["checkpoint_dir"]; alias && !alias.IsNull()) {
+    if (!alias.IsScalar() || alias.as<std::string>().empty()) {
+      throw Error(path, LineOf(alias), "'checkpoint_dir' must be a directory path");
+    }
+    if (s.checkpoint_dir && *s.checkpoint_dir != alias.as<std::string>()) {
+      throw Error(path, LineOf(alias),
+                  "checkpoint_dir and checkpoint.dir name different directories",
+                  "keep one of them");
+    }
+    s.checkpoint_dir = alias.as<std::string>();
+  }
+  if (s.checkpoint_dir && s.checkpoint_dir->empty()) {
+    checkpoint.Fail(*checkpoint.Get("dir"), "dir", "must be a directory path");
   }
 
   const Section events(root, "event_logging", path);
@@ -289,6 +306,11 @@ nlohmann::json EffectiveConfig(const YAML::Node& root, const std::string& datase
   nlohmann::json j = CanonicalJson(root);
   if (!j.is_object()) j = nlohmann::json::object();
   for (const char* key : {"np", "work_dir", "job_id", "event_logging"}) j.erase(key);
+  if (j.contains("checkpoint_dir")) {
+    if (!j["checkpoint"].is_object()) j["checkpoint"] = nlohmann::json::object();
+    j["checkpoint"]["dir"] = j["checkpoint_dir"];
+    j.erase("checkpoint_dir");
+  }
   j["dataset_path"] = dataset_path;
   j["export_path"] = export_path;
   return j;

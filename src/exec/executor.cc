@@ -1,6 +1,7 @@
 #include "djshard/exec/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "djshard/common/clock.h"
@@ -69,11 +71,70 @@ void StopIfAsked(const std::function<bool()>& stop_check) {
   throw Error("the run was cancelled", "its claim was lost");
 }
 
+// When the first batch enters each operator and the last leaves it
+// (ExecOptions::op_event): the last is known once the input has ended and as
+// many batches left the operator as were read.
+class OperatorEdges {
+ public:
+  OperatorEdges(const Plan& plan, const ExecOptions& options)
+      : options_(options),
+        entered_(plan.operators.size()),
+        ended_(plan.operators.size(), false),
+        left_(plan.operators.size(), 0),
+        totals_(plan.operators.size()) {
+    for (size_t i = 0; i < totals_.size(); ++i) totals_[i].name = plan.operators[i].op->name();
+  }
+  void Enter(size_t i) {
+    if (entered_[i].load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    StartLocked(i);
+  }
+  void Leave(size_t i, const OperatorCounters& batch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    OperatorCounters& t = totals_[i];
+    t.rows_in += batch.rows_in;
+    t.rows_out += batch.rows_out;
+    t.errors += batch.errors;
+    t.seconds += batch.seconds;
+    ++left_[i];
+    EndLocked(i);
+  }
+  // The input ended after `batches` batches.
+  void EndOfInput(uint64_t batches) {
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_ = batches;
+    for (size_t i = options_.first_op; i < totals_.size(); ++i) EndLocked(i);
+  }
+
+ private:
+  void StartLocked(size_t i) {
+    if (entered_[i].load(std::memory_order_relaxed)) return;
+    options_.op_event(i, nullptr);
+    entered_[i].store(true, std::memory_order_relaxed);
+  }
+  void EndLocked(size_t i) {
+    if (ended_[i] || !batches_ || left_[i] != *batches_) return;
+    StartLocked(i);  // no batch at all: the operator still starts and ends
+    ended_[i] = true;
+    options_.op_event(i, &totals_[i]);
+  }
+
+  const ExecOptions& options_;
+  std::mutex mu_;
+  std::vector<std::atomic<bool>> entered_;
+  std::vector<bool> ended_;
+  std::vector<uint64_t> left_;            // batches that left each operator
+  std::vector<OperatorCounters> totals_;  // over the batches that left
+  std::optional<uint64_t> batches_;       // set when the input has ended
+};
+
 // `stop_check`, when set, is asked before the batch and every few records:
-// true stops the batch.
+// true stops the batch. `edges`, when set, hears each operator's batch enter
+// and leave.
 void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
                   const Batch& batch, Scratch& s, BatchResult* r,
-                  const std::function<bool()>& stop_check, const ExecOptions& options) {
+                  const std::function<bool()>& stop_check, const ExecOptions& options,
+                  OperatorEdges* edges) {
   r->taps.resize(options.taps.size());
   r->tap_rows.assign(options.taps.size(), 0);
   for (std::string& t : r->taps) t.clear();
@@ -132,6 +193,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     const ops::Operator& op = *planned.op;
     const bool is_filter = op.kind() == ops::OpKind::kFilter;
     OperatorCounters& c = r->counters[i];
+    if (edges != nullptr) edges->Enter(i);
     const double start = MonotonicSeconds();
     // A record error: drop the row and report it, or stop the run.
     auto fail_row = [&](size_t k, const std::string& message, const std::string& type) {
@@ -168,6 +230,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
       }
       c.seconds += MonotonicSeconds() - start;
       tap_after(i);
+      if (edges != nullptr) edges->Leave(i, c);
       continue;
     }
     for (size_t k = 0; k < n; ++k) {
@@ -191,6 +254,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     }
     c.seconds += MonotonicSeconds() - start;
     tap_after(i);
+    if (edges != nullptr) edges->Leave(i, c);
   }
   r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
@@ -326,6 +390,8 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
     b.clear();
     return b;
   };
+  std::unique_ptr<OperatorEdges> edges;
+  if (options.op_event) edges = std::make_unique<OperatorEdges>(plan, options);
   uint64_t read_count = 0;
   bool end_of_input = false, reading = false, failed = false;
   std::exception_ptr failure;
@@ -365,6 +431,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           reading = false;
           if (!got) {
             end_of_input = true;
+            if (edges) edges->EndOfInput(read_count);
             spare.push_back(std::move(batch.chunk.data));
             spare.push_back(std::move(result.output));
             cv.notify_all();
@@ -374,7 +441,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           // Another thread may read the next batch meanwhile.
           cv.notify_all();
           lock.unlock();
-          ProcessBatch(plan, inputs, batch, scratch, &result, stop_check, options);
+          ProcessBatch(plan, inputs, batch, scratch, &result, stop_check, options, edges.get());
           lock.lock();
           writer.Add(batch.seq, std::move(result));
           spare.push_back(std::move(batch.chunk.data));

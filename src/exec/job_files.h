@@ -15,17 +15,19 @@ std::string IsoMicros(int64_t epoch_nanos);
 // "20261201_100955": UTC, for names (job ids, events files).
 std::string StampForName(int64_t epoch_nanos);
 
-// The paths of a `run` job directory (SPEC-checkpoints §1).
+// The paths of a `run` job directory (SPEC-checkpoints §1). `checkpoints` is
+// <dir>/checkpoints unless checkpoint.dir puts them elsewhere.
 struct RunJobPaths {
   std::string dir;
+  std::string checkpoints;
   std::string Summary() const { return dir + "/job_summary.json"; }
   std::string Plan() const { return dir + "/dag_execution_plan.json"; }
   std::string Heartbeat() const { return dir + "/heartbeat"; }
   std::string Metadata() const { return dir + "/metadata"; }
-  std::string Checkpoints() const { return dir + "/checkpoints"; }
+  std::string Checkpoints() const { return checkpoints; }
   std::string PartitioningInfo() const { return Checkpoints() + "/partitioning_info.json"; }
-  // checkpoints/checkpoint_op_OOOO_partition_PPPPP, to which the data and
-  // commit suffixes are added.
+  // checkpoint_op_OOOO_partition_PPPPP (in Checkpoints()), to which the data
+  // and commit suffixes are added.
   static std::string TapStem(size_t op_idx, uint64_t partition, uint64_t num_partitions);
 };
 

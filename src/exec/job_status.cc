@@ -81,7 +81,13 @@ RunJobView ReadRunJob(const std::string& dir) {
   // Partitions: bounds, committed taps, and what the events say.
   std::vector<PartitionView>& parts = v.partitions;
   std::vector<uint64_t> rows_of;
-  const std::string info_path = v.job_dir + "/checkpoints/partitioning_info.json";
+  // checkpoint.dir may have put the checkpoints elsewhere; the summary says where.
+  std::string checkpoints = v.job_dir + "/checkpoints";
+  if (const json c = s.value("checkpointing", json::object());
+      c.is_object() && c.contains("checkpoint_dir") && c["checkpoint_dir"].is_string()) {
+    checkpoints = c["checkpoint_dir"].get<std::string>();
+  }
+  const std::string info_path = checkpoints + "/partitioning_info.json";
   if (::stat(info_path.c_str(), &st) == 0) {
     const json info = json::parse(io::ReadFile(info_path), nullptr, false);
     if (info.is_object()) {
@@ -97,7 +103,7 @@ RunJobView ReadRunJob(const std::string& dir) {
     parts[i].status = "pending";
   }
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(v.job_dir + "/checkpoints", ec)) {
+  for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") == std::string::npos ||
         name.size() < 12 || name.compare(name.size() - 12, 12, ".commit.json") != 0) {

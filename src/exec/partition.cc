@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "djshard/io/input.h"
@@ -110,7 +111,6 @@ uint64_t AutoPartitionCount(uint64_t rows, uint64_t rows_per_partition) {
 
 InputScan ScanInput(const std::vector<io::InputCandidate>& inputs, const recipe::Recipe& recipe) {
   InputScan scan;
-  io::Sha256 hash;
   io::LineChunker chunker = MakeChunker(inputs);
   io::LineChunk chunk;
   bool image = false, audio = false, video = false;
@@ -133,9 +133,7 @@ InputScan ScanInput(const std::vector<io::InputCandidate>& inputs, const recipe:
     }
     scan.rows += chunk.lines;
     scan.bytes += chunk.size;
-    HashLines(data, chunk.size, hash);
   }
-  scan.sha256 = hash.HexDigest();
   const int kinds = int{image} + int{audio} + int{video};
   if (kinds >= 2) {
     scan.modality = Modality::kMultimodal;
@@ -151,17 +149,27 @@ InputScan ScanInput(const std::vector<io::InputCandidate>& inputs, const recipe:
 
 std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate>& inputs,
                                             const std::vector<PartitionBounds>& bounds,
-                                            uint64_t* total_rows) {
+                                            uint64_t* total_rows, std::string* input_sha256) {
   std::vector<PartitionDigest> digests;
   io::LineChunker chunker = MakeChunker(inputs);
   io::LineChunk chunk;
+  io::Sha256 whole;
+  // The whole input's hash runs on a second thread, chunk by chunk, beside
+  // the partition's: the same read feeds both at the cost of one.
+  auto hash_whole = [&](const io::LineChunk& c) {
+    if (input_sha256 == nullptr) return std::future<void>();
+    return std::async(std::launch::async,
+                      [&whole, &c] { HashLines(c.data.data(), c.size, whole); });
+  };
   *total_rows = 0;
   for (const PartitionBounds& b : bounds) {
     io::Sha256 hash;
     PartitionDigest d;
     chunker.LimitLines(b.rows());
     while (chunker.Next(&chunk)) {
+      std::future<void> other = hash_whole(chunk);
       HashLines(chunk.data.data(), chunk.size, hash);
+      if (other.valid()) other.get();
       d.size_bytes += chunk.size;
       *total_rows += chunk.lines;
     }
@@ -170,7 +178,12 @@ std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate
   }
   // Rows past the last partition (the input grew) still count.
   chunker.LimitLines(UINT64_MAX);
-  while (chunker.Next(&chunk)) *total_rows += chunk.lines;
+  while (chunker.Next(&chunk)) {
+    std::future<void> other = hash_whole(chunk);
+    if (other.valid()) other.get();
+    *total_rows += chunk.lines;
+  }
+  if (input_sha256 != nullptr) *input_sha256 = whole.HexDigest();
   return digests;
 }
 

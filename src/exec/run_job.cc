@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,25 @@ std::string ResolveJobDir(const RunRequest& request, const JobSettings& settings
   } else {
     dir = fs::path(export_path).parent_path() / job_id;
   }
+  return dir.lexically_normal().string();
+}
+
+// Where the job's checkpoints go: <job_dir>/checkpoints, else checkpoint.dir
+// with {job_id} substituted, else the id appended (so jobs never share one).
+// A relative checkpoint.dir is taken from the working directory when given on
+// the command line, else from the recipe's directory, as work_dir is.
+std::string ResolveCheckpointDir(const RunRequest& request, const JobSettings& settings,
+                                 const recipe::Recipe& recipe, const std::string& job_dir,
+                                 const std::string& job_id) {
+  if (!settings.checkpoint_dir) return job_dir + "/checkpoints";
+  std::string d = *settings.checkpoint_dir;
+  const size_t at = d.find("{job_id}");
+  const bool placeholder = at != std::string::npos;
+  if (placeholder) d.replace(at, 8, job_id);
+  bool from_cli = false;
+  for (const auto& [k, v] : request.overrides) from_cli = from_cli || k == "checkpoint.dir";
+  fs::path dir = from_cli ? fs::absolute(d) : fs::path(recipe::ResolveRecipePath(recipe, d));
+  if (!placeholder) dir /= job_id;
   return dir.lexically_normal().string();
 }
 
@@ -153,7 +173,9 @@ struct StartPoint {
   json commit;
 };
 
-// A new job's partitions: one scan for rows and the sample, one for hashes.
+// A new job's partitions: a scan for rows and the sample that hashes nothing,
+// then one read that hashes the partitions and the whole input (SPEC §4 allows
+// one extra read).
 PartitionSet PartitionNewJob(const JobSettings& st, const recipe::Recipe& recipe,
                              const std::vector<io::InputCandidate>& inputs,
                              const std::string& input_name) {
@@ -161,7 +183,6 @@ PartitionSet PartitionNewJob(const JobSettings& st, const recipe::Recipe& recipe
   PartitionSet set;
   set.total_rows = scan.rows;
   set.total_bytes = scan.bytes;
-  set.input_sha256 = scan.sha256;
   uint64_t parts = 0;
   if (st.mode == PartitionMode::kManual) {
     set.mode = "manual";
@@ -182,7 +203,7 @@ PartitionSet PartitionNewJob(const JobSettings& st, const recipe::Recipe& recipe
   }
   set.bounds = ExactBounds(scan.rows, parts);
   uint64_t rows = 0;
-  set.digests = HashPartitions(inputs, set.bounds, &rows);
+  set.digests = HashPartitions(inputs, set.bounds, &rows, &set.input_sha256);
   if (rows != scan.rows) {
     throw Error(input_name, 0, "the input changed while it was partitioned",
                 "run again once nothing writes to it");
@@ -259,10 +280,59 @@ PartitionSet ReadPartitioning(const std::string& token, const std::string& path)
 
 // §6 steps 5-6: the input still has those partitions, and per partition the
 // newest commit whose operator prefix is unchanged, its data file verified.
-std::vector<StartPoint> ValidateResume(const std::string& token, const std::string& job_dir,
+std::vector<StartPoint> ValidateResume(const std::string& token, const std::string& checkpoints,
                                        const PartitionSet& set, const YAML::Node& root,
                                        const std::vector<io::InputCandidate>& inputs,
                                        const std::string& input_name, size_t num_ops) {
+  // Step 6 reads the committed files while step 5 rescans the input, on
+  // another thread; step 5's refusal still comes first.
+  std::future<std::vector<StartPoint>> verified = std::async(std::launch::async, [&] {
+    std::vector<StartPoint> starts(set.bounds.size());
+    const auto commits = ListCommits(checkpoints);
+    for (const auto& [partition, list] : commits) {
+      if (partition >= starts.size()) continue;
+      for (const Commit& c : list) {
+        if (c.op_idx >= num_ops ||
+            c.record.value("ops_prefix_sha256", "") != OpsPrefixSha256(root, c.op_idx)) {
+          continue;
+        }
+        const std::string rel = c.record.value("data_path", "");
+        const std::string data = checkpoints + "/" + rel;
+        auto refuse = [&](const std::string& what) {
+          RefuseResume(token, "checkpoints", rel + ": " + what,
+                       "the committed checkpoint is damaged; start a new job");
+        };
+        struct stat st {};
+        if (rel.empty() || ::stat(data.c_str(), &st) != 0) refuse("missing");
+        if (static_cast<uint64_t>(st.st_size) != c.record.value("size_bytes", uint64_t{0})) {
+          refuse("size " + std::to_string(st.st_size) + ", the commit says " +
+                 std::to_string(c.record.value("size_bytes", uint64_t{0})));
+        }
+        if (io::Sha256OfFile(data) != c.record.value("sha256", "")) refuse("sha256 differs");
+        uint64_t lines = 0;
+        try {
+          lines = CountLines(data);
+        } catch (const Error& e) {
+          refuse(std::string("unreadable: ") + e.what());
+        }
+        if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
+        if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
+          refuse("made from other input rows");
+        }
+        if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
+          const std::string errors = checkpoints + "/" + errors_rel;
+          if (::stat(errors.c_str(), &st) != 0 ||
+              io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
+            RefuseResume(token, "checkpoints", errors_rel + ": missing or changed",
+                         "the committed checkpoint is damaged; start a new job");
+          }
+        }
+        starts[partition] = {true, c.op_idx, data, c.record};
+        break;
+      }
+    }
+    return starts;
+  });
   uint64_t rows = 0;
   const std::vector<PartitionDigest> now = HashPartitions(inputs, set.bounds, &rows);
   if (rows != set.total_rows) {
@@ -279,51 +349,7 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
                    "resume with the job's original input");
     }
   }
-  std::vector<StartPoint> starts(set.bounds.size());
-  const auto commits = ListCommits(job_dir + "/checkpoints");
-  for (const auto& [partition, list] : commits) {
-    if (partition >= starts.size()) continue;
-    for (const Commit& c : list) {
-      if (c.op_idx >= num_ops ||
-          c.record.value("ops_prefix_sha256", "") != OpsPrefixSha256(root, c.op_idx)) {
-        continue;
-      }
-      const std::string rel = c.record.value("data_path", "");
-      const std::string data = job_dir + "/" + rel;
-      auto refuse = [&](const std::string& what) {
-        RefuseResume(token, "checkpoints", rel + ": " + what,
-                     "the committed checkpoint is damaged; start a new job");
-      };
-      struct stat st {};
-      if (rel.empty() || ::stat(data.c_str(), &st) != 0) refuse("missing");
-      if (static_cast<uint64_t>(st.st_size) != c.record.value("size_bytes", uint64_t{0})) {
-        refuse("size " + std::to_string(st.st_size) + ", the commit says " +
-               std::to_string(c.record.value("size_bytes", uint64_t{0})));
-      }
-      if (io::Sha256OfFile(data) != c.record.value("sha256", "")) refuse("sha256 differs");
-      uint64_t lines = 0;
-      try {
-        lines = CountLines(data);
-      } catch (const Error& e) {
-        refuse(std::string("unreadable: ") + e.what());
-      }
-      if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
-      if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
-        refuse("made from other input rows");
-      }
-      if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
-        const std::string errors = job_dir + "/" + errors_rel;
-        if (::stat(errors.c_str(), &st) != 0 ||
-            io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
-          RefuseResume(token, "checkpoints", errors_rel + ": missing or changed",
-                       "the committed checkpoint is damaged; start a new job");
-        }
-      }
-      starts[partition] = {true, c.op_idx, data, c.record};
-      break;
-    }
-  }
-  return starts;
+  return verified.get();
 }
 
 void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
@@ -444,8 +470,9 @@ json PlanJson(const Plan& plan, const std::string& job_id, const std::string& co
 // One tap file being written for one partition.
 struct OpenTap {
   size_t op_idx = 0;
-  std::string rel_path;                          // relative to the job dir
+  std::string rel_path;                          // relative to the checkpoint dir
   std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes: zstd frames, or rows
+  std::unique_ptr<io::Sha256> hash;              // of the stored bytes, as they are appended
   uint64_t rows = 0;
 };
 
@@ -481,7 +508,9 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     job_id = GenerateJobId();
   }
   CheckJobId(job_id);
-  RunJobPaths paths{ResolveJobDir(request, st, recipe, outcome.export_path, job_id)};
+  RunJobPaths paths;
+  paths.dir = ResolveJobDir(request, st, recipe, outcome.export_path, job_id);
+  paths.checkpoints = ResolveCheckpointDir(request, st, recipe, paths.dir, job_id);
   outcome.job_id = job_id;
   outcome.job_dir = paths.dir;
   const json effective = EffectiveConfig(root, dataset.path, outcome.export_path);
@@ -501,7 +530,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     }
     if (::stat(paths.PartitioningInfo().c_str(), &sb) != 0) {
       RefuseResume(t, "locate", "no " + paths.PartitioningInfo(),
-                   "the job never started a partition; run it again without --resume");
+                   "the job never started a partition, or ran with another checkpoint.dir; "
+                   "run it again without --resume");
     }
     // A file of the job that the interrupted run may not have written yet.
     auto read_job_file = [&](const std::string& path) {
@@ -536,7 +566,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                    "rerun the original command with the original recipe");
     }
     set = ReadPartitioning(t, paths.PartitioningInfo());
-    starts = ValidateResume(t, paths.dir, set, root, inputs, dataset.display, num_ops);
+    starts = ValidateResume(t, paths.Checkpoints(), set, root, inputs, dataset.display, num_ops);
   } else {
     struct stat sb {};
     if (::stat(paths.dir.c_str(), &sb) == 0) {
@@ -594,7 +624,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
         continue;
       }
-      const std::string rel = "checkpoints/" + name;
+      const std::string& rel = name;
       if (std::find(referenced.begin(), referenced.end(), rel) == referenced.end()) {
         disk.Unlink(e.path().string());
       }
@@ -688,7 +718,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         }
         // The partition's operator errors, as its run wrote them.
         if (const std::string rel = from.commit.value("errors_path", ""); !rel.empty()) {
-          AppendFile(paths.dir + "/" + rel, errors);
+          AppendFile(paths.Checkpoints() + "/" + rel, errors);
         }
         CrashPoint("final_concat");
         events.Emit("checkpoint_load", {{"partition_id", p},
@@ -735,10 +765,12 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         if (t < options.first_op) continue;
         OpenTap tap;
         tap.op_idx = t;
-        tap.rel_path = "checkpoints/" + RunJobPaths::TapStem(t, p, set.bounds.size()) + "." +
-                       token + (st.compress ? ".jsonl.zst" : ".jsonl");
-        tap.stream = std::make_unique<io::AtomicFileWriter>(paths.dir + "/" + tap.rel_path,
-                                                            /*overwrite=*/false, disk);
+        tap.rel_path = RunJobPaths::TapStem(t, p, set.bounds.size()) + "." + token +
+                       (st.compress ? ".jsonl.zst" : ".jsonl");
+        tap.stream =
+            std::make_unique<io::AtomicFileWriter>(paths.Checkpoints() + "/" + tap.rel_path,
+                                                   /*overwrite=*/false, disk);
+        tap.hash = std::make_unique<io::Sha256>();
         if (t != last_op) options.taps.push_back(t);
         open.push_back(std::move(tap));
       }
@@ -746,6 +778,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       if (!open.empty()) {
         options.tap_sink = [&open](size_t i, std::string_view bytes, uint64_t rows) {
           open[i].stream->Append(bytes);
+          open[i].hash->Update(bytes);
           open[i].rows += rows;
           CrashPoint("tap_append");
         };
@@ -753,24 +786,49 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           OpenTap& final_tap = open.back();
           options.output_tee = [&final_tap](std::string_view bytes, uint64_t rows) {
             final_tap.stream->Append(bytes);
+            final_tap.hash->Update(bytes);
             final_tap.rows += rows;
             CrashPoint("tap_append");
           };
         }
       }
-      for (size_t i = options.first_op; i < num_ops; ++i) {
+      // Op events per (partition, op): start when the partition's first batch
+      // enters the operator, complete when its last leaves (SPEC §8).
+      std::vector<double> op_started(num_ops, 0);
+      options.op_event = [&](size_t i, const OperatorCounters* done) {
+        if (done == nullptr) {
+          op_started[i] = MonotonicSeconds();
+          events.Emit(
+              "op_start",
+              {{"partition_id", p}, {"op_idx", i}, {"op_name", plan.operators[i].op->name()}});
+          return;
+        }
+        const OperatorCounters& c = *done;
+        const double wall = MonotonicSeconds() - op_started[i];
         events.Emit(
-            "op_start",
-            {{"partition_id", p}, {"op_idx", i}, {"op_name", plan.operators[i].op->name()}});
-      }
+            "op_complete",
+            {{"partition_id", p},
+             {"op_idx", i},
+             {"op_name", c.name},
+             {"status", "completed"},
+             {"duration_secs", wall},
+             {"metadata", {{"busy_secs", c.seconds}}},
+             {"input_rows", c.rows_in},
+             {"output_rows", c.rows_out},
+             {"throughput_rows_per_second",
+              wall > 0 ? json(static_cast<double>(c.rows_in) / wall) : json()},
+             {"reduction_ratio", c.rows_in > 0 ? json(1.0 - static_cast<double>(c.rows_out) /
+                                                                static_cast<double>(c.rows_in))
+                                               : json()}});
+      };
       // With a final tap, the partition's errors are kept beside it, so that a
       // resumed run writes them again.
       std::unique_ptr<io::OutputStream> part_errors;
       std::string errors_rel;
       if (!open.empty() && open.back().op_idx == last_op) {
-        errors_rel = "checkpoints/" + RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." +
-                     token + ".errors.jsonl";
-        part_errors = std::make_unique<io::OutputStream>(paths.dir + "/" + errors_rel,
+        errors_rel =
+            RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." + token + ".errors.jsonl";
+        part_errors = std::make_unique<io::OutputStream>(paths.Checkpoints() + "/" + errors_rel,
                                                          /*overwrite=*/false, disk);
       }
       const ExecSummary part =
@@ -778,7 +836,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       std::string errors_sha;
       if (part_errors) {
         part_errors->Commit();
-        errors_sha = AppendFile(paths.dir + "/" + errors_rel, errors);
+        errors_sha = AppendFile(paths.Checkpoints() + "/" + errors_rel, errors);
       }
       // Ops before the tap resumed from count what the commit recorded.
       ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
@@ -795,29 +853,13 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       for (size_t i = 0; i < options.first_op && from.resumed; ++i) {
         cumulative.operators[i] = earlier.operators[i];
       }
-      for (size_t i = options.first_op; i < num_ops; ++i) {
-        const OperatorCounters& c = part.operators[i];
-        events.Emit(
-            "op_complete",
-            {{"partition_id", p},
-             {"op_idx", i},
-             {"op_name", c.name},
-             {"status", "completed"},
-             {"duration_secs", c.seconds},
-             {"input_rows", c.rows_in},
-             {"output_rows", c.rows_out},
-             {"throughput_rows_per_second",
-              c.seconds > 0 ? json(static_cast<double>(c.rows_in) / c.seconds) : json()},
-             {"reduction_ratio", c.rows_in > 0 ? json(1.0 - static_cast<double>(c.rows_out) /
-                                                                static_cast<double>(c.rows_in))
-                                               : json()}});
-      }
       // Commits, earliest operator first: only a commit record makes a checkpoint.
       for (OpenTap& tap : open) {
         tap.stream->Commit();
-        const std::string data = paths.dir + "/" + tap.rel_path;
+        const std::string data = paths.Checkpoints() + "/" + tap.rel_path;
         CrashPoint("tap_data_published");
-        const std::string sha = io::Sha256OfFile(data);
+        // Hashed as written: reading the file back would cost a pass.
+        const std::string sha = tap.hash->HexDigest();
         struct stat dst {};
         ::stat(data.c_str(), &dst);
         const int64_t now = NowNanos();
@@ -871,7 +913,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           for (const Commit& old : mine->second) {
             if (old.op_idx >= tap.op_idx) continue;
             disk.Unlink(old.record_path);
-            disk.Unlink(paths.dir + "/" + old.record.value("data_path", ""));
+            disk.Unlink(paths.Checkpoints() + "/" + old.record.value("data_path", ""));
           }
         }
       }

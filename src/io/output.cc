@@ -195,8 +195,13 @@ void OutputStream::Commit(bool durable) {
 void AppendZstdFrame(std::string_view bytes, std::string* out, int level) {
   const size_t old = out->size();
   out->resize(old + ZSTD_compressBound(bytes.size()));
-  const size_t n =
-      ZSTD_compress(out->data() + old, out->size() - old, bytes.data(), bytes.size(), level);
+  // One context per thread: ZSTD_compress would allocate and clear a new one
+  // for every frame, which costs as much as compressing a small batch.
+  thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(),
+                                                                      ZSTD_freeCCtx);
+  if (ctx == nullptr) throw Error("zstd: cannot create a compression context");
+  const size_t n = ZSTD_compressCCtx(ctx.get(), out->data() + old, out->size() - old, bytes.data(),
+                                     bytes.size(), level);
   if (ZSTD_isError(n)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(n));
   out->resize(old + n);
 }

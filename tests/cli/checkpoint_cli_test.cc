@@ -185,7 +185,7 @@ TEST_F(CheckpointCli, TapsSitWhereTheStrategyPutsThem) {
       json::parse(Read("out/n2/checkpoints/checkpoint_op_0003_partition_00001.commit.json"));
   EXPECT_EQ(commit["op_name"], "punctuation_normalization_mapper");
   EXPECT_EQ(commit["compression"], "zstd");
-  EXPECT_TRUE(Exists("out/n2/" + commit["data_path"].get<std::string>()));
+  EXPECT_TRUE(Exists("out/n2/checkpoints/" + commit["data_path"].get<std::string>()));
 
   // manual: an operator used twice is tapped after both.
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 2\ncheckpoint:\n  keep: all\n",
@@ -278,6 +278,42 @@ TEST_F(CheckpointCli, NewJobPrintsItsTokenAndTheSummaryFollowsTheRun) {
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(stats["operators"][i]["rows_in"], op_rows_in[i]);
     EXPECT_EQ(stats["operators"][i]["rows_out"], op_rows_out[i]);
+  }
+
+  // Op events per (partition, op): the first batch enters an operator only
+  // after it left the one before, so the operator after the sleeping one
+  // starts 2 or 3 rows x 0.05 s after it; each operator starts, then ends.
+  auto seconds_of_day = [](const std::string& t) {
+    return std::stod(t.substr(11, 2)) * 3600 + std::stod(t.substr(14, 2)) * 60 +
+           std::stod(t.substr(17, 9));
+  };
+  std::map<int, std::vector<std::string>> op_events;
+  std::map<std::pair<int, int>, double> started;
+  for (const json& e : Events(Path("out/" + job))) {
+    const std::string type = e["event_type"];
+    if (type != "op_start" && type != "op_complete") continue;
+    const int p = e["partition_id"], i = e["op_idx"];
+    op_events[p].push_back(type.substr(3) + std::to_string(i));
+    if (type == "op_start") started[{p, i}] = seconds_of_day(e["timestamp"]);
+    if (type == "op_complete" && i == 1) {
+      EXPECT_GE(e["duration_secs"].get<double>(), 0.09) << e.dump();
+      EXPECT_GE(e["metadata"]["busy_secs"].get<double>(), 0.09) << e.dump();
+    }
+  }
+  ASSERT_EQ(op_events.size(), 4u);
+  for (const auto& [p, seq] : op_events) {
+    std::vector<std::string> sorted = seq;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<std::string>{"complete0", "complete1", "complete2", "start0",
+                                                "start1", "start2"}))
+        << p;
+    for (int i = 0; i < 3; ++i) {
+      const auto at = [&](const std::string& name) {
+        return std::find(seq.begin(), seq.end(), name + std::to_string(i)) - seq.begin();
+      };
+      EXPECT_LT(at("start"), at("complete")) << p << " op " << i;
+    }
+    EXPECT_GE(started[std::make_pair(p, 2)] - started[std::make_pair(p, 1)], 0.09) << p;
   }
 }
 
@@ -405,7 +441,7 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
   Write("data.jsonl", rows);
   const json commit =
       json::parse(Read("out/k/checkpoints/checkpoint_op_0004_partition_00001.commit.json"));
-  const std::string data = "out/k/" + commit["data_path"].get<std::string>();
+  const std::string data = "out/k/checkpoints/" + commit["data_path"].get<std::string>();
   const std::string bytes = Read(data);
   Write(data, bytes.substr(0, bytes.size() / 2));
   r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
@@ -424,6 +460,57 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
                 .exit_code,
             0);
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+}
+
+// checkpoint.dir (alias checkpoint_dir, CLI --checkpoint.dir) puts the data
+// files, commit records and partitioning_info.json under <dir>/<job_id>;
+// data_path stays relative to that directory, and --resume finds them there.
+TEST_F(CheckpointCli, CheckpointDirHoldsTheCheckpointsAndResumeFindsThem) {
+  Write("data.jsonl", Rows(24));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\ncheckpoint:\n  dir: big\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
+                 "--checkpoint.enabled", "false"})
+                .exit_code,
+            0);
+  // Killed once every final tap is committed: --resume concatenates them.
+  CliResult r = WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "c"},
+                              {"DJSHARD_TEST_KILL_AT=before_export_commit"}));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_FALSE(Exists("out/c/checkpoints"));
+  EXPECT_TRUE(Exists("big/c/partitioning_info.json"));
+  const json commit = json::parse(Read("big/c/checkpoint_op_0004_partition_00002.commit.json"));
+  EXPECT_TRUE(Exists("big/c/" + commit["data_path"].get<std::string>()));
+  EXPECT_EQ(commit["data_path"].get<std::string>().find('/'), std::string::npos);
+  EXPECT_EQ(json::parse(Read("out/c/job_summary.json"))["checkpointing"]["checkpoint_dir"],
+            Path("big/c"));
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "c"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  int loaded = 0;
+  for (const json& e : Events(Path("out/c"))) loaded += e["event_type"] == "checkpoint_load";
+  EXPECT_EQ(loaded, 4);
+
+  // It is part of the job's configuration: another directory is refused.
+  const std::vector<std::string> before = List("big/c");
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "c", "--checkpoint.dir", "other"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: resume c: locate: "), std::string::npos) << r.err;
+  EXPECT_EQ(List("big/c"), before);
+
+  // The top-level alias and the CLI override ({job_id} substituted) do the same.
+  Write("recipe.yaml",
+        "dataset_path: data.jsonl\nexport_path: out/a.jsonl\n"
+        "checkpoint_dir: alias\nprocess:\n" +
+            std::string(kFiveOps));
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "a"}).exit_code, 0);
+  EXPECT_TRUE(Exists("alias/a/partitioning_info.json"));
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "o", "--checkpoint.dir",
+                 Path("cli/{job_id}-ckpt")})
+                .exit_code,
+            0);
+  EXPECT_TRUE(Exists("cli/o-ckpt/partitioning_info.json"));
+  EXPECT_FALSE(Exists("alias/o"));
+  EXPECT_EQ(Read("out/a.jsonl"), Read("ref.jsonl"));
 }
 
 TEST_F(CheckpointCli, DataFileWithoutCommitRecordIsNeverLoaded) {

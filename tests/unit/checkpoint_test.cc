@@ -76,15 +76,16 @@ TEST(Partition, HashesAreSha256OfEachRowWithoutItsTerminatorThenNewline) {
   const std::string b = tmp.Write("b.jsonl", "{\"x\":4}\n{\"x\":5}\r\n");
   const std::vector<io::InputCandidate> inputs = {{a, a, "a.jsonl"}, {b, b, "b.jsonl"}};
   uint64_t rows = 0;
-  const std::vector<PartitionDigest> d = HashPartitions(inputs, ExactBounds(5, 2), &rows);
+  std::string whole;
+  const std::vector<PartitionDigest> d = HashPartitions(inputs, ExactBounds(5, 2), &rows, &whole);
   EXPECT_EQ(rows, 5u);
+  EXPECT_EQ(whole, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n{\"x\":4}\n{\"x\":5}\n"));
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].sha256, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n"));
   EXPECT_EQ(d[1].sha256, Sha("{\"x\":4}\n{\"x\":5}\n"));
   recipe::Recipe recipe;
   const InputScan scan = ScanInput(inputs, recipe);
   EXPECT_EQ(scan.rows, 5u);
-  EXPECT_EQ(scan.sha256, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n{\"x\":4}\n{\"x\":5}\n"));
   EXPECT_EQ(scan.modality, Modality::kText);
 }
 
@@ -134,6 +135,22 @@ TEST(CheckpointSettings, OverridesAreDottedKeysAndUnknownKeysAreRefused) {
   EXPECT_THROW(Settings("checkpoint: {every: 3}"), Error);
   EXPECT_THROW(Settings("checkpoint: {n_ops: 0}"), Error);
   EXPECT_THROW(Settings("partition: {target_size_mb: 300}"), Error);
+}
+
+TEST(CheckpointSettings, CheckpointDirHasATopLevelAliasAndTheCommandLineWins) {
+  EXPECT_FALSE(Settings("{}").checkpoint_dir.has_value());
+  EXPECT_EQ(Settings("checkpoint: {dir: /big}").checkpoint_dir, "/big");
+  EXPECT_EQ(Settings("checkpoint_dir: /big").checkpoint_dir, "/big");
+  EXPECT_EQ(Settings("checkpoint_dir: /big\ncheckpoint: {dir: /big}").checkpoint_dir, "/big");
+  EXPECT_THROW(Settings("checkpoint_dir: /a\ncheckpoint: {dir: /b}"), Error);
+  const YAML::Node root =
+      ApplyOverrides(YAML::Load("checkpoint_dir: /a"), {{"checkpoint.dir", "/cli"}});
+  EXPECT_EQ(ParseJobSettings(root, "recipe.yaml").checkpoint_dir, "/cli");
+  // Not a non-semantic flag (SPEC-checkpoints §6 step 2): it counts, under one name.
+  const auto alias = EffectiveConfig(YAML::Load("checkpoint_dir: /a"), "d", "e");
+  EXPECT_EQ(alias, EffectiveConfig(YAML::Load("checkpoint: {dir: /a}"), "d", "e"));
+  EXPECT_EQ(DifferingKeys(alias, EffectiveConfig(YAML::Load("checkpoint: {dir: /b}"), "d", "e")),
+            (std::vector<std::string>{"checkpoint.dir"}));
 }
 
 TEST(CheckpointSettings, ConfigDiffNamesTheChangedKeysAndIgnoresNonSemanticOnes) {

@@ -35,6 +35,9 @@ struct JobSettings {
   std::vector<std::string> op_names;  // manual
   bool compress = true;               // compression: zstd (true) or none
   bool keep_all = false;              // keep: all (true) or latest
+  // checkpoint.dir (alias: the top-level checkpoint_dir) as written: where
+  // checkpoints go instead of <job_dir>/checkpoints.
+  std::optional<std::string> checkpoint_dir;
   bool event_logging = true;
   std::optional<std::string> job_id;    // recipe job_id
   std::optional<std::string> work_dir;  // recipe work_dir
@@ -62,7 +65,9 @@ nlohmann::json CanonicalJson(const YAML::Node& node);
 
 // The configuration that decides output bytes: the recipe with overrides as
 // canonical JSON, the effective dataset and export paths, minus what does not
-// (np, work_dir, job_id, event_logging).
+// (np, work_dir, job_id, event_logging). A top-level checkpoint_dir counts as
+// checkpoint.dir, which stays: SPEC-checkpoints §6 does not list it as
+// non-semantic.
 nlohmann::json EffectiveConfig(const YAML::Node& root, const std::string& dataset_path,
                                const std::string& export_path);
 

@@ -64,6 +64,12 @@ struct ExecOptions {
   // Tap and tee bytes are each batch's rows as one zstd frame, compressed by
   // the thread that ran the batch (so compression runs on every thread).
   bool compress_taps = false;
+  // When set, called once per operator at or after first_op with `done` null
+  // when the first batch enters it, then with the operator's counters over
+  // all batches (seconds: busy time summed over threads) when the last batch
+  // leaves it. Called from any thread, one call at a time; an operator's
+  // start always comes before its end. A run that fails ends no operator.
+  std::function<void(size_t op_idx, const OperatorCounters* done)> op_event;
 };
 
 // Runs `plan` over the input files in order, as batches, on `threads` new

@@ -43,12 +43,12 @@ uint64_t AutoRowsPerPartition(Modality modality, double mean_row_bytes, uint64_t
 // ceil(rows / rows_per_partition).
 uint64_t AutoPartitionCount(uint64_t rows, uint64_t rows_per_partition);
 
-// One read of the input: rows, bytes, the sha256-lines-v1 hash of every row,
-// and the first 1000 rows' mean size and modality (auto mode's sample).
+// One read of the input that hashes nothing: rows, bytes, and the first 1000
+// rows' mean size and modality (auto mode's sample). The hashes come from
+// HashPartitions once the bounds are known.
 struct InputScan {
   uint64_t rows = 0;
   uint64_t bytes = 0;  // decoded bytes, terminators included
-  std::string sha256;  // sha256-lines-v1 over all rows
   uint64_t sample_rows = 0;
   uint64_t sample_bytes = 0;
   Modality modality = Modality::kText;
@@ -61,9 +61,12 @@ struct PartitionDigest {
   std::string sha256;
 };
 // Reads the input once and hashes each partition of `bounds` (which must be
-// contiguous from row 0). `total_rows` is set to the rows actually read.
+// contiguous from row 0). `total_rows` is set to the rows actually read; a
+// non-null `input_sha256` to the sha256-lines-v1 hash of all of them
+// (computed on a second thread from the same read).
 std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate>& inputs,
                                             const std::vector<PartitionBounds>& bounds,
-                                            uint64_t* total_rows);
+                                            uint64_t* total_rows,
+                                            std::string* input_sha256 = nullptr);
 
 }  // namespace djshard::exec

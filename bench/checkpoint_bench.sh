@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Cost of run jobs (SPEC-checkpoints §4-6): `djshard run` with and without
+# checkpointing, and --resume of a job whose final taps are all committed.
+#
+#   bench/checkpoint_bench.sh [--mb 256] [--workdir DIR] [--outdir DIR] [--shared ../shared]
+#                             [--repeat 3] [--threads 2]
+#
+# Generates gen_corpus.py --mb N --seed 3 (in --workdir, default /tmp), then
+# for the recipes demo and refine (bench/recipes) times, best of --repeat
+# rounds (the kinds alternate within a round, so noise hits each alike):
+#   plain     djshard run, no job
+#   off       a job with --checkpoint.enabled false (partitions, no taps)
+#   on        a job with the default strategy (every_n_ops, zstd, final tap)
+#   resume    --resume of a job killed after its last final tap committed
+#             (DJSHARD_TEST_KILL_AT=before_export_commit): it rescans the
+#             input and concatenates every final tap into the export
+# and prints seconds, MB/s and the ratios on/off and resume/on. Outputs and
+# job directories go to --outdir (default: a directory in /dev/shm), so the
+# figures measure djshard's work, not the disk.
+# Targets: on/off <= 1.15 (demo), <= 1.05 (refine); resume/on < 0.20.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mb=256
+workdir=/tmp/djshard-bench
+outdir=""
+shared="$root/../shared"
+repeat=3
+threads=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mb) mb=$2; shift 2 ;;
+    --workdir) workdir=$2; shift 2 ;;
+    --outdir) outdir=$2; shift 2 ;;
+    --shared) shared=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    *) echo "usage: $0 [--mb N] [--workdir DIR] [--outdir DIR] [--shared DIR] [--repeat N]" \
+         "[--threads N]" >&2
+       exit 2 ;;
+  esac
+done
+bin="$root/build/bin/djshard"
+[ -x "$bin" ] || { echo "build djshard first: scripts/build.sh" >&2; exit 2; }
+gen="$shared/data/gen_corpus.py"
+[ -f "$gen" ] || { echo "gen_corpus.py not found at $gen (pass --shared)" >&2; exit 2; }
+
+mkdir -p "$workdir"
+if [ -z "$outdir" ]; then
+  outdir=$workdir/out-$$
+  [ -d /dev/shm ] && [ -w /dev/shm ] && outdir=/dev/shm/djshard-ckpt-bench-$$
+fi
+mkdir -p "$outdir"
+trap 'rm -rf "$outdir"' EXIT
+corpus="$workdir/corpus-${mb}mb-seed3.jsonl"
+[ -f "$corpus" ] || python3 "$gen" "$corpus" --mb "$mb" --seed 3 >&2
+bytes=$(stat -c %s "$corpus")
+cat "$corpus" >/dev/null
+
+now() { date +%s.%N; }
+# run_kind RECIPE KIND: prints the seconds of one run of that kind.
+run_kind() {
+  local conf="$root/bench/recipes/$1.yaml" kind=$2
+  local out="$outdir/$1.$kind.jsonl" jobs="$outdir/jobs-$1-$kind"
+  rm -rf "$out" "$out".* "$jobs"
+  local args=(run --config "$conf" --dataset-path "$corpus" --export-path "$out"
+              --threads "$threads")
+  local t0 t1
+  case "$kind" in
+    plain) t0=$(now); "$bin" "${args[@]}" >/dev/null 2>"$outdir/err" || fail ;;
+    off) t0=$(now)
+         "$bin" "${args[@]}" --work-dir "$jobs" --job_id b --checkpoint.enabled false \
+           >/dev/null 2>"$outdir/err" || fail ;;
+    on) t0=$(now)
+        "$bin" "${args[@]}" --work-dir "$jobs" --job_id b >/dev/null 2>"$outdir/err" || fail ;;
+    resume)
+      # Not timed: the job, killed once every final tap is committed.
+      DJSHARD_TEST_KILL_AT=before_export_commit "$bin" "${args[@]}" --work-dir "$jobs" \
+        --job_id b >/dev/null 2>&1 && { echo "the job was not killed" >&2; exit 1; }
+      t0=$(now)
+      "$bin" "${args[@]}" --work-dir "$jobs" --resume b >/dev/null 2>"$outdir/err" || fail
+      cmp -s "$out" "$outdir/$1.plain.jsonl" || { echo "$1: resumed output differs" >&2; exit 1; }
+      ;;
+  esac
+  t1=$(now)
+  if [ "$kind" = on ] || [ "$kind" = off ]; then
+    cmp -s "$out" "$outdir/$1.plain.jsonl" || { echo "$1 $kind: output differs" >&2; exit 1; }
+  fi
+  [ "$kind" = plain ] || rm -rf "$out" "$out".* "$jobs"
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
+}
+fail() { cat "$outdir/err" >&2; exit 1; }
+min() { if [ -z "$1" ] || awk -v a="$2" -v b="$1" 'BEGIN{exit !(a<b)}'; then echo "$2"; else echo "$1"; fi; }
+
+rows=$(wc -l <"$corpus")
+printf 'corpus: %s (%.1f MB, %d rows), %d threads, best of %d\n' "$corpus" \
+  "$(echo "$bytes / 1000000" | bc -l)" "$rows" "$threads" "$repeat"
+printf 'outputs and job dirs: %s (%s)\n\n' "$outdir" "$(df --output=fstype "$outdir" | tail -1)"
+printf '%-7s %-8s %8s %9s %8s\n' recipe run seconds MB/s ratio
+for recipe in demo refine; do
+  declare -A best=()
+  for _ in $(seq "$repeat"); do
+    for kind in plain off on resume; do
+      s=$(run_kind "$recipe" "$kind")
+      best[$kind]=$(min "${best[$kind]:-}" "$s")
+    done
+  done
+  rm -f "$outdir/$recipe".*
+  for kind in plain off on resume; do
+    s=${best[$kind]}
+    case "$kind" in
+      on) ratio=$(awk -v a="$s" -v b="${best[off]}" 'BEGIN{printf "%.3f on/off", a / b}') ;;
+      resume) ratio=$(awk -v a="$s" -v b="${best[on]}" 'BEGIN{printf "%.3f resume/on", a / b}') ;;
+      off) ratio=$(awk -v a="$s" -v b="${best[plain]}" 'BEGIN{printf "%.3f off/plain", a / b}') ;;
+      *) ratio="" ;;
+    esac
+    awk -v r="$recipe" -v k="$kind" -v s="$s" -v b="$bytes" -v q="$ratio" \
+      'BEGIN { printf "%-7s %-8s %8.2f %9.1f %s\n", r, k, s, b / 1e6 / s, q }'
+  done
+  unset best
+  echo
+done
+echo "targets: on/off <= 1.15 (demo), <= 1.05 (refine); resume/on < 0.20"

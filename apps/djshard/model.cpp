@@ -48,18 +48,7 @@ std::vector<std::vector<float>> RunTexts(const model::DeviceModel& m, const mode
                   "");
     }
     std::vector<int64_t> mask(ids.size(), 1);
-    int64_t pool = 0;
-    for (size_t i = 1; i < ids.size(); ++i) {
-      if (ids[i] > ids[static_cast<size_t>(pool)]) pool = static_cast<int64_t>(i);
-    }
-    if (c.kind == model::ModelKind::kClipText && !c.pool_at_highest_id) {
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (ids[i] == c.eos_token_id) {
-          pool = static_cast<int64_t>(i);
-          break;
-        }
-      }
-    }
+    int64_t pool = model::PoolIndex(c, ids);
     std::vector<float> out(static_cast<size_t>(c.out_dim));
     m.Forward(ids.data(), mask.data(), &pool, 1, static_cast<int64_t>(ids.size()), out.data());
     outputs.push_back(std::move(out));

@@ -301,6 +301,16 @@ ModelConfig ReadModelConfig(const std::string& dir) {
               "architectures as a TorchScript package with tools/export_torchscript.py");
 }
 
+int64_t PoolIndex(const ModelConfig& config, const std::vector<int64_t>& ids) {
+  if (!config.is_clip() || ids.empty()) return 0;
+  if (config.pool_at_highest_id || config.is_script()) {
+    // std::max_element returns the first of equal maxima.
+    return std::max_element(ids.begin(), ids.end()) - ids.begin();
+  }
+  const auto eos = std::find(ids.begin(), ids.end(), config.eos_token_id);
+  return eos == ids.end() ? static_cast<int64_t>(ids.size()) - 1 : eos - ids.begin();
+}
+
 std::vector<std::pair<std::string, const WeightTensor*>> BindWeights(const ModelConfig& c,
                                                                      const WeightSet& weights) {
   Binder b(c, weights);

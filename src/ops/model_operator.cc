@@ -8,8 +8,8 @@
 
 #include "djshard/common/error.h"
 #include "djshard/model/device.h"
-#include "djshard/model/model_path.h"
 #include "djshard/model/runtime.h"
+#include "src/ops/tokenization.h"
 
 namespace djshard::ops {
 
@@ -83,17 +83,10 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
   truncation_ = args.GetBool("truncation", truncation_default);
 
   // The model directory, never from the network.
-  const std::string name = args.GetString(model_key, fallback);
-  const model::ModelLookup found = model::FindHuggingFaceModel(name, revision);
-  if (!found.path) {
-    args.Fail(model_key,
-              "names the model '" + name + "', which is not on this machine; djshard looked in:" +
-                  model::ListSearched(found.searched),
-              "on a connected machine run `huggingface-cli download " + name +
-                  "` and copy the snapshot here, set DJSHARD_MODEL_HOME, or give '" + model_key +
-                  "' a local directory");
-  }
-  const std::string dir = std::filesystem::path(*found.path).lexically_normal().string();
+  const std::string dir =
+      std::filesystem::path(ResolveModelArgument(args, model_key, fallback, revision, "model", ""))
+          .lexically_normal()
+          .string();
   config_ = model::ReadModelConfig(dir);
   max_tokens_ = config_.max_tokens;
   if (args.Has("max_length") && !args.Raw("max_length").IsNull()) {
@@ -235,26 +228,8 @@ void ModelRunner::Encode(std::string_view text, Encoded* out) const {
     cut.insert(cut.end(), out->ids.end() - static_cast<std::ptrdiff_t>(tail), out->ids.end());
     out->ids = std::move(cut);
   }
-  if (config_.is_clip()) {
-    // Hugging Face's CLIP pools at the end-of-text token: the first
-    // occurrence of the highest id for configs with eos_token_id 2, else the
-    // first eos_token_id.
-    int64_t at = 0;
-    if (config_.pool_at_highest_id || config_.is_script()) {
-      for (size_t i = 1; i < out->ids.size(); ++i) {
-        if (out->ids[i] > out->ids[static_cast<size_t>(at)]) at = static_cast<int64_t>(i);
-      }
-    } else {
-      at = static_cast<int64_t>(out->ids.size()) - 1;
-      for (size_t i = 0; i < out->ids.size(); ++i) {
-        if (out->ids[i] == config_.eos_token_id) {
-          at = static_cast<int64_t>(i);
-          break;
-        }
-      }
-    }
-    out->pool_index = at;
-  }
+  // Hugging Face's CLIP pools at the end-of-text token.
+  out->pool_index = model::PoolIndex(config_, out->ids);
 }
 
 void ModelRunner::Run(std::span<model::ModelRow> rows) const {

@@ -18,24 +18,32 @@ std::mutex models_mu;  // guards the two caches below
 
 }  // namespace
 
-std::shared_ptr<const model::Tokenizer> LoadHfTokenizer(const recipe::OperatorArgs& args,
-                                                        const std::string& key,
-                                                        const std::string& fallback) {
+std::string ResolveModelArgument(const recipe::OperatorArgs& args, const std::string& key,
+                                 const std::string& fallback, const std::string& revision,
+                                 const std::string& what, const std::string& needs) {
   const std::string name = args.GetString(key, fallback);
-  const model::ModelLookup found = model::FindHuggingFaceModel(name);
+  const model::ModelLookup found = model::FindHuggingFaceModel(name, revision);
   if (!found.path) {
     args.Fail(key,
-              "names the Hugging Face tokenizer '" + name +
+              "names the " + what + " '" + name +
                   "', which is not on this machine; djshard looked in:" +
                   model::ListSearched(found.searched),
               "on a connected machine run `huggingface-cli download " + name +
                   "` and copy the snapshot here, set DJSHARD_MODEL_HOME, or give '" + key +
-                  "' a local directory holding tokenizer.json");
+                  "' a local directory" + needs);
   }
+  return *found.path;
+}
+
+std::shared_ptr<const model::Tokenizer> LoadHfTokenizer(const recipe::OperatorArgs& args,
+                                                        const std::string& key,
+                                                        const std::string& fallback) {
+  const std::string path = ResolveModelArgument(
+      args, key, fallback, "main", "Hugging Face tokenizer", " holding tokenizer.json");
   static std::map<std::string, std::shared_ptr<const model::Tokenizer>> cache;
   std::lock_guard<std::mutex> lock(models_mu);
-  auto& slot = cache[*found.path];
-  if (!slot) slot = model::Tokenizer::Load(*found.path);
+  auto& slot = cache[path];
+  if (!slot) slot = model::Tokenizer::Load(path);
   return slot;
 }
 

@@ -14,6 +14,15 @@
 
 namespace djshard::ops {
 
+// The local directory (or file) of the Hugging Face model named by argument
+// `key` (default `fallback`), at `revision` in the hub cache: see
+// model::FindHuggingFaceModel. Not found: an Error at the argument's line
+// naming `what` ("model", "Hugging Face tokenizer"), every path searched and
+// how to fill the cache; `needs` says what a local directory must hold.
+std::string ResolveModelArgument(const recipe::OperatorArgs& args, const std::string& key,
+                                 const std::string& fallback, const std::string& revision,
+                                 const std::string& what, const std::string& needs);
+
 // The Hugging Face tokenizer named by argument `key` (default `fallback`): a
 // directory or tokenizer.json, or an id "org/name" found in
 // $DJSHARD_MODEL_HOME or the Hugging Face cache. Loaded once per process.

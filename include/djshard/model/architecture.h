@@ -68,6 +68,12 @@ struct ModelConfig {
 // an unknown model type, an unsupported activation or a missing field.
 ModelConfig ReadModelConfig(const std::string& dir);
 
+// The position CLIP pools a row of token ids at (special tokens included):
+// the first occurrence of the highest id when config.pool_at_highest_id (and
+// for TorchScript CLIP packages), else the first eos_token_id (the last
+// position when there is none). 0 for other models.
+int64_t PoolIndex(const ModelConfig& config, const std::vector<int64_t>& ids);
+
 // The tensors a native architecture needs, under the canonical names the
 // libtorch module uses ("emb.word", "L0.q.w", "head.out.b", ...). Throws
 // djshard::Error naming the weights file and the tensor when one is missing,

@@ -24,6 +24,7 @@ void AddTokenizeCommand(CLI::App& app, int* exit_code);
 void AddModelCommand(CLI::App& app, int* exit_code);
 void AddJobsCommand(CLI::App& app, int* exit_code);
 void AddMonitorCommand(CLI::App& app, int* exit_code);
+void AddGcCommand(CLI::App& app, int* exit_code);
 
 // A duration option: any positive number of seconds ("0.2", "1.5", "300"),
 // as Data-Juicer takes them; negatives, non-numbers and (unless

@@ -103,8 +103,9 @@ std::string AppendFile(const std::string& path, io::OutputStream& out) {
   return hash.HexDigest();
 }
 
-uint64_t CountLines(const std::string& path) {
-  std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
+// Rows of a file (decoded); `stored`, when given, hashes its stored bytes.
+uint64_t CountLines(const std::string& path, io::Sha256* stored = nullptr) {
+  std::unique_ptr<io::ByteSource> in = io::OpenInput(path, stored);
   std::vector<char> buf(1 << 20);
   uint64_t lines = 0;
   char last = '\n';
@@ -308,13 +309,15 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
           refuse("size " + std::to_string(st.st_size) + ", the commit says " +
                  std::to_string(c.record.value("size_bytes", uint64_t{0})));
         }
-        if (io::Sha256OfFile(data) != c.record.value("sha256", "")) refuse("sha256 differs");
+        // One read: the stored bytes hashed, the decoded rows counted.
+        io::Sha256 stored;
         uint64_t lines = 0;
         try {
-          lines = CountLines(data);
+          lines = CountLines(data, &stored);
         } catch (const Error& e) {
           refuse(std::string("unreadable: ") + e.what());
         }
+        if (stored.HexDigest() != c.record.value("sha256", "")) refuse("sha256 differs");
         if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
         if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
           refuse("made from other input rows");
@@ -471,10 +474,22 @@ json PlanJson(const Plan& plan, const std::string& job_id, const std::string& co
 struct OpenTap {
   size_t op_idx = 0;
   std::string rel_path;                          // relative to the checkpoint dir
-  std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes: zstd frames, or rows
+  bool compressed = false;                       // zstd frames, else rows
+  std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes (an intermediate tap)
   std::unique_ptr<io::Sha256> hash;              // of the stored bytes, as they are appended
+  std::unique_ptr<io::OutputStream> final_rows;  // the final tap: the partition's output
   uint64_t rows = 0;
 };
+
+// A partition's committed output: its final tap and its operator errors.
+struct FinalTap {
+  std::string data;    // absolute
+  std::string errors;  // absolute; empty when none were kept
+};
+
+bool IsCompressedName(const std::string& path) {
+  return EndsWithIgnoreCase(path, ".gz") || EndsWithIgnoreCase(path, ".zst");
+}
 
 }  // namespace
 
@@ -698,6 +713,16 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     io::LineChunker input(inputs.size(), base.batch_bytes, plan.batch_rows,
                           [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
     const size_t last_op = num_ops == 0 ? 0 : num_ops - 1;
+    // With checkpointing, each partition's output is its final tap; a plain
+    // export is assembled from them at the end (so the output is written once
+    // before that copy), a compressed one is written as the partitions finish.
+    const bool assemble = st.checkpointing() && !IsCompressedName(outcome.export_path);
+    std::vector<FinalTap> finals(set.bounds.size());
+    auto append_final = [&](const FinalTap& done) {
+      output.AppendFile(done.data);
+      if (!done.errors.empty()) AppendFile(done.errors, errors);
+      CrashPoint("final_concat");
+    };
     for (uint64_t p = 0; p < set.bounds.size(); ++p) {
       const PartitionBounds& b = set.bounds[p];
       const StartPoint& from = starts[p];
@@ -709,25 +734,22 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         // A finished partition: its final tap is the output, concatenated.
         input.SkipLines(b.rows());
         events.Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
-        std::unique_ptr<io::ByteSource> in = io::OpenInput(from.data_path);
-        std::vector<char> buf(1 << 20);
-        uint64_t out_bytes = 0;
-        for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) {
-          output.Append(std::string_view(buf.data(), n));
-          out_bytes += n;
-        }
+        FinalTap done{from.data_path, ""};
         // The partition's operator errors, as its run wrote them.
         if (const std::string rel = from.commit.value("errors_path", ""); !rel.empty()) {
-          AppendFile(paths.Checkpoints() + "/" + rel, errors);
+          done.errors = paths.Checkpoints() + "/" + rel;
         }
-        CrashPoint("final_concat");
+        if (assemble) {
+          finals[p] = done;
+        } else {
+          append_final(done);
+        }
         events.Emit("checkpoint_load", {{"partition_id", p},
                                         {"op_idx", from.op_idx},
                                         {"checkpoint_path", from.commit.value("data_path", "")},
                                         {"checkpoint_sha256", from.commit.value("sha256", "")}});
         ExecSummary part = CountersFrom(from.commit, num_ops);
         part.rows_out = from.commit.value("rows", uint64_t{0});
-        part.bytes_out = out_bytes;
         AddCounters(total, part, 0);
         ++resumed;
         ++completed;
@@ -765,13 +787,21 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         if (t < options.first_op) continue;
         OpenTap tap;
         tap.op_idx = t;
+        // The final tap is the partition's output as the export gets it, so
+        // that the export can be assembled from the final taps by copying them
+        // (it is never compressed: checkpoint.compression is for the others).
+        tap.compressed = st.compress && t != last_op;
         tap.rel_path = RunJobPaths::TapStem(t, p, set.bounds.size()) + "." + token +
-                       (st.compress ? ".jsonl.zst" : ".jsonl");
-        tap.stream =
-            std::make_unique<io::AtomicFileWriter>(paths.Checkpoints() + "/" + tap.rel_path,
-                                                   /*overwrite=*/false, disk);
-        tap.hash = std::make_unique<io::Sha256>();
-        if (t != last_op) options.taps.push_back(t);
+                       (tap.compressed ? ".jsonl.zst" : ".jsonl");
+        const std::string data = paths.Checkpoints() + "/" + tap.rel_path;
+        if (t == last_op) {
+          tap.final_rows = std::make_unique<io::OutputStream>(data, /*overwrite=*/false, disk);
+          tap.final_rows->HashContent();
+        } else {
+          tap.stream = std::make_unique<io::AtomicFileWriter>(data, /*overwrite=*/false, disk);
+          tap.hash = std::make_unique<io::Sha256>();
+          options.taps.push_back(t);
+        }
         open.push_back(std::move(tap));
       }
       options.compress_taps = st.compress;
@@ -782,15 +812,18 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           open[i].rows += rows;
           CrashPoint("tap_append");
         };
-        if (open.back().op_idx == last_op) {
-          OpenTap& final_tap = open.back();
-          options.output_tee = [&final_tap](std::string_view bytes, uint64_t rows) {
-            final_tap.stream->Append(bytes);
-            final_tap.hash->Update(bytes);
-            final_tap.rows += rows;
-            CrashPoint("tap_append");
-          };
-        }
+      }
+      // The final tap: the partition's output itself when the export is
+      // assembled from final taps, else a copy teed from the output.
+      io::OutputStream* final_rows =
+          !open.empty() && open.back().final_rows ? open.back().final_rows.get() : nullptr;
+      if (final_rows != nullptr && !assemble) {
+        options.output_tee = [final_rows](std::string_view bytes, uint64_t) {
+          final_rows->Append(bytes);
+          CrashPoint("tap_append");
+        };
+      } else if (final_rows != nullptr) {
+        options.output_tee = [](std::string_view, uint64_t) { CrashPoint("tap_append"); };
       }
       // Op events per (partition, op): start when the partition's first batch
       // enters the operator, complete when its last leaves (SPEC §8).
@@ -832,11 +865,12 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                                          /*overwrite=*/false, disk);
       }
       const ExecSummary part =
-          Execute(plan, exec_inputs, output, part_errors ? part_errors.get() : &errors, options);
+          Execute(plan, exec_inputs, final_rows != nullptr && assemble ? *final_rows : output,
+                  part_errors ? part_errors.get() : &errors, options);
       std::string errors_sha;
       if (part_errors) {
         part_errors->Commit();
-        errors_sha = AppendFile(paths.Checkpoints() + "/" + errors_rel, errors);
+        errors_sha = io::Sha256OfFile(paths.Checkpoints() + "/" + errors_rel);
       }
       // Ops before the tap resumed from count what the commit recorded.
       ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
@@ -855,11 +889,18 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       }
       // Commits, earliest operator first: only a commit record makes a checkpoint.
       for (OpenTap& tap : open) {
-        tap.stream->Commit();
+        std::string sha;
+        // Hashed as written: reading the file back would cost a pass.
+        if (tap.final_rows) {
+          tap.final_rows->Commit();
+          sha = tap.final_rows->ContentSha256();
+          tap.rows = part.rows_out;
+        } else {
+          tap.stream->Commit();
+          sha = tap.hash->HexDigest();
+        }
         const std::string data = paths.Checkpoints() + "/" + tap.rel_path;
         CrashPoint("tap_data_published");
-        // Hashed as written: reading the file back would cost a pass.
-        const std::string sha = tap.hash->HexDigest();
         struct stat dst {};
         ::stat(data.c_str(), &dst);
         const int64_t now = NowNanos();
@@ -874,7 +915,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
             {"config_sha256", config_sha},
             {"input_partition_sha256", set.digests[p].sha256},
             {"data_path", tap.rel_path},
-            {"compression", st.compress ? "zstd" : "none"},
+            {"compression", tap.compressed ? "zstd" : "none"},
             {"rows", tap.rows},
             {"size_bytes", static_cast<uint64_t>(dst.st_size)},
             {"sha256", sha},
@@ -893,9 +934,23 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         const std::string commit_path = paths.Checkpoints() + "/" +
                                         RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
                                         ".commit.json";
+        FinalTap done{data, part_errors ? paths.Checkpoints() + "/" + errors_rel : ""};
         if (!disk.PublishLink(commit_path, record.dump(2) + "\n", paths.Checkpoints())) {
-          // An earlier commit of the same tap stays; this data file is garbage.
+          // An earlier commit of the same tap stays (the same rows: output
+          // never depends on the run); this data file is garbage.
           disk.Unlink(data);
+          const json earlier = json::parse(io::ReadFile(commit_path), nullptr, false);
+          if (!earlier.is_object()) throw Error(commit_path, 0, "not a commit record");
+          done.data = paths.Checkpoints() + "/" + earlier.value("data_path", "");
+          const std::string errors_path = earlier.value("errors_path", "");
+          done.errors = errors_path.empty() ? "" : paths.Checkpoints() + "/" + errors_path;
+        }
+        if (tap.op_idx == last_op) {
+          if (assemble) {
+            finals[p] = done;
+          } else if (done.errors.size() > 0) {
+            AppendFile(done.errors, errors);
+          }
         }
         CrashPoint("tap_committed");
         summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
@@ -939,6 +994,13 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         request.progress(total);
       }
     }
+    if (assemble) {
+      // The export is the final taps one after another, copied by the kernel.
+      for (const FinalTap& done : finals) {
+        append_final(done);
+      }
+    }
+    total.bytes_out = output.bytes_in();
     CrashPoint("before_export_commit");
     output.Commit();
     errors.Commit();

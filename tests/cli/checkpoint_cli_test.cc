@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -525,6 +526,65 @@ TEST_F(CheckpointCli, DataFileWithoutCommitRecordIsNeverLoaded) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const json& e : Events(Path("out/k"))) EXPECT_NE(e["event_type"], "checkpoint_load");
   EXPECT_NE(r.out.find("0 taken from checkpoints"), std::string::npos) << r.out;
+}
+
+// `djshard gc` removes what a killed run left that no commit names, never
+// while the run may be alive, and never a committed checkpoint.
+TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
+  Write("data.jsonl", Rows(40));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
+                .exit_code,
+            0);
+  // Killed between the second final tap's data file and its commit record.
+  ASSERT_EQ(WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"},
+                          {"DJSHARD_TEST_KILL_AT=tap_data_published@2"}))
+                .exit_code,
+            128 + SIGKILL);
+  Write("out/k/checkpoints/checkpoint_op_0004_partition_00003.x.jsonl.tmp.0123", "torn");
+  const std::vector<std::string> commits = Commits("k");
+  ASSERT_EQ(commits.size(), 1u);
+  const json commit = json::parse(Read("out/k/checkpoints/" + commits[0]));
+  const std::string kept = commit["data_path"], kept_errors = commit["errors_path"];
+  std::vector<std::string> garbage;
+  for (const std::string& n : List("out/k/checkpoints")) {
+    if (n.rfind("checkpoint_op_", 0) == 0 && n.find(".commit.json") == std::string::npos &&
+        n != kept && n != kept_errors) {
+      garbage.push_back(n);
+    }
+  }
+  // The uncommitted tap, its errors file and the torn temp file.
+  ASSERT_EQ(garbage.size(), 3u);
+
+  // The heartbeat is fresh: the run may still be writing.
+  CliResult r = Run({"gc", "k", "--work-dir", "out"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("job k is running"), std::string::npos) << r.err;
+  EXPECT_TRUE(Exists("out/k/checkpoints/" + garbage[0]));
+
+  fs::last_write_time(Path("out/k/heartbeat"),
+                      fs::file_time_type::clock::now() - std::chrono::minutes(2));
+  r = Run({"gc", Path("out/k"), "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("would remove"), std::string::npos) << r.out;
+  for (const std::string& n : garbage) EXPECT_TRUE(Exists("out/k/checkpoints/" + n)) << n;
+
+  r = Run({"gc", "k", "--work-dir", "out", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["removed"].size(), 3u) << r.out;
+  EXPECT_EQ(j["commits_kept"], 1);
+  for (const std::string& n : garbage) EXPECT_FALSE(Exists("out/k/checkpoints/" + n)) << n;
+  EXPECT_TRUE(Exists("out/k/checkpoints/" + kept));
+  EXPECT_TRUE(Exists("out/k/checkpoints/" + kept_errors));
+  EXPECT_EQ(Commits("k"), commits);
+
+  // The job resumes from what gc kept, to the uninterrupted bytes.
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  EXPECT_NE(r.out.find("1 taken from checkpoints"), std::string::npos) << r.out;
+  EXPECT_EQ(Run({"gc", "nosuch", "--work-dir", "out"}).exit_code, 2);
 }
 
 TEST_F(CheckpointCli, JobIdRulesAndResumeOfAMissingJob) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -723,16 +724,47 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       if (!done.errors.empty()) AppendFile(done.errors, errors);
       CrashPoint("final_concat");
     };
-    for (uint64_t p = 0; p < set.bounds.size(); ++p) {
+    // Partitions in flight at once: each runs the executor on its own threads
+    // and writes its own final tap, so order matters only for the export,
+    // assembled at the end. A compressed export (or no final taps) is written
+    // as partitions finish, one at a time.
+    const uint64_t in_flight =
+        std::min<uint64_t>(assemble ? st.max_concurrent_partitions : 1, set.bounds.size());
+    // The input is read once, in order: a partition reads its rows when every
+    // earlier one has read its own (its turn), so partitions overlap where
+    // one drains and the next fills.
+    std::mutex mu;  // guards the counters, the summary, finals and the turn
+    std::condition_variable turn_cv;
+    uint64_t turn = 0;
+    bool aborted = false;
+    auto take_turn = [&](uint64_t p) {
+      std::unique_lock<std::mutex> lock(mu);
+      turn_cv.wait(lock, [&] { return turn == p || aborted; });
+      if (aborted) throw Error("partition " + std::to_string(p) + " stopped: another failed");
+    };
+    auto pass_turn = [&](uint64_t p) {
+      std::lock_guard<std::mutex> lock(mu);
+      turn = p + 1;
+      turn_cv.notify_all();
+    };
+    auto skip_rows = [&](uint64_t p, uint64_t rows) {
+      take_turn(p);
+      input.SkipLines(rows);
+      pass_turn(p);
+    };
+    auto run_partition = [&](uint64_t p) {
       const PartitionBounds& b = set.bounds[p];
       const StartPoint& from = starts[p];
       const double p_start = MonotonicSeconds();
       const uint64_t p_bytes = set.digests[p].size_bytes;
-      total.rows_in += b.rows();
-      total.bytes_in += p_bytes;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        total.rows_in += b.rows();
+        total.bytes_in += p_bytes;
+      }
       if (from.resumed && from.op_idx == last_op) {
         // A finished partition: its final tap is the output, concatenated.
-        input.SkipLines(b.rows());
+        skip_rows(p, b.rows());
         events.Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
         FinalTap done{from.data_path, ""};
         // The partition's operator errors, as its run wrote them.
@@ -740,7 +772,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           done.errors = paths.Checkpoints() + "/" + rel;
         }
         if (assemble) {
-          finals[p] = done;
+          finals[p] = done;  // its own slot: no lock needed
         } else {
           append_final(done);
         }
@@ -750,14 +782,17 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                         {"checkpoint_sha256", from.commit.value("sha256", "")}});
         ExecSummary part = CountersFrom(from.commit, num_ops);
         part.rows_out = from.commit.value("rows", uint64_t{0});
-        AddCounters(total, part, 0);
-        ++resumed;
-        ++completed;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          AddCounters(total, part, 0);
+          ++resumed;
+          ++completed;
+        }
         events.Emit("partition_complete", {{"partition_id", p},
                                            {"status", "resumed"},
                                            {"input_rows", b.rows()},
                                            {"output_rows", part.rows_out}});
-        continue;
+        return;
       }
 
       // The rows: this partition of the input, or the committed tap it resumes from.
@@ -765,7 +800,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       std::unique_ptr<io::LineChunker> tap_reader;
       ExecOptions options = base;
       if (from.resumed) {
-        input.SkipLines(b.rows());
+        skip_rows(p, b.rows());
         exec_inputs = {{from.data_path, from.data_path, from.commit.value("data_path", "")}};
         tap_reader = std::make_unique<io::LineChunker>(
             1, base.batch_bytes, plan.batch_rows,
@@ -778,8 +813,18 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                         {"checkpoint_path", from.commit.value("data_path", "")},
                                         {"checkpoint_sha256", from.commit.value("sha256", "")}});
       } else {
-        input.LimitLines(b.rows());
-        options.source = [&input](io::LineChunk* c) { return input.Next(c); };
+        options.source = [&, p, reading = false, done = false](io::LineChunk* c) mutable {
+          if (done) return false;
+          if (!reading) {
+            take_turn(p);
+            input.LimitLines(b.rows());
+            reading = true;
+          }
+          if (input.Next(c)) return true;
+          done = true;
+          pass_turn(p);
+          return false;
+        };
       }
       events.Emit("partition_start", {{"partition_id", p}, {"input_rows", b.rows()}});
       std::vector<OpenTap> open;
@@ -867,6 +912,14 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       const ExecSummary part =
           Execute(plan, exec_inputs, final_rows != nullptr && assemble ? *final_rows : output,
                   part_errors ? part_errors.get() : &errors, options);
+      // A partition commits only what it read whole.
+      const uint64_t want_rows = from.resumed ? from.commit.value("rows", uint64_t{0}) : b.rows();
+      if (part.rows_in != want_rows) {
+        throw Error(dataset.display, 0,
+                    "partition " + std::to_string(p) + " read " + std::to_string(part.rows_in) +
+                        " rows of " + std::to_string(want_rows),
+                    "the input changed while the job ran; resume it once nothing writes to it");
+      }
       std::string errors_sha;
       if (part_errors) {
         part_errors->Commit();
@@ -874,6 +927,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       }
       // Ops before the tap resumed from count what the commit recorded.
       ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
+      std::unique_lock<std::mutex> counters_lock(mu);
       if (from.resumed) {
         for (size_t i = 0; i < options.first_op; ++i) {
           total.operators[i].rows_in += earlier.operators[i].rows_in;
@@ -883,6 +937,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         }
       }
       AddCounters(total, part, options.first_op);
+      counters_lock.unlock();
       ExecSummary cumulative = part;
       for (size_t i = 0; i < options.first_op && from.resumed; ++i) {
         cumulative.operators[i] = earlier.operators[i];
@@ -953,7 +1008,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           }
         }
         CrashPoint("tap_committed");
-        summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
+        }
         events.Emit("checkpoint_save", {{"partition_id", p},
                                         {"op_idx", tap.op_idx},
                                         {"op_name", record["op_name"]},
@@ -961,18 +1019,22 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                         {"checkpoint_sha256", sha},
                                         {"output_rows", tap.rows}});
         if (!st.keep_all) {
-          // keep: latest: older taps of the partition go, record first, then data.
-          const auto all = ListCommits(paths.Checkpoints());
-          const auto mine = all.find(p);
-          if (mine == all.end()) continue;
-          for (const Commit& old : mine->second) {
-            if (old.op_idx >= tap.op_idx) continue;
-            disk.Unlink(old.record_path);
-            disk.Unlink(paths.Checkpoints() + "/" + old.record.value("data_path", ""));
+          // keep: latest: older taps of the partition go, record first, then
+          // data (found by name: other partitions' files are not this one's).
+          for (size_t older = 0; older < tap.op_idx; ++older) {
+            const std::string record_path = paths.Checkpoints() + "/" +
+                                            RunJobPaths::TapStem(older, p, set.bounds.size()) +
+                                            ".commit.json";
+            struct stat rst {};
+            if (::stat(record_path.c_str(), &rst) != 0) continue;
+            const json old = json::parse(io::ReadFile(record_path), nullptr, false);
+            disk.Unlink(record_path);
+            if (old.is_object() && old.value("data_path", json()).is_string()) {
+              disk.Unlink(paths.Checkpoints() + "/" + old["data_path"].get<std::string>());
+            }
           }
         }
       }
-      ++completed;
       const double secs = MonotonicSeconds() - p_start;
       events.Emit("partition_complete",
                   {{"partition_id", p},
@@ -982,6 +1044,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                    {"output_rows", part.rows_out},
                    {"throughput_rows_per_second",
                     secs > 0 ? json(static_cast<double>(b.rows()) / secs) : json()}});
+      std::lock_guard<std::mutex> lock(mu);
+      ++completed;
       if (MonotonicSeconds() - last_summary >= 1.0) {
         last_summary = MonotonicSeconds();
         summary.j["partitions"]["completed"] = completed;
@@ -993,6 +1057,34 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         total.seconds = MonotonicSeconds() - start_mono;
         request.progress(total);
       }
+    };
+    if (in_flight <= 1) {
+      for (uint64_t p = 0; p < set.bounds.size(); ++p) run_partition(p);
+    } else {
+      // Partitions are taken in order; the first error stops the others
+      // (those waiting for their turn at once, the rest before they commit).
+      std::atomic<uint64_t> next{0};
+      std::exception_ptr failure;
+      std::vector<std::thread> runners;
+      for (uint64_t k = 0; k < in_flight; ++k) {
+        runners.emplace_back([&] {
+          for (uint64_t p; (p = next++) < set.bounds.size();) {
+            try {
+              run_partition(p);
+            } catch (...) {
+              std::lock_guard<std::mutex> lock(mu);
+              if (!failure) failure = std::current_exception();
+              aborted = true;
+              turn_cv.notify_all();
+              return;
+            }
+            std::lock_guard<std::mutex> lock(mu);
+            if (aborted) return;
+          }
+        });
+      }
+      for (std::thread& t : runners) t.join();
+      if (failure) std::rethrow_exception(failure);
     }
     if (assemble) {
       // The export is the final taps one after another, copied by the kernel.

@@ -410,7 +410,8 @@ TEST_F(CheckpointCli, KillAtAnyPointThenResumeGivesTheUninterruptedBytes) {
 
 TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
   Write("data.jsonl", Rows(40));
-  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  // One partition at a time, so that the kill below leaves partitions 0-2 committed.
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n");
   // Killed after two partitions committed their final tap.
   const Spawned run = Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"},
                             {"DJSHARD_TEST_KILL_AT=tap_committed@3"});
@@ -528,11 +529,75 @@ TEST_F(CheckpointCli, DataFileWithoutCommitRecordIsNeverLoaded) {
   EXPECT_NE(r.out.find("0 taken from checkpoints"), std::string::npos) << r.out;
 }
 
+// partition.max_concurrent_partitions runs partitions side by side; the
+// output, errors and stats never depend on it, and it may change on --resume.
+TEST_F(CheckpointCli, PartitionsInFlightNeverChangeTheOutput) {
+  Write("data.jsonl", Rows(300));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 6\ncheckpoint:\n  n_ops: 2\n",
+         std::string(kFiveOps) + "      batch_size: 16\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
+                 "--partition.max_concurrent_partitions", "1", "--threads", "1"})
+                .exit_code,
+            0);
+  const std::string want = Read("ref.jsonl");
+  const std::string want_errors = Read("ref.jsonl.errors.jsonl");
+  EXPECT_NE(want_errors, "");
+  const json want_stats = json::parse(Read("ref.jsonl.stats.json"));
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"2", "1"}, {"3", "2"}, {"auto", "3"}, {"6", "4"}};
+  for (const auto& [k, threads] : runs) {
+    const std::string out = "k" + k + ".jsonl";
+    const CliResult r =
+        Run({"run", "--config", "recipe.yaml", "--job_id", "j" + k, "--export-path", out,
+             "--partition.max_concurrent_partitions", k, "--threads", threads});
+    ASSERT_EQ(r.exit_code, 0) << k << "\n" << r.err;
+    EXPECT_EQ(Read(out), want) << k;
+    EXPECT_EQ(Read(out + ".errors.jsonl"), want_errors) << k;
+    const json stats = json::parse(Read(out + ".stats.json"));
+    EXPECT_EQ(stats["rows_out"], want_stats["rows_out"]) << k;
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(stats["operators"][i]["rows_out"], want_stats["operators"][i]["rows_out"]) << k;
+    }
+  }
+  // Killed with three in flight, resumed with one: the same bytes.
+  ASSERT_EQ(WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "x",
+                           "--partition.max_concurrent_partitions", "3"},
+                          {"DJSHARD_TEST_KILL_AT=tap_committed@7"}))
+                .exit_code,
+            128 + SIGKILL);
+  CliResult r = Run({"run", "--config", "recipe.yaml", "--resume", "x",
+                     "--partition.max_concurrent_partitions", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), want);
+
+  // A bad value is refused before anything is written.
+  for (const std::string bad : {"0", "many", "65"}) {
+    r = Run({"run", "--config", "recipe.yaml", "--job_id", "bad",
+             "--partition.max_concurrent_partitions", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("'partition.max_concurrent_partitions' must be auto or a number"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(Exists("out/bad"));
+  }
+  // An operator error that stops the run stops every partition in flight.
+  Write("strict.yaml",
+        "dataset_path: data.jsonl\nexport_path: out/strict.jsonl\nskip_op_error: false\n"
+        "partition:\n  mode: manual\n  num_of_partitions: 6\n"
+        "  max_concurrent_partitions: 3\nprocess:\n" +
+            std::string(kFiveOps));
+  r = Run({"run", "--config", "strict.yaml", "--job_id", "strict"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("failed"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists("out/strict.jsonl"));
+  EXPECT_EQ(json::parse(Read("out/strict/job_summary.json"))["status"], "failed");
+}
+
 // `djshard gc` removes what a killed run left that no commit names, never
 // while the run may be alive, and never a committed checkpoint.
 TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
   Write("data.jsonl", Rows(40));
-  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n");
   ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
                 .exit_code,
             0);

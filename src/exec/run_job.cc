@@ -747,9 +747,13 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       turn = p + 1;
       turn_cv.notify_all();
     };
+    // Rows of partitions that need no input, skipped only when a later
+    // partition reads (a job resumed whole from final taps reads nothing).
+    // Touched by the partition whose turn it is only.
+    uint64_t rows_to_skip = 0;
     auto skip_rows = [&](uint64_t p, uint64_t rows) {
       take_turn(p);
-      input.SkipLines(rows);
+      rows_to_skip += rows;
       pass_turn(p);
     };
     auto run_partition = [&](uint64_t p) {
@@ -817,6 +821,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           if (done) return false;
           if (!reading) {
             take_turn(p);
+            if (rows_to_skip > 0) input.SkipLines(rows_to_skip);
+            rows_to_skip = 0;
             input.LimitLines(b.rows());
             reading = true;
           }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -26,6 +27,7 @@
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "src/exec/job_files.h"
+#include "src/exec/run_stop.h"
 
 namespace djshard::exec {
 
@@ -610,6 +612,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     disk.WriteAtomic(paths.PartitioningInfo(),
                      PartitioningInfoJson(set, job_id, token).dump(2) + "\n");
   } else {
+    if (ClearStopOnResume(paths.dir)) {
+      std::fprintf(stderr, "Cleared the stop request of job %s (kept in metadata/)\n",
+                   job_id.c_str());
+    }
     // Data files without a commit record are garbage of the interrupted run.
     std::error_code ec;
     std::vector<std::string> referenced;
@@ -682,6 +688,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                {"metadata",
                 {{"resume", request.resume.has_value()}, {"num_partitions", set.bounds.size()}}}});
   if (request.job_started) request.job_started(job_id, st.checkpointing());
+  const RunStop stop(paths.dir, events);  // djshard stop (SPEC-checkpoints §9)
 
   ExecSummary total;
   total.operators.resize(num_ops);
@@ -699,6 +706,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                           [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
     const size_t last_op = num_ops == 0 ? 0 : num_ops - 1;
     for (uint64_t p = 0; p < set.bounds.size(); ++p) {
+      stop.BeforePartition();
       const PartitionBounds& b = set.bounds[p];
       const StartPoint& from = starts[p];
       const double p_start = MonotonicSeconds();
@@ -944,16 +952,20 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     errors.Commit();
   } catch (const std::exception& e) {
     const int64_t end_ns = NowNanos();
-    summary.j["status"] = "failed";
+    // A stop request or a signal ends the job "stopped", still resumable.
+    const bool stopped = RunStop::Stopping();
+    summary.j["status"] = stopped ? "stopped" : "failed";
+    if (stopped) summary.j["stop"] = stop.SummaryJson();
     summary.j["error_message"] = e.what();
     summary.j["end_time"] = IsoMicros(end_ns);
     summary.j["duration_secs"] = MonotonicSeconds() - start_mono;
     summary.j["partitions"]["completed"] = completed;
     summary.j["partitions"]["resumed"] = resumed;
-    summary.j["partitions"]["failed"] = 1;
+    summary.j["partitions"]["failed"] = stopped ? 0 : 1;
     try {
       summary.Write(disk, paths.Summary());
-      events.Emit("job_failed", {{"status", "failed"}, {"error_message", e.what()}});
+      events.Emit(stopped ? "job_stopped" : "job_failed",
+                  {{"status", stopped ? "stopped" : "failed"}, {"error_message", e.what()}});
     } catch (const std::exception&) {
       // The original error matters more.
     }

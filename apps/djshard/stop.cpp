@@ -84,6 +84,11 @@ void AddStopCommand(CLI::App& app, int* exit_code) {
     }
     const store::StopOutcome out = store::RequestStop(target, opt->force, opt->reason, opt->grace);
     const exec::StopRequest& r = out.request;
+    if (out.finished) {
+      std::printf("Job %s already completed; nothing to stop\n", target.job_id.c_str());
+      *exit_code = kExitOk;
+      return;
+    }
     if (!out.published && !out.forced) {
       std::printf("Job %s already has a %s stop request (%s by %s:%lld); nothing changed\n",
                   target.job_id.c_str(), r.mode.c_str(), r.requested_at.c_str(), r.hostname.c_str(),

@@ -123,6 +123,14 @@ StopOutcome RequestStop(const StopTarget& target, bool force, const std::string&
                         double grace_secs) {
   io::Disk& disk = io::RealDisk();
   StopOutcome out;
+  // A finished job has nothing to stop; a request would only linger.
+  const std::string status = target.kind == StopTarget::Kind::kElastic
+                                 ? ReadElasticJob(JobDir::Open(target.dir)).status
+                                 : exec::ReadRunJob(target.dir).status;
+  if (status == "completed") {
+    out.finished = true;
+    return out;
+  }
   const exec::StopRequest mine =
       exec::StopRequest::Now(force ? "force" : "graceful", reason, grace_secs);
   out.published = exec::PublishStopRequest(target.dir, mine, disk);

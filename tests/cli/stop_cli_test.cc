@@ -186,6 +186,43 @@ TEST_F(StopCli, StopFromAThirdNodeEndsBothWorkersAndClearLetsTheJobFinish) {
   mon = Run({"monitor", "job", "--json"});
   EXPECT_EQ(mon.exit_code, 0);
   EXPECT_EQ(json::parse(mon.out)["shards"]["done"], 12);
+  // A completed job has nothing to stop.
+  const CliResult late = Run({"stop", "job"});
+  EXPECT_EQ(late.exit_code, 0);
+  EXPECT_NE(late.out.find("already completed"), std::string::npos) << late.out;
+  EXPECT_FALSE(Exists("job/stop_request.json"));
+}
+
+// dlc instances stop like workers: exit 3, no abort published; the same run
+// id finishes the job once the request is cleared.
+TEST_F(StopCli, StopEndsEveryDlcInstanceAndTheSameRunGoesOnAfterClear) {
+  WriteCorpus(24);
+  WriteRecipe(0.15);
+  auto instance = [&](const std::string& host) {
+    return Spawn({"dlc", "--job-dir", "job", "--config", "recipe.yaml", "--num-shards", "12",
+                  "--run-id", "run-1", "--poll-interval-secs", "1", "--threads", "1"},
+                 kTestOps, OnHost(host));
+  };
+  const Spawned a = instance("node-a");
+  const Spawned b = instance("node-b");
+  ASSERT_TRUE(WaitUntil([&] { return RunningHosts().size() == 2; }));
+  const auto asked = Clock::now();
+  ASSERT_EQ(Run({"stop", "job"}).exit_code, 0);
+  for (const Spawned& n : {a, b}) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+  }
+  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(5));
+  EXPECT_EQ(Locks(), 0u);
+  for (const std::string& f : List("")) {
+    if (f.find("dlc-coordination") == std::string::npos) continue;
+    for (const std::string& run : List(f)) EXPECT_FALSE(Exists(f + "/" + run + "/abort.json"));
+  }
+  ASSERT_EQ(Run({"stop", "job", "--clear"}).exit_code, 0);
+  const CliResult again = WaitFor(instance("node-a"));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("PASS: 12 shards"), std::string::npos) << again.out;
+  EXPECT_EQ(json::parse(Read("job/job_summary.json"))["status"], "completed");
 }
 
 // A shard that outlasts the grace is handed back "interrupted"; --force

@@ -26,6 +26,7 @@ StopTarget ResolveStopTarget(const std::string& job, const std::string& work_dir
 struct StopOutcome {
   bool published = false;      // this call published stop_request.json
   bool forced = false;         // this call published stop_request.force.json
+  bool finished = false;       // the job had completed: nothing was published
   exec::StopRequest request;   // the request in effect
   std::vector<int> signalled;  // local processes sent SIGUSR1 (--force)
 };
@@ -33,7 +34,7 @@ struct StopOutcome {
 // Publishes the stop request by link() (an existing one stays: a graceful
 // request twice changes nothing); `force` adds stop_request.force.json and
 // signals the job's live processes on this host. An elastic job's summary
-// becomes "stopped".
+// becomes "stopped". A completed job is left alone (`finished`).
 StopOutcome RequestStop(const StopTarget& target, bool force, const std::string& reason,
                         double grace_secs = exec::kStopGraceSecs);
 

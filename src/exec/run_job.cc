@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -27,6 +28,7 @@
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "src/exec/job_files.h"
+#include "src/exec/run_stop.h"
 
 namespace djshard::exec {
 
@@ -626,6 +628,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     disk.WriteAtomic(paths.PartitioningInfo(),
                      PartitioningInfoJson(set, job_id, token).dump(2) + "\n");
   } else {
+    if (ClearStopOnResume(paths.dir)) {
+      std::fprintf(stderr, "Cleared the stop request of job %s (kept in metadata/)\n",
+                   job_id.c_str());
+    }
     // Data files without a commit record are garbage of the interrupted run.
     std::error_code ec;
     std::vector<std::string> referenced;
@@ -698,6 +704,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                {"metadata",
                 {{"resume", request.resume.has_value()}, {"num_partitions", set.bounds.size()}}}});
   if (request.job_started) request.job_started(job_id, st.checkpointing());
+  const RunStop stop(paths.dir, events);  // djshard stop (SPEC-checkpoints §9)
 
   ExecSummary total;
   total.operators.resize(num_ops);
@@ -1065,16 +1072,29 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       }
     };
     if (in_flight <= 1) {
-      for (uint64_t p = 0; p < set.bounds.size(); ++p) run_partition(p);
+      for (uint64_t p = 0; p < set.bounds.size(); ++p) {
+        stop.BeforePartition();
+        run_partition(p);
+      }
     } else {
-      // Partitions are taken in order; the first error stops the others
-      // (those waiting for their turn at once, the rest before they commit).
+      // Partitions are taken in order. The first error stops the others
+      // (those waiting for their turn at once); a stop request only keeps
+      // new partitions from starting, so those in flight finish and commit.
       std::atomic<uint64_t> next{0};
       std::exception_ptr failure;
+      bool no_more = false;
       std::vector<std::thread> runners;
       for (uint64_t k = 0; k < in_flight; ++k) {
         runners.emplace_back([&] {
           for (uint64_t p; (p = next++) < set.bounds.size();) {
+            try {
+              stop.BeforePartition();
+            } catch (...) {
+              std::lock_guard<std::mutex> lock(mu);
+              if (!failure) failure = std::current_exception();
+              no_more = true;
+              return;
+            }
             try {
               run_partition(p);
             } catch (...) {
@@ -1085,7 +1105,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
               return;
             }
             std::lock_guard<std::mutex> lock(mu);
-            if (aborted) return;
+            if (aborted || no_more) return;
           }
         });
       }
@@ -1104,16 +1124,20 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     errors.Commit();
   } catch (const std::exception& e) {
     const int64_t end_ns = NowNanos();
-    summary.j["status"] = "failed";
+    // A stop request or a signal ends the job "stopped", still resumable.
+    const bool stopped = RunStop::Stopping();
+    summary.j["status"] = stopped ? "stopped" : "failed";
+    if (stopped) summary.j["stop"] = stop.SummaryJson();
     summary.j["error_message"] = e.what();
     summary.j["end_time"] = IsoMicros(end_ns);
     summary.j["duration_secs"] = MonotonicSeconds() - start_mono;
     summary.j["partitions"]["completed"] = completed;
     summary.j["partitions"]["resumed"] = resumed;
-    summary.j["partitions"]["failed"] = 1;
+    summary.j["partitions"]["failed"] = stopped ? 0 : 1;
     try {
       summary.Write(disk, paths.Summary());
-      events.Emit("job_failed", {{"status", "failed"}, {"error_message", e.what()}});
+      events.Emit(stopped ? "job_stopped" : "job_failed",
+                  {{"status", stopped ? "stopped" : "failed"}, {"error_message", e.what()}});
     } catch (const std::exception&) {
       // The original error matters more.
     }

@@ -185,6 +185,10 @@ class Worker {
       ReleaseAll("the worker stopped on an internal error");
       JobEvent("job_failed", std::string("internal error: ") + e.what());
       throw;
+    } catch (...) {
+      ReleaseAll("the worker stopped on an internal error");
+      JobEvent("job_failed", "internal error");
+      throw;
     }
   }
 

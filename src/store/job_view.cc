@@ -13,6 +13,7 @@
 #include "djshard/common/error.h"
 #include "djshard/exec/job_status.h"
 #include "djshard/exec/stop_request.h"
+#include "djshard/io/disk.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
@@ -23,16 +24,11 @@ using nlohmann::json;
 
 namespace {
 
-bool IsFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 // Partitions of a shard that checkpoints its own (checkpoints/<shard>/):
 // total from partitioning_info.json, committed = partitions with a commit.
 void ReadShardCheckpoints(const std::string& dir, RunningAttempt* a, std::string* last) {
   const std::string info = dir + "/partitioning_info.json";
-  if (!IsFile(info)) return;
+  if (!io::IsRegularFile(info)) return;
   const json j = json::parse(io::ReadFile(info), nullptr, false);
   if (j.is_object()) a->partitions_total = j.value("num_partitions", uint64_t{0});
   std::set<uint64_t> committed;
@@ -57,7 +53,7 @@ bool Tried(const std::string& dir) {
 
 }  // namespace
 
-bool IsElasticJobDir(const std::string& dir) { return IsFile(dir + "/manifest.json"); }
+bool IsElasticJobDir(const std::string& dir) { return io::IsRegularFile(dir + "/manifest.json"); }
 
 ElasticJobView ReadElasticJob(const JobDir& job) {
   ElasticJobView v;
@@ -72,7 +68,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
   v.shards_failed = status.counts.failed;
   v.shards_running = status.counts.running;
   v.shards_stale = status.counts.stale;
-  v.merged = IsFile(job.MergeRecordPath());
+  v.merged = io::IsRegularFile(job.MergeRecordPath());
 
   std::set<std::string> hosts;
   std::map<std::string, RunningAttempt*> by_token;
@@ -242,7 +238,7 @@ std::vector<JobRow> ListJobs(const std::string& work_dir, bool running_only) {
                v.shards_done,
                v.shards_total,
                v.ToJson(false)};
-      } else if (IsFile(dir + "/job_summary.json")) {
+      } else if (io::IsRegularFile(dir + "/job_summary.json")) {
         const exec::RunJobView v = exec::ReadRunJob(dir);
         if (running_only && v.status != "running") continue;
         row = {v.job_id,       "run",           v.status,          v.start_time,

@@ -26,17 +26,12 @@ using nlohmann::json;
 
 namespace {
 
-bool IsFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 std::optional<StopTarget> TargetAt(const std::string& dir) {
   const std::string abs = NormalizeJobDir(fs::absolute(dir).string());
   if (IsElasticJobDir(abs)) {
     return StopTarget{StopTarget::Kind::kElastic, abs, JobDir::Open(abs).manifest().job_id};
   }
-  if (IsFile(abs + "/job_summary.json")) {
+  if (io::IsRegularFile(abs + "/job_summary.json")) {
     const json s = json::parse(io::ReadFile(abs + "/job_summary.json"), nullptr, false);
     std::string id = fs::path(abs).filename().string();
     if (s.is_object() && s.contains("job_id") && s["job_id"].is_string()) {

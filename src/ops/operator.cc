@@ -70,6 +70,9 @@ const std::vector<CommonArg>& CommonArguments() {
       {"prompt_key", kIgnored, kOtherField},
       {"query_key", kHonoured, "query_*_detection_mapper: field holding the query (default query)"},
       {"response_key", kIgnored, kOtherField},
+      {"batching_policy", kHonoured,
+       "inside an expand/gather region: any_parent (default; model calls batch children of many "
+       "parents) or single_parent (a model call never mixes parents)"},
       {"history_key", kIgnored, kOtherField},
   };
   return args;

@@ -20,6 +20,26 @@ struct OperatorCounters {
   uint64_t rows_out = 0;
   uint64_t errors = 0;
   double seconds = 0;  // summed over threads
+  // Operators that process rows together: calls made and rows in them.
+  uint64_t calls = 0;
+  uint64_t items = 0;
+};
+
+// One expand/gather region's lineage counters (SPEC-lineage §5).
+struct RegionCounters {
+  std::string name;
+  uint64_t parents_in = 0;
+  uint64_t parents_out = 0;
+  uint64_t parents_dropped = 0;
+  uint64_t parents_failed = 0;
+  uint64_t children_expanded = 0;
+  uint64_t children_present = 0;
+  uint64_t children_dropped = 0;
+  uint64_t children_failed = 0;
+  uint64_t children_suppressed = 0;
+  uint64_t late_discarded = 0;
+
+  void Add(const RegionCounters& other);
 };
 
 struct ExecSummary {
@@ -30,6 +50,7 @@ struct ExecSummary {
   uint64_t errors = 0;     // records dropped by operator errors
   double seconds = 0;
   std::vector<OperatorCounters> operators;
+  std::vector<RegionCounters> regions;  // one per expand/gather pair, in plan order
 };
 
 struct ExecOptions {
@@ -88,7 +109,11 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
 // {"name", "rows_in", "rows_out", "errors", "seconds"}.
 nlohmann::json OperatorCountersJson(const OperatorCounters& counters);
 
-// The stats file of a run: per-operator rows in/out, seconds and errors.
+// The regions' counters as the stats file writes them: {"<name>": {...}}.
+nlohmann::json RegionCountersJson(const std::vector<RegionCounters>& regions);
+
+// The stats file of a run: per-operator rows in/out, seconds and errors, and
+// the lineage regions' counters under "regions" when the recipe has any.
 std::string SummaryJson(const ExecSummary& summary, int threads);
 
 }  // namespace djshard::exec

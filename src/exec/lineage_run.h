@@ -1,0 +1,88 @@
+#pragma once
+
+// Running one expand/gather region over the rows of a batch (SPEC-lineage §3,
+// §5): splitting parents into children, the lineage of each parent (its
+// children's terminal states and first failure), and rebuilding parents from
+// their children by ordinal. The executor runs the operators between.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "djshard/exec/executor.h"
+#include "djshard/exec/plan.h"
+#include "djshard/io/record.h"
+#include "djshard/ops/sample.h"
+
+namespace djshard::exec {
+
+// A child's state once the region's operators have run. Rows still live at
+// the gather are PRESENT.
+enum class ChildState : uint8_t { kLive, kDropped, kFailed, kSuppressed, kLateDiscarded };
+
+// Rows that run through the same operators: a batch's records, or the
+// children of one region's parents, in canonical order (parent, ordinal).
+struct RowLevel {
+  std::vector<io::Record*> records_of;  // each row's record
+  std::vector<ops::Sample*> samples;
+  std::vector<char> alive;
+  std::vector<uint64_t> top_row;  // the batch row each row descends from
+  // Children only.
+  std::vector<uint32_t> parent;  // index into the level above
+  std::vector<uint32_t> ordinal;
+  std::vector<ChildState> state;
+  std::deque<std::string> lines;  // each child's JSON line (records view them)
+  std::deque<io::Record> records;
+  std::deque<ops::Sample> owned;
+};
+
+// Why a parent failed: the first failure among its children, or its expansion.
+struct ParentFailure {
+  std::string op;
+  size_t op_idx = 0;
+  std::string error_type;  // op_error, oom, expand_error, expand_limit, gather_error, ...
+  std::string message;
+  int64_t child_ordinal = -1;  // -1: not a child's failure
+};
+
+// One parent's lineage while its region runs.
+struct ParentLineage {
+  bool expanded = false;              // alive when the region began
+  uint32_t first = 0;                 // its first child's index in the child level
+  uint32_t n = 0;                     // children expanded
+  std::string prefix;                 // text modes: leading whitespace kept with the parent
+  std::vector<std::string> seps;      // text modes: each child's separator
+  std::vector<std::string> elements;  // field mode: each original element, raw
+  bool failed = false;
+  ParentFailure failure;
+  uint32_t suppressed = 0;      // siblings never dispatched after a failure
+  uint32_t late_discarded = 0;  // siblings that finished after their parent failed
+  uint32_t completed = 0;       // children that ran to a drop or to the region's end
+};
+
+// What a parent became at the gather.
+enum class GatherOutcome { kOut, kDropped, kFailed };
+
+// Splits every live row of `parents` into children (appended to *children)
+// for `region` (expand entry at op_idx). A row that cannot be split (missing
+// field, not an array, more than max_children pieces) is marked failed in
+// its lineage; it has no children.
+void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, RowLevel* children,
+                std::vector<ParentLineage>* lineage, RegionCounters* counters);
+
+// Rebuilds each expanded parent from its children (SPEC-lineage §1 gather)
+// and returns what became of it; a kFailed parent's failure is in its lineage
+// (a gather_error is recorded there too). Leaves parents' alive flags alone.
+std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& parents,
+                                      RowLevel& children, std::vector<ParentLineage>& lineage,
+                                      RegionCounters* counters);
+
+// One errors-file line of a failed parent (level "parent") or, with
+// `child` set, of a dropped failing child (level "child"), SPEC-lineage §5.
+std::string LineageErrorLine(const LineageRegion& region, const ParentLineage& lineage,
+                             const ParentFailure& failure, std::string_view parent_json,
+                             const std::string& input_file, uint64_t input_line,
+                             const std::string* child_json);
+
+}  // namespace djshard::exec

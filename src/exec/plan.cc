@@ -27,7 +27,7 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
     PlannedOperator planned;
     planned.op = info->factory(spec, recipe.text_key);
     planned.line = spec.line;
-    planned.column = spec.column;
+    planned.column = spec.args.column();
     if (spec.args.Has("batching_policy")) {
       const std::string policy = spec.args.GetString("batching_policy", "any_parent");
       if (policy != "any_parent" && policy != "single_parent") {

@@ -213,7 +213,7 @@ Recipe LoadRecipe(const std::string& path) {
     spec.name = first->first.as<std::string>();
     spec.line = line;
     // The column of the entry's name, after "- ".
-    spec.column = first->first.Mark().column >= 0 ? first->first.Mark().column + 1 : 1;
+    const int column = first->first.Mark().column >= 0 ? first->first.Mark().column + 1 : 1;
     YAML::Node args = first->second;
     if (args && !args.IsNull() && !args.IsMap()) {
       throw Error(path, LineOfNode(args), "arguments of '" + spec.name + "' must be a mapping",
@@ -221,7 +221,7 @@ Recipe LoadRecipe(const std::string& path) {
     }
     spec.args =
         OperatorArgs(args.IsMap() ? args : YAML::Node(YAML::NodeType::Map), path, spec.name, line);
-    spec.args.set_column(spec.column);
+    spec.args.set_column(column);
     recipe.process.push_back(std::move(spec));
   }
   return recipe;

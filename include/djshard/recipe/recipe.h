@@ -47,6 +47,7 @@ class OperatorArgs {
 
   // The entry's column, for positions of absent arguments.
   void set_column(int column) { column_ = column; }
+  int column() const { return column_; }
 
  private:
   YAML::Node args_;
@@ -63,8 +64,7 @@ class OperatorArgs {
 // One entry of the recipe's `process` list.
 struct OperatorSpec {
   std::string name;
-  int line = 0;    // 1-based line in the recipe
-  int column = 0;  // 1-based column of the entry's name
+  int line = 0;  // 1-based line in the recipe (its column: args.column())
   OperatorArgs args;
 };
 

@@ -323,5 +323,27 @@ TEST_F(LineageCli, ModelCallsBatchChildrenOfManyParents) {
   }
 }
 
+// Elastic workers run the same executor: same bytes as `djshard run`.
+TEST_F(LineageCli, ElasticWorkersWriteTheSameBytesAsRun) {
+  Py("paragraphs_corpus docs.jsonl 900 12 50");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - djshard_test_poison_mapper:\n"
+         "  - text_length_filter: {min_len: 12}\n"
+         "  - djshard_bench_model_op: {batch_size: 16, call_overhead_us: 0, item_us: 0}\n"
+         "  - gather: {name: p, into: [text, list], list: [{from: __dj__meta__.bench_score, to: "
+         "scores}]}\n");
+  ASSERT_EQ(RunRecipe("run.jsonl").exit_code, 0);
+  CliResult r = WaitFor(
+      Spawn({"prepare", "--config", "recipe.yaml", "--job-dir", "job", "--num-shards", "4"},
+            kTestOps));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = WaitFor(Spawn({"worker", "--job-dir", "job", "--threads", "2"}, kTestOps));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"merge", "--job-dir", "job", "--output", "merged.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Read("merged.jsonl") == Read("run.jsonl"));
+  EXPECT_EQ(ErrorLines("run.jsonl").size(), 18u);
+}
+
 }  // namespace
 }  // namespace djshard::testing

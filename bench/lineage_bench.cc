@@ -70,11 +70,12 @@ json Report(const exec::ExecSummary& s, double wall, uint64_t parents, uint64_t 
   for (size_t i = 0; i < s.operators.size(); ++i) {
     const exec::OperatorCounters& c = s.operators[i];
     if (c.calls == 0) continue;
-    model.push_back({{"op_idx", i},
-                     {"name", c.name},
-                     {"calls", c.calls},
-                     {"items", c.items},
-                     {"mean_batch_fill", static_cast<double>(c.items) / static_cast<double>(c.calls)}});
+    model.push_back(
+        {{"op_idx", i},
+         {"name", c.name},
+         {"calls", c.calls},
+         {"items", c.items},
+         {"mean_batch_fill", static_cast<double>(c.items) / static_cast<double>(c.calls)}});
   }
   j["model_ops"] = model;
   if (!s.regions.empty()) j["regions"] = exec::RegionCountersJson(s.regions);

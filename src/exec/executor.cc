@@ -759,6 +759,39 @@ void RegionCounters::Add(const RegionCounters& o) {
   late_discarded += o.late_discarded;
 }
 
+void AddRegionCounters(ExecSummary& total, const ExecSummary& part) {
+  if (total.regions.size() < part.regions.size()) total.regions.resize(part.regions.size());
+  for (size_t i = 0; i < part.regions.size(); ++i) {
+    total.regions[i].name = part.regions[i].name;
+    total.regions[i].Add(part.regions[i]);
+  }
+}
+
+nlohmann::json LineageStagesJson(const Plan& plan) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const LineageRegion& r : plan.regions) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (size_t i = r.expand_idx + 1; i < r.gather_idx; ++i) ops.push_back(i);
+    const nlohmann::json parent =
+        r.parent >= 0 ? nlohmann::json(plan.regions[static_cast<size_t>(r.parent)].name)
+                      : nlohmann::json(nullptr);
+    stages.push_back({{"kind", "expand"},
+                      {"region", r.name},
+                      {"op_idx", r.expand_idx},
+                      {"by", ops::SplitByName(r.expand->by)},
+                      {"region_op_idxs", ops},
+                      {"depth", r.depth},
+                      {"parent_region", parent}});
+    stages.push_back({{"kind", "gather"},
+                      {"region", r.name},
+                      {"op_idx", r.gather_idx},
+                      {"region_op_idxs", ops},
+                      {"depth", r.depth},
+                      {"parent_region", parent}});
+  }
+  return stages;
+}
+
 nlohmann::json RegionCountersJson(const std::vector<RegionCounters>& regions) {
   nlohmann::json j = nlohmann::json::object();
   for (const RegionCounters& r : regions) {

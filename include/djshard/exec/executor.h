@@ -109,6 +109,13 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
 // {"name", "rows_in", "rows_out", "errors", "seconds"}.
 nlohmann::json OperatorCountersJson(const OperatorCounters& counters);
 
+// Adds the region counters of `part` to `total` (sized to part's regions on first use).
+void AddRegionCounters(ExecSummary& total, const ExecSummary& part);
+
+// The expand/gather pairs of `plan` for dag_execution_plan.json: one "expand"
+// and one "gather" stage per region, with the region's op list.
+nlohmann::json LineageStagesJson(const Plan& plan);
+
 // The regions' counters as the stats file writes them: {"<name>": {...}}.
 nlohmann::json RegionCountersJson(const std::vector<RegionCounters>& regions);
 

@@ -242,9 +242,9 @@ void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_i
                               static_cast<int64_t>(level.ordinal[k])};
   if (gc.on_child_error == ops::OnChildError::kDropChild) {
     const std::string child(level.lines[k]);
-    r_->errors.append(LineageErrorLine(*scope->region, pl, failure,
-                                       RowJson(*scope->parents, p, scope->parent_scope), file_,
-                                       LineOf(level, k), &child));
+    AppendLineageError(&r_->errors, *scope->region, pl, failure,
+                       RowJson(*scope->parents, p, scope->parent_scope), file_, LineOf(level, k),
+                       &child);
     return;
   }
   if (pl.failed) return;
@@ -328,8 +328,8 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
         break;
       case GatherOutcome::kFailed: {
         const ParentFailure& f = lineage[k].failure;
-        r_->errors.append(LineageErrorLine(region, lineage[k], f, RowJson(parents, k, outer), file_,
-                                           LineOf(parents, k), nullptr));
+        AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer), file_,
+                           LineOf(parents, k), nullptr);
         ++cg.errors;
         if (outer == nullptr) {
           parents.alive[k] = 0;

@@ -349,10 +349,10 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
   return out;
 }
 
-std::string LineageErrorLine(const LineageRegion& region, const ParentLineage& lineage,
-                             const ParentFailure& failure, std::string_view parent_json,
-                             const std::string& input_file, uint64_t input_line,
-                             const std::string* child_json) {
+void AppendLineageError(std::string* out, const LineageRegion& region, const ParentLineage& lineage,
+                        const ParentFailure& failure, std::string_view parent_json,
+                        const std::string& input_file, uint64_t input_line,
+                        const std::string* child_json) {
   using nlohmann::ordered_json;
   ordered_json e;
   e["op"] = failure.op;
@@ -367,17 +367,17 @@ std::string LineageErrorLine(const LineageRegion& region, const ParentLineage& l
   e["children_suppressed"] = lineage.suppressed;
   e["level"] = child_json != nullptr ? "child" : "parent";
   e["source"] = {{"input_file", input_file}, {"line", input_line}};
-  std::string out = e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string head = e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // The records go in as read: raw JSON, not re-serialized.
-  out.pop_back();
-  out.append(",\"record\":");
-  out.append(parent_json);
+  head.pop_back();
+  out->append(head);
+  out->append(",\"record\":");
+  out->append(parent_json);
   if (child_json != nullptr) {
-    out.append(",\"child_record\":");
-    out.append(*child_json);
+    out->append(",\"child_record\":");
+    out->append(*child_json);
   }
-  out.append("}\n");
-  return out;
+  out->append("}\n");
 }
 
 }  // namespace djshard::exec

@@ -78,11 +78,12 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
                                       RowLevel& children, std::vector<ParentLineage>& lineage,
                                       RegionCounters* counters);
 
-// One errors-file line of a failed parent (level "parent") or, with
-// `child` set, of a dropped failing child (level "child"), SPEC-lineage §5.
-std::string LineageErrorLine(const LineageRegion& region, const ParentLineage& lineage,
-                             const ParentFailure& failure, std::string_view parent_json,
-                             const std::string& input_file, uint64_t input_line,
-                             const std::string* child_json);
+// Appends to *out one errors-file line of a failed parent (level "parent")
+// or, with `child` set, of a dropped failing child (level "child"),
+// SPEC-lineage §5. The records go in as read, without a copy in between.
+void AppendLineageError(std::string* out, const LineageRegion& region, const ParentLineage& lineage,
+                        const ParentFailure& failure, std::string_view parent_json,
+                        const std::string& input_file, uint64_t input_line,
+                        const std::string* child_json);
 
 }  // namespace djshard::exec

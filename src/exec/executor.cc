@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
@@ -347,6 +348,43 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
   return g;
 }
 
+// One model call of children. A call that raises an OpError is split in
+// halves, down to single rows, to find the rows it fails on (SPEC-lineage
+// §5), within `*budget` further calls; past the budget the rows left fail
+// with isolation_budget. Other exceptions (a device that broke) fail the run.
+void CallIsolating(const ops::Operator& op, std::span<ops::Sample* const> rows,
+                   std::span<ops::RowOutcome> outcomes, size_t* budget, OperatorCounters* c) {
+  try {
+    ++c->calls;
+    c->items += rows.size();
+    op.ProcessRows(rows, outcomes);
+    return;
+  } catch (const ops::OpError& e) {
+    if (rows.size() == 1) {
+      outcomes[0].keep = false;
+      outcomes[0].error = e.what();
+      outcomes[0].error_type = e.type().empty() ? "op_error" : e.type();
+      return;
+    }
+    const size_t half = rows.size() / 2;
+    for (const auto& [first, count] : {std::pair<size_t, size_t>{0, half},
+                                       std::pair<size_t, size_t>{half, rows.size() - half}}) {
+      if (*budget == 0) {
+        for (size_t j = first; j < first + count; ++j) {
+          outcomes[j].keep = false;
+          outcomes[j].error = "the call failed (" + std::string(e.what()) +
+                              ") and max_isolation_calls ran out before this row was isolated";
+          outcomes[j].error_type = "isolation_budget";
+        }
+        continue;
+      }
+      --*budget;
+      for (size_t j = first; j < first + count; ++j) outcomes[j] = ops::RowOutcome{};
+      CallIsolating(op, rows.subspan(first, count), outcomes.subspan(first, count), budget, c);
+    }
+  }
+}
+
 void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
   const PlannedOperator& planned = plan_.operators[i];
   const ops::Operator& op = *planned.op;
@@ -387,9 +425,15 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
       if (stop_check_) StopIfAsked(stop_check_);
       const std::span<ops::Sample* const> rows(s_.live.data() + pos, stop - pos);
       s_.outcomes.assign(rows.size(), ops::RowOutcome{});
-      op.ProcessRows(rows, std::span<ops::RowOutcome>(s_.outcomes.data(), rows.size()));
-      c.calls += scope != nullptr ? 1 : (rows.size() + planned.call_rows - 1) / planned.call_rows;
-      c.items += rows.size();
+      if (scope == nullptr) {
+        op.ProcessRows(rows, std::span<ops::RowOutcome>(s_.outcomes.data(), rows.size()));
+        c.calls += (rows.size() + planned.call_rows - 1) / planned.call_rows;
+        c.items += rows.size();
+      } else {
+        size_t budget = planned.max_isolation_calls;
+        CallIsolating(op, rows, std::span<ops::RowOutcome>(s_.outcomes.data(), rows.size()),
+                      &budget, &c);
+      }
       const size_t lo = s_.live_index[pos], hi = s_.live_index[stop - 1];
       for (size_t j = 0; j < rows.size(); ++j) {
         const size_t k = s_.live_index[pos + j];

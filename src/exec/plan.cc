@@ -40,6 +40,10 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
     if (planned.op->processes_rows_together()) {
       planned.call_rows =
           static_cast<size_t>(std::max<int64_t>(1, spec.args.GetInt("batch_size", 64)));
+      const int64_t isolation =
+          spec.args.GetInt("max_isolation_calls", 2 * static_cast<int64_t>(planned.call_rows));
+      if (isolation < 0) spec.args.FailAtColumn("max_isolation_calls", "must be 0 or more", "");
+      planned.max_isolation_calls = static_cast<size_t>(isolation);
     }
     planned.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
     // A model operator's batch_size is rows per model call; it asks for its

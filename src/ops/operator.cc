@@ -70,6 +70,10 @@ const std::vector<CommonArg>& CommonArguments() {
       {"prompt_key", kIgnored, kOtherField},
       {"query_key", kHonoured, "query_*_detection_mapper: field holding the query (default query)"},
       {"response_key", kIgnored, kOtherField},
+      {"max_isolation_calls", kHonoured,
+       "model operators inside an expand/gather region: how many further calls a failing call "
+       "may be split into (halves) to find the rows it fails on (default 2 x batch_size); rows "
+       "left fail with isolation_budget"},
       {"batching_policy", kHonoured,
        "inside an expand/gather region: any_parent (default; model calls batch children of many "
        "parents) or single_parent (a model call never mixes parents)"},

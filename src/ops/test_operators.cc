@@ -101,6 +101,8 @@ class BenchModelOp : public Mapper {
     if (call_overhead_us_ < 0) args().Fail("call_overhead_us", "must be 0 or more", "");
     if (item_us_ < 0) args().Fail("item_us", "must be 0 or more", "");
     fail_marker_ = args().GetString("fail_marker", "");
+    raise_marker_ = args().GetString("raise_marker", "");
+    raise_type_ = args().GetString("raise_type", "");
   }
   bool processes_rows_together() const override { return true; }
   size_t preferred_batch_rows() const override { return batch_size_; }
@@ -113,6 +115,12 @@ class BenchModelOp : public Mapper {
   void ProcessRows(std::span<Sample* const> rows, std::span<RowOutcome> outcomes) const override {
     for (size_t begin = 0; begin < rows.size(); begin += batch_size_) {
       const size_t end = std::min(rows.size(), begin + batch_size_);
+      for (size_t i = begin; i < end && !raise_marker_.empty(); ++i) {
+        if (rows[i]->Text(text_key()).find(raise_marker_) != std::string::npos) {
+          throw OpError("model call raised on a batch holding '" + raise_marker_ + "'",
+                        raise_type_);
+        }
+      }
       {
         std::lock_guard<std::mutex> replica(replica_);
         const double us = call_overhead_us_ + item_us_ * static_cast<double>(end - begin);
@@ -134,6 +142,8 @@ class BenchModelOp : public Mapper {
   double call_overhead_us_ = 2000;
   double item_us_ = 50;
   std::string fail_marker_;
+  std::string raise_marker_;
+  std::string raise_type_;
   mutable std::mutex replica_;  // one replica: calls take turns
 };
 
@@ -182,7 +192,9 @@ const std::vector<BuiltinOperator>& TestOperators() {
        "and writes __dj__meta__.bench_score",
        {{"call_overhead_us", "2000", "microseconds per call"},
         {"item_us", "50", "microseconds per row of a call"},
-        {"fail_marker", "''", "rows whose text contains it fail (empty: none)"}}},
+        {"fail_marker", "''", "rows whose text contains it fail (empty: none)"},
+        {"raise_marker", "''", "a whole call raises when one of its rows contains it"},
+        {"raise_type", "''", "the error type of that raise (e.g. oom)"}}},
   };
   return ops;
 }

@@ -252,6 +252,43 @@ TEST_F(LineageCli, PoisonedChildFailsOnlyItsParentAndSuppressesItsSiblings) {
   EXPECT_EQ(region["children_failed"], 24);
 }
 
+// §5: a model call that raises is bisected down to the child it fails on.
+TEST_F(LineageCli, ARaisingModelCallIsBisectedToTheFailingChild) {
+  Py("paragraphs_corpus docs.jsonl 400 4 20");
+  const std::string op =
+      "  - djshard_bench_model_op: {batch_size: 16, call_overhead_us: 0, item_us: 0, "
+      "raise_marker: POISON, raise_type: oom";
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" + op +
+                           ", fail_marker: NEVER}\n  - gather: {name: p}\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  const std::vector<json> errors = ErrorLines("out.jsonl");
+  ASSERT_EQ(errors.size(), 20u);
+  std::set<int> failed;
+  for (const json& e : errors) {
+    EXPECT_EQ(e["error_type"], "oom");
+    EXPECT_EQ(e["child_ordinal"], 0);
+    failed.insert(e["record"]["id"].get<int>());
+  }
+  // The others are exactly what a model that never raises writes.
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" +
+                           op.substr(0, op.find(", raise_marker")) + "}\n  - gather: {name: p}\n");
+  ASSERT_EQ(RunRecipe("clean.jsonl").exit_code, 0);
+  std::istringstream clean(Read("clean.jsonl")), out(Read("out.jsonl"));
+  std::string a, b;
+  while (std::getline(clean, a)) {
+    if (failed.count(json::parse(a)["id"].get<int>())) continue;
+    ASSERT_TRUE(std::getline(out, b));
+    EXPECT_EQ(a, b);
+  }
+  // Without isolation calls every row of a raising call fails with isolation_budget.
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" + op +
+                           ", max_isolation_calls: 0}\n  - gather: {name: p}\n");
+  ASSERT_EQ(RunRecipe("budget.jsonl").exit_code, 0);
+  const std::vector<json> budget = ErrorLines("budget.jsonl");
+  EXPECT_GT(budget.size(), 20u);
+  for (const json& e : budget) EXPECT_EQ(e["error_type"], "isolation_budget");
+}
+
 // §8.8
 TEST_F(LineageCli, AChildFailureStopsTheRunWhenSkipOpErrorIsFalse) {
   Py("paragraphs_corpus docs.jsonl 20 4 7");

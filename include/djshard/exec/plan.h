@@ -28,6 +28,9 @@ struct PlannedOperator {
   bool single_parent = false;
   bool batching_policy_given = false;  // the recipe set batching_policy
   size_t batch_rows_wish = 0;          // rows per reader batch it asks for (0: none)
+  // Inside a region: calls a failing model call may be split into to find its
+  // failing rows (max_isolation_calls; default 2 x call_rows).
+  size_t max_isolation_calls = 128;
 };
 
 // One expand/gather pair: `expand_idx` opens it, `gather_idx` closes it, the

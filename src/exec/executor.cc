@@ -245,7 +245,7 @@ void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_i
     const std::string child(level.lines[k]);
     AppendLineageError(&r_->errors, *scope->region, pl, failure,
                        RowJson(*scope->parents, p, scope->parent_scope), file_, LineOf(level, k),
-                       &child);
+                       &child, options_.shard_id);
     return;
   }
   if (pl.failed) return;
@@ -330,7 +330,7 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
       case GatherOutcome::kFailed: {
         const ParentFailure& f = lineage[k].failure;
         AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer), file_,
-                           LineOf(parents, k), nullptr);
+                           LineOf(parents, k), nullptr, options_.shard_id);
         ++cg.errors;
         if (outer == nullptr) {
           parents.alive[k] = 0;

@@ -352,7 +352,7 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
 void AppendLineageError(std::string* out, const LineageRegion& region, const ParentLineage& lineage,
                         const ParentFailure& failure, std::string_view parent_json,
                         const std::string& input_file, uint64_t input_line,
-                        const std::string* child_json) {
+                        const std::string* child_json, const std::string& shard_id) {
   using nlohmann::ordered_json;
   ordered_json e;
   e["op"] = failure.op;
@@ -366,7 +366,11 @@ void AppendLineageError(std::string* out, const LineageRegion& region, const Par
   e["children_completed"] = lineage.completed;
   e["children_suppressed"] = lineage.suppressed;
   e["level"] = child_json != nullptr ? "child" : "parent";
-  e["source"] = {{"input_file", input_file}, {"line", input_line}};
+  if (shard_id.empty()) {
+    e["source"] = {{"input_file", input_file}, {"line", input_line}};
+  } else {
+    e["source"] = {{"shard_id", shard_id}, {"row", input_line - 1}};
+  }
   std::string head = e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // The records go in as read: raw JSON, not re-serialized.
   head.pop_back();

@@ -84,6 +84,6 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
 void AppendLineageError(std::string* out, const LineageRegion& region, const ParentLineage& lineage,
                         const ParentFailure& failure, std::string_view parent_json,
                         const std::string& input_file, uint64_t input_line,
-                        const std::string* child_json);
+                        const std::string* child_json, const std::string& shard_id);
 
 }  // namespace djshard::exec

@@ -366,6 +366,7 @@ class Worker {
       exec::ExecOptions exec_options;
       exec_options.threads = threads_;
       exec_options.cancel = &a.lost;
+      exec_options.shard_id = shard->id;  // lineage errors name records by shard and row
       a.log.Line("running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
                  std::to_string(threads_) + " thread(s) on " + shard->path);
       a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);

@@ -401,6 +401,10 @@ TEST_F(LineageCli, ElasticWorkersWriteTheSameBytesAsRun) {
   }
   EXPECT_EQ(run_failed.size(), 18u);
   EXPECT_EQ(merged_failed, run_failed);
+  for (const json& e : ErrorLines("merged.jsonl")) {
+    EXPECT_TRUE(e["source"]["shard_id"].get<std::string>().starts_with("part-")) << e["source"];
+    EXPECT_TRUE(e["source"]["row"].is_number_unsigned()) << e["source"];
+  }
 }
 
 }  // namespace

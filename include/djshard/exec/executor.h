@@ -66,6 +66,9 @@ struct ExecOptions {
   // of each operator, so a cancel is seen within 16 records. SIGINT/SIGTERM
   // stop it the same way.
   const std::atomic<bool>* cancel = nullptr;
+  // Set by workers: lineage errors-file lines give a record's source as
+  // {"shard_id", "row"} (0-based row of the shard) instead of {"input_file", "line"}.
+  std::string shard_id;
 
   // When set, batches come from here instead of from the inputs (a partition
   // of them, or a checkpoint file); chunk.file indexes `inputs` for messages.

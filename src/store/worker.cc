@@ -430,6 +430,7 @@ class Worker {
     done.engine_version = version();
     done.engine_git_commit = git_commit();
     done.op_stats = a.summary.operators;
+    done.region_stats = a.summary.regions;
     done.seconds = MonotonicSeconds() - a.start;
     // The lease is kept until the record is out: the heartbeat stops after.
     const ClaimStore::PublishResult published = store_.PublishDone(claim, done);

@@ -401,6 +401,15 @@ TEST_F(LineageCli, ElasticWorkersWriteTheSameBytesAsRun) {
   }
   EXPECT_EQ(run_failed.size(), 18u);
   EXPECT_EQ(merged_failed, run_failed);
+  // Each shard's done record counts its regions; together they are the run's.
+  uint64_t parents_failed = 0, children = 0;
+  for (const std::string& name : List("job/state/done")) {
+    const json done = json::parse(Read("job/state/done/" + name));
+    parents_failed += done["regions"]["p"]["parents_failed"].get<uint64_t>();
+    children += done["regions"]["p"]["children_expanded"].get<uint64_t>();
+  }
+  EXPECT_EQ(parents_failed, 18u);
+  EXPECT_EQ(children, Stats("run.jsonl")["regions"]["p"]["children_expanded"].get<uint64_t>());
   for (const json& e : ErrorLines("merged.jsonl")) {
     EXPECT_TRUE(e["source"]["shard_id"].get<std::string>().starts_with("part-")) << e["source"];
     EXPECT_TRUE(e["source"]["row"].is_number_unsigned()) << e["source"];

@@ -13,6 +13,7 @@
 # 1 ms/item; with and without sibling suppression.
 #
 #   bench/lineage_bench.sh [--workdir DIR] [--parents 20000] [--poison-parents 20000]
+#                          [--bench PATH]   (default: build/bin/djshard_lineage_bench)
 #
 # Goals (W1): (c) >= 2x (a) and >= 1.2x (b) in parents/s; (c)'s p99 latency
 # below (b)'s; poison: >= 90% of the poisoned parents' siblings never reach m2.
@@ -27,10 +28,11 @@ while [ $# -gt 0 ]; do
     --workdir) workdir=$2; shift 2 ;;
     --parents) parents=$2; shift 2 ;;
     --poison-parents) poison_parents=$2; shift 2 ;;
-    *) echo "usage: $0 [--workdir DIR] [--parents N] [--poison-parents N]" >&2; exit 2 ;;
+    --bench) bench=$2; shift 2 ;;
+    *) echo "usage: $0 [--workdir DIR] [--parents N] [--poison-parents N] [--bench PATH]" >&2; exit 2 ;;
   esac
 done
-bench="$root/build/bin/djshard_lineage_bench"
+bench=${bench:-"$root/build/bin/djshard_lineage_bench"}
 [ -x "$bench" ] || { echo "build it first: cmake --build build --target djshard_lineage_bench" >&2; exit 2; }
 py=/usr/bin/python3
 export DJSHARD_ENABLE_TEST_OPERATORS=1
@@ -118,4 +120,6 @@ kept_from_m2 = items(nosup, 1) - items(sup, 1)
 print("siblings kept from m2: %d of %d (%.1f%%); m2 item saving %.2f%%, wall-time saving %.2f%%" % (
     kept_from_m2, meta["siblings"], 100.0 * kept_from_m2 / max(1, meta["siblings"]),
     100.0 * kept_from_m2 / items(nosup, 1), 100.0 * (nosup["wall_s"] - sup["wall_s"]) / nosup["wall_s"]))
+if not identical:
+    sys.exit("non-poisoned parents differ from the clean run")
 PY

@@ -1,6 +1,7 @@
 #include "djshard/exec/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -52,6 +53,8 @@ struct Scratch {
   std::vector<io::Record> records;
   std::vector<ops::Sample> samples;
   RowLevel level;  // the batch's rows
+  // The children of the regions at each depth (1..4), reused across batches.
+  std::array<RowLevel, 5> child_levels;
   std::string text;
   // Operators that process rows together: the live rows and their outcomes.
   std::vector<ops::Sample*> live;
@@ -196,7 +199,7 @@ struct ChildScope {
 
 std::string_view BatchRun::RowJson(const RowLevel& level, size_t k, const ChildScope* scope) const {
   if (scope == nullptr) return s_.lines[level.top_row[k]];
-  return level.lines[k];
+  return level.line(k);
 }
 
 void BatchRun::TapAfter(RowLevel& level, size_t i) {
@@ -242,7 +245,7 @@ void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_i
   const ParentFailure failure{op, op_idx, type.empty() ? "op_error" : type, message,
                               static_cast<int64_t>(level.ordinal[k])};
   if (gc.on_child_error == ops::OnChildError::kDropChild) {
-    const std::string child(level.lines[k]);
+    const std::string child(level.line(k));
     AppendLineageError(&r_->errors, *scope->region, pl, failure,
                        RowJson(*scope->parents, p, scope->parent_scope), file_, LineOf(level, k),
                        &child, options_.shard_id);
@@ -286,7 +289,8 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
   OperatorCounters& ce = r_->counters[expand_idx];
   if (edges_ != nullptr) edges_->Enter(expand_idx);
   double start = MonotonicSeconds();
-  RowLevel children;
+  RowLevel& children = s_.child_levels[static_cast<size_t>(region.depth)];
+  children.ClearRows();
   std::vector<ParentLineage> lineage;
   ExpandRows(region, expand_idx, parents, &children, &lineage, &counters);
   for (size_t k = 0; k < parents.samples.size(); ++k) {

@@ -18,22 +18,37 @@ void AppendKey(std::string* out, std::string_view key) {
   out->push_back(':');
 }
 
-// Appends one child (its JSON line, record and sample) to `children`.
-ops::Sample& AddChild(RowLevel* children, std::string line, uint32_t parent, uint32_t ordinal,
-                      uint64_t top_row) {
-  children->lines.push_back(std::move(line));
-  children->records.emplace_back();
-  children->records.back().AssignView(children->lines.back());
-  children->owned.emplace_back(&children->records.back());
-  ops::Sample& sample = children->owned.back();
-  children->records_of.push_back(&children->records.back());
-  children->samples.push_back(&sample);
+// Appends one child's line (already in the arena from `begin`) and lineage.
+void AddChild(RowLevel* children, size_t begin, std::string_view text, uint32_t parent,
+              uint32_t ordinal, uint64_t top_row) {
+  children->spans.emplace_back(begin, children->arena.size() - begin);
+  children->preload.push_back(text);
   children->alive.push_back(1);
   children->top_row.push_back(top_row);
   children->parent.push_back(parent);
   children->ordinal.push_back(ordinal);
   children->state.push_back(ChildState::kLive);
-  return sample;
+}
+
+// Points a record and a sample of the pools at each child's line, once the
+// arena holds them all (it does not move any more).
+void Materialize(RowLevel* children, const std::string& text_key) {
+  const size_t n = children->spans.size();
+  if (children->record_pool.size() < n) children->record_pool.resize(n);
+  if (children->sample_pool.size() < n) children->sample_pool.resize(n, ops::Sample(nullptr));
+  children->records_of.resize(n);
+  children->samples.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    io::Record& record = children->record_pool[k];
+    record.AssignView(children->line(k));
+    ops::Sample& sample = children->sample_pool[k];
+    sample.Reset(&record);
+    if (children->preload[k].data() != nullptr) {
+      sample.PreloadText(text_key, std::string(children->preload[k]));
+    }
+    children->records_of[k] = &record;
+    children->samples[k] = &sample;
+  }
 }
 
 // "{" and the kept parent fields of a child, raw, each followed by ','.
@@ -118,6 +133,19 @@ bool GatherStat(const ops::GatherStat& stat, RowLevel& children, const ParentLin
 
 }  // namespace
 
+void RowLevel::ClearRows() {
+  records_of.clear();
+  samples.clear();
+  alive.clear();
+  top_row.clear();
+  parent.clear();
+  ordinal.clear();
+  state.clear();
+  arena.clear();
+  spans.clear();
+  preload.clear();
+}
+
 void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, RowLevel* children,
                 std::vector<ParentLineage>* lineage, RegionCounters* counters) {
   const ops::ExpandConfig& config = *region.expand;
@@ -126,11 +154,12 @@ void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, R
   const size_t max_children = static_cast<size_t>(config.max_children);
   lineage->assign(parents.samples.size(), ParentLineage{});
   ops::TextSplit split;
+  const std::string* text_ptr = nullptr;
   for (size_t k = 0; k < parents.samples.size(); ++k) {
     if (!parents.alive[k]) continue;
     ParentLineage& pl = (*lineage)[k];
     pl.expanded = true;
-    pl.first = static_cast<uint32_t>(children->samples.size());
+    pl.first = static_cast<uint32_t>(children->spans.size());
     ++counters->parents_in;
     ops::Sample& parent = *parents.samples[k];
     auto fail = [&](const std::string& type, const std::string& message) {
@@ -140,7 +169,7 @@ void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, R
     // The children see the parent as the operators before the expand left it.
     parent.Commit(false);
     const std::string head = KeptFields(config, *parents.records_of[k], split_key);
-    std::string line;
+    std::string& arena = children->arena;
     if (field_mode) {
       const std::optional<std::string_view> raw = parents.records_of[k]->Find(split_key);
       if (!raw) {
@@ -160,18 +189,20 @@ void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, R
       pl.n = static_cast<uint32_t>(items.size());
       for (size_t j = 0; j < items.size(); ++j) {
         pl.elements.emplace_back(items[j]);
-        line = head;
-        AppendKey(&line, split_key);
-        line.push_back('[');
-        line.append(items[j]);
-        line.append("]}");
-        AddChild(children, std::move(line), static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+        const size_t begin = arena.size();
+        arena.append(head);
+        AppendKey(&arena, split_key);
+        arena.push_back('[');
+        arena.append(items[j]);
+        arena.append("]}");
+        AddChild(children, begin, {}, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
                  parents.top_row[k]);
       }
     } else {
       const std::string* text = nullptr;
       try {
         text = &parent.Text(split_key);
+        text_ptr = text;
       } catch (const ops::OpError& e) {
         fail("expand_error", e.what());
         continue;
@@ -187,17 +218,22 @@ void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, R
       pl.prefix.assign(split.prefix);
       for (size_t j = 0; j < split.pieces.size(); ++j) {
         pl.seps.emplace_back(split.pieces[j].sep);
-        line = head;
-        AppendKey(&line, split_key);
-        io::AppendJsonString(&line, split.pieces[j].text);
-        line.push_back('}');
-        ops::Sample& child = AddChild(children, std::move(line), static_cast<uint32_t>(k),
-                                      static_cast<uint32_t>(j), parents.top_row[k]);
-        child.PreloadText(split_key, std::string(split.pieces[j].text));
+        const size_t begin = arena.size();
+        arena.append(head);
+        AppendKey(&arena, split_key);
+        io::AppendJsonString(&arena, split.pieces[j].text);
+        arena.push_back('}');
+        // An empty piece still has a (non-null) view: it is preloaded too.
+        const std::string_view text = split.pieces[j].text.data() != nullptr
+                                          ? split.pieces[j].text
+                                          : std::string_view(text_ptr->data(), 0);
+        AddChild(children, begin, text, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+                 parents.top_row[k]);
       }
     }
     counters->children_expanded += pl.n;
   }
+  Materialize(children, split_key);
 }
 
 std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& parents,

@@ -5,9 +5,9 @@
 // children's terminal states and first failure), and rebuilding parents from
 // their children by ordinal. The executor runs the operators between.
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "djshard/exec/executor.h"
@@ -32,9 +32,17 @@ struct RowLevel {
   std::vector<uint32_t> parent;  // index into the level above
   std::vector<uint32_t> ordinal;
   std::vector<ChildState> state;
-  std::deque<std::string> lines;  // each child's JSON line (records view them)
-  std::deque<io::Record> records;
-  std::deque<ops::Sample> owned;
+  std::string arena;                             // every child's JSON line, back to back
+  std::vector<std::pair<size_t, size_t>> spans;  // each child's line in the arena
+  std::vector<std::string_view> preload;         // text modes: each child's decoded text
+  // Records and samples are kept from batch to batch (with their memory) and
+  // reused: a batch's children cost no allocation once the pools are warm.
+  std::vector<io::Record> record_pool;
+  std::vector<ops::Sample> sample_pool;
+
+  std::string_view line(size_t k) const { return {arena.data() + spans[k].first, spans[k].second}; }
+  // Forgets the rows, keeping the pools.
+  void ClearRows();
 };
 
 // Why a parent failed: the first failure among its children, or its expansion.

@@ -24,6 +24,12 @@ void AddTokenizeCommand(CLI::App& app, int* exit_code);
 void AddModelCommand(CLI::App& app, int* exit_code);
 void AddJobsCommand(CLI::App& app, int* exit_code);
 void AddMonitorCommand(CLI::App& app, int* exit_code);
+void AddGcCommand(CLI::App& app, int* exit_code);
+void AddStopCommand(CLI::App& app, int* exit_code);
+
+// Prints the jobs under `work_dir` (run and elastic), newest first, as a
+// table or one JSON array; `djshard jobs` and `djshard stop --list`. Returns 0.
+int PrintJobs(const std::string& work_dir, bool running_only, bool as_json);
 
 // A duration option: any positive number of seconds ("0.2", "1.5", "300"),
 // as Data-Juicer takes them; negatives, non-numbers and (unless

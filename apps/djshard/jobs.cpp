@@ -9,6 +9,8 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/exec/job_status.h"
+#include "djshard/store/job.h"
+#include "djshard/store/job_view.h"
 
 namespace djshard::cli {
 
@@ -25,7 +27,7 @@ std::string Duration(double secs) {
 int MonitorExitCode(const exec::RunJobView& v) {
   if (v.status == "completed") return kExitOk;
   if (v.status == "failed") return kExitFailure;
-  if (v.status == "stopped") return 3;
+  if (v.status == "stopped") return kExitStopped;
   return kExitIncomplete;
 }
 
@@ -64,7 +66,82 @@ void PrintView(const exec::RunJobView& v, bool detailed) {
   }
 }
 
+// The same codes for an elastic job; "stopping" is still running.
+int MonitorExitCode(const store::ElasticJobView& v) {
+  if (v.status == "completed") return kExitOk;
+  if (v.status == "failed") return kExitFailure;
+  if (v.status == "stopped") return kExitStopped;
+  return kExitIncomplete;
+}
+
+void PrintView(const store::ElasticJobView& v, bool detailed) {
+  std::printf("job %s (elastic): %s%s\n", v.job_id.c_str(), v.status.c_str(),
+              v.merged ? ", merged" : "");
+  std::printf(
+      "shards: %llu of %llu done, %llu running, %llu failed; rows %llu of %llu; %.0f rows/s",
+      static_cast<unsigned long long>(v.shards_done),
+      static_cast<unsigned long long>(v.shards_total),
+      static_cast<unsigned long long>(v.shards_running),
+      static_cast<unsigned long long>(v.shards_failed),
+      static_cast<unsigned long long>(v.rows_done), static_cast<unsigned long long>(v.rows_total),
+      v.rows_per_sec);
+  if (v.eta_secs) std::printf("; ETA %s", Duration(*v.eta_secs).c_str());
+  std::printf("\n");
+  if (!v.stop.is_null()) {
+    std::printf("stop requested: %s at %s by %s\n", v.stop.value("mode", "").c_str(),
+                v.stop.value("requested_at", "").c_str(), v.stop.value("requested_by", "").c_str());
+  }
+  std::printf("last checkpoint: %s\n",
+              v.last_checkpoint_time.empty() ? "none" : v.last_checkpoint_time.c_str());
+  for (const store::RunningAttempt& a : v.running) {
+    std::printf("  %s  running on %s pid %lld  lock age %.1f s", a.shard_id.c_str(),
+                a.hostname.c_str(), static_cast<long long>(a.pid), a.lock_age_secs);
+    if (!a.current_op.empty()) std::printf("  op %s", a.current_op.c_str());
+    if (a.partitions_total > 0) {
+      std::printf("  partitions %llu/%llu committed",
+                  static_cast<unsigned long long>(a.partitions_committed),
+                  static_cast<unsigned long long>(a.partitions_total));
+    }
+    std::printf("\n");
+  }
+  if (!detailed) return;
+  for (const auto& sh : v.shard_details) {
+    std::printf("  shard %s  %-7s  rows %llu  %s\n", sh["shard_id"].get<std::string>().c_str(),
+                sh["status"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(sh["rows"].get<uint64_t>()),
+                sh["owner"].is_string() ? sh["owner"].get<std::string>().c_str() : "");
+  }
+  for (const auto& op : v.op_totals) {
+    std::printf("  op %llu %-34s rows %llu -> %llu  %.2f s\n",
+                static_cast<unsigned long long>(op["op_idx"].get<uint64_t>()),
+                op["name"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(op["rows_in"].get<uint64_t>()),
+                static_cast<unsigned long long>(op["rows_out"].get<uint64_t>()),
+                op["seconds"].get<double>());
+  }
+}
+
 }  // namespace
+
+int PrintJobs(const std::string& work_dir, bool running_only, bool as_json) {
+  nlohmann::json all = nlohmann::json::array();
+  if (!as_json) {
+    std::printf("%-32s %-8s %-24s %-26s %12s %11s  %s\n", "job", "kind", "status", "start",
+                "duration", "done/total", "host");
+  }
+  for (const store::JobRow& r : store::ListJobs(work_dir, running_only)) {
+    if (as_json) {
+      all.push_back(r.json);
+      continue;
+    }
+    const std::string parts = std::to_string(r.done) + "/" + std::to_string(r.total);
+    std::printf("%-32s %-8s %-24s %-26s %12s %11s  %s\n", r.job_id.c_str(), r.kind.c_str(),
+                r.status.c_str(), r.start_time.c_str(), Duration(r.duration_secs).c_str(),
+                parts.c_str(), r.hostname.c_str());
+  }
+  if (as_json) std::printf("%s\n", all.dump(2).c_str());
+  return kExitOk;
+}
 
 void AddJobsCommand(CLI::App& app, int* exit_code) {
   struct Options {
@@ -72,31 +149,14 @@ void AddJobsCommand(CLI::App& app, int* exit_code) {
     bool running = false, as_json = false;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("jobs", "List the run jobs under a work dir, newest first");
+  CLI::App* cmd =
+      app.add_subcommand("jobs", "List the jobs (run and elastic) under a work dir, newest first");
   cmd->add_option("--work-dir", opt->work_dir, "Directory of job directories (default: .)");
-  cmd->add_flag("--running", opt->running, "Only jobs whose heartbeat is fresh");
+  cmd->add_flag("--running", opt->running,
+                "Only jobs whose heartbeat is fresh (run) or with a live claim (elastic)");
   cmd->add_flag("--json", opt->as_json, "One JSON array");
-  cmd->callback([opt, exit_code]() {
-    nlohmann::json all = nlohmann::json::array();
-    if (!opt->as_json) {
-      std::printf("%-32s %-24s %-26s %12s %11s  %s\n", "job", "status", "start", "duration",
-                  "partitions", "host");
-    }
-    for (const exec::RunJobView& v : exec::ListRunJobs(opt->work_dir)) {
-      if (opt->running && v.status != "running") continue;
-      if (opt->as_json) {
-        all.push_back(v.ToJson(false));
-        continue;
-      }
-      const std::string parts =
-          std::to_string(v.partitions_done) + "/" + std::to_string(v.partitions_total);
-      std::printf("%-32s %-24s %-26s %12s %11s  %s\n", v.job_id.c_str(), v.status.c_str(),
-                  v.start_time.c_str(), Duration(v.duration_secs).c_str(), parts.c_str(),
-                  v.hostname.c_str());
-    }
-    if (opt->as_json) std::printf("%s\n", all.dump(2).c_str());
-    *exit_code = kExitOk;
-  });
+  cmd->callback(
+      [opt, exit_code]() { *exit_code = PrintJobs(opt->work_dir, opt->running, opt->as_json); });
 }
 
 void AddMonitorCommand(CLI::App& app, int* exit_code) {
@@ -107,7 +167,9 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "monitor", "Show a run job's progress: partitions, rows/s, checkpoints, ETA");
+      "monitor",
+      "Show a job's progress: partitions (run) or shards and running attempts (elastic), "
+      "rows/s, checkpoints, ETA");
   cmd->add_option("job", opt->job, "Job directory, or job id under --work-dir")->required();
   cmd->add_option("--work-dir", opt->work_dir, "Directory of job directories (default: .)");
   cmd->add_flag("--detailed", opt->detailed, "A row per partition and per-operator totals");
@@ -115,10 +177,32 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
   AddSecondsOption(cmd, "--interval", &opt->interval, "Seconds between refreshes (default 10)");
   cmd->add_flag("--json", opt->as_json, "One JSON object");
   cmd->callback([opt, exit_code]() {
+    auto is_job = [](const std::string& d) {
+      return std::filesystem::exists(d + "/job_summary.json") || store::IsElasticJobDir(d);
+    };
     std::string dir = opt->job;
-    if (!std::filesystem::exists(dir + "/job_summary.json")) dir = opt->work_dir + "/" + opt->job;
-    if (!std::filesystem::exists(dir + "/job_summary.json")) {
-      throw Error(opt->job, 0, "no such run job", "pass its directory, or its id with --work-dir");
+    if (!is_job(dir)) dir = opt->work_dir + "/" + opt->job;
+    if (!is_job(dir)) {
+      throw Error(opt->job, 0, "no such job", "pass its directory, or its id with --work-dir");
+    }
+    if (store::IsElasticJobDir(dir)) {
+      const store::JobDir job = store::JobDir::Open(dir);
+      for (;;) {
+        const store::ElasticJobView v = store::ReadElasticJob(job);
+        if (opt->watch && !opt->as_json && isatty(STDOUT_FILENO)) {
+          std::fputs("\033[H\033[2J", stdout);
+        }
+        if (opt->as_json) {
+          std::printf("%s\n", v.ToJson(opt->detailed).dump(2).c_str());
+        } else {
+          PrintView(v, opt->detailed);
+        }
+        std::fflush(stdout);
+        *exit_code = MonitorExitCode(v);
+        if (!opt->watch || *exit_code != kExitIncomplete) return;
+        SleepInterruptibly(opt->interval);
+        ThrowIfStopRequested();
+      }
     }
     for (;;) {
       const exec::RunJobView v = exec::ReadRunJob(dir);

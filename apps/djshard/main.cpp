@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   djshard::cli::AddRunCommand(app, &exit_code);
   djshard::cli::AddJobsCommand(app, &exit_code);
   djshard::cli::AddMonitorCommand(app, &exit_code);
+  djshard::cli::AddGcCommand(app, &exit_code);
+  djshard::cli::AddStopCommand(app, &exit_code);
   djshard::cli::AddOpsCommand(app, &exit_code);
   djshard::cli::AddTokenizeCommand(app, &exit_code);
   djshard::cli::AddModelCommand(app, &exit_code);

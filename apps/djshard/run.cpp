@@ -46,6 +46,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       {"partition.target_size_mb", "auto: 128, 256, 512 or 1024 MB per partition (default 256)"},
       {"partition.size", "auto: rows per partition when a row's size estimate is 0"},
       {"partition.max_size_mb", "auto: cap on a partition's estimated size (default 256)"},
+      {"partition.max_concurrent_partitions",
+       "partitions in flight at once, or auto (2); never changes the output"},
       {"checkpoint.enabled", "true or false (default true)"},
       {"checkpoint.strategy", "every_n_ops, every_op, manual or disabled (default every_n_ops)"},
       {"checkpoint.n_ops", "every_n_ops: tap after every n-th operator (default 5)"},

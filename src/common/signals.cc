@@ -11,8 +11,11 @@ namespace djshard {
 
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
+// A JobStop, as an int: set by RequestJobStop and by SIGUSR1 (forced).
+volatile std::sig_atomic_t g_job_stop = 0;
 
 extern "C" void RecordSignal(int sig) { g_signal = sig; }
+extern "C" void RecordForcedJobStop(int) { g_job_stop = static_cast<int>(JobStop::kForced); }
 }  // namespace
 
 void InstallStopHandlers() {
@@ -21,26 +24,33 @@ void InstallStopHandlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  struct sigaction usr {};
+  usr.sa_handler = RecordForcedJobStop;
+  sigemptyset(&usr.sa_mask);
+  sigaction(SIGUSR1, &usr, nullptr);
 }
 
-bool StopRequested() { return g_signal != 0; }
+bool StopRequested() { return g_signal != 0 || JobStopLevel() == JobStop::kForced; }
 
 int StopExitCode() {
   if (g_signal == SIGINT) return kExitInterrupted;
   if (g_signal == SIGTERM) return kExitTerminated;
+  if (JobStopRequested()) return kExitStopped;
   return 0;
 }
 
 void ThrowIfStopRequested() {
-  if (StopRequested()) {
-    throw Error("interrupted by a signal", "nothing was published", StopExitCode());
+  if (!StopRequested()) return;
+  if (g_signal == 0) {
+    throw Error("stopped by djshard stop", "nothing was published", StopExitCode());
   }
+  throw Error("interrupted by a signal", "nothing was published", StopExitCode());
 }
 
 void SleepInterruptibly(double secs, const std::function<bool()>& wake) {
   const double until = MonotonicSeconds() + secs;
   double next_wake_check = MonotonicSeconds() + 0.25;
-  while (!StopRequested() && MonotonicSeconds() < until) {
+  while (!StopRequested() && !JobStopRequested() && MonotonicSeconds() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (wake && MonotonicSeconds() >= next_wake_check) {
       if (wake()) return;
@@ -48,5 +58,11 @@ void SleepInterruptibly(double secs, const std::function<bool()>& wake) {
     }
   }
 }
+
+void RequestJobStop(JobStop level) {
+  if (static_cast<int>(level) > g_job_stop) g_job_stop = static_cast<int>(level);
+}
+
+JobStop JobStopLevel() { return static_cast<JobStop>(static_cast<int>(g_job_stop)); }
 
 }  // namespace djshard

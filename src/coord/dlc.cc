@@ -10,8 +10,10 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/stop_request.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/sha256.h"
+#include "djshard/store/job_summary.h"
 #include "djshard/store/merge.h"
 #include "djshard/store/prepare.h"
 #include "djshard/store/status.h"
@@ -115,6 +117,15 @@ class DlcRun {
                          "stored result of run " + run_id_ + ": exit " + std::to_string(code))};
     }
     deadline_ = MonotonicSeconds() + o_.wait_timeout_secs;
+    // `djshard stop` on the job ends this instance too, whatever its phase.
+    const exec::StopWatcher stop_watch(
+        job_.dir(),
+        [this](const exec::StopRequest& r, JobStop level) {
+          Say(std::string(level == JobStop::kForced ? "forced stop" : "stop") + " requested by " +
+              r.hostname + ":" + std::to_string(r.pid) +
+              (r.reason.empty() ? "" : " (" + r.reason + ")"));
+        },
+        disk_);
     if (std::optional<DlcOutcome> end = Prepare()) return *end;
     if (std::optional<DlcOutcome> end = Work()) return *end;
     if (std::optional<DlcOutcome> end = WaitForShards()) return *end;
@@ -168,9 +179,10 @@ class DlcRun {
     w.say = o_.worker_say;
     w.disk = &disk_;
     store::WorkerOutcome outcome;
+    if (Stopping()) return Stopped();
     PhaseResult r = Capture([&] { outcome = store::RunWorker(w); });
     // A stopped instance hands its shard back; that is no failure of the run.
-    if (StopRequested()) return Stopped();
+    if (Stopping()) return Stopped();
     if (r.code != 0) Error(r.error);
     if (r.code == 0 && outcome.end != store::WorkerEnd::kAborted) {
       r.code = store::WorkerExitCode(outcome);
@@ -189,7 +201,7 @@ class DlcRun {
   std::optional<DlcOutcome> WaitForShards() {
     const store::JobDir job = store::JobDir::Open(job_.dir(), disk_);
     for (;;) {
-      if (StopRequested()) return Stopped();
+      if (Stopping()) return Stopped();
       if (std::optional<DlcOutcome> end = AbortedIfAny()) return end;
       const store::JobStatus s = store::ReadStatus(job);
       if (s.counts.failed > 0) {
@@ -211,7 +223,16 @@ class DlcRun {
       Say("elected as DLC finalize coordinator (" + HostName() + ")");
       std::string message;
       const PhaseResult r = Capture([&] { message = VerifyAndMerge(); });
-      if (r.code != 0) Error(r.error);
+      if (r.code != 0) {
+        Error(r.error);
+        try {
+          // Merge wrote "completed" when it succeeded; a failure is said here.
+          store::WriteJobSummary(store::JobDir::Open(job_.dir(), disk_),
+                                 store::SummaryUpdate{"failed", {}, false, r.error});
+        } catch (const std::exception&) {
+          // The finalize result carries the failure anyway.
+        }
+      }
       coord_.WriteResult("finalize-result.json", "finalize", r, message);
     }
     std::optional<json> fin;
@@ -256,7 +277,7 @@ class DlcRun {
   std::optional<DlcOutcome> WaitForResult(const std::string& name, const std::string& who,
                                           Waiting waiting, std::optional<json>* result) {
     for (*result = coord_.Read(name); !*result; *result = coord_.Read(name)) {
-      if (StopRequested()) return Stopped();
+      if (Stopping()) return Stopped();
       if (waiting == Waiting::kForFinalize) {
         if (std::optional<DlcOutcome> end = AbortedIfAny()) return end;
       } else if (MonotonicSeconds() > deadline_) {
@@ -275,7 +296,12 @@ class DlcRun {
                       error.is_string() ? error.get<std::string>() : "aborted"};
   }
 
-  static DlcOutcome Stopped() { return {DlcEnd::kStopped, StopExitCode(), "stopped by a signal"}; }
+  // SIGINT/SIGTERM, or `djshard stop` of the job.
+  static bool Stopping() { return StopRequested() || JobStopRequested(); }
+  static DlcOutcome Stopped() {
+    return {DlcEnd::kStopped, StopExitCode(),
+            StopExitCode() == kExitStopped ? "stopped by djshard stop" : "stopped by a signal"};
+  }
 
   void Say(const std::string& s) const {
     if (o_.say) o_.say(s);

@@ -160,7 +160,8 @@ YAML::Node ApplyOverrides(const YAML::Node& root, const std::vector<ConfigOverri
 JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
   JobSettings s;
   const Section partition(root, "partition", path);
-  partition.Known({"mode", "num_of_partitions", "target_size_mb", "size", "max_size_mb"});
+  partition.Known({"mode", "num_of_partitions", "target_size_mb", "size", "max_size_mb",
+                   "max_concurrent_partitions"});
   if (auto mode = partition.String("mode")) {
     if (*mode == "auto") {
       s.mode = PartitionMode::kAuto;
@@ -180,6 +181,20 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
   }
   s.size = partition.Positive("size");
   if (auto n = partition.Positive("max_size_mb")) s.max_size_mb = *n;
+  if (const std::optional<YAML::Node> v = partition.Get("max_concurrent_partitions")) {
+    if (!(v->IsScalar() && v->Scalar() == "auto")) {
+      int64_t n = 0;
+      try {
+        n = v->as<int64_t>();
+      } catch (const YAML::Exception&) {
+        n = 0;
+      }
+      if (n < 1 || n > 64) {
+        partition.Fail(*v, "max_concurrent_partitions", "must be auto or a number from 1 to 64");
+      }
+      s.max_concurrent_partitions = static_cast<uint64_t>(n);
+    }
+  }
 
   const Section checkpoint(root, "checkpoint", path);
   checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep", "dir"});
@@ -309,6 +324,11 @@ nlohmann::json EffectiveConfig(const YAML::Node& root, const std::string& datase
   nlohmann::json j = CanonicalJson(root);
   if (!j.is_object()) j = nlohmann::json::object();
   for (const char* key : {"np", "work_dir", "job_id", "event_logging"}) j.erase(key);
+  // How many partitions run at once never changes the output.
+  if (j.contains("partition") && j["partition"].is_object()) {
+    j["partition"].erase("max_concurrent_partitions");
+    if (j["partition"].empty()) j.erase("partition");
+  }
   if (j.contains("checkpoint_dir")) {
     if (!j["checkpoint"].is_object()) j["checkpoint"] = nlohmann::json::object();
     j["checkpoint"]["dir"] = j["checkpoint_dir"];

@@ -40,7 +40,6 @@ struct BatchResult {
   std::string errors;
   std::vector<std::string> taps;  // rows after each tapped operator
   std::vector<uint64_t> tap_rows;
-  std::string tee;  // the output as a zstd frame (compress_taps)
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
   std::vector<RegionCounters> regions;
@@ -559,8 +558,6 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     r->output.push_back('\n');
     ++r->rows_out;
   }
-  r->tee.clear();
-  if (options.compress_taps && options.output_tee) io::AppendZstdFrame(r->output, &r->tee);
 }
 
 // Restores input order. Results arrive from any thread under their batch
@@ -594,7 +591,7 @@ class OrderedWriter {
   void Write(const BatchResult& done) {
     output_.Append(done.output);
     if (options_.output_tee) {
-      options_.output_tee(options_.compress_taps ? done.tee : done.output, done.rows_out);
+      options_.output_tee(done.output, done.rows_out);
     }
     if (options_.tap_sink) {
       for (size_t t = 0; t < done.taps.size(); ++t) {

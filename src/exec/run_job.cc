@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -26,6 +28,7 @@
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "src/exec/job_files.h"
+#include "src/exec/run_stop.h"
 
 namespace djshard::exec {
 
@@ -103,8 +106,9 @@ std::string AppendFile(const std::string& path, io::OutputStream& out) {
   return hash.HexDigest();
 }
 
-uint64_t CountLines(const std::string& path) {
-  std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
+// Rows of a file (decoded); `stored`, when given, hashes its stored bytes.
+uint64_t CountLines(const std::string& path, io::Sha256* stored = nullptr) {
+  std::unique_ptr<io::ByteSource> in = io::OpenInput(path, stored);
   std::vector<char> buf(1 << 20);
   uint64_t lines = 0;
   char last = '\n';
@@ -308,13 +312,15 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
           refuse("size " + std::to_string(st.st_size) + ", the commit says " +
                  std::to_string(c.record.value("size_bytes", uint64_t{0})));
         }
-        if (io::Sha256OfFile(data) != c.record.value("sha256", "")) refuse("sha256 differs");
+        // One read: the stored bytes hashed, the decoded rows counted.
+        io::Sha256 stored;
         uint64_t lines = 0;
         try {
-          lines = CountLines(data);
+          lines = CountLines(data, &stored);
         } catch (const Error& e) {
           refuse(std::string("unreadable: ") + e.what());
         }
+        if (stored.HexDigest() != c.record.value("sha256", "")) refuse("sha256 differs");
         if (lines != c.record.value("rows", uint64_t{0})) refuse("row count differs");
         if (c.record.value("input_partition_sha256", "") != set.digests[partition].sha256) {
           refuse("made from other input rows");
@@ -473,10 +479,22 @@ json PlanJson(const Plan& plan, const std::string& job_id, const std::string& co
 struct OpenTap {
   size_t op_idx = 0;
   std::string rel_path;                          // relative to the checkpoint dir
-  std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes: zstd frames, or rows
+  bool compressed = false;                       // zstd frames, else rows
+  std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes (an intermediate tap)
   std::unique_ptr<io::Sha256> hash;              // of the stored bytes, as they are appended
+  std::unique_ptr<io::OutputStream> final_rows;  // the final tap: the partition's output
   uint64_t rows = 0;
 };
+
+// A partition's committed output: its final tap and its operator errors.
+struct FinalTap {
+  std::string data;    // absolute
+  std::string errors;  // absolute; empty when none were kept
+};
+
+bool IsCompressedName(const std::string& path) {
+  return EndsWithIgnoreCase(path, ".gz") || EndsWithIgnoreCase(path, ".zst");
+}
 
 }  // namespace
 
@@ -612,6 +630,10 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     disk.WriteAtomic(paths.PartitioningInfo(),
                      PartitioningInfoJson(set, job_id, token).dump(2) + "\n");
   } else {
+    if (ClearStopOnResume(paths.dir)) {
+      std::fprintf(stderr, "Cleared the stop request of job %s (kept in metadata/)\n",
+                   job_id.c_str());
+    }
     // Data files without a commit record are garbage of the interrupted run.
     std::error_code ec;
     std::vector<std::string> referenced;
@@ -684,6 +706,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                {"metadata",
                 {{"resume", request.resume.has_value()}, {"num_partitions", set.bounds.size()}}}});
   if (request.job_started) request.job_started(job_id, st.checkpointing());
+  const RunStop stop(paths.dir, events);  // djshard stop (SPEC-checkpoints §9)
 
   ExecSummary total;
   total.operators.resize(num_ops);
@@ -700,44 +723,89 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     io::LineChunker input(inputs.size(), base.batch_bytes, plan.batch_rows,
                           [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
     const size_t last_op = num_ops == 0 ? 0 : num_ops - 1;
-    for (uint64_t p = 0; p < set.bounds.size(); ++p) {
+    // With checkpointing, each partition's output is its final tap; a plain
+    // export is assembled from them at the end (so the output is written once
+    // before that copy), a compressed one is written as the partitions finish.
+    const bool assemble = st.checkpointing() && !IsCompressedName(outcome.export_path);
+    std::vector<FinalTap> finals(set.bounds.size());
+    auto append_final = [&](const FinalTap& done) {
+      output.AppendFile(done.data);
+      if (!done.errors.empty()) AppendFile(done.errors, errors);
+      CrashPoint("final_concat");
+    };
+    // Partitions in flight at once: each runs the executor on its own threads
+    // and writes its own final tap, so order matters only for the export,
+    // assembled at the end. A compressed export (or no final taps) is written
+    // as partitions finish, one at a time.
+    const uint64_t in_flight =
+        std::min<uint64_t>(assemble ? st.max_concurrent_partitions : 1, set.bounds.size());
+    // The input is read once, in order: a partition reads its rows when every
+    // earlier one has read its own (its turn), so partitions overlap where
+    // one drains and the next fills.
+    std::mutex mu;  // guards the counters, the summary, finals and the turn
+    std::condition_variable turn_cv;
+    uint64_t turn = 0;
+    bool aborted = false;
+    auto take_turn = [&](uint64_t p) {
+      std::unique_lock<std::mutex> lock(mu);
+      turn_cv.wait(lock, [&] { return turn == p || aborted; });
+      if (aborted) throw Error("partition " + std::to_string(p) + " stopped: another failed");
+    };
+    auto pass_turn = [&](uint64_t p) {
+      std::lock_guard<std::mutex> lock(mu);
+      turn = p + 1;
+      turn_cv.notify_all();
+    };
+    // Rows of partitions that need no input, skipped only when a later
+    // partition reads (a job resumed whole from final taps reads nothing).
+    // Touched by the partition whose turn it is only.
+    uint64_t rows_to_skip = 0;
+    auto skip_rows = [&](uint64_t p, uint64_t rows) {
+      take_turn(p);
+      rows_to_skip += rows;
+      pass_turn(p);
+    };
+    auto run_partition = [&](uint64_t p) {
       const PartitionBounds& b = set.bounds[p];
       const StartPoint& from = starts[p];
       const double p_start = MonotonicSeconds();
       const uint64_t p_bytes = set.digests[p].size_bytes;
-      total.rows_in += b.rows();
-      total.bytes_in += p_bytes;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        total.rows_in += b.rows();
+        total.bytes_in += p_bytes;
+      }
       if (from.resumed && from.op_idx == last_op) {
         // A finished partition: its final tap is the output, concatenated.
-        input.SkipLines(b.rows());
+        skip_rows(p, b.rows());
         events.Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
-        std::unique_ptr<io::ByteSource> in = io::OpenInput(from.data_path);
-        std::vector<char> buf(1 << 20);
-        uint64_t out_bytes = 0;
-        for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) {
-          output.Append(std::string_view(buf.data(), n));
-          out_bytes += n;
-        }
+        FinalTap done{from.data_path, ""};
         // The partition's operator errors, as its run wrote them.
         if (const std::string rel = from.commit.value("errors_path", ""); !rel.empty()) {
-          AppendFile(paths.Checkpoints() + "/" + rel, errors);
+          done.errors = paths.Checkpoints() + "/" + rel;
         }
-        CrashPoint("final_concat");
+        if (assemble) {
+          finals[p] = done;  // its own slot: no lock needed
+        } else {
+          append_final(done);
+        }
         events.Emit("checkpoint_load", {{"partition_id", p},
                                         {"op_idx", from.op_idx},
                                         {"checkpoint_path", from.commit.value("data_path", "")},
                                         {"checkpoint_sha256", from.commit.value("sha256", "")}});
         ExecSummary part = CountersFrom(from.commit, num_ops);
         part.rows_out = from.commit.value("rows", uint64_t{0});
-        part.bytes_out = out_bytes;
-        AddCounters(total, part, 0);
-        ++resumed;
-        ++completed;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          AddCounters(total, part, 0);
+          ++resumed;
+          ++completed;
+        }
         events.Emit("partition_complete", {{"partition_id", p},
                                            {"status", "resumed"},
                                            {"input_rows", b.rows()},
                                            {"output_rows", part.rows_out}});
-        continue;
+        return;
       }
 
       // The rows: this partition of the input, or the committed tap it resumes from.
@@ -745,7 +813,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       std::unique_ptr<io::LineChunker> tap_reader;
       ExecOptions options = base;
       if (from.resumed) {
-        input.SkipLines(b.rows());
+        skip_rows(p, b.rows());
         exec_inputs = {{from.data_path, from.data_path, from.commit.value("data_path", "")}};
         tap_reader = std::make_unique<io::LineChunker>(
             1, base.batch_bytes, plan.batch_rows,
@@ -758,8 +826,20 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                         {"checkpoint_path", from.commit.value("data_path", "")},
                                         {"checkpoint_sha256", from.commit.value("sha256", "")}});
       } else {
-        input.LimitLines(b.rows());
-        options.source = [&input](io::LineChunk* c) { return input.Next(c); };
+        options.source = [&, p, reading = false, done = false](io::LineChunk* c) mutable {
+          if (done) return false;
+          if (!reading) {
+            take_turn(p);
+            if (rows_to_skip > 0) input.SkipLines(rows_to_skip);
+            rows_to_skip = 0;
+            input.LimitLines(b.rows());
+            reading = true;
+          }
+          if (input.Next(c)) return true;
+          done = true;
+          pass_turn(p);
+          return false;
+        };
       }
       events.Emit("partition_start", {{"partition_id", p}, {"input_rows", b.rows()}});
       std::vector<OpenTap> open;
@@ -767,13 +847,21 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         if (t < options.first_op) continue;
         OpenTap tap;
         tap.op_idx = t;
+        // The final tap is the partition's output as the export gets it, so
+        // that the export can be assembled from the final taps by copying them
+        // (it is never compressed: checkpoint.compression is for the others).
+        tap.compressed = st.compress && t != last_op;
         tap.rel_path = RunJobPaths::TapStem(t, p, set.bounds.size()) + "." + token +
-                       (st.compress ? ".jsonl.zst" : ".jsonl");
-        tap.stream =
-            std::make_unique<io::AtomicFileWriter>(paths.Checkpoints() + "/" + tap.rel_path,
-                                                   /*overwrite=*/false, disk);
-        tap.hash = std::make_unique<io::Sha256>();
-        if (t != last_op) options.taps.push_back(t);
+                       (tap.compressed ? ".jsonl.zst" : ".jsonl");
+        const std::string data = paths.Checkpoints() + "/" + tap.rel_path;
+        if (t == last_op) {
+          tap.final_rows = std::make_unique<io::OutputStream>(data, /*overwrite=*/false, disk);
+          tap.final_rows->HashContent();
+        } else {
+          tap.stream = std::make_unique<io::AtomicFileWriter>(data, /*overwrite=*/false, disk);
+          tap.hash = std::make_unique<io::Sha256>();
+          options.taps.push_back(t);
+        }
         open.push_back(std::move(tap));
       }
       options.compress_taps = st.compress;
@@ -784,15 +872,18 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
           open[i].rows += rows;
           CrashPoint("tap_append");
         };
-        if (open.back().op_idx == last_op) {
-          OpenTap& final_tap = open.back();
-          options.output_tee = [&final_tap](std::string_view bytes, uint64_t rows) {
-            final_tap.stream->Append(bytes);
-            final_tap.hash->Update(bytes);
-            final_tap.rows += rows;
-            CrashPoint("tap_append");
-          };
-        }
+      }
+      // The final tap: the partition's output itself when the export is
+      // assembled from final taps, else a copy teed from the output.
+      io::OutputStream* final_rows =
+          !open.empty() && open.back().final_rows ? open.back().final_rows.get() : nullptr;
+      if (final_rows != nullptr && !assemble) {
+        options.output_tee = [final_rows](std::string_view bytes, uint64_t) {
+          final_rows->Append(bytes);
+          CrashPoint("tap_append");
+        };
+      } else if (final_rows != nullptr) {
+        options.output_tee = [](std::string_view, uint64_t) { CrashPoint("tap_append"); };
       }
       // Op events per (partition, op): start when the partition's first batch
       // enters the operator, complete when its last leaves (SPEC §8).
@@ -834,14 +925,24 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                                          /*overwrite=*/false, disk);
       }
       const ExecSummary part =
-          Execute(plan, exec_inputs, output, part_errors ? part_errors.get() : &errors, options);
+          Execute(plan, exec_inputs, final_rows != nullptr && assemble ? *final_rows : output,
+                  part_errors ? part_errors.get() : &errors, options);
+      // A partition commits only what it read whole.
+      const uint64_t want_rows = from.resumed ? from.commit.value("rows", uint64_t{0}) : b.rows();
+      if (part.rows_in != want_rows) {
+        throw Error(dataset.display, 0,
+                    "partition " + std::to_string(p) + " read " + std::to_string(part.rows_in) +
+                        " rows of " + std::to_string(want_rows),
+                    "the input changed while the job ran; resume it once nothing writes to it");
+      }
       std::string errors_sha;
       if (part_errors) {
         part_errors->Commit();
-        errors_sha = AppendFile(paths.Checkpoints() + "/" + errors_rel, errors);
+        errors_sha = io::Sha256OfFile(paths.Checkpoints() + "/" + errors_rel);
       }
       // Ops before the tap resumed from count what the commit recorded.
       ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
+      std::unique_lock<std::mutex> counters_lock(mu);
       if (from.resumed) {
         for (size_t i = 0; i < options.first_op; ++i) {
           total.operators[i].rows_in += earlier.operators[i].rows_in;
@@ -851,17 +952,25 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         }
       }
       AddCounters(total, part, options.first_op);
+      counters_lock.unlock();
       ExecSummary cumulative = part;
       for (size_t i = 0; i < options.first_op && from.resumed; ++i) {
         cumulative.operators[i] = earlier.operators[i];
       }
       // Commits, earliest operator first: only a commit record makes a checkpoint.
       for (OpenTap& tap : open) {
-        tap.stream->Commit();
+        std::string sha;
+        // Hashed as written: reading the file back would cost a pass.
+        if (tap.final_rows) {
+          tap.final_rows->Commit();
+          sha = tap.final_rows->ContentSha256();
+          tap.rows = part.rows_out;
+        } else {
+          tap.stream->Commit();
+          sha = tap.hash->HexDigest();
+        }
         const std::string data = paths.Checkpoints() + "/" + tap.rel_path;
         CrashPoint("tap_data_published");
-        // Hashed as written: reading the file back would cost a pass.
-        const std::string sha = tap.hash->HexDigest();
         struct stat dst {};
         ::stat(data.c_str(), &dst);
         const int64_t now = NowNanos();
@@ -876,7 +985,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
             {"config_sha256", config_sha},
             {"input_partition_sha256", set.digests[p].sha256},
             {"data_path", tap.rel_path},
-            {"compression", st.compress ? "zstd" : "none"},
+            {"compression", tap.compressed ? "zstd" : "none"},
             {"rows", tap.rows},
             {"size_bytes", static_cast<uint64_t>(dst.st_size)},
             {"sha256", sha},
@@ -895,12 +1004,29 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         const std::string commit_path = paths.Checkpoints() + "/" +
                                         RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
                                         ".commit.json";
+        FinalTap done{data, part_errors ? paths.Checkpoints() + "/" + errors_rel : ""};
         if (!disk.PublishLink(commit_path, record.dump(2) + "\n", paths.Checkpoints())) {
-          // An earlier commit of the same tap stays; this data file is garbage.
+          // An earlier commit of the same tap stays (the same rows: output
+          // never depends on the run); this data file is garbage.
           disk.Unlink(data);
+          const json earlier = json::parse(io::ReadFile(commit_path), nullptr, false);
+          if (!earlier.is_object()) throw Error(commit_path, 0, "not a commit record");
+          done.data = paths.Checkpoints() + "/" + earlier.value("data_path", "");
+          const std::string errors_path = earlier.value("errors_path", "");
+          done.errors = errors_path.empty() ? "" : paths.Checkpoints() + "/" + errors_path;
+        }
+        if (tap.op_idx == last_op) {
+          if (assemble) {
+            finals[p] = done;
+          } else if (done.errors.size() > 0) {
+            AppendFile(done.errors, errors);
+          }
         }
         CrashPoint("tap_committed");
-        summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
+        }
         events.Emit("checkpoint_save", {{"partition_id", p},
                                         {"op_idx", tap.op_idx},
                                         {"op_name", record["op_name"]},
@@ -908,18 +1034,22 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                                         {"checkpoint_sha256", sha},
                                         {"output_rows", tap.rows}});
         if (!st.keep_all) {
-          // keep: latest: older taps of the partition go, record first, then data.
-          const auto all = ListCommits(paths.Checkpoints());
-          const auto mine = all.find(p);
-          if (mine == all.end()) continue;
-          for (const Commit& old : mine->second) {
-            if (old.op_idx >= tap.op_idx) continue;
-            disk.Unlink(old.record_path);
-            disk.Unlink(paths.Checkpoints() + "/" + old.record.value("data_path", ""));
+          // keep: latest: older taps of the partition go, record first, then
+          // data (found by name: other partitions' files are not this one's).
+          for (size_t older = 0; older < tap.op_idx; ++older) {
+            const std::string record_path = paths.Checkpoints() + "/" +
+                                            RunJobPaths::TapStem(older, p, set.bounds.size()) +
+                                            ".commit.json";
+            struct stat rst {};
+            if (::stat(record_path.c_str(), &rst) != 0) continue;
+            const json old = json::parse(io::ReadFile(record_path), nullptr, false);
+            disk.Unlink(record_path);
+            if (old.is_object() && old.value("data_path", json()).is_string()) {
+              disk.Unlink(paths.Checkpoints() + "/" + old["data_path"].get<std::string>());
+            }
           }
         }
       }
-      ++completed;
       const double secs = MonotonicSeconds() - p_start;
       events.Emit("partition_complete",
                   {{"partition_id", p},
@@ -929,6 +1059,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
                    {"output_rows", part.rows_out},
                    {"throughput_rows_per_second",
                     secs > 0 ? json(static_cast<double>(b.rows()) / secs) : json()}});
+      std::lock_guard<std::mutex> lock(mu);
+      ++completed;
       if (MonotonicSeconds() - last_summary >= 1.0) {
         last_summary = MonotonicSeconds();
         summary.j["partitions"]["completed"] = completed;
@@ -940,22 +1072,74 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
         total.seconds = MonotonicSeconds() - start_mono;
         request.progress(total);
       }
+    };
+    if (in_flight <= 1) {
+      for (uint64_t p = 0; p < set.bounds.size(); ++p) {
+        stop.BeforePartition();
+        run_partition(p);
+      }
+    } else {
+      // Partitions are taken in order. The first error stops the others
+      // (those waiting for their turn at once); a stop request only keeps
+      // new partitions from starting, so those in flight finish and commit.
+      std::atomic<uint64_t> next{0};
+      std::exception_ptr failure;
+      bool no_more = false;
+      std::vector<std::thread> runners;
+      for (uint64_t k = 0; k < in_flight; ++k) {
+        runners.emplace_back([&] {
+          for (uint64_t p; (p = next++) < set.bounds.size();) {
+            try {
+              stop.BeforePartition();
+            } catch (...) {
+              std::lock_guard<std::mutex> lock(mu);
+              if (!failure) failure = std::current_exception();
+              no_more = true;
+              return;
+            }
+            try {
+              run_partition(p);
+            } catch (...) {
+              std::lock_guard<std::mutex> lock(mu);
+              if (!failure) failure = std::current_exception();
+              aborted = true;
+              turn_cv.notify_all();
+              return;
+            }
+            std::lock_guard<std::mutex> lock(mu);
+            if (aborted || no_more) return;
+          }
+        });
+      }
+      for (std::thread& t : runners) t.join();
+      if (failure) std::rethrow_exception(failure);
     }
+    if (assemble) {
+      // The export is the final taps one after another, copied by the kernel.
+      for (const FinalTap& done : finals) {
+        append_final(done);
+      }
+    }
+    total.bytes_out = output.bytes_in();
     CrashPoint("before_export_commit");
     output.Commit();
     errors.Commit();
   } catch (const std::exception& e) {
     const int64_t end_ns = NowNanos();
-    summary.j["status"] = "failed";
+    // A stop request or a signal ends the job "stopped", still resumable.
+    const bool stopped = RunStop::Stopping();
+    summary.j["status"] = stopped ? "stopped" : "failed";
+    if (stopped) summary.j["stop"] = stop.SummaryJson();
     summary.j["error_message"] = e.what();
     summary.j["end_time"] = IsoMicros(end_ns);
     summary.j["duration_secs"] = MonotonicSeconds() - start_mono;
     summary.j["partitions"]["completed"] = completed;
     summary.j["partitions"]["resumed"] = resumed;
-    summary.j["partitions"]["failed"] = 1;
+    summary.j["partitions"]["failed"] = stopped ? 0 : 1;
     try {
       summary.Write(disk, paths.Summary());
-      events.Emit("job_failed", {{"status", "failed"}, {"error_message", e.what()}});
+      events.Emit(stopped ? "job_stopped" : "job_failed",
+                  {{"status", stopped ? "stopped" : "failed"}, {"error_message", e.what()}});
     } catch (const std::exception&) {
       // The original error matters more.
     }

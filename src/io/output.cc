@@ -6,11 +6,13 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <vector>
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/fd.h"
+#include "djshard/io/input.h"
 #include "djshard/io/sha256.h"
 
 namespace djshard::io {
@@ -55,6 +57,38 @@ void AtomicFileWriter::WriteAll(std::string_view bytes) {
     writeback_offset_ = file_offset_;
   }
 #endif
+}
+
+uint64_t AtomicFileWriter::AppendFileContents(const std::string& source) {
+  Flush();
+  const ScopedFd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) ThrowSystemError(source, "cannot open");
+  uint64_t copied = 0;
+  bool kernel_copy = true;
+  std::vector<char> buf;
+  for (;;) {
+    ssize_t n = -1;
+    if (kernel_copy) {
+      n = ::copy_file_range(in.get(), nullptr, fd_, nullptr, 64 << 20, 0);
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
+        kernel_copy = false;  // not between these filesystems: copy through memory
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) ThrowSystemError(source + " -> " + temp_path_, "cannot copy");
+    } else {
+      if (buf.empty()) buf.resize(kBufferSize);
+      n = ::read(in.get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) ThrowSystemError(source, "cannot read");
+      if (n > 0) WriteFully(fd_, std::string_view(buf.data(), static_cast<size_t>(n)), temp_path_);
+    }
+    if (n == 0) break;
+    copied += static_cast<uint64_t>(n);
+  }
+  bytes_written_ += copied;
+  file_offset_ += copied;
+  return copied;
 }
 
 void AtomicFileWriter::Flush() {
@@ -162,6 +196,23 @@ void OutputStream::Append(std::string_view bytes) {
       throw Error(file_.path(), 0, std::string("zstd: ") + ZSTD_getErrorName(rc));
     file_.Append(std::string_view(c.buf.data(), out.pos));
   }
+}
+
+uint64_t OutputStream::AppendFile(const std::string& source) {
+  if (!codec_ && !hash_ && !EndsWithIgnoreCase(source, ".gz") &&
+      !EndsWithIgnoreCase(source, ".zst")) {
+    const uint64_t n = file_.AppendFileContents(source);
+    bytes_in_ += n;
+    return n;
+  }
+  std::unique_ptr<ByteSource> in = OpenInput(source);
+  std::vector<char> buf(kBufferSize);
+  uint64_t n = 0;
+  for (size_t got; (got = in->Read(buf.data(), buf.size())) > 0;) {
+    Append(std::string_view(buf.data(), got));
+    n += got;
+  }
+  return n;
 }
 
 void OutputStream::Commit(bool durable) {

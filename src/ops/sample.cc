@@ -44,6 +44,7 @@ const std::string& Sample::Text(const std::string& key) {
                             : io::UnescapeJsonString(*raw);
   texts_.emplace_back(key, std::move(decoded));
   text_changed_.push_back(false);
+  encoded_.emplace_back();
   return texts_.back().second;
 }
 
@@ -51,6 +52,7 @@ void Sample::Reset(io::Record* record) {
   record_ = record;
   texts_.clear();
   text_changed_.clear();
+  encoded_.clear();
   stats_.clear();
   stats_loaded_ = false;
   meta_.clear();
@@ -61,18 +63,23 @@ void Sample::Reset(io::Record* record) {
 void Sample::PreloadText(const std::string& key, std::string value) {
   texts_.emplace_back(key, std::move(value));
   text_changed_.push_back(false);
+  encoded_.emplace_back();
 }
 
 void Sample::SetText(const std::string& key, std::string value) {
   for (size_t i = 0; i < texts_.size(); ++i) {
     if (texts_[i].first == key) {
-      if (texts_[i].second != value) text_changed_[i] = true;
+      if (texts_[i].second != value) {
+        text_changed_[i] = true;
+        encoded_[i].clear();
+      }
       texts_[i].second = std::move(value);
       return;
     }
   }
   texts_.emplace_back(key, std::move(value));
   text_changed_.push_back(true);
+  encoded_.emplace_back();
 }
 
 void Sample::LoadStats() {
@@ -170,43 +177,41 @@ Sample::FieldLookup Sample::LookupField(std::string_view dotted_path) const {
   return result;
 }
 
-void Sample::CommitTo(io::Record* record, bool write_stats) const {
+void Sample::WriteChanges(io::Record* record, bool write_stats, bool last) const {
   for (size_t i = 0; i < texts_.size(); ++i) {
     if (!text_changed_[i]) continue;
-    std::string raw;
-    raw.reserve(texts_[i].second.size() + 16);
-    io::AppendJsonString(&raw, texts_[i].second);
-    record->Set(texts_[i].first, std::move(raw));
-  }
-  if (meta_changed_) record->Set(kMetaKey, ObjectJson(meta_));
-  if (!write_stats) return;
-  record->Set(kStatsKey,
-              ObjectJson(stats_loaded_ ? stats_ : ObjectMembers(record_->Find(kStatsKey))));
-}
-
-void Sample::Commit(bool write_stats) {
-  for (size_t i = 0; i < texts_.size(); ++i) {
-    if (!text_changed_[i]) continue;
-    std::string raw;
-    raw.reserve(texts_[i].second.size() + 16);
-    io::AppendJsonString(&raw, texts_[i].second);
-    record_->Set(texts_[i].first, std::move(raw));
+    // Encoded once: a tap's copy and the final commit share the encoding.
+    if (encoded_[i].empty()) {
+      encoded_[i].reserve(texts_[i].second.size() + 16);
+      io::AppendJsonString(&encoded_[i], texts_[i].second);
+    }
+    record->Set(texts_[i].first, last ? std::move(encoded_[i]) : encoded_[i]);
   }
   if (meta_changed_) {
     // A new __dj__meta__ goes before __dj__stats__, wherever the stats came
     // from (this run's filters, the input, or a checkpoint the run resumed
     // from), so the field order never depends on where a run was resumed.
-    const bool new_meta = !record_->Find(kMetaKey);
-    record_->Set(kMetaKey, ObjectJson(meta_));
+    const bool new_meta = !record->Find(kMetaKey);
+    record->Set(kMetaKey, ObjectJson(meta_));
     if (new_meta) {
-      if (const auto stats = record_->Find(kStatsKey)) {
-        record_->SetLast(kStatsKey, std::string(*stats));
+      if (const auto stats = record->Find(kStatsKey)) {
+        record->SetLast(kStatsKey, std::string(*stats));
       }
     }
   }
   if (!write_stats) return;
-  if (!stats_loaded_) LoadStats();
-  record_->Set(kStatsKey, ObjectJson(stats_));
+  record->Set(kStatsKey,
+              ObjectJson(stats_loaded_ ? stats_ : ObjectMembers(record_->Find(kStatsKey))));
+}
+
+void Sample::CommitTo(io::Record* record, bool write_stats) const {
+  WriteChanges(record, write_stats, /*last=*/false);
+}
+
+void Sample::Commit(bool write_stats) {
+  if (write_stats && !stats_loaded_) LoadStats();
+  WriteChanges(record_, write_stats, /*last=*/true);
+  for (std::string& e : encoded_) e.clear();
 }
 
 }  // namespace djshard::ops

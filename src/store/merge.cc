@@ -17,6 +17,7 @@
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
+#include "djshard/store/job_summary.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
@@ -248,6 +249,11 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
                       {"sha256", v.sha256},
                       {"num_shards", outcome.num_shards}};
   disk.WriteAtomic(job.MergeRecordPath(), merge.dump(2) + "\n");
+  try {
+    WriteJobSummary(job, SummaryUpdate{"completed", {}, false, ""});
+  } catch (const Error&) {
+    // The summary is for people; the merge is done.
+  }
   return outcome;
 }
 

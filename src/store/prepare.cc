@@ -22,6 +22,7 @@
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
+#include "djshard/store/job_summary.h"
 #include "djshard/store/normalize.h"
 #include "src/store/normalize_pass.h"
 
@@ -228,6 +229,13 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   }
   staging.MarkPublished();
   disk.SyncDir(job_path.parent_path().string());
+  // The job's summary says "prepared" until stop, merge or dlc finalize
+  // rewrite it (SPEC-checkpoints §8). It is for people: a failure to write
+  // it does not undo the published job.
+  try {
+    WriteJobSummary(JobDir::Open(job_dir, disk), SummaryUpdate{"prepared", {}, false, ""});
+  } catch (const Error&) {
+  }
   return PrepareOutcome{false, job_dir, std::move(m)};
 }
 

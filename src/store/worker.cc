@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "djshard/common/build_info.h"
@@ -20,12 +21,14 @@
 #include "djshard/common/text.h"
 #include "djshard/exec/executor.h"
 #include "djshard/exec/plan.h"
+#include "djshard/exec/stop_request.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/claim.h"
 #include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
+#include "src/exec/job_files.h"
 
 namespace djshard::store {
 
@@ -90,6 +93,11 @@ class HeartbeatThread {
   int wake_[2] = {-1, -1};
   std::thread thread_;
 };
+
+// Why an attempt was handed back: a signal, or `djshard stop`.
+std::string StopCause() {
+  return StopExitCode() == kExitStopped ? "stopped by djshard stop" : "interrupted by a signal";
+}
 
 // What a worker says when the job directory's filesystem failed under it.
 std::string FilesystemFailure(const Error& e) {
@@ -168,12 +176,14 @@ class Worker {
       return Run();
     } catch (const Error& e) {
       ReleaseAll(e.what());
+      JobEvent(e.code() == kExitStopped ? "job_stopped" : "job_failed", e.what());
       if (!e.IsInfrastructure()) throw;
       outcome_.error = FilesystemFailure(e);
       outcome_.end = WorkerEnd::kFilesystemFailed;
       return outcome_;
-    } catch (...) {
+    } catch (const std::exception& e) {
       ReleaseAll("the worker stopped on an internal error");
+      JobEvent("job_failed", std::string("internal error: ") + e.what());
       throw;
     }
   }
@@ -181,7 +191,8 @@ class Worker {
   WorkerOutcome Run() {
     Setup();
     for (;;) {
-      if (StopRequested()) return End(WorkerEnd::kStopped);
+      // A job stop claims nothing more (SPEC-checkpoints §9).
+      if (StopRequested() || JobStopRequested()) return End(WorkerEnd::kStopped);
       if (options_.aborted && options_.aborted()) return End(WorkerEnd::kAborted);
       CrashPoint("before_claim");
       ClaimSearch search = FindClaim();
@@ -244,6 +255,7 @@ class Worker {
   // Phase 1: everything that can refuse the job, before any claim.
   void Setup() {
     CheckCompatible(job_, options_.allow_version_mismatch);
+    CheckNotStopped();
     CheckJobFilesystem(job_.StateDir(), job_.disk());
     policy_ = job_.manifest().policy;
     if (options_.lease_secs) policy_.lease_secs = *options_.lease_secs;
@@ -257,6 +269,75 @@ class Worker {
         recipe::LoadRecipe(job_.InJob(job_.manifest().recipe_snapshot_path));
     plan_ = std::make_unique<exec::Plan>(exec::CompilePlan(recipe, ops::Registry::Global()));
     threads_ = exec::ThreadCount(options_.threads, recipe, *plan_);
+    // One events file per worker process: appends from several NFS clients
+    // to one file are not atomic (SPEC-checkpoints §8).
+    const int64_t now = NowNanos();
+    events_ = std::make_unique<exec::EventLog>(job_.dir() + "/events_" + exec::StampForName(now) +
+                                                   "_" + HostName() + "_" +
+                                                   std::to_string(::getpid()) + ".jsonl",
+                                               job_.manifest().job_id);
+    events_->Emit("job_start", {{"status", "running"},
+                                {"metadata",
+                                 {{"role", "worker"},
+                                  {"num_shards", job_.manifest().shards.size()},
+                                  {"threads", threads_},
+                                  {"max_shards", options_.max_shards}}}});
+    stop_watch_ = std::make_unique<exec::StopWatcher>(
+        job_.dir(), [this](const exec::StopRequest& r, JobStop level) { OnStop(r, level); },
+        job_.disk());
+  }
+
+  // A worker refuses to start on a stopped job: its stop request must be
+  // cleared first.
+  void CheckNotStopped() const {
+    const std::optional<exec::StopRequest> r = exec::ReadStopRequest(job_.dir(), job_.disk());
+    if (!r) return;
+    std::string who = r->hostname + ":" + std::to_string(r->pid);
+    if (!r->reason.empty()) who += ": " + r->reason;
+    throw Error("job is stopped; djshard stop --clear " + job_.dir(),
+                "stop requested at " + r->requested_at + " by " + who, kExitStopped);
+  }
+
+  // Called by the stop watcher when a stop request is seen or becomes forced.
+  void OnStop(const exec::StopRequest& r, JobStop level) {
+    const bool forced = level == JobStop::kForced;
+    events_->Emit("stop_requested",
+                  {{"status", forced ? "force" : "graceful"},
+                   {"metadata",
+                    {{"mode", r.mode},
+                     {"reason", r.reason.empty() ? nlohmann::json() : nlohmann::json(r.reason)},
+                     {"requested_at", r.requested_at},
+                     {"requested_by", r.hostname + ":" + std::to_string(r.pid)},
+                     {"escalated", forced && r.mode != "force"}}}});
+    std::string why = r.reason.empty() ? "" : " (" + r.reason + ")";
+    if (!forced) {
+      Say("stop requested by " + r.hostname + ":" + std::to_string(r.pid) + why +
+          ": claiming nothing more, finishing the shard in flight");
+    } else {
+      Say(std::string(r.mode == "force" ? "forced stop requested" : "stop grace period passed") +
+          why + ": aborting the shard in flight");
+    }
+  }
+
+  // job_complete, job_failed or job_stopped of this worker process.
+  void JobEvent(const std::string& type, const std::string& error = "") {
+    if (!events_) return;
+    try {
+      nlohmann::json fields = {
+          {"status", type == "job_complete"  ? "completed"
+                     : type == "job_stopped" ? "stopped"
+                                             : "failed"},
+          {"metadata",
+           {{"shards_taken", outcome_.shards_taken}, {"shards_failed", outcome_.shards_failed}}}};
+      if (type == "job_stopped") {
+        fields["metadata"]["cause"] = error;
+      } else if (!error.empty()) {
+        fields["error_message"] = error;
+      }
+      events_->Emit(type, fields);
+    } catch (const std::exception&) {
+      // The job's outcome matters more than its event.
+    }
   }
 
   // Phase 2: one look at the job; claims the first claimable shard in manifest
@@ -354,6 +435,12 @@ class Worker {
                std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
     a.heartbeat = std::make_unique<HeartbeatThread>(store_, claim, policy_.heartbeat_secs, &a.lost);
     a.start = MonotonicSeconds();
+    // A shard is processed as one partition: partition events name the shard
+    // and the attempt, without a partition_id.
+    events_->Emit("partition_start", {{"shard_id", claim.shard_id()},
+                                      {"attempt_token", claim.token()},
+                                      {"input_rows", shard->rows},
+                                      {"metadata", {{"attempt_number", claim.attempt_number()}}}});
     std::string error;
     try {
       const std::string path = job_.InJob(shard->path);
@@ -367,6 +454,26 @@ class Worker {
       exec_options.threads = threads_;
       exec_options.cancel = &a.lost;
       exec_options.shard_id = shard->id;  // lineage errors name records by shard and row
+      std::vector<double> op_started(plan_->operators.size(), 0);
+      exec_options.op_event = [&](size_t i, const exec::OperatorCounters* done) {
+        if (done == nullptr) {
+          op_started[i] = MonotonicSeconds();
+          events_->Emit("op_start", {{"shard_id", claim.shard_id()},
+                                     {"attempt_token", claim.token()},
+                                     {"op_idx", i},
+                                     {"op_name", plan_->operators[i].op->name()}});
+          return;
+        }
+        events_->Emit("op_complete", {{"shard_id", claim.shard_id()},
+                                      {"attempt_token", claim.token()},
+                                      {"op_idx", i},
+                                      {"op_name", done->name},
+                                      {"status", "completed"},
+                                      {"duration_secs", MonotonicSeconds() - op_started[i]},
+                                      {"metadata", {{"busy_secs", done->seconds}}},
+                                      {"input_rows", done->rows_in},
+                                      {"output_rows", done->rows_out}});
+      };
       a.log.Line("running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
                  std::to_string(threads_) + " thread(s) on " + shard->path);
       a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
@@ -382,9 +489,8 @@ class Worker {
     a.errors.reset();
     if (!a.infrastructure_error.empty()) return HandBack(a, a.infrastructure_error);
     if (StopRequested()) {
-      a.log.Line("interrupted by a signal; handing the shard back");
-      store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted,
-                              "interrupted by a signal");
+      a.log.Line(StopCause() + "; handing the shard back");
+      store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted, StopCause());
       store_.Release(claim);
       return AttemptStatus::kInterrupted;
     }
@@ -546,8 +652,25 @@ class Worker {
     if (!a.infrastructure_error.empty() && outcome_.error.empty()) {
       outcome_.error = a.infrastructure_error;
     }
+    const double elapsed = MonotonicSeconds() - a.start;
+    try {
+      const bool done = status == AttemptStatus::kDone;
+      nlohmann::json fields = {{"shard_id", a.claim.shard_id()},
+                               {"attempt_token", a.claim.token()},
+                               {"status", done ? "completed" : AttemptStatusName(status)},
+                               {"duration_secs", elapsed},
+                               {"input_rows", a.summary.rows_in},
+                               {"output_rows", a.summary.rows_out}};
+      if (done && elapsed > 0) {
+        fields["throughput_rows_per_second"] = static_cast<double>(a.summary.rows_in) / elapsed;
+      }
+      if (!done) fields["error_message"] = AttemptError(a);
+      events_->Emit(done ? "partition_complete" : "partition_failed", fields);
+    } catch (const std::exception&) {
+      // An event that cannot be written does not change the attempt.
+    }
     char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f", MonotonicSeconds() - a.start);
+    std::snprintf(secs, sizeof secs, "%.2f", elapsed);
     if (status == AttemptStatus::kDone) {
       Say("finished " + a.claim.shard_id() + " in " + secs + " s");
       return;
@@ -555,6 +678,16 @@ class Worker {
     Say(std::string(AttemptStatusName(status)) + " " + a.claim.shard_id() + " after " + secs +
         " s");
     if (status == AttemptStatus::kFailed) ++outcome_.shards_failed;
+  }
+
+  // The error its attempt.json records, for the attempt's event.
+  std::string AttemptError(const Attempt& a) const {
+    try {
+      const std::string path = JobPaths::AttemptRecordPath(a.claim.attempt_dir());
+      return AttemptRecord::FromJson(job_.disk().Read(path), path).error;
+    } catch (const Error&) {
+      return a.infrastructure_error;
+    }
   }
 
   // Hands back the claim being processed and waits for the one being
@@ -580,6 +713,26 @@ class Worker {
     Settle();
     if (!outcome_.error.empty() && end != WorkerEnd::kStopped) end = WorkerEnd::kFilesystemFailed;
     outcome_.end = end;
+    switch (end) {
+      case WorkerEnd::kJobComplete:
+      case WorkerEnd::kMaxShards:
+        JobEvent("job_complete");
+        break;
+      case WorkerEnd::kStopped:
+        if (StopExitCode() == kExitStopped) Say("stopped by djshard stop");
+        JobEvent("job_stopped", StopCause());
+        break;
+      case WorkerEnd::kJobFailed:
+      case WorkerEnd::kClaimFailed:
+        JobEvent("job_failed", "the job has failed shards");
+        break;
+      case WorkerEnd::kAborted:
+        JobEvent("job_failed", "aborted");
+        break;
+      case WorkerEnd::kFilesystemFailed:
+        JobEvent("job_failed", outcome_.error);
+        break;
+    }
     return outcome_;
   }
 
@@ -599,6 +752,9 @@ class Worker {
   Policy policy_;
   std::unique_ptr<exec::Plan> plan_;
   int threads_ = 1;
+  std::unique_ptr<exec::EventLog> events_;  // this process's events file
+  // Declared after events_ and say: its callback uses them until it is destroyed.
+  std::unique_ptr<exec::StopWatcher> stop_watch_;
   WorkerOutcome outcome_;
   std::unique_ptr<Attempt> current_;  // the attempt being processed on this thread
   std::optional<Pending> pending_;    // last: its publisher uses the members above

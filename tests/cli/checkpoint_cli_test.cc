@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -409,7 +410,8 @@ TEST_F(CheckpointCli, KillAtAnyPointThenResumeGivesTheUninterruptedBytes) {
 
 TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
   Write("data.jsonl", Rows(40));
-  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  // One partition at a time, so that the kill below leaves partitions 0-2 committed.
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n");
   // Killed after two partitions committed their final tap.
   const Spawned run = Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"},
                             {"DJSHARD_TEST_KILL_AT=tap_committed@3"});
@@ -525,6 +527,129 @@ TEST_F(CheckpointCli, DataFileWithoutCommitRecordIsNeverLoaded) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const json& e : Events(Path("out/k"))) EXPECT_NE(e["event_type"], "checkpoint_load");
   EXPECT_NE(r.out.find("0 taken from checkpoints"), std::string::npos) << r.out;
+}
+
+// partition.max_concurrent_partitions runs partitions side by side; the
+// output, errors and stats never depend on it, and it may change on --resume.
+TEST_F(CheckpointCli, PartitionsInFlightNeverChangeTheOutput) {
+  Write("data.jsonl", Rows(300));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 6\ncheckpoint:\n  n_ops: 2\n",
+         std::string(kFiveOps) + "      batch_size: 16\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
+                 "--partition.max_concurrent_partitions", "1", "--threads", "1"})
+                .exit_code,
+            0);
+  const std::string want = Read("ref.jsonl");
+  const std::string want_errors = Read("ref.jsonl.errors.jsonl");
+  EXPECT_NE(want_errors, "");
+  const json want_stats = json::parse(Read("ref.jsonl.stats.json"));
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"2", "1"}, {"3", "2"}, {"auto", "3"}, {"6", "4"}};
+  for (const auto& [k, threads] : runs) {
+    const std::string out = "k" + k + ".jsonl";
+    const CliResult r =
+        Run({"run", "--config", "recipe.yaml", "--job_id", "j" + k, "--export-path", out,
+             "--partition.max_concurrent_partitions", k, "--threads", threads});
+    ASSERT_EQ(r.exit_code, 0) << k << "\n" << r.err;
+    EXPECT_EQ(Read(out), want) << k;
+    EXPECT_EQ(Read(out + ".errors.jsonl"), want_errors) << k;
+    const json stats = json::parse(Read(out + ".stats.json"));
+    EXPECT_EQ(stats["rows_out"], want_stats["rows_out"]) << k;
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(stats["operators"][i]["rows_out"], want_stats["operators"][i]["rows_out"]) << k;
+    }
+  }
+  // Killed with three in flight, resumed with one: the same bytes.
+  ASSERT_EQ(WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "x",
+                           "--partition.max_concurrent_partitions", "3"},
+                          {"DJSHARD_TEST_KILL_AT=tap_committed@7"}))
+                .exit_code,
+            128 + SIGKILL);
+  CliResult r = Run({"run", "--config", "recipe.yaml", "--resume", "x",
+                     "--partition.max_concurrent_partitions", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), want);
+
+  // A bad value is refused before anything is written.
+  for (const std::string bad : {"0", "many", "65"}) {
+    r = Run({"run", "--config", "recipe.yaml", "--job_id", "bad",
+             "--partition.max_concurrent_partitions", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("'partition.max_concurrent_partitions' must be auto or a number"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(Exists("out/bad"));
+  }
+  // An operator error that stops the run stops every partition in flight.
+  Write("strict.yaml",
+        "dataset_path: data.jsonl\nexport_path: out/strict.jsonl\nskip_op_error: false\n"
+        "partition:\n  mode: manual\n  num_of_partitions: 6\n"
+        "  max_concurrent_partitions: 3\nprocess:\n" +
+            std::string(kFiveOps));
+  r = Run({"run", "--config", "strict.yaml", "--job_id", "strict"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("failed"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists("out/strict.jsonl"));
+  EXPECT_EQ(json::parse(Read("out/strict/job_summary.json"))["status"], "failed");
+}
+
+// `djshard gc` removes what a killed run left that no commit names, never
+// while the run may be alive, and never a committed checkpoint.
+TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
+  Write("data.jsonl", Rows(40));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
+                .exit_code,
+            0);
+  // Killed between the second final tap's data file and its commit record.
+  ASSERT_EQ(WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"},
+                          {"DJSHARD_TEST_KILL_AT=tap_data_published@2"}))
+                .exit_code,
+            128 + SIGKILL);
+  Write("out/k/checkpoints/checkpoint_op_0004_partition_00003.x.jsonl.tmp.0123", "torn");
+  const std::vector<std::string> commits = Commits("k");
+  ASSERT_EQ(commits.size(), 1u);
+  const json commit = json::parse(Read("out/k/checkpoints/" + commits[0]));
+  const std::string kept = commit["data_path"], kept_errors = commit["errors_path"];
+  std::vector<std::string> garbage;
+  for (const std::string& n : List("out/k/checkpoints")) {
+    if (n.rfind("checkpoint_op_", 0) == 0 && n.find(".commit.json") == std::string::npos &&
+        n != kept && n != kept_errors) {
+      garbage.push_back(n);
+    }
+  }
+  // The uncommitted tap, its errors file and the torn temp file.
+  ASSERT_EQ(garbage.size(), 3u);
+
+  // The heartbeat is fresh: the run may still be writing.
+  CliResult r = Run({"gc", "k", "--work-dir", "out"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("job k is running"), std::string::npos) << r.err;
+  EXPECT_TRUE(Exists("out/k/checkpoints/" + garbage[0]));
+
+  fs::last_write_time(Path("out/k/heartbeat"),
+                      fs::file_time_type::clock::now() - std::chrono::minutes(2));
+  r = Run({"gc", Path("out/k"), "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("would remove"), std::string::npos) << r.out;
+  for (const std::string& n : garbage) EXPECT_TRUE(Exists("out/k/checkpoints/" + n)) << n;
+
+  r = Run({"gc", "k", "--work-dir", "out", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["removed"].size(), 3u) << r.out;
+  EXPECT_EQ(j["commits_kept"], 1);
+  for (const std::string& n : garbage) EXPECT_FALSE(Exists("out/k/checkpoints/" + n)) << n;
+  EXPECT_TRUE(Exists("out/k/checkpoints/" + kept));
+  EXPECT_TRUE(Exists("out/k/checkpoints/" + kept_errors));
+  EXPECT_EQ(Commits("k"), commits);
+
+  // The job resumes from what gc kept, to the uninterrupted bytes.
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  EXPECT_NE(r.out.find("1 taken from checkpoints"), std::string::npos) << r.out;
+  EXPECT_EQ(Run({"gc", "nosuch", "--work-dir", "out"}).exit_code, 2);
 }
 
 TEST_F(CheckpointCli, JobIdRulesAndResumeOfAMissingJob) {

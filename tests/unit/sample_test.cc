@@ -102,5 +102,30 @@ TEST(Sample, NewMetaGoesBeforeStatsWhereverTheStatsCameFrom) {
   EXPECT_EQ(Out(resumed), want);
 }
 
+// A tap's copy (CommitTo) has the bytes Commit gives, field order included,
+// and leaves the sample able to commit the same again.
+TEST(Sample, CommitToWritesWhatCommitWritesAndLeavesTheSample) {
+  io::Record record;
+  record.Assign("{\"text\":\"a  b\",\"__dj__stats__\":{\"n\":1}}");
+  Sample s(&record);
+  s.SetText("text", "a \"b\"");
+  s.SetMeta("label", "\"x\"");
+  io::Record copy = record;
+  s.CommitTo(&copy, true);
+  const std::string want =
+      "{\"text\":\"a \\\"b\\\"\",\"__dj__meta__\":{\"label\":\"x\"},\"__dj__stats__\":{\"n\":1}}";
+  EXPECT_EQ(Out(copy), want);
+  EXPECT_EQ(Out(record), "{\"text\":\"a  b\",\"__dj__stats__\":{\"n\":1}}");
+  // A later change is seen by the next commit, not the cached encoding.
+  s.SetText("text", "c");
+  io::Record second = record;
+  s.CommitTo(&second, true);
+  s.Commit(true);
+  const std::string want_c =
+      "{\"text\":\"c\",\"__dj__meta__\":{\"label\":\"x\"},\"__dj__stats__\":{\"n\":1}}";
+  EXPECT_EQ(Out(second), want_c);
+  EXPECT_EQ(Out(record), want_c);
+}
+
 }  // namespace
 }  // namespace djshard::ops

@@ -11,6 +11,7 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitIncomplete = 1,  // status: the job is not finished yet
   kExitFailure = 2,     // bad input, refused request, failed shard or failed verification
+  kExitStopped = 3,     // stopped by `djshard stop` (SPEC-checkpoints §9)
   kExitTempFail = 75,   // worker: the job directory's filesystem failed (full, read-only, I/O)
   kExitInterrupted = 130,
   kExitTerminated = 143,

@@ -41,7 +41,7 @@ enum class DlcEnd {
   kPrepareFailed,   // the prepare coordinator failed
   kAborted,         // an instance (maybe this one) published a failure
   kFinalizeFailed,  // the finalize coordinator failed
-  kStopped,         // SIGINT/SIGTERM
+  kStopped,         // SIGINT/SIGTERM, or `djshard stop` (exit 3)
 };
 
 struct DlcOutcome {

@@ -29,6 +29,8 @@ struct JobSettings {
   uint64_t target_size_mb = 256;   // auto: 128, 256, 512 or 1024
   std::optional<uint64_t> size;    // auto: rows when a row's size estimate is 0
   uint64_t max_size_mb = 256;      // auto: byte cap
+  // Partitions in flight at once in one process; `auto` is 2.
+  uint64_t max_concurrent_partitions = 2;
   bool checkpoint_enabled = true;
   TapStrategy strategy = TapStrategy::kEveryNOps;
   uint64_t n_ops = 5;

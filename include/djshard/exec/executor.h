@@ -83,10 +83,11 @@ struct ExecOptions {
   // Called by one thread at a time, in input order, with a batch's rows after
   // taps[tap_index] and how many they are.
   std::function<void(size_t tap_index, std::string_view bytes, uint64_t rows)> tap_sink;
-  // Called by one thread at a time, in input order, with each batch's output.
+  // Called by one thread at a time, in input order, with each batch's output
+  // (the same bytes the output gets, never compressed).
   std::function<void(std::string_view bytes, uint64_t rows)> output_tee;
-  // Tap and tee bytes are each batch's rows as one zstd frame, compressed by
-  // the thread that ran the batch (so compression runs on every thread).
+  // Tap bytes are each batch's rows as one zstd frame, compressed by the
+  // thread that ran the batch (so compression runs on every thread).
   bool compress_taps = false;
   // When set, called once per operator at or after first_op with `done` null
   // when the first batch enters it, then with the operator's counters over

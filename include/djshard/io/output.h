@@ -26,6 +26,10 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void Append(std::string_view bytes);
+  // Appends the whole content of the file at `source` as it is stored, copied
+  // by the kernel (copy_file_range: a reflink or a server-side copy where the
+  // filesystem offers one). Returns the bytes appended.
+  uint64_t AppendFileContents(const std::string& source);
   // Flushes, fsyncs, renames into place and fsyncs the directory. Without
   // `durable` only flushes and renames (a file no protocol step relies on).
   void Commit(bool durable = true);
@@ -64,6 +68,10 @@ class OutputStream {
   OutputStream& operator=(const OutputStream&) = delete;
 
   void Append(std::string_view bytes);
+  // Appends the decoded content of the file at `source` (decompressed when
+  // its name ends in .gz or .zst); a plain file into a plain stream is copied
+  // by the kernel. Returns the uncompressed bytes appended.
+  uint64_t AppendFile(const std::string& source);
   // Finishes the compressed stream and commits the file (see AtomicFileWriter).
   void Commit(bool durable = true);
   // Uncompressed bytes appended so far.

@@ -79,10 +79,14 @@ class Sample {
 
  private:
   void LoadStats();
+  // Writes the changes into `record`; `last` lets the encoded texts go.
+  void WriteChanges(io::Record* record, bool write_stats, bool last) const;
 
   io::Record* record_;
   std::vector<std::pair<std::string, std::string>> texts_;  // key -> decoded
   std::vector<bool> text_changed_;
+  // JSON encoding of each changed text, once made (empty: not yet).
+  mutable std::vector<std::string> encoded_;
   std::vector<std::pair<std::string, std::string>> stats_;  // key -> raw JSON
   bool stats_loaded_ = false;
   std::vector<std::pair<std::string, std::string>> meta_;  // key -> raw JSON

@@ -32,8 +32,10 @@ enum class WorkerEnd {
   kJobFailed,    // the job ended with failed shards
   kMaxShards,    // --max-shards reached, no claim of this worker failed
   kClaimFailed,  // --max-shards reached, a claim of this worker failed
-  kStopped,      // SIGINT/SIGTERM: the running attempt was handed back
-  kAborted,      // options.aborted said so
+  // SIGINT/SIGTERM or `djshard stop`: nothing more was claimed, and the
+  // running attempt was finished (graceful stop) or handed back "interrupted"
+  kStopped,
+  kAborted,  // options.aborted said so
   // The job directory's filesystem failed (full, read-only, I/O error): the
   // attempt was handed back as "interrupted"; outcome.error says why.
   kFilesystemFailed,
@@ -53,12 +55,15 @@ struct WorkerOutcome {
 // directory's filesystem (Error::IsInfrastructure) is not the shard's: the
 // attempt is handed back as "interrupted" and the worker ends with
 // kFilesystemFailed. On any other error every claim is handed back before the
-// Error is thrown.
+// Error is thrown. A job with a stop request is refused (Error, exit 3); one
+// requested while it runs is seen within kStopPollSecs (SPEC-checkpoints §9).
+// Each worker process appends its events to its own
+// events_<ts>_<host>_<pid>.jsonl in the job directory.
 WorkerOutcome RunWorker(const WorkerOptions& options);
 
 // The exit code SPEC "worker" gives an outcome: 0 for kJobComplete and
-// kMaxShards, 2 for kJobFailed and kClaimFailed, 130/143 for kStopped (by the
-// signal received), 75 for kFilesystemFailed. kAborted has no code of its
+// kMaxShards, 2 for kJobFailed and kClaimFailed, 130/143 for kStopped by a
+// signal, 3 for kStopped by `djshard stop`, 75 for kFilesystemFailed. kAborted has no code of its
 // own: its caller knows why.
 int WorkerExitCode(const WorkerOutcome& outcome);
 

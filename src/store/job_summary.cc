@@ -1,0 +1,109 @@
+// job_summary.json of an elastic job directory (SPEC-checkpoints §8).
+#include "djshard/store/job_summary.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/text.h"
+#include "djshard/store/records.h"
+#include "djshard/store/status.h"
+
+namespace djshard::store {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+int64_t ParseIsoNanos(const std::string& iso) {
+  std::tm tm{};
+  char frac[16] = {0};
+  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6) {
+    return 0;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::string f = std::string(frac).substr(0, 9);
+  while (f.size() < 9) f.push_back('0');
+  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + std::atoll(f.c_str());
+}
+}  // namespace
+
+void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
+  const Manifest& m = job.manifest();
+  const std::string path = job.dir() + "/job_summary.json";
+  json old;
+  if (job.disk().Stat(path)) {
+    try {
+      old = json::parse(job.disk().Read(path), nullptr, false);
+    } catch (const std::exception&) {
+      old = json();
+    }
+  }
+  const JobStatus status = ReadStatus(job);
+  uint64_t rows_out = 0;
+  for (const ShardStatus& sh : status.shards) {
+    if (sh.state != ShardState::kDone) continue;
+    try {
+      const std::string done = job.DonePath(sh.shard->id);
+      rows_out += DoneRecord::FromJson(job.disk().Read(done), done).rows;
+    } catch (const std::exception&) {
+      // An unreadable record counts no rows; merge will refuse it.
+    }
+  }
+  const int64_t now = NowNanos();
+  const int64_t start = ParseIsoNanos(m.created_at);
+  const bool ended =
+      update.status == "completed" || update.status == "failed" || update.status == "stopped";
+  json stop = old.is_object() && old.contains("stop") ? old["stop"] : json();
+  if (update.clear_stop) stop = nullptr;
+  if (update.stop) {
+    stop = {{"requested_at", update.stop->requested_at},
+            {"mode", update.stop->mode},
+            {"reason", update.stop->reason.empty() ? json() : json(update.stop->reason)},
+            {"requested_by", update.stop->hostname + ":" + std::to_string(update.stop->pid)}};
+  }
+  const json summary = {
+      {"job_id", m.job_id},
+      {"executor_type", "djshard"},
+      {"status", update.status},
+      {"config_file", m.recipe_source_path},
+      {"config_sha256", m.recipe_sha256},
+      {"work_dir", fs::path(job.dir()).parent_path().string()},
+      {"job_dir", job.dir()},
+      {"start_time", m.created_at},
+      {"end_time", ended ? json(FormatUtcIso8601(now)) : json()},
+      {"duration_secs", ended && start > 0 ? json(static_cast<double>(now - start) / 1e9) : json()},
+      // Elastic jobs resume by themselves: any worker takes the job up again.
+      {"resume_token", m.job_id},
+      {"resumption_command", "djshard worker --job-dir " + job.dir()},
+      {"error_message", update.error_message.empty() ? json() : json(update.error_message)},
+      {"hostname", HostName()},
+      {"pid", ::getpid()},
+      {"shards",
+       {{"total", status.total},
+        {"completed", status.counts.done},
+        {"failed", status.counts.failed},
+        {"running", status.counts.running}}},
+      // A shard is processed as one partition unless it checkpoints its own.
+      {"partitions",
+       {{"total", status.total},
+        {"completed", status.counts.done},
+        {"failed", status.counts.failed},
+        {"resumed", 0}}},
+      {"rows", {{"in", m.total_rows}, {"out", rows_out}}},
+      {"checkpointing",
+       {{"strategy", "disabled"},
+        {"n_ops", nullptr},
+        {"op_names", json::array()},
+        {"last_checkpoint_time", nullptr},
+        {"resumable", true},
+        {"checkpoint_dir", job.dir() + "/checkpoints"}}},
+      {"stop", stop}};
+  job.disk().WriteAtomic(path, summary.dump(2) + "\n");
+}
+
+}  // namespace djshard::store

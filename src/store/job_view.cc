@@ -1,0 +1,280 @@
+// `djshard monitor` and `djshard jobs` on elastic job directories
+// (SPEC-checkpoints §8): state files, checkpoints and events, never a write.
+#include "djshard/store/job_view.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/exec/job_status.h"
+#include "djshard/exec/stop_request.h"
+#include "djshard/store/records.h"
+#include "djshard/store/status.h"
+
+namespace djshard::store {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+int64_t ParseIsoNanos(const std::string& iso) {
+  std::tm tm{};
+  char frac[16] = {0};
+  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6) {
+    return 0;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::string f = std::string(frac).substr(0, 9);
+  while (f.size() < 9) f.push_back('0');
+  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + std::atoll(f.c_str());
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Partitions of a shard that checkpoints its own (checkpoints/<shard>/):
+// total from partitioning_info.json, committed = partitions with a commit.
+void ReadShardCheckpoints(const std::string& dir, RunningAttempt* a, std::string* last) {
+  const std::string info = dir + "/partitioning_info.json";
+  if (!IsFile(info)) return;
+  const json j = json::parse(io::ReadFile(info), nullptr, false);
+  if (j.is_object()) a->partitions_total = j.value("num_partitions", uint64_t{0});
+  std::set<uint64_t> committed;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 12 || name.compare(name.size() - 12, 12, ".commit.json") != 0) continue;
+    const json c = json::parse(io::ReadFile(e.path().string()), nullptr, false);
+    if (!c.is_object()) continue;
+    committed.insert(c.value("partition_id", uint64_t{0}));
+    *last = std::max(*last, c.value("created_at", std::string()));
+  }
+  a->partitions_committed = committed.size();
+}
+
+// True when `dir` has an entry (an attempt was made).
+bool Tried(const std::string& dir) {
+  std::error_code ec;
+  const fs::directory_iterator it(dir, ec);
+  return !ec && it != fs::directory_iterator();
+}
+
+}  // namespace
+
+bool IsElasticJobDir(const std::string& dir) { return IsFile(dir + "/manifest.json"); }
+
+ElasticJobView ReadElasticJob(const JobDir& job) {
+  ElasticJobView v;
+  const Manifest& m = job.manifest();
+  v.job_id = m.job_id;
+  v.job_dir = job.dir();
+  v.start_time = m.created_at;
+  v.rows_total = m.total_rows;
+  const JobStatus status = ReadStatus(job);
+  v.shards_total = status.total;
+  v.shards_done = status.counts.done;
+  v.shards_failed = status.counts.failed;
+  v.shards_running = status.counts.running;
+  v.shards_stale = status.counts.stale;
+  v.merged = IsFile(job.MergeRecordPath());
+
+  std::set<std::string> hosts;
+  std::map<std::string, RunningAttempt*> by_token;
+  std::map<size_t, json> ops;  // by op index
+  int64_t first_start = 0, last_done = 0;
+  v.running.reserve(status.shards.size());
+  for (const ShardStatus& sh : status.shards) {
+    json row = {{"shard_id", sh.shard->id},
+                {"status", ShardStateName(sh.state)},
+                {"rows", sh.shard->rows},
+                {"owner", sh.owner.empty() ? json() : json(sh.owner)}};
+    if (!sh.owner.empty()) hosts.insert(sh.owner);
+    if (sh.state == ShardState::kDone) {
+      v.rows_done += sh.shard->rows;
+      try {
+        const std::string path = job.DonePath(sh.shard->id);
+        const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
+        row["rows_out"] = done.rows;
+        const int64_t end = ParseIsoNanos(done.completed_at);
+        const int64_t begin = end - static_cast<int64_t>(done.seconds * 1e9);
+        if (end > 0) {
+          last_done = std::max(last_done, end);
+          first_start = first_start == 0 ? begin : std::min(first_start, begin);
+        }
+        for (size_t i = 0; i < done.op_stats.size(); ++i) {
+          const exec::OperatorCounters& c = done.op_stats[i];
+          json& t = ops[i];
+          if (t.is_null()) {
+            t = {
+                {"op_idx", i}, {"name", c.name}, {"rows_in", 0}, {"rows_out", 0}, {"seconds", 0.0}};
+          }
+          t["rows_in"] = t["rows_in"].get<uint64_t>() + c.rows_in;
+          t["rows_out"] = t["rows_out"].get<uint64_t>() + c.rows_out;
+          t["seconds"] = t["seconds"].get<double>() + c.seconds;
+        }
+      } catch (const std::exception&) {
+        // An unreadable done record: the shard still counts as done.
+      }
+    }
+    if (sh.error.size()) row["error"] = sh.error;
+    if (sh.state == ShardState::kRunning && sh.lock) {
+      RunningAttempt a;
+      a.shard_id = sh.shard->id;
+      a.hostname = sh.lock->hostname;
+      a.pid = sh.lock->pid;
+      a.token = sh.lock->token;
+      a.lock_age_secs = sh.lock->age_secs;
+      ReadShardCheckpoints(job.dir() + "/checkpoints/" + sh.shard->id, &a, &v.last_checkpoint_time);
+      v.running.push_back(a);
+      row["attempt_token"] = a.token;
+      row["pid"] = a.pid;
+    }
+    v.shard_details.push_back(row);
+  }
+  for (RunningAttempt& a : v.running) by_token[a.token] = &a;
+  for (auto& [k, t] : ops) v.op_totals.push_back(t);
+  v.hosts.assign(hosts.begin(), hosts.end());
+
+  // The operator each running attempt is in: its last op_start in the events.
+  if (!by_token.empty()) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(job.dir(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("events_", 0) != 0) continue;
+      for (const json& ev : exec::ReadEventLines(e.path().string())) {
+        const auto it = by_token.find(ev.value("attempt_token", std::string()));
+        if (it == by_token.end()) continue;
+        const std::string type = ev.value("event_type", "");
+        if (type == "op_start") it->second->current_op = ev.value("op_name", "");
+      }
+    }
+  }
+
+  if (const std::optional<exec::StopRequest> r = exec::ReadStopRequest(job.dir(), job.disk())) {
+    v.stop = {{"requested_at", r->requested_at},
+              {"mode", r->mode},
+              {"reason", r->reason.empty() ? json() : json(r->reason)},
+              {"requested_by", r->hostname + ":" + std::to_string(r->pid)}};
+  }
+  const bool live = v.shards_running > 0;
+  if (v.shards_failed > 0) {
+    v.status = "failed";
+  } else if (v.shards_done == v.shards_total) {
+    v.status = "completed";
+  } else if (!v.stop.is_null()) {
+    v.status = live ? "stopping" : "stopped";
+  } else if (live) {
+    v.status = "running";
+  } else if (v.shards_done > 0 || v.shards_stale > 0 || Tried(job.dir() + "/attempts")) {
+    v.status = "incomplete";
+  } else {
+    v.status = "prepared";
+  }
+  const int64_t now = NowNanos();
+  const int64_t created = ParseIsoNanos(m.created_at);
+  const int64_t end = v.status == "completed" && last_done > 0 ? last_done : now;
+  if (created > 0) v.duration_secs = static_cast<double>(end - created) / 1e9;
+  if (first_start > 0 && last_done > first_start) {
+    const int64_t until = live ? now : last_done;
+    v.rows_per_sec =
+        static_cast<double>(v.rows_done) / (static_cast<double>(until - first_start) / 1e9);
+  }
+  if (live && v.rows_per_sec > 0 && v.rows_total >= v.rows_done) {
+    v.eta_secs = static_cast<double>(v.rows_total - v.rows_done) / v.rows_per_sec;
+  }
+  return v;
+}
+
+json ElasticJobView::ToJson(bool detailed) const {
+  json running_json = json::array();
+  for (const RunningAttempt& a : running) {
+    json r = {{"shard_id", a.shard_id},
+              {"hostname", a.hostname},
+              {"pid", a.pid},
+              {"attempt_token", a.token},
+              {"lock_age_secs", a.lock_age_secs},
+              {"current_op", a.current_op.empty() ? json() : json(a.current_op)}};
+    if (a.partitions_total > 0) {
+      r["partitions"] = {{"committed", a.partitions_committed}, {"total", a.partitions_total}};
+    }
+    running_json.push_back(r);
+  }
+  json j = {{"job_id", job_id},
+            {"job_dir", job_dir},
+            {"kind", "elastic"},
+            {"status", status},
+            {"start_time", start_time},
+            {"duration_secs", duration_secs},
+            {"hosts", hosts},
+            {"shards",
+             {{"done", shards_done},
+              {"total", shards_total},
+              {"failed", shards_failed},
+              {"running", shards_running},
+              {"stale", shards_stale}}},
+            {"rows", {{"done", rows_done}, {"total", rows_total}}},
+            {"rows_per_sec", rows_per_sec},
+            {"eta_secs", eta_secs ? json(*eta_secs) : json()},
+            {"last_checkpoint", last_checkpoint_time.empty() ? json() : json(last_checkpoint_time)},
+            {"merged", merged},
+            {"running_attempts", running_json},
+            {"stop", stop}};
+  if (detailed) {
+    j["shard_details"] = shard_details;
+    j["operators"] = op_totals;
+  }
+  return j;
+}
+
+std::vector<JobRow> ListJobs(const std::string& work_dir, bool running_only) {
+  std::vector<JobRow> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(work_dir, ec)) {
+    if (!e.is_directory(ec)) continue;
+    const std::string dir = e.path().string();
+    JobRow row;
+    try {
+      if (IsElasticJobDir(dir)) {
+        const ElasticJobView v = ReadElasticJob(JobDir::Open(dir));
+        if (running_only && v.status != "running" && v.status != "stopping") continue;
+        row = {v.job_id,
+               "elastic",
+               v.status,
+               v.start_time,
+               v.hosts.empty() ? "" : v.hosts.front() + (v.hosts.size() > 1 ? ",..." : ""),
+               v.duration_secs,
+               v.shards_done,
+               v.shards_total,
+               v.ToJson(false)};
+      } else if (IsFile(dir + "/job_summary.json")) {
+        const exec::RunJobView v = exec::ReadRunJob(dir);
+        if (running_only && v.status != "running") continue;
+        row = {v.job_id,       "run",           v.status,          v.start_time,
+               v.hostname,     v.duration_secs, v.partitions_done, v.partitions_total,
+               v.ToJson(false)};
+        row.json["kind"] = "run";
+      } else {
+        continue;
+      }
+    } catch (const std::exception&) {
+      continue;  // a half-made or foreign directory is not listed
+    }
+    out.push_back(std::move(row));
+  }
+  std::sort(out.begin(), out.end(), [](const JobRow& a, const JobRow& b) {
+    return a.start_time != b.start_time ? a.start_time > b.start_time : a.job_id < b.job_id;
+  });
+  return out;
+}
+
+}  // namespace djshard::store

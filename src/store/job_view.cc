@@ -23,20 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-int64_t ParseIsoNanos(const std::string& iso) {
-  std::tm tm{};
-  char frac[16] = {0};
-  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  std::string f = std::string(frac).substr(0, 9);
-  while (f.size() < 9) f.push_back('0');
-  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + std::atoll(f.c_str());
-}
-
 bool IsFile(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -105,7 +91,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
         const std::string path = job.DonePath(sh.shard->id);
         const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
         row["rows_out"] = done.rows;
-        const int64_t end = ParseIsoNanos(done.completed_at);
+        const int64_t end = ParseUtcIso8601(done.completed_at);
         const int64_t begin = end - static_cast<int64_t>(done.seconds * 1e9);
         if (end > 0) {
           last_done = std::max(last_done, end);
@@ -181,7 +167,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
     v.status = "prepared";
   }
   const int64_t now = NowNanos();
-  const int64_t created = ParseIsoNanos(m.created_at);
+  const int64_t created = ParseUtcIso8601(m.created_at);
   const int64_t end = v.status == "completed" && last_done > 0 ? last_done : now;
   if (created > 0) v.duration_secs = static_cast<double>(end - created) / 1e9;
   if (first_start > 0 && last_done > first_start) {

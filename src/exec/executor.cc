@@ -185,6 +185,9 @@ class BatchRun {
   const ExecOptions& options_;
   OperatorEdges* edges_;
   size_t next_tap_ = 0;
+  // False while a region runs a group of parents other than the batch's last:
+  // its operators are not done with the batch yet.
+  bool may_leave_ = true;
 };
 
 // The children of one region's parents while its operators run.
@@ -284,70 +287,80 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
   while (plan_.regions[region_idx].expand_idx != expand_idx) ++region_idx;
   const LineageRegion& region = plan_.regions[region_idx];
   RegionCounters& counters = r_->regions[region_idx];
-  // Expand.
+  const size_t g = region.gather_idx;
   OperatorCounters& ce = r_->counters[expand_idx];
-  if (edges_ != nullptr) edges_->Enter(expand_idx);
-  double start = MonotonicSeconds();
+  OperatorCounters& cg = r_->counters[g];
   RowLevel& children = s_.child_levels[static_cast<size_t>(region.depth)];
-  children.ClearRows();
-  std::vector<ParentLineage> lineage;
-  ExpandRows(region, expand_idx, parents, &children, &lineage, &counters);
-  for (size_t k = 0; k < parents.samples.size(); ++k) {
-    if (!lineage[k].expanded) continue;
-    ++ce.rows_in;
-    if (lineage[k].failed && !plan_.operators[expand_idx].skip_op_error) {
-      throw Error(file_, LineOf(parents, k),
-                  "expand '" + region.name + "' failed (" + lineage[k].failure.error_type +
-                      "): " + lineage[k].failure.message,
-                  "set skip_op_error: true to report such records and keep going");
-    }
-  }
-  ce.rows_out += children.samples.size();
-  ce.seconds += MonotonicSeconds() - start;
-  if (edges_ != nullptr) edges_->Leave(expand_idx, ce);
-  // The region's operators, on the children.
+  std::vector<ParentLineage> lineage(parents.samples.size());
   ChildScope scope;
   scope.region = &region;
   scope.region_idx = region_idx;
   scope.parents = &parents;
   scope.parent_scope = outer;
   scope.lineage = &lineage;
-  RunOps(children, expand_idx + 1, region.gather_idx, &scope);
-  // Gather.
-  const size_t g = region.gather_idx;
-  OperatorCounters& cg = r_->counters[g];
-  if (edges_ != nullptr) edges_->Enter(g);
-  start = MonotonicSeconds();
-  for (size_t c = 0; c < children.samples.size(); ++c) cg.rows_in += children.alive[c] ? 1 : 0;
-  const std::vector<GatherOutcome> outcomes =
-      GatherRows(region, parents, children, lineage, &counters);
-  for (size_t k = 0; k < parents.samples.size(); ++k) {
-    if (!lineage[k].expanded) continue;
-    switch (outcomes[k]) {
-      case GatherOutcome::kOut:
-        ++cg.rows_out;
-        break;
-      case GatherOutcome::kDropped:
-        parents.alive[k] = 0;
-        break;
-      case GatherOutcome::kFailed: {
-        const ParentFailure& f = lineage[k].failure;
-        AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer), file_,
-                           LineOf(parents, k), nullptr, options_.shard_id);
-        ++cg.errors;
-        if (outer == nullptr) {
-          parents.alive[k] = 0;
-          ++r_->error_count;
-        } else {
-          // A failed parent is a failed child of the region around it.
-          FailRow(parents, outer, k, f.op_idx, f.op, f.message, f.error_type, k, k);
-        }
-        break;
+  // The parents go through the region in groups (max_inflight_parents,
+  // max_inflight_children); operators hear a batch leave once, after the last.
+  const bool may_leave = may_leave_;
+  size_t begin = 0;
+  do {
+    // Expand.
+    if (edges_ != nullptr) edges_->Enter(expand_idx);
+    double start = MonotonicSeconds();
+    children.ClearRows();
+    const size_t end =
+        ExpandRows(region, expand_idx, parents, begin, &children, &lineage, &counters);
+    may_leave_ = may_leave && end >= parents.samples.size();
+    for (size_t k = begin; k < end; ++k) {
+      if (!lineage[k].expanded) continue;
+      ++ce.rows_in;
+      if (lineage[k].failed && !plan_.operators[expand_idx].skip_op_error) {
+        throw Error(file_, LineOf(parents, k),
+                    "expand '" + region.name + "' failed (" + lineage[k].failure.error_type +
+                        "): " + lineage[k].failure.message,
+                    "set skip_op_error: true to report such records and keep going");
       }
     }
-  }
-  cg.seconds += MonotonicSeconds() - start;
-  if (edges_ != nullptr) edges_->Leave(g, cg);
+    ce.rows_out += children.samples.size();
+    ce.seconds += MonotonicSeconds() - start;
+    if (edges_ != nullptr && may_leave_) edges_->Leave(expand_idx, ce);
+    // The region's operators, on the children.
+    RunOps(children, expand_idx + 1, g, &scope);
+    // Gather.
+    if (edges_ != nullptr) edges_->Enter(g);
+    start = MonotonicSeconds();
+    for (size_t c = 0; c < children.samples.size(); ++c) cg.rows_in += children.alive[c] ? 1 : 0;
+    const std::vector<GatherOutcome> outcomes =
+        GatherRows(region, parents, begin, end, children, lineage, &counters);
+    for (size_t k = begin; k < end; ++k) {
+      if (!lineage[k].expanded) continue;
+      switch (outcomes[k]) {
+        case GatherOutcome::kOut:
+          ++cg.rows_out;
+          break;
+        case GatherOutcome::kDropped:
+          parents.alive[k] = 0;
+          break;
+        case GatherOutcome::kFailed: {
+          const ParentFailure& f = lineage[k].failure;
+          AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer), file_,
+                             LineOf(parents, k), nullptr, options_.shard_id);
+          ++cg.errors;
+          if (outer == nullptr) {
+            parents.alive[k] = 0;
+            ++r_->error_count;
+          } else {
+            // A failed parent is a failed child of the region around it.
+            FailRow(parents, outer, k, f.op_idx, f.op, f.message, f.error_type, k, k);
+          }
+          break;
+        }
+      }
+    }
+    cg.seconds += MonotonicSeconds() - start;
+    if (edges_ != nullptr && may_leave_) edges_->Leave(g, cg);
+    begin = end;
+  } while (begin < parents.samples.size());
+  may_leave_ = may_leave;
   return g;
 }
 
@@ -466,7 +479,7 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
       }
     }
     c.seconds += MonotonicSeconds() - start;
-    if (edges_ != nullptr) edges_->Leave(i, c);
+    if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
     return;
   }
   for (size_t k = 0; k < n; ++k) {
@@ -491,7 +504,7 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
     if (level.alive[k]) ++c.rows_out;
   }
   c.seconds += MonotonicSeconds() - start;
-  if (edges_ != nullptr) edges_->Leave(i, c);
+  if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
 }
 
 // `stop_check`, when set, is asked before the batch and every few records:

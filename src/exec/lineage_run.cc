@@ -146,17 +146,23 @@ void RowLevel::ClearRows() {
   preload.clear();
 }
 
-void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, RowLevel* children,
-                std::vector<ParentLineage>* lineage, RegionCounters* counters) {
+size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, size_t begin,
+                  RowLevel* children, std::vector<ParentLineage>* lineage,
+                  RegionCounters* counters) {
   const ops::ExpandConfig& config = *region.expand;
   const bool field_mode = config.by.mode == ops::SplitMode::kField;
   const std::string& split_key = field_mode ? config.by.field : config.text_key;
   const size_t max_children = static_cast<size_t>(config.max_children);
-  lineage->assign(parents.samples.size(), ParentLineage{});
+  const size_t max_parents = static_cast<size_t>(config.max_inflight_parents);
+  const size_t max_inflight = static_cast<size_t>(config.max_inflight_children);
   ops::TextSplit split;
   const std::string* text_ptr = nullptr;
-  for (size_t k = 0; k < parents.samples.size(); ++k) {
+  size_t group = 0;
+  size_t k = begin;
+  for (; k < parents.samples.size(); ++k) {
     if (!parents.alive[k]) continue;
+    if (group > 0 && (group >= max_parents || children->spans.size() >= max_inflight)) break;
+    ++group;
     ParentLineage& pl = (*lineage)[k];
     pl.expanded = true;
     pl.first = static_cast<uint32_t>(children->spans.size());
@@ -234,10 +240,12 @@ void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, R
     counters->children_expanded += pl.n;
   }
   Materialize(children, split_key);
+  return k;
 }
 
-std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& parents,
-                                      RowLevel& children, std::vector<ParentLineage>& lineage,
+std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& parents, size_t begin,
+                                      size_t end, RowLevel& children,
+                                      std::vector<ParentLineage>& lineage,
                                       RegionCounters* counters) {
   const ops::ExpandConfig& ec = *region.expand;
   const ops::GatherConfig& gc = *region.gather;
@@ -245,7 +253,7 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
   const std::string& split_key = field_mode ? ec.by.field : ec.text_key;
   std::vector<GatherOutcome> out(parents.samples.size(), GatherOutcome::kDropped);
   std::string raw;
-  for (size_t k = 0; k < parents.samples.size(); ++k) {
+  for (size_t k = begin; k < end; ++k) {
     ParentLineage& pl = lineage[k];
     if (!pl.expanded) continue;
     // Terminal states: live children are PRESENT, unless their parent failed.

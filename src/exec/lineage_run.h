@@ -72,18 +72,23 @@ struct ParentLineage {
 // What a parent became at the gather.
 enum class GatherOutcome { kOut, kDropped, kFailed };
 
-// Splits every live row of `parents` into children (appended to *children)
-// for `region` (expand entry at op_idx). A row that cannot be split (missing
-// field, not an array, more than max_children pieces) is marked failed in
-// its lineage; it has no children.
-void ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, RowLevel* children,
-                std::vector<ParentLineage>* lineage, RegionCounters* counters);
+// Splits live rows of `parents` from `begin` on into children (appended to
+// *children) for `region` (expand entry at op_idx), until the group holds
+// max_inflight_parents parents or max_inflight_children children (at least
+// one parent); returns the end of the group. *lineage has one entry per row of
+// `parents`. A row that cannot be split (missing field, not an array, more
+// than max_children pieces) is marked failed in its lineage; it has no children.
+size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, size_t begin,
+                  RowLevel* children, std::vector<ParentLineage>* lineage,
+                  RegionCounters* counters);
 
 // Rebuilds each expanded parent from its children (SPEC-lineage §1 gather)
 // and returns what became of it; a kFailed parent's failure is in its lineage
 // (a gather_error is recorded there too). Leaves parents' alive flags alone.
-std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& parents,
-                                      RowLevel& children, std::vector<ParentLineage>& lineage,
+// Only rows [begin, end) of `parents` are gathered; outcomes are indexed by row.
+std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& parents, size_t begin,
+                                      size_t end, RowLevel& children,
+                                      std::vector<ParentLineage>& lineage,
                                       RegionCounters* counters);
 
 // Appends to *out one errors-file line of a failed parent (level "parent")

@@ -99,6 +99,11 @@ ExpandEntry::ExpandEntry(const recipe::OperatorSpec& spec, const std::string& te
     args().FailAtColumn("max_children", "must be at least 1",
                         "got " + std::to_string(config_.max_children));
   }
+  config_.max_inflight_parents = args().GetInt("max_inflight_parents", 4096);
+  config_.max_inflight_children = args().GetInt("max_inflight_children", 262144);
+  for (const char* key : {"max_inflight_parents", "max_inflight_children"}) {
+    if (args().GetInt(key, 1) < 1) args().FailAtColumn(key, "must be at least 1", "");
+  }
 }
 
 void ExpandEntry::Map(Sample&) const {
@@ -239,7 +244,11 @@ const std::vector<BuiltinOperator>& LineageEntries() {
         {"keep_fields", "[]", "parent fields copied (raw bytes) into every child"},
         {"max_children", "100000",
          "a parent with more children fails with expand_limit (splitting stops at "
-         "max_children + 1)"}}},
+         "max_children + 1)"},
+        {"max_inflight_parents", "4096",
+         "parents expanded at once; a batch's parents go through the region in groups"},
+        {"max_inflight_children", "262144",
+         "a group of parents closes once its children reach this many (memory bound)"}}},
       {kGatherName,
        MakeGatherEntry,
        "Lineage: rebuilds each parent from its PRESENT children, by ordinal, as soon as all its "

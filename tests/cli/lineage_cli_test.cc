@@ -204,6 +204,31 @@ TEST_F(LineageCli, OutputBytesDoNotDependOnThreadsOrCompletionOrder) {
   EXPECT_EQ(Stats("one.jsonl")["regions"], Stats("eight.jsonl")["regions"]);
 }
 
+// §3: max_inflight_parents / max_inflight_children run a batch's parents
+// through the region in groups; the bytes do not change.
+TEST_F(LineageCli, InflightLimitsGroupParentsWithoutChangingTheOutput) {
+  Py("paragraphs_corpus docs.jsonl 700 21 30");
+  const std::string rest =
+      "  - djshard_test_poison_mapper:\n  - text_length_filter: {min_len: 15}\n"
+      "  - djshard_bench_model_op: {batch_size: 8, call_overhead_us: 0, item_us: 0}\n"
+      "  - gather: {name: p, into: [text, list, stats], list: [{from: __dj__meta__.bench_score, "
+      "to: scores, keep_positions: true}], stats: [{from: text_len, op: sum, to: len}]}\n";
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" + rest);
+  ASSERT_EQ(RunRecipe("whole.jsonl").exit_code, 0);
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph, max_inflight_parents: 3, max_inflight_children: "
+         "5}\n" +
+             rest);
+  ASSERT_EQ(RunRecipe("groups.jsonl").exit_code, 0);
+  EXPECT_TRUE(Read("whole.jsonl") == Read("groups.jsonl"));
+  EXPECT_TRUE(Read("whole.jsonl.errors.jsonl") == Read("groups.jsonl.errors.jsonl"));
+  EXPECT_EQ(Stats("whole.jsonl")["regions"], Stats("groups.jsonl")["regions"]);
+  EXPECT_EQ(ErrorLines("groups.jsonl").size(), 24u);
+  // Smaller groups, more partial model calls.
+  EXPECT_GT(Stats("groups.jsonl")["operators"][3]["calls"].get<uint64_t>(),
+            Stats("whole.jsonl")["operators"][3]["calls"].get<uint64_t>());
+}
+
 // §8.7
 TEST_F(LineageCli, PoisonedChildFailsOnlyItsParentAndSuppressesItsSiblings) {
   Py("paragraphs_corpus docs.jsonl 600 4 25");

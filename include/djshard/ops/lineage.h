@@ -24,6 +24,12 @@ struct ExpandConfig {
   std::string text_key;                  // the parent field split by text modes
   std::vector<std::string> keep_fields;  // copied into every child, raw bytes
   int64_t max_children = 100000;
+  // Back-pressure: a batch's parents are expanded in groups of at most this
+  // many parents, closed once they hold this many children (a group always
+  // takes at least one parent); each group runs through the region before the
+  // next is expanded.
+  int64_t max_inflight_parents = 4096;
+  int64_t max_inflight_children = 262144;
 };
 
 enum class GatherInto { kText, kField, kStats, kList };

@@ -156,7 +156,6 @@ size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents,
   const size_t max_parents = static_cast<size_t>(config.max_inflight_parents);
   const size_t max_inflight = static_cast<size_t>(config.max_inflight_children);
   ops::TextSplit split;
-  const std::string* text_ptr = nullptr;
   size_t group = 0;
   size_t k = begin;
   for (; k < parents.samples.size(); ++k) {
@@ -195,20 +194,19 @@ size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents,
       pl.n = static_cast<uint32_t>(items.size());
       for (size_t j = 0; j < items.size(); ++j) {
         pl.elements.emplace_back(items[j]);
-        const size_t begin = arena.size();
+        const size_t line_begin = arena.size();
         arena.append(head);
         AppendKey(&arena, split_key);
         arena.push_back('[');
         arena.append(items[j]);
         arena.append("]}");
-        AddChild(children, begin, {}, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+        AddChild(children, line_begin, {}, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
                  parents.top_row[k]);
       }
     } else {
       const std::string* text = nullptr;
       try {
         text = &parent.Text(split_key);
-        text_ptr = text;
       } catch (const ops::OpError& e) {
         fail("expand_error", e.what());
         continue;
@@ -224,16 +222,16 @@ size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents,
       pl.prefix.assign(split.prefix);
       for (size_t j = 0; j < split.pieces.size(); ++j) {
         pl.seps.emplace_back(split.pieces[j].sep);
-        const size_t begin = arena.size();
+        const size_t line_begin = arena.size();
         arena.append(head);
         AppendKey(&arena, split_key);
         io::AppendJsonString(&arena, split.pieces[j].text);
         arena.push_back('}');
-        // An empty piece still has a (non-null) view: it is preloaded too.
-        const std::string_view text = split.pieces[j].text.data() != nullptr
-                                          ? split.pieces[j].text
-                                          : std::string_view(text_ptr->data(), 0);
-        AddChild(children, begin, text, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+        // A non-null view marks a text to preload, an empty piece's too.
+        const std::string_view piece = split.pieces[j].text.data() != nullptr
+                                           ? split.pieces[j].text
+                                           : std::string_view(text->data(), 0);
+        AddChild(children, line_begin, piece, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
                  parents.top_row[k]);
       }
     }
@@ -279,8 +277,8 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
           ++counters->children_suppressed;
           break;
         case ChildState::kLateDiscarded:
-          // Ran to the end of the region after its parent failed.
-          ++counters->children_suppressed;
+          // Dispatched before its parent failed, its result discarded:
+          // counted in late_discarded below.
           break;
       }
     }

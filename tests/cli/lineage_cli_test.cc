@@ -274,6 +274,12 @@ TEST_F(LineageCli, PoisonedChildFailsOnlyItsParentAndSuppressesItsSiblings) {
   const json region = Stats("out.jsonl")["regions"]["p"];
   EXPECT_EQ(region["parents_failed"], 24);
   EXPECT_EQ(region["children_suppressed"].get<uint64_t>(), suppressed);
+  // Every child ends in exactly one terminal count.
+  EXPECT_EQ(region["children_present"].get<uint64_t>() +
+                region["children_dropped"].get<uint64_t>() +
+                region["children_failed"].get<uint64_t>() + suppressed +
+                region["late_discarded"].get<uint64_t>(),
+            region["children_expanded"].get<uint64_t>());
   EXPECT_EQ(region["children_failed"], 24);
 }
 

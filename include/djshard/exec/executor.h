@@ -36,8 +36,8 @@ struct RegionCounters {
   uint64_t children_present = 0;
   uint64_t children_dropped = 0;
   uint64_t children_failed = 0;
-  uint64_t children_suppressed = 0;
-  uint64_t late_discarded = 0;
+  uint64_t children_suppressed = 0;  // never dispatched: a sibling failed first
+  uint64_t late_discarded = 0;       // dispatched before a sibling failed, result discarded
 
   void Add(const RegionCounters& other);
 };

@@ -1,6 +1,7 @@
 // Pairing and checking the expand/gather entries of a plan (SPEC-lineage §2).
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "djshard/common/error.h"
@@ -75,14 +76,16 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
     const ops::ExpandEntry* expand;
   };
   std::vector<Open> stack;
-  std::set<std::string> names;
+  std::map<std::string, size_t> names;  // expand name -> its entry
   for (size_t i = 0; i < ops.size(); ++i) {
     PlannedOperator& p = ops[i];
     p.region = -1;
     if (const auto* expand = dynamic_cast<const ops::ExpandEntry*>(p.op.get())) {
       const std::string& name = expand->config().name;
-      if (!names.insert(name).second) {
-        Fail(recipe, p, "expand name '" + name + "' is used twice",
+      if (const auto [it, added] = names.emplace(name, i); !added) {
+        Fail(recipe, p,
+             "expand name '" + name + "' is used twice (first by the expand at " +
+                 Where(ops[it->second]) + ")",
              "each expand/gather pair needs its own name");
       }
       if (stack.size() >= static_cast<size_t>(kMaxDepth)) {
@@ -98,7 +101,12 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
     if (const auto* gather = dynamic_cast<const ops::GatherEntry*>(p.op.get())) {
       const std::string& name = gather->config().name;
       if (stack.empty()) {
-        Fail(recipe, p, "gather '" + name + "' has no open expand",
+        const auto it = names.find(name);
+        Fail(recipe, p,
+             "gather '" + name + "' has no open expand" +
+                 (it != names.end() ? " (expand '" + name + "' at " + Where(ops[it->second]) +
+                                          " is already closed)"
+                                    : ""),
              "put an expand with name: " + name + " before it");
       }
       const Open& top = stack.back();

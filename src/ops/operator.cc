@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "djshard/common/error.h"
+#include "djshard/ops/lineage.h"
 
 namespace djshard::ops {
 
@@ -103,10 +104,14 @@ Operator::Operator(const recipe::OperatorSpec& spec, const std::string& default_
     if (own) continue;
     std::string known;
     for (const ArgDoc& a : info->args) known += (known.empty() ? "" : ", ") + a.name;
-    args_.Fail(
-        key, "is not an argument of " + name_,
+    const std::string hint =
         (known.empty() ? "it takes only the common arguments" : "its own arguments: " + known) +
-            "; 'djshard ops " + name_ + "' lists the common ones");
+        "; 'djshard ops " + name_ + "' lists the common ones";
+    // Lineage entries report recipe positions with their column (SPEC-lineage §2).
+    if (name_ == kExpandName || name_ == kGatherName) {
+      args_.FailAtColumn(key, "is not an argument of " + name_, hint);
+    }
+    args_.Fail(key, "is not an argument of " + name_, hint);
   }
   // Data-Juicer asserts this one even where Ray does not run.
   const std::string mode = args_.GetString("ray_execution_mode", "task");

@@ -123,7 +123,7 @@ TEST_F(LineageCli, MisplacedPairsAndBadKeysFailAtLoadWithPosition) {
       {"  - expand: {name: a, by: words}\n  - gather: {name: a}\n", "recipe.yaml:4:27:", "words",
        ""},
       {"  - expand: {name: a, by: paragraph, bogus: 1}\n  - gather: {name: a}\n",
-       "recipe.yaml:4:", "bogus", ""},
+       "recipe.yaml:4:45:", "bogus", ""},
       {"  - expand: {name: a, by: paragraph}\n  - gather: {name: a, min_present_ratio: 2}\n",
        "recipe.yaml:5:42:", "min_present_ratio", ""},
   };

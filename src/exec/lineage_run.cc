@@ -307,7 +307,9 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
         continue;
       }
     } else if (present < static_cast<uint64_t>(gc.min_present) ||
-               static_cast<double>(present) < gc.min_present_ratio * static_cast<double>(pl.n)) {
+               // The fraction itself, as SPEC-lineage states it: a product
+               // (0.28 * 25 = 7.000000000000001) would drop a parent at the bound.
+               static_cast<double>(present) / static_cast<double>(pl.n) < gc.min_present_ratio) {
       ++counters->parents_dropped;
       continue;
     }

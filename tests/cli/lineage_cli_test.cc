@@ -151,6 +151,41 @@ TEST_F(LineageCli, ChildFilterAndMinPresentRatioMatchTheModel) {
   EXPECT_GT(Read("expected.jsonl").size(), 1000u);
 }
 
+// min_present_ratio compares the fraction PRESENT/total with the ratio: 7 of
+// 25 children is 0.28 exactly, so a ratio of 0.28 keeps the parent.
+TEST_F(LineageCli, MinPresentRatioKeepsAParentExactlyAtTheBound) {
+  std::string text;
+  for (int i = 0; i < 25; ++i) {
+    if (!text.empty()) text += "\\n\\n";
+    text += i < 7 ? "a paragraph long enough to stay " + std::to_string(i) : "short";
+  }
+  Write("docs.jsonl", "{\"text\":\"" + text + "\"}\n");
+  for (const auto& [ratio, kept] :
+       std::vector<std::pair<std::string, bool>>{{"0.28", true}, {"0.29", false}}) {
+    Recipe("docs.jsonl",
+           "  - expand: {name: p, by: paragraph}\n  - text_length_filter: {min_len: 20}\n"
+           "  - gather: {name: p, min_present_ratio: " +
+               ratio + "}\n",
+           "keep_stats_in_res_ds: false\n");
+    ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0) << ratio;
+    EXPECT_EQ(Read("out.jsonl").empty(), !kept) << ratio << ": " << Read("out.jsonl");
+  }
+}
+
+// A field filter's stat is named by its dotted field_key, and gather can read it.
+TEST_F(LineageCli, GatherStatsReadAFieldFiltersStat) {
+  Write("docs.jsonl", "{\"text\":\"a\\n\\nb\",\"meta\":{\"score\":3}}\n");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph, keep_fields: [meta]}\n"
+         "  - specified_numeric_field_filter: {field_key: meta.score, min_value: 1, max_value: 5}\n"
+         "  - gather: {name: p, into: [text, stats],"
+         " stats: [{from: meta.score, op: mean, to: score_mean}]}\n",
+         "");
+  const CliResult r = RunRecipe("out.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Read("out.jsonl").find("\"score_mean\":3.0"), std::string::npos) << Read("out.jsonl");
+}
+
 // §8.4
 TEST_F(LineageCli, GatheredStatsAndAllDroppedParentsMatchTheModel) {
   Py("paragraphs_corpus docs.jsonl 600 5");

@@ -261,7 +261,7 @@ def child_filter(path, out, min_len, ratio):
                 continue  # on_empty: drop
             keep = [len(p[0]) >= min_len for p in pieces]
             present = sum(keep)
-            if present < 1 or present < ratio * len(pieces):
+            if present < 1 or present / len(pieces) < ratio:
                 continue
             text = rejoin(prefix, pieces, keep)
             if text != obj["text"]:

@@ -80,6 +80,11 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
   for (size_t i = 0; i < ops.size(); ++i) {
     PlannedOperator& p = ops[i];
     p.region = -1;
+    if (p.batching_policy_given && (dynamic_cast<const ops::ExpandEntry*>(p.op.get()) ||
+                                    dynamic_cast<const ops::GatherEntry*>(p.op.get()))) {
+      Fail(recipe, p, "'" + p.op->name() + "' takes no batching_policy",
+           "set it on the operators between the expand and its gather");
+    }
     if (const auto* expand = dynamic_cast<const ops::ExpandEntry*>(p.op.get())) {
       const std::string& name = expand->config().name;
       if (const auto [it, added] = names.emplace(name, i); !added) {

@@ -126,6 +126,9 @@ TEST_F(LineageCli, MisplacedPairsAndBadKeysFailAtLoadWithPosition) {
        "recipe.yaml:4:45:", "bogus", ""},
       {"  - expand: {name: a, by: paragraph}\n  - gather: {name: a, min_present_ratio: 2}\n",
        "recipe.yaml:5:42:", "min_present_ratio", ""},
+      {"  - expand: {name: a, by: paragraph, batching_policy: single_parent}\n"
+       "  - gather: {name: a}\n",
+       "recipe.yaml:4:5:", "takes no batching_policy", ""},
   };
   for (const Case& c : cases) {
     Write("recipe.yaml", "dataset_path: data.jsonl\nexport_path: job/out.jsonl\n" + c.extra +

@@ -181,10 +181,11 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
       }
     }
     if (j.contains("regions") && j["regions"].is_object()) {
-      for (const auto& [name, c] : j["regions"].items()) {
+      for (const auto& item : j["regions"].items()) {
         exec::RegionCounters r_c;
-        r_c.name = name;
-        const auto get = [&](const char* key) {
+        r_c.name = item.key();
+        const nlohmann::json& c = item.value();
+        const auto get = [&c](const char* key) {
           return io::IntegerField<uint64_t>(c, key, uint64_t{0});
         };
         r_c.parents_in = get("parents_in");

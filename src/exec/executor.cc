@@ -342,14 +342,16 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
           break;
         case GatherOutcome::kFailed: {
           const ParentFailure& f = lineage[k].failure;
-          AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer), file_,
-                             LineOf(parents, k), nullptr, options_.shard_id);
           ++cg.errors;
           if (outer == nullptr) {
+            // One errors line per failed input record, with its bytes as read.
+            AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer),
+                               file_, LineOf(parents, k), nullptr, options_.shard_id);
             parents.alive[k] = 0;
             ++r_->error_count;
           } else {
-            // A failed parent is a failed child of the region around it.
+            // A failed parent is a failed child of the region around it: the
+            // outer region reports it (once, for its own parent).
             FailRow(parents, outer, k, f.op_idx, f.op, f.message, f.error_type, k, k);
           }
           break;

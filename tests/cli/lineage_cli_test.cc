@@ -88,6 +88,26 @@ TEST_F(LineageCli, NestedRegionsRejoinToTheInput) {
   EXPECT_EQ(regions["c"]["parents_in"], regions["s"]["children_expanded"]);
 }
 
+// A failure in an inner region fails the outer parent too, and the input
+// record gets one errors line (SPEC-lineage §5.4), with its bytes as read.
+TEST_F(LineageCli, AFailureInANestedRegionIsOneErrorsLineForTheInputRecord) {
+  const std::string bad = "{\"id\":1,\"text\":\"One. Two POISON.\\n\\nThree.\"}";
+  Write("docs.jsonl", "{\"id\":0,\"text\":\"Fine. Also fine.\"}\n" + bad + "\n");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - expand: {name: s, by: sentence}\n"
+         "  - djshard_test_poison_mapper:\n  - gather: {name: s}\n  - gather: {name: p}\n");
+  const CliResult r = RunRecipe("out.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out.jsonl"), "{\"id\":0,\"text\":\"Fine. Also fine.\"}\n");
+  const std::vector<json> lines = ErrorLines("out.jsonl");
+  ASSERT_EQ(lines.size(), 1u) << Read("out.jsonl.errors.jsonl");
+  EXPECT_EQ(lines[0]["level"], "parent");
+  EXPECT_EQ(lines[0]["record"].dump(), json::parse(bad).dump());
+  const json regions = Stats("out.jsonl")["regions"];
+  EXPECT_EQ(regions["p"]["parents_failed"], 1);
+  EXPECT_EQ(regions["s"]["parents_failed"], 1);
+}
+
 // §8.2
 TEST_F(LineageCli, MisplacedPairsAndBadKeysFailAtLoadWithPosition) {
   Write("data.jsonl", "{\"text\": \"a\"}\n");

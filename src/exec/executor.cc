@@ -337,6 +337,14 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
         case GatherOutcome::kOut:
           ++cg.rows_out;
           break;
+        case GatherOutcome::kOriginal: {
+          // The parent exactly as read, whatever ran on it before the expand.
+          io::Record& record = *parents.records_of[k];
+          record.AssignView(RowJson(parents, k, outer));
+          parents.samples[k]->Reset(&record);
+          ++cg.rows_out;
+          break;
+        }
         case GatherOutcome::kDropped:
           parents.alive[k] = 0;
           break;

@@ -302,7 +302,7 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
         continue;
       }
       if (gc.on_empty == ops::OnEmpty::kKeepOriginal) {
-        out[k] = GatherOutcome::kOut;
+        out[k] = GatherOutcome::kOriginal;
         ++counters->parents_out;
         continue;
       }

@@ -70,7 +70,8 @@ struct ParentLineage {
 };
 
 // What a parent became at the gather.
-enum class GatherOutcome { kOut, kDropped, kFailed };
+// kOriginal: written as the parent was read (on_empty: keep_original).
+enum class GatherOutcome { kOut, kDropped, kFailed, kOriginal };
 
 // Splits live rows of `parents` from `begin` on into children (appended to
 // *children) for `region` (expand entry at op_idx), until the group holds

@@ -108,6 +108,18 @@ TEST_F(LineageCli, AFailureInANestedRegionIsOneErrorsLineForTheInputRecord) {
   EXPECT_EQ(regions["s"]["parents_failed"], 1);
 }
 
+// on_empty: keep_original writes the parent exactly as read, not as the
+// operators before the expand left it.
+TEST_F(LineageCli, KeepOriginalWritesTheParentAsRead) {
+  const std::string row = "{\"text\":\"\\u3000\\u3000\",\"id\":1}\n";
+  Write("docs.jsonl", row);
+  Recipe("docs.jsonl",
+         "  - whitespace_normalization_mapper:\n  - expand: {name: p, by: paragraph}\n"
+         "  - gather: {name: p, on_empty: keep_original}\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  EXPECT_EQ(Read("out.jsonl"), row);
+}
+
 // §8.2
 TEST_F(LineageCli, MisplacedPairsAndBadKeysFailAtLoadWithPosition) {
   Write("data.jsonl", "{\"text\": \"a\"}\n");

@@ -49,7 +49,9 @@ const std::vector<CommonArg>& CommonArguments() {
       {"ray_execution_mode", kIgnored, kRayScheduling},
       {"cpu_required", kIgnored, kRayScheduling},
       {"gpu_required", kHonoured, "model operators: as num_gpus (its alias)"},
-      {"mem_required", kIgnored, kRayScheduling},
+      {"mem_required", kHonoured,
+       "model operators with partition.gpu_preflight_enabled: false: memory per replica (e.g. "
+       "1500MB), required then together with num_proc; otherwise preflight measures it"},
       {"auto_op_parallelism", kIgnored, kRayScheduling},
       {"adaptive_batching", kIgnored, kRayScheduling},
       {"turbo", kIgnored, "a speed-up of Data-Juicer's batched model operators"},
@@ -71,6 +73,12 @@ const std::vector<CommonArg>& CommonArguments() {
       {"query_key", kHonoured, "query_*_detection_mapper: field holding the query (default query)"},
       {"response_key", kIgnored, kOtherField},
       {"history_key", kIgnored, kOtherField},
+      {"input_columns", kHonoured,
+       "fields the operator reads (nested paths such as __dj__meta__.x, trailing *); preflight "
+       "probes a model operator in parallel only when these contracts prove independence "
+       "(absent: unknown)"},
+      {"output_columns", kHonoured,
+       "fields the operator writes, as input_columns (absent: unknown)"},
   };
   return args;
 }

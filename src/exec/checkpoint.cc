@@ -145,7 +145,11 @@ void ParsePreflight(const Section& sec, PreflightSettings* p) {
   if (auto n = Count(sec, "gpu_probe_sample_offset", 0)) p->sample_offset = *n;
   if (auto b = sec.Bool("gpu_probe_sample_shuffle")) p->sample_shuffle = *b;
   // Present and null means "no seed"; absent means Data-Juicer's 42.
-  if (sec.Has("gpu_probe_sample_seed")) p->sample_seed = Count(sec, "gpu_probe_sample_seed", 0);
+  if (sec.Has("gpu_probe_sample_seed")) {
+    const std::optional<YAML::Node> v = sec.Get("gpu_probe_sample_seed");
+    const bool null_text = v && v->IsScalar() && (v->Scalar() == "null" || v->Scalar() == "~");
+    p->sample_seed = null_text ? std::nullopt : Count(sec, "gpu_probe_sample_seed", 0);
+  }
   if (!IsAuto(sec.Get("execution_group_size"))) {
     p->execution_group_size = Count(sec, "execution_group_size", 1);
   }

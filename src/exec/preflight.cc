@@ -313,10 +313,11 @@ std::string DeviceFlag() {
   return "auto";
 }
 
-// Runs one probe child; returns its result JSON. `timeout` <= 0: none.
-json RunProbeChild(const std::vector<std::string>& args, const std::string& log, double timeout,
-                   bool* timed_out) {
-  *timed_out = false;
+// Starts `djshard probe-op` with stdout and stderr into `log`; returns its pid.
+pid_t StartProbeChild(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) throw Error("cannot start a probe process (fork failed)");
   if (pid == 0) {
@@ -325,29 +326,10 @@ json RunProbeChild(const std::vector<std::string>& args, const std::string& log,
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
-  const double start = Now();
-  int status = 0;
-  for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (timeout > 0 && Now() - start > timeout) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      *timed_out = true;
-      return nullptr;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw Error(ChildError(log));
-  }
-  return json();
+  return pid;
 }
 
 // Bytes from "1500MB", "2GiB", "1e9" or a plain number.
@@ -540,131 +522,159 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
         for (const json& entry : old["probes"]) cached.push_back(entry);
       }
     }
-    json entries = json::array();
+    // Each target's cache key, and whether an earlier probe answers it.
+    struct Target {
+      size_t t = 0;
+      ops::Operator::ModelDescription md;
+      ReplayChoice replay;
+      json device;
+      std::string key;
+      json entry;
+      bool reused = false;
+    };
+    std::vector<Target> all(targets.size());
     for (size_t n = 0; n < targets.size(); ++n) {
-      const size_t t = targets[n];
-      const recipe::OperatorSpec& spec = recipe.process[t];
-      const ops::Operator::ModelDescription md = *plan.operators[t].op->model_description();
-      const ReplayChoice replay = ChooseReplay(recipe, plan, t);
+      Target& g = all[n];
+      g.t = targets[n];
+      g.md = *plan.operators[g.t].op->model_description();
+      g.replay = ChooseReplay(recipe, plan, g.t);
       json replayed_configs = json::array();
-      for (size_t r : replay.ops)
+      for (size_t r : g.replay.ops) {
         replayed_configs.push_back(CanonicalJson(recipe.root["process"][r]));
-      const json device = {
-          {"name", md.device},
-          {"total_memory_bytes", md.device == "cpu" ? json(PhysicalMemory()) : json(nullptr)},
+      }
+      g.device = {
+          {"name", g.md.device},
+          {"total_memory_bytes", g.md.device == "cpu" ? json(PhysicalMemory()) : json(nullptr)},
           {"sm", nullptr},
           {"libtorch", torch.torch_version}};
-      const json key_fields = {{"op", CanonicalJson(recipe.root["process"][t])},
+      const json key_fields = {{"op", CanonicalJson(recipe.root["process"][g.t])},
                                {"replayed_ops", replayed_configs},
-                               {"model_files", ModelFingerprint(md.dir)},
-                               {"device", device},
+                               {"model_files", ModelFingerprint(g.md.dir)},
+                               {"device", g.device},
                                {"djshard", version()},
-                               {"dtype", md.dtype},
-                               {"batch_size", md.batch_size},
+                               {"dtype", g.md.dtype},
+                               {"batch_size", g.md.batch_size},
                                {"warmup_batches", st.warmup_batches},
                                {"steady_batches", st.steady_batches},
                                {"max_gpu_workers_per_device", st.max_gpu_workers_per_device},
                                {"sample", sample.meta}};
-      const std::string key = Sha256Hex(key_fields.dump());
-      probe_json["cache_keys"].push_back(key);
-
-      json entry;
-      bool reused = false;
-      if (sample.reusable) {
-        for (const json& c : cached) {
-          if (c.is_object() && c.value("cache_key", "") == key && c.value("reusable", false)) {
-            entry = c;
-            entry["op_idx"] = t;
-            reused = true;
-            break;
-          }
+      g.key = Sha256Hex(key_fields.dump());
+      probe_json["cache_keys"].push_back(g.key);
+      if (!sample.reusable) continue;
+      for (const json& c : cached) {
+        if (c.is_object() && c.value("cache_key", "") == g.key && c.value("reusable", false)) {
+          g.entry = c;
+          g.entry["op_idx"] = g.t;
+          g.reused = true;
+          break;
         }
       }
-      if (!reused) {
-        cx.emit("probe_start", {{"op_idx", t},
-                                {"op_name", spec.name},
-                                {"metadata", {{"cache_key", key}, {"probe_mode", replay.mode}}}});
-        const double start = Now();
-        std::string replay_list;
-        for (size_t r : replay.ops)
-          replay_list += (replay_list.empty() ? "" : ",") + std::to_string(r);
-        const std::string out_path = probe_dir + "/result_op_" + std::to_string(t) + ".json";
-        const std::string work = probe_dir + "/work_op_" + std::to_string(t);
-        fs::create_directories(work);
+    }
+
+    // The probes to run: parallel ones up to max_concurrent_gpu_probes at
+    // once, ordered ones alone.
+    struct Running {
+      size_t n = 0;
+      pid_t pid = -1;
+      double start = 0;
+      std::string out_path, work, log;
+      bool done = false;
+    };
+    auto start_probe = [&](size_t n) {
+      const Target& g = all[n];
+      const recipe::OperatorSpec& spec = recipe.process[g.t];
+      cx.emit("probe_start", {{"op_idx", g.t},
+                              {"op_name", spec.name},
+                              {"metadata", {{"cache_key", g.key}, {"probe_mode", g.replay.mode}}}});
+      Running r;
+      r.n = n;
+      r.out_path = probe_dir + "/result_op_" + std::to_string(g.t) + ".json";
+      r.work = probe_dir + "/work_op_" + std::to_string(g.t);
+      r.log = probe_dir + "/probe_op_" + std::to_string(g.t) + ".log";
+      fs::create_directories(r.work);
+      std::error_code ec;
+      fs::remove(r.out_path, ec);
+      std::vector<std::string> args = {SelfExe(),  "probe-op",
+                                       "--config", fs::absolute(recipe.path).string(),
+                                       "--op-idx", std::to_string(g.t),
+                                       "--sample", sample_path,
+                                       "--work",   r.work,
+                                       "--warmup", std::to_string(st.warmup_batches),
+                                       "--steady", std::to_string(st.steady_batches),
+                                       "--result", r.out_path,
+                                       "--device", DeviceFlag()};
+      std::string replay_list;
+      for (size_t i : g.replay.ops) {
+        if (!replay_list.empty()) replay_list.push_back(',');
+        replay_list.append(std::to_string(i));
+      }
+      if (!replay_list.empty()) {
+        args.push_back("--replay");
+        args.push_back(replay_list);
+      }
+      std::string gpus;
+      for (int i : model::GetDeviceSettings().gpus) {
+        if (!gpus.empty()) gpus.push_back(',');
+        gpus.append(std::to_string(i));
+      }
+      if (!gpus.empty()) {
+        args.push_back("--gpus");
+        args.push_back(gpus);
+      }
+      r.start = Now();
+      r.pid = StartProbeChild(args, r.log);
+      return r;
+    };
+    // Stops every probe of `group` and the job, naming the operator of `bad`.
+    auto fail = [&](std::vector<Running>& group, const Running& bad, const std::string& type,
+                    const std::string& msg, const std::string& hint) {
+      for (Running& r : group) {
+        if (!r.done && r.pid != bad.pid) {
+          ::kill(r.pid, SIGKILL);
+          int status = 0;
+          ::waitpid(r.pid, &status, 0);
+        }
         std::error_code ec;
-        fs::remove(out_path, ec);
-        std::vector<std::string> args = {SelfExe(),  "probe-op",
-                                         "--config", fs::absolute(recipe.path).string(),
-                                         "--op-idx", std::to_string(t),
-                                         "--sample", sample_path,
-                                         "--work",   work,
-                                         "--warmup", std::to_string(st.warmup_batches),
-                                         "--steady", std::to_string(st.steady_batches),
-                                         "--result", out_path,
-                                         "--device", DeviceFlag()};
-        if (!replay_list.empty()) {
-          args.push_back("--replay");
-          args.push_back(replay_list);
-        }
-        std::string gpus;
-        for (int g : model::GetDeviceSettings().gpus) {
-          gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
-        }
-        if (!gpus.empty()) {
-          args.push_back("--gpus");
-          args.push_back(gpus);
-        }
-        const std::string where = recipe.path + ":" + std::to_string(spec.line) + ": ";
-        bool timed_out = false;
-        try {
-          RunProbeChild(args, probe_dir + "/probe_op_" + std::to_string(t) + ".log",
-                        st.timeout_seconds.value_or(0), &timed_out);
-        } catch (const Error& e) {
-          cx.emit("probe_failed", {{"op_idx", t},
-                                   {"op_name", spec.name},
-                                   {"status", "failed"},
-                                   {"duration_secs", Now() - start},
-                                   {"error_type", "exception"},
-                                   {"error_message", e.message()}});
-          fs::remove_all(work, ec);
-          throw Error(where + "preflight probe of " + spec.name + " failed: " + e.message());
-        }
-        if (timed_out) {
-          fs::remove_all(work, ec);
-          const std::string msg = "the probe ran past gpu_probe_timeout_seconds (" +
-                                  Fixed(*st.timeout_seconds, 3) + " s)";
-          cx.emit("probe_failed", {{"op_idx", t},
-                                   {"op_name", spec.name},
-                                   {"status", "failed"},
-                                   {"duration_secs", Now() - start},
-                                   {"error_type", "timeout"},
-                                   {"error_message", msg}});
-          throw Error(where + "preflight probe of " + spec.name + " failed: " + msg,
-                      "raise partition.gpu_probe_timeout_seconds or make the sample smaller");
-        }
-        const json measured = json::parse(ReadText(out_path), nullptr, false);
-        if (!measured.is_object()) {
-          throw Error(where + "preflight probe of " + spec.name + " wrote no result");
-        }
-        fs::remove_all(work, ec);
-        fs::remove(out_path, ec);
-        fs::remove(probe_dir + "/probe_op_" + std::to_string(t) + ".log", ec);
-        json warnings = measured.value("warnings", json::array());
-        for (const std::string& w : sample.warnings) warnings.push_back(w);
-        if (md.device != "cpu") {
-          warnings.push_back(
-              "device memory is not measured by this build: replicas are placed "
-              "by max_gpu_workers_per_device");
-        }
-        entry = {{"op_idx", t},
+        fs::remove_all(r.work, ec);
+      }
+      const recipe::OperatorSpec& spec = recipe.process[all[bad.n].t];
+      cx.emit("probe_failed", {{"op_idx", all[bad.n].t},
+                               {"op_name", spec.name},
+                               {"status", "failed"},
+                               {"duration_secs", Now() - bad.start},
+                               {"error_type", type},
+                               {"error_message", msg}});
+      throw Error(recipe.path + ":" + std::to_string(spec.line) + ": preflight probe of " +
+                      spec.name + " failed: " + msg,
+                  hint);
+    };
+    auto finish = [&](const Running& r) {
+      Target& g = all[r.n];
+      const recipe::OperatorSpec& spec = recipe.process[g.t];
+      const json measured = json::parse(ReadText(r.out_path), nullptr, false);
+      if (!measured.is_object()) {
+        throw Error(recipe.path, spec.line, "preflight probe of " + spec.name + " wrote no result");
+      }
+      std::error_code ec;
+      fs::remove_all(r.work, ec);
+      fs::remove(r.out_path, ec);
+      fs::remove(r.log, ec);
+      json warnings = measured.value("warnings", json::array());
+      for (const std::string& w : sample.warnings) warnings.push_back(w);
+      if (g.md.device != "cpu") {
+        warnings.push_back(
+            "device memory is not measured by this build: replicas are placed "
+            "by max_gpu_workers_per_device");
+      }
+      g.entry = {{"op_idx", g.t},
                  {"op_name", spec.name},
-                 {"cache_key", key},
-                 {"device", device},
-                 {"dtype", md.dtype},
-                 {"batch_size", md.batch_size},
+                 {"cache_key", g.key},
+                 {"device", g.device},
+                 {"dtype", g.md.dtype},
+                 {"batch_size", g.md.batch_size},
                  {"sample", sample.meta},
-                 {"probe_mode", replay.mode},
-                 {"replayed_ops", replay.ops},
+                 {"probe_mode", g.replay.mode},
+                 {"replayed_ops", g.replay.ops},
                  {"timings", measured["timings"]},
                  {"steady_rows_per_sec", measured["steady_rows_per_sec"]},
                  {"output_ratio", measured["output_ratio"]},
@@ -675,41 +685,82 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                    {"context_bytes", nullptr},
                    {"memory_fraction", nullptr},
                    {"scheduled_share",
-                    md.device == "cpu"
+                    g.md.device == "cpu"
                         ? json(nullptr)
                         : json(1.0 / static_cast<double>(st.max_gpu_workers_per_device))}}},
                  {"warnings", warnings},
                  {"reusable", sample.reusable},
                  {"created_at", UtcNow()},
                  {"hostname", HostName()}};
-        for (const json& w : warnings) {
-          std::fprintf(stderr, "WARNING: %s: %s\n", spec.name.c_str(),
-                       w.get<std::string>().c_str());
-        }
-        cx.emit("probe_complete",
-                {{"op_idx", t},
-                 {"op_name", spec.name},
-                 {"status", "completed"},
-                 {"duration_secs", Now() - start},
-                 {"input_rows", measured.value("rows", 0)},
-                 {"throughput_rows_per_second", measured["steady_rows_per_sec"]},
-                 {"metadata", {{"cache_key", key}, {"probe_mode", replay.mode}}}});
+      for (const json& w : warnings) {
+        std::fprintf(stderr, "WARNING: %s: %s\n", spec.name.c_str(), w.get<std::string>().c_str());
       }
-      entries.push_back(entry);
+      cx.emit("probe_complete",
+              {{"op_idx", g.t},
+               {"op_name", spec.name},
+               {"status", "completed"},
+               {"duration_secs", Now() - r.start},
+               {"input_rows", measured.value("rows", 0)},
+               {"throughput_rows_per_second", measured["steady_rows_per_sec"]},
+               {"metadata", {{"cache_key", g.key}, {"probe_mode", g.replay.mode}}}});
+    };
+    std::vector<size_t> todo;
+    for (size_t n = 0; n < all.size(); ++n) {
+      if (!all[n].reused) todo.push_back(n);
+    }
+    const double timeout = st.timeout_seconds.value_or(0);
+    for (size_t next = 0; next < todo.size();) {
+      std::vector<Running> group;
+      const bool parallel = all[todo[next]].replay.mode == "parallel";
+      while (next < todo.size() &&
+             (group.empty() || (parallel && all[todo[next]].replay.mode == "parallel" &&
+                                group.size() < st.max_concurrent_probes))) {
+        group.push_back(start_probe(todo[next++]));
+      }
+      for (size_t left = group.size(); left > 0;) {
+        for (Running& r : group) {
+          if (r.done) continue;
+          int status = 0;
+          if (::waitpid(r.pid, &status, WNOHANG) == r.pid) {
+            r.done = true;
+            --left;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+              fail(group, r, "exception", ChildError(r.log), "");
+            }
+          } else if (timeout > 0 && Now() - r.start > timeout) {
+            ::kill(r.pid, SIGKILL);
+            ::waitpid(r.pid, &status, 0);
+            r.done = true;
+            fail(group, r, "timeout",
+                 "the probe ran past gpu_probe_timeout_seconds (" + Fixed(timeout, 3) + " s)",
+                 "raise partition.gpu_probe_timeout_seconds or make the sample smaller");
+          }
+        }
+        if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      for (const Running& r : group) finish(r);
+    }
+
+    json entries = json::array();
+    for (size_t n = 0; n < all.size(); ++n) {
+      const Target& g = all[n];
+      const recipe::OperatorSpec& spec = recipe.process[g.t];
+      entries.push_back(g.entry);
       PlannerStage ps;
-      ps.stage_id = stage_of(t);
+      ps.stage_id = stage_of(g.t);
       ps.name = spec.name;
-      ps.rows_per_sec = entry.value("steady_rows_per_sec", 0.0);
-      ps.input_ratio = entry.value("input_ratio", 1.0);
-      if (md.device != "cpu")
+      ps.rows_per_sec = g.entry.value("steady_rows_per_sec", 0.0);
+      ps.input_ratio = g.entry.value("input_ratio", 1.0);
+      if (g.md.device != "cpu") {
         ps.min_share = 1.0 / static_cast<double>(st.max_gpu_workers_per_device);
+      }
       if (spec.args.Has("num_proc") && !spec.args.Raw("num_proc").IsNull() &&
           spec.args.GetInt("num_proc", -1) > 0) {
         ps.fixed_replicas = static_cast<int>(spec.args.GetInt("num_proc", 1));
       }
       planner_stages.push_back(ps);
       stage_notes[n] = Fixed(ps.rows_per_sec, 1) + " rows/s per replica (" +
-                       (reused ? "probe reused" : "probed " + replay.mode) + ")";
+                       (g.reused ? "probe reused" : "probed " + g.replay.mode) + ")";
     }
     std::error_code ec;
     fs::remove(sample_path, ec);

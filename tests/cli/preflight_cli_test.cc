@@ -208,6 +208,31 @@ TEST_F(PreflightCli, ContractsReadingOnlyTextProbeParallelWithoutContractsOrdere
   EXPECT_EQ(Probe("plain")["replayed_ops"], json::array({0}));
 }
 
+TEST_F(PreflightCli, IndependentProbesRunTogetherUpToMaxConcurrentGpuProbes) {
+  WriteRecipe("  max_concurrent_gpu_probes: 2\n", "", /*contracts=*/true);
+  // A second model operator that reads text only, as independent of the first.
+  Write("recipe.yaml", Read("recipe.yaml") +
+                           "  - query_topic_detection_mapper:\n      hf_model: " + models_ +
+                           "/roberta-topic-st\n      zh_to_en_hf_model: null\n"
+                           "      query_key: text\n      batch_size: 8\n"
+                           "      input_columns: [text]\n"
+                           "      output_columns: [__dj__meta__.query_topic_label*]\n");
+  const CliResult r = RunJob("two");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json probes = json::parse(Read("work/two/gpu_probe_results.json"))["probes"];
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[1]["op_name"], "query_topic_detection_mapper");
+  EXPECT_EQ(probes[1]["probe_mode"], "parallel");
+  EXPECT_EQ(probes[1]["replayed_ops"], json::array({0}));
+  // Both started before either completed.
+  const std::string events = Events("two");
+  const size_t second_start = events.rfind("\"event_type\":\"probe_start\"");
+  const size_t first_complete = events.find("\"event_type\":\"probe_complete\"");
+  ASSERT_NE(first_complete, std::string::npos);
+  EXPECT_LT(second_start, first_complete);
+  EXPECT_EQ(Count("two", "probe_start"), 2);
+}
+
 TEST_F(PreflightCli, AProbeThatRaisesStopsTheJobBeforeAnyPartition) {
   WriteRecipe("", "      skip_op_error: false\n");
   std::string r = Read("recipe.yaml");

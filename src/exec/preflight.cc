@@ -125,12 +125,39 @@ bool IsModelOp(const Plan& plan, size_t i) {
 struct ReplayChoice {
   std::vector<size_t> ops;
   std::string mode;
+  std::string warning;  // set when the probe cannot replay what the job runs
 };
+
+// Expand and gather entries and the operators between them (SPEC-lineage)
+// run on children, which a probe does not build: it replays parent-level
+// operators only.
+bool InLineage(const Plan& plan, size_t i) {
+  if (plan.operators[i].region >= 0) return true;
+  for (const LineageRegion& r : plan.regions) {
+    if (r.expand_idx == i || r.gather_idx == i) return true;
+  }
+  return false;
+}
 
 ReplayChoice ChooseReplay(const recipe::Recipe& recipe, const Plan& plan, size_t target) {
   ReplayChoice ordered;
   ordered.mode = "ordered";
-  for (size_t i = 0; i < target; ++i) ordered.ops.push_back(i);
+  bool skipped = false;
+  for (size_t i = 0; i < target; ++i) {
+    if (InLineage(plan, i)) {
+      skipped = true;
+    } else {
+      ordered.ops.push_back(i);
+    }
+  }
+  if (plan.operators[target].region >= 0) {
+    ordered.warning =
+        "the operator runs on the children of an expand region; it was probed on parent rows";
+    return ordered;
+  }
+  if (skipped) {
+    ordered.warning = "expand/gather regions before the operator were not replayed";
+  }
   std::optional<std::vector<std::string>> reads = Columns(recipe.process[target], "input_columns");
   if (!reads) return ordered;
   std::vector<std::string> needed = *reads;
@@ -139,7 +166,7 @@ ReplayChoice ChooseReplay(const recipe::Recipe& recipe, const Plan& plan, size_t
     const recipe::OperatorSpec& spec = recipe.process[k];
     const std::optional<std::vector<std::string>> in = Columns(spec, "input_columns");
     const std::optional<std::vector<std::string>> out = Columns(spec, "output_columns");
-    if (!in || !out) return ordered;
+    if (!in || !out || InLineage(plan, k)) return ordered;
     // A filter decides which rows reach the target: always an ancestor.
     const bool filter = plan.operators[k].op->kind() == ops::OpKind::kFilter;
     if (!filter && !AnyOverlap(*out, needed)) continue;
@@ -148,7 +175,7 @@ ReplayChoice ChooseReplay(const recipe::Recipe& recipe, const Plan& plan, size_t
     needed.insert(needed.end(), in->begin(), in->end());
   }
   std::sort(ancestors.begin(), ancestors.end());
-  return {ancestors, "parallel"};
+  return {ancestors, "parallel", ""};
 }
 
 // Model files: contents hashed up to 64 MiB each, larger files by size and
@@ -661,6 +688,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       fs::remove(r.log, ec);
       json warnings = measured.value("warnings", json::array());
       for (const std::string& w : sample.warnings) warnings.push_back(w);
+      if (!g.replay.warning.empty()) warnings.push_back(g.replay.warning);
       if (g.md.device != "cpu") {
         warnings.push_back(
             "device memory is not measured by this build: replicas are placed "

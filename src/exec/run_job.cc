@@ -369,6 +369,7 @@ void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
     total.operators[i].errors += part.operators[i].errors;
     total.operators[i].seconds += part.operators[i].seconds;
   }
+  AddRegionCounters(total, part);
 }
 
 // A partition's counters through operator op_idx, as a commit keeps them.
@@ -467,6 +468,7 @@ json PlanJson(const Plan& plan, const std::string& job_id, const std::string& co
              {"batch_size", plan.batch_rows},
              {"replicas", 1},
              {"devices", json::array({"cpu"})}}}},
+          {"lineage_stages", LineageStagesJson(plan)},
           {"edges", edges},
           {"partitioning", {{"mode", set.mode}, {"num_partitions", set.bounds.size()}}},
           {"checkpoint", {{"strategy", TapStrategyName(st.strategy)}, {"taps", taps}}},

@@ -233,6 +233,24 @@ TEST_F(PreflightCli, IndependentProbesRunTogetherUpToMaxConcurrentGpuProbes) {
   EXPECT_EQ(Count("two", "probe_start"), 2);
 }
 
+TEST_F(PreflightCli, AModelOperatorInsideAnExpandRegionIsProbedOnParentRows) {
+  Write("recipe.yaml",
+        "partition:\n  mode: manual\n  num_of_partitions: 2\nprocess:\n"
+        "  - whitespace_normalization_mapper:\n"
+        "  - expand: {name: paras, by: paragraph, keep_fields: [id]}\n"
+        "  - query_sentiment_detection_mapper:\n      hf_model: " +
+            models_ +
+            "/roberta-sentiment-st\n      zh_to_en_hf_model: null\n      query_key: text\n"
+            "      batch_size: 8\n"
+            "  - gather: {name: paras, into: [text]}\n");
+  ASSERT_TRUE(Probed("region"));
+  const json p = Probe("region");
+  EXPECT_EQ(p["op_idx"], 2);
+  EXPECT_EQ(p["probe_mode"], "ordered");
+  EXPECT_EQ(p["replayed_ops"], json::array({0}));  // the expand is not replayed
+  EXPECT_NE(p["warnings"].dump().find("parent rows"), std::string::npos) << p["warnings"];
+}
+
 TEST_F(PreflightCli, AProbeThatRaisesStopsTheJobBeforeAnyPartition) {
   WriteRecipe("", "      skip_op_error: false\n");
   std::string r = Read("recipe.yaml");

@@ -26,6 +26,8 @@ void AddJobsCommand(CLI::App& app, int* exit_code);
 void AddMonitorCommand(CLI::App& app, int* exit_code);
 void AddGcCommand(CLI::App& app, int* exit_code);
 void AddStopCommand(CLI::App& app, int* exit_code);
+// Internal, hidden from help: the child of a preflight probe.
+void AddProbeCommand(CLI::App& app, int* exit_code);
 
 // Prints the jobs under `work_dir` (run and elastic), newest first, as a
 // table or one JSON array; `djshard jobs` and `djshard stop --list`. Returns 0.

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   djshard::cli::AddTokenizeCommand(app, &exit_code);
   djshard::cli::AddModelCommand(app, &exit_code);
   djshard::cli::AddVersionCommand(app, &exit_code);
+  djshard::cli::AddProbeCommand(app, &exit_code);
 
   djshard::InstallStopHandlers();
   try {

@@ -1,6 +1,7 @@
 #include "djshard/exec/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "djshard/common/error.h"
@@ -33,6 +34,14 @@ class Section {
                     "known keys: " + list);
       }
     }
+  }
+  // Whether `key` is present, even as null.
+  bool Has(const char* key) const {
+    if (!node_ || !node_.IsMap()) return false;
+    for (const auto& kv : node_) {
+      if (kv.first.as<std::string>() == key) return true;
+    }
+    return false;
   }
   // The value of `key`; nullopt when absent or null.
   std::optional<YAML::Node> Get(const char* key) const {
@@ -80,6 +89,79 @@ class Section {
   std::string name_;
   std::string path_;
 };
+
+// The preflight keys of partition: (SPEC-checkpoints §10).
+constexpr const char* kPreflightKeys[] = {
+    "gpu_preflight_enabled",     "max_gpu_workers_per_device",       "max_concurrent_gpu_probes",
+    "gpu_probe_timeout_seconds", "gpu_probe_warmup_batches",         "gpu_probe_steady_batches",
+    "gpu_probe_sample_offset",   "gpu_probe_sample_shuffle",         "gpu_probe_sample_seed",
+    "execution_group_size",      "max_initialization_overhead_ratio"};
+
+// A whole number >= `min`, nullopt when absent or null.
+std::optional<uint64_t> Count(const Section& sec, const char* key, int64_t min) {
+  const std::optional<YAML::Node> v = sec.Get(key);
+  if (!v) return std::nullopt;
+  int64_t n = -1;
+  try {
+    n = v->as<int64_t>();
+  } catch (const YAML::Exception&) {
+    n = -1;
+  }
+  if (n < min) {
+    sec.Fail(*v, key,
+             min == 0 ? "must be a whole number, 0 or more" : "must be a positive integer");
+  }
+  return static_cast<uint64_t>(n);
+}
+
+// A number > 0 (or >= 0 with `zero_ok`), nullopt when absent or null.
+std::optional<double> Number(const Section& sec, const char* key, bool zero_ok) {
+  const std::optional<YAML::Node> v = sec.Get(key);
+  if (!v) return std::nullopt;
+  double x = -1;
+  try {
+    x = v->as<double>();
+  } catch (const YAML::Exception&) {
+    x = -1;
+  }
+  if (!std::isfinite(x) || x < 0 || (x == 0 && !zero_ok)) {
+    sec.Fail(*v, key, zero_ok ? "must be a number, 0 or more" : "must be a positive number");
+  }
+  return x;
+}
+
+bool IsAuto(const std::optional<YAML::Node>& v) {
+  return v && v->IsScalar() && v->Scalar() == "auto";
+}
+
+void ParsePreflight(const Section& sec, PreflightSettings* p) {
+  if (auto b = sec.Bool("gpu_preflight_enabled")) p->enabled = *b;
+  if (auto n = Count(sec, "max_gpu_workers_per_device", 1)) p->max_gpu_workers_per_device = *n;
+  if (!IsAuto(sec.Get("max_concurrent_gpu_probes"))) {
+    if (auto n = Count(sec, "max_concurrent_gpu_probes", 1)) p->max_concurrent_probes = *n;
+  }
+  p->timeout_seconds = Number(sec, "gpu_probe_timeout_seconds", false);
+  if (auto n = Count(sec, "gpu_probe_warmup_batches", 0)) p->warmup_batches = *n;
+  if (auto n = Count(sec, "gpu_probe_steady_batches", 1)) p->steady_batches = *n;
+  if (auto n = Count(sec, "gpu_probe_sample_offset", 0)) p->sample_offset = *n;
+  if (auto b = sec.Bool("gpu_probe_sample_shuffle")) p->sample_shuffle = *b;
+  // Present and null means "no seed"; absent means Data-Juicer's 42.
+  if (sec.Has("gpu_probe_sample_seed")) {
+    const std::optional<YAML::Node> v = sec.Get("gpu_probe_sample_seed");
+    const bool null_text = v && v->IsScalar() && (v->Scalar() == "null" || v->Scalar() == "~");
+    p->sample_seed = null_text ? std::nullopt : Count(sec, "gpu_probe_sample_seed", 0);
+  }
+  if (!IsAuto(sec.Get("execution_group_size"))) {
+    p->execution_group_size = Count(sec, "execution_group_size", 1);
+  }
+  if (auto x = Number(sec, "max_initialization_overhead_ratio", false)) {
+    if (*x > 1) {
+      sec.Fail(*sec.Get("max_initialization_overhead_ratio"), "max_initialization_overhead_ratio",
+               "must be a number in (0, 1]");
+    }
+    p->max_initialization_overhead_ratio = *x;
+  }
+}
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -160,8 +242,10 @@ YAML::Node ApplyOverrides(const YAML::Node& root, const std::vector<ConfigOverri
 JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
   JobSettings s;
   const Section partition(root, "partition", path);
-  partition.Known({"mode", "num_of_partitions", "target_size_mb", "size", "max_size_mb",
-                   "max_concurrent_partitions"});
+  std::set<std::string> partition_keys = {"mode", "num_of_partitions", "target_size_mb",
+                                          "size", "max_size_mb",       "max_concurrent_partitions"};
+  for (const char* k : kPreflightKeys) partition_keys.insert(k);
+  partition.Known(partition_keys);
   if (auto mode = partition.String("mode")) {
     if (*mode == "auto") {
       s.mode = PartitionMode::kAuto;
@@ -195,6 +279,8 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
       s.max_concurrent_partitions = static_cast<uint64_t>(n);
     }
   }
+
+  ParsePreflight(partition, &s.preflight);
 
   const Section checkpoint(root, "checkpoint", path);
   checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep", "dir"});
@@ -327,6 +413,8 @@ nlohmann::json EffectiveConfig(const YAML::Node& root, const std::string& datase
   // How many partitions run at once never changes the output.
   if (j.contains("partition") && j["partition"].is_object()) {
     j["partition"].erase("max_concurrent_partitions");
+    // Preflight only measures and places replicas.
+    for (const char* k : kPreflightKeys) j["partition"].erase(k);
     if (j["partition"].empty()) j.erase("partition");
   }
   if (j.contains("checkpoint_dir")) {

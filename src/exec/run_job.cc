@@ -28,6 +28,7 @@
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "src/exec/job_files.h"
+#include "src/exec/job_preflight.h"
 #include "src/exec/run_stop.h"
 
 namespace djshard::exec {
@@ -716,6 +717,11 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
   uint64_t completed = 0, resumed = 0;
 
   try {
+    // Model preflight (SPEC-checkpoints §10): probes and the replica plan,
+    // before any partition starts.
+    RunJobPreflight(
+        recipe, plan, st, inputs, paths.dir, threads, set.bounds.size(),
+        [&] { return PlanJson(plan, job_id, config_sha, taps, st, set); }, events, disk);
     io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
     io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
     ExecOptions base;

@@ -87,6 +87,8 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
       std::filesystem::path(ResolveModelArgument(args, model_key, fallback, revision, "model", ""))
           .lexically_normal()
           .string();
+  dir_ = dir;
+  dtype_name_ = dtype_name;
   config_ = model::ReadModelConfig(dir);
   max_tokens_ = config_.max_tokens;
   if (args.Has("max_length") && !args.Raw("max_length").IsNull()) {
@@ -190,6 +192,15 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
 }
 
 ModelRunner::~ModelRunner() = default;
+
+Operator::ModelDescription ModelRunner::description() const {
+  Operator::ModelDescription d;
+  d.dir = dir_;
+  d.dtype = dtype_name_;
+  d.batch_size = batch_size_;
+  d.device = replicas_.empty() ? "cpu" : replicas_.front()->model->device();
+  return d;
+}
 
 size_t ModelRunner::preferred_batch_rows() const {
   const bool gpu = !replicas_.empty() && replicas_.front()->model->device() != "cpu";

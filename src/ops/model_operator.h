@@ -13,6 +13,7 @@
 #include "djshard/model/batcher.h"
 #include "djshard/model/device_model.h"
 #include "djshard/model/tokenizer.h"
+#include "djshard/ops/operator.h"
 #include "djshard/ops/registry.h"
 #include "djshard/recipe/recipe.h"
 
@@ -43,6 +44,8 @@ class ModelRunner {
   void Run(std::span<model::ModelRow> rows) const;
 
   const model::ModelConfig& config() const { return config_; }
+  // The model directory, dtype, batch size and first device, for preflight.
+  Operator::ModelDescription description() const;
   int batch_size() const { return batch_size_; }
   // Rows per executor batch: batch_size on the CPU, where every executor
   // thread runs its own rows; 8 x batch_size on a GPU, so that length
@@ -51,6 +54,8 @@ class ModelRunner {
 
  private:
   std::string op_name_;
+  std::string dir_;
+  std::string dtype_name_;
   model::ModelConfig config_;
   std::shared_ptr<const model::Tokenizer> tokenizer_;
   bool truncation_ = false;

@@ -50,7 +50,9 @@ const std::vector<CommonArg>& CommonArguments() {
       {"ray_execution_mode", kIgnored, kRayScheduling},
       {"cpu_required", kIgnored, kRayScheduling},
       {"gpu_required", kHonoured, "model operators: as num_gpus (its alias)"},
-      {"mem_required", kIgnored, kRayScheduling},
+      {"mem_required", kHonoured,
+       "model operators with partition.gpu_preflight_enabled: false: memory per replica (e.g. "
+       "1500MB), required then together with num_proc; otherwise preflight measures it"},
       {"auto_op_parallelism", kIgnored, kRayScheduling},
       {"adaptive_batching", kIgnored, kRayScheduling},
       {"turbo", kIgnored, "a speed-up of Data-Juicer's batched model operators"},
@@ -79,6 +81,12 @@ const std::vector<CommonArg>& CommonArguments() {
        "inside an expand/gather region: any_parent (default; model calls batch children of many "
        "parents) or single_parent (a model call never mixes parents)"},
       {"history_key", kIgnored, kOtherField},
+      {"input_columns", kHonoured,
+       "fields the operator reads (nested paths such as __dj__meta__.x, trailing *); preflight "
+       "probes a model operator in parallel only when these contracts prove independence "
+       "(absent: unknown)"},
+      {"output_columns", kHonoured,
+       "fields the operator writes, as input_columns (absent: unknown)"},
   };
   return args;
 }

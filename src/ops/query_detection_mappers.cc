@@ -36,6 +36,9 @@ class QueryDetectionMapper : public Mapper {
 
   bool processes_rows_together() const override { return true; }
   size_t preferred_batch_rows() const override { return runner_->preferred_batch_rows(); }
+  std::optional<ModelDescription> model_description() const override {
+    return runner_->description();
+  }
 
   void Map(Sample& sample) const override {
     Sample* rows[] = {&sample};

@@ -35,6 +35,9 @@ class TextPairSimilarityFilter : public Filter {
 
   bool processes_rows_together() const override { return true; }
   size_t preferred_batch_rows() const override { return runner_->preferred_batch_rows(); }
+  std::optional<ModelDescription> model_description() const override {
+    return runner_->description();
+  }
 
   bool Process(Sample& sample) const override {
     Sample* rows[] = {&sample};

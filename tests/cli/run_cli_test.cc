@@ -399,7 +399,7 @@ TEST_F(RunCli, OpsSaysWhichCommonArgumentsDjshardHonoursAndWhichItIgnores) {
   EXPECT_NE(r.out.find("stats_export_path"), std::string::npos);
   const std::string ignored_part = r.out.substr(ignored);
   EXPECT_NE(ignored_part.find("num_cpus, memory, runtime_env, ray_execution_mode, "
-                              "cpu_required, mem_required, auto_op_parallelism, "
+                              "cpu_required, auto_op_parallelism, "
                               "adaptive_batching:\n      Ray scheduling:"),
             std::string::npos)
       << r.out;

@@ -165,14 +165,15 @@ TEST(CommonArguments, EachIsListedOnceWithWhatDjshardDoesWithIt) {
   }
   // Data-Juicer's Ray scheduling arguments are accepted and ignored, but for
   // the GPU requests, which place the model operators.
-  for (const char* ray :
-       {"num_cpus", "memory", "runtime_env", "ray_execution_mode", "cpu_required", "mem_required",
-        "auto_op_parallelism", "adaptive_batching", "turbo", "work_dir"}) {
+  for (const char* ray : {"num_cpus", "memory", "runtime_env", "ray_execution_mode", "cpu_required",
+                          "auto_op_parallelism", "adaptive_batching", "turbo", "work_dir"}) {
     ASSERT_NE(FindCommonArgument(ray), nullptr) << ray;
     EXPECT_EQ(FindCommonArgument(ray)->use, CommonArgUse::kIgnored) << ray;
   }
-  for (const char* honoured : {"text_key", "skip_op_error", "batch_size", "num_proc", "num_gpus",
-                               "gpu_required", "accelerator"}) {
+  // mem_required sizes model replicas when preflight is disabled.
+  for (const char* honoured :
+       {"text_key", "skip_op_error", "batch_size", "num_proc", "num_gpus", "gpu_required",
+        "accelerator", "mem_required", "input_columns", "output_columns"}) {
     ASSERT_NE(FindCommonArgument(honoured), nullptr) << honoured;
     EXPECT_EQ(FindCommonArgument(honoured)->use, CommonArgUse::kHonoured) << honoured;
   }

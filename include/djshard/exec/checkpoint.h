@@ -20,6 +20,22 @@ enum class PartitionMode { kAuto, kManual };
 enum class TapStrategy { kEveryNOps, kEveryOp, kManual, kDisabled };
 const char* TapStrategyName(TapStrategy s);
 
+// The GPU/model preflight keys of the partition: section (SPEC-checkpoints
+// §10), with Data-Juicer's names and defaults. None of them changes output bytes.
+struct PreflightSettings {
+  bool enabled = true;                           // gpu_preflight_enabled
+  uint64_t max_gpu_workers_per_device = 5;       // replicas per device, every stage together
+  uint64_t max_concurrent_probes = 1;            // max_concurrent_gpu_probes (auto = 1)
+  std::optional<double> timeout_seconds;         // gpu_probe_timeout_seconds (null: none)
+  uint64_t warmup_batches = 1;                   // gpu_probe_warmup_batches (0 allowed)
+  uint64_t steady_batches = 3;                   // gpu_probe_steady_batches
+  uint64_t sample_offset = 0;                    // gpu_probe_sample_offset, in rows
+  bool sample_shuffle = false;                   // gpu_probe_sample_shuffle
+  std::optional<uint64_t> sample_seed = 42;      // gpu_probe_sample_seed (null: a new one each run)
+  std::optional<uint64_t> execution_group_size;  // nullopt: auto
+  double max_initialization_overhead_ratio = 0.1;  // for execution_group_size: auto
+};
+
 // The recipe's partition:, checkpoint: and event_logging: sections and its
 // job_id and work_dir, with Data-Juicer's key names and defaults
 // (SPEC-checkpoints §2).
@@ -40,6 +56,7 @@ struct JobSettings {
   // checkpoint.dir (alias: the top-level checkpoint_dir) as written: where
   // checkpoints go instead of <job_dir>/checkpoints.
   std::optional<std::string> checkpoint_dir;
+  PreflightSettings preflight;
   bool event_logging = true;
   std::optional<std::string> job_id;    // recipe job_id
   std::optional<std::string> work_dir;  // recipe work_dir
@@ -67,7 +84,8 @@ nlohmann::json CanonicalJson(const YAML::Node& node);
 
 // The configuration that decides output bytes: the recipe with overrides as
 // canonical JSON, the effective dataset and export paths, minus what does not
-// (np, work_dir, job_id, event_logging). A top-level checkpoint_dir counts as
+// (np, work_dir, job_id, event_logging, partition.max_concurrent_partitions
+// and the preflight keys of partition:). A top-level checkpoint_dir counts as
 // checkpoint.dir, which stays: SPEC-checkpoints §6 does not list it as
 // non-semantic.
 nlohmann::json EffectiveConfig(const YAML::Node& root, const std::string& dataset_path,

@@ -48,6 +48,16 @@ class Operator {
   // preference); the plan takes the largest.
   virtual size_t preferred_batch_rows() const { return 0; }
 
+  // A model operator's model, for preflight (SPEC-checkpoints §10): nullopt
+  // for operators without one.
+  struct ModelDescription {
+    std::string dir;      // the resolved model directory
+    std::string dtype;    // float32, bfloat16 or float16
+    int batch_size = 64;  // rows per model call
+    std::string device;   // the device its first replica runs on ("cpu", "cuda:0")
+  };
+  virtual std::optional<ModelDescription> model_description() const { return std::nullopt; }
+
  protected:
   const recipe::OperatorArgs& args() const { return args_; }
 

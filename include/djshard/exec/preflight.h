@@ -1,0 +1,71 @@
+#pragma once
+
+// Model preflight (SPEC-checkpoints §10): before any partition starts, every
+// model operator is probed on a small sample in a one-shot child process
+// (`djshard probe-op`), the results are cached in gpu_probe_results.json, and
+// the replica plan is made from them.
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "djshard/exec/checkpoint.h"
+#include "djshard/exec/plan.h"
+#include "djshard/recipe/recipe.h"
+
+namespace djshard::exec {
+
+// What the job knows when it runs preflight.
+struct PreflightContext {
+  const recipe::Recipe* recipe = nullptr;
+  const Plan* plan = nullptr;
+  PreflightSettings settings;
+  std::vector<std::string> inputs;  // input files, in order
+  std::string job_dir;              // gpu_probe_results.json and probe/ go here
+  int threads = 1;                  // the executor's threads
+  uint64_t partitions_in_flight = 1;
+  uint64_t num_partitions = 1;
+  // Appends one event (probe_start, probe_complete, probe_failed).
+  std::function<void(const std::string& type, nlohmann::json fields)> emit;
+};
+
+// What preflight decided. `plan_fields` holds the dag_execution_plan.json
+// keys it owns; empty when the recipe has no model operator.
+struct PreflightResult {
+  bool has_model_ops = false;
+  nlohmann::json plan_fields = nlohmann::json::object();
+  std::vector<std::string> printout;  // lines for the user, before the job starts
+  // Per operator: its input_columns / output_columns contracts (null: unknown).
+  nlohmann::json op_columns = nlohmann::json::array();
+};
+
+// Probes (or reuses the cached probe of) every model operator of the plan and
+// plans its replicas. Throws Error (exit 2) naming the operator when a probe
+// fails, times out, or a mapper returns no rows; with preflight disabled, when
+// a model operator lacks num_proc or mem_required; and when a stage fits on
+// no device (with the table).
+PreflightResult RunPreflight(const PreflightContext& context);
+
+// Puts preflight's stages, execution groups and probe keys into a plan
+// document made by the job (a no-op without model operators).
+void AddPreflightToPlan(const PreflightResult& result, nlohmann::json* plan_json);
+
+// `djshard probe-op`: the child side of one probe.
+struct ProbeRequest {
+  std::string config;          // the recipe
+  size_t op_idx = 0;           // the operator probed
+  std::vector<size_t> replay;  // operators replayed on the sample first, ascending
+  std::string sample;          // JSONL sample rows
+  std::string work;            // a directory for the replayed rows
+  uint64_t warmup = 1;
+  uint64_t steady = 3;
+  std::string result;  // where the result JSON goes
+};
+
+// Replays the ancestors, initializes the operator once and times warmup and
+// steady batches of batch_size rows (survivors cycled). Throws Error when the
+// operator raises or a mapper returns no rows.
+void ProbeOperator(const ProbeRequest& request);
+
+}  // namespace djshard::exec

@@ -1,0 +1,64 @@
+#pragma once
+
+// The replica plan of SPEC-checkpoints §10.6: how many replicas each model
+// stage gets and on which device. A pure function of the probe results and
+// the devices, so that tests can run it on made-up machines.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace djshard::exec {
+
+// A device replicas may go to, as the planner sees it.
+struct PlannerDevice {
+  std::string name;          // "cuda:0", "cpu"
+  uint64_t total_bytes = 0;  // memory of the device
+  uint64_t free_bytes = 0;   // what the job may use of it
+};
+
+// What a model stage needs, from its probe (or its explicit arguments).
+struct PlannerStage {
+  size_t stage_id = 0;
+  std::string name;            // the operator, for messages
+  double rows_per_sec = 0;     // steady input rows/s of one replica
+  double input_ratio = 1;      // rows reaching the stage per input row of the job
+  uint64_t weights_bytes = 0;  // paid once per device (replicas share the weights)
+  uint64_t replica_bytes = 0;  // activations of one replica
+  uint64_t context_bytes = 0;  // paid once per device (the CUDA context)
+  // Smallest share of a device one replica is scheduled for:
+  // max(memory_fraction, 1/max_workers_per_device).
+  double min_share = 0;
+  std::optional<int> fixed_replicas;  // explicit num_proc: not grown, lowered to what fits
+};
+
+struct PlannerLimits {
+  int max_workers_per_device = 5;  // partition.max_gpu_workers_per_device
+  int cpu_threads = 1;             // every replica is fed by a CPU thread
+  int max_batches_in_flight = 1;   // a replica without a batch waits
+};
+
+struct StagePlacement {
+  size_t stage_id = 0;
+  int replicas = 0;
+  std::vector<std::string> devices;  // one entry per replica
+  std::string bound;                 // why it stopped growing: memory|device_cap|cpu|batches|fixed
+};
+
+struct ReplicaPlan {
+  std::vector<StagePlacement> stages;  // in the order of the input stages
+  std::vector<std::string> warnings;   // a fixed num_proc lowered to what fits
+};
+
+// One replica per stage on the device with the most free memory; a stage
+// whose single replica fits on no device is an Error (exit 2) with a table of
+// stage, bytes needed and largest free. Then replicas are added to the
+// bottleneck stage (lowest replicas x rows/s / input ratio) while memory, the
+// per-device cap, the CPU thread budget and the batches in flight allow;
+// planning stops when the bottleneck cannot grow. Stages that each fit but
+// not together are an Error too (alternating execution groups are not
+// supported by this build).
+ReplicaPlan PlanReplicas(const std::vector<PlannerStage>& stages,
+                         const std::vector<PlannerDevice>& devices, const PlannerLimits& limits);
+
+}  // namespace djshard::exec

@@ -1,0 +1,1017 @@
+#include "djshard/exec/preflight.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "djshard/common/build_info.h"
+#include "djshard/common/error.h"
+#include "djshard/exec/executor.h"
+#include "djshard/exec/replica_plan.h"
+#include "djshard/io/input.h"
+#include "djshard/io/output.h"
+#include "djshard/io/sha256.h"
+#include "djshard/model/device.h"
+#include "djshard/model/runtime.h"
+#include "djshard/ops/registry.h"
+#include "src/exec/job_preflight.h"
+
+namespace djshard::exec {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string HostName() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f) throw Error(path, 0, "cannot write");
+  }
+  fs::rename(tmp, path);
+}
+
+// An operator's input_columns / output_columns: nullopt when absent (unknown).
+std::optional<std::vector<std::string>> Columns(const recipe::OperatorSpec& spec,
+                                                const std::string& key) {
+  if (!spec.args.Has(key) || spec.args.Raw(key).IsNull()) return std::nullopt;
+  const YAML::Node v = spec.args.Raw(key);
+  std::vector<std::string> out;
+  if (v.IsScalar()) {
+    out.push_back(v.Scalar());
+  } else if (v.IsSequence()) {
+    for (const auto& item : v) {
+      if (!item.IsScalar() || item.Scalar().empty()) {
+        spec.args.Fail(key, "must be a list of field names", "e.g. [text, __dj__meta__.score]");
+      }
+      out.push_back(item.Scalar());
+    }
+  } else {
+    spec.args.Fail(key, "must be a list of field names", "e.g. [text, __dj__meta__.score]");
+  }
+  return out;
+}
+
+// Whether two column names can touch the same data: equal, one a nested part
+// of the other, or a trailing * matching a prefix.
+bool Overlaps(const std::string& a, const std::string& b) {
+  auto prefix_of = [](const std::string& p, const std::string& full) {
+    if (!p.empty() && p.back() == '*') {
+      return full.compare(0, p.size() - 1, p, 0, p.size() - 1) == 0;
+    }
+    return full == p ||
+           (full.size() > p.size() && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.');
+  };
+  return prefix_of(a, b) || prefix_of(b, a);
+}
+
+bool AnyOverlap(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  for (const std::string& x : a) {
+    for (const std::string& y : b) {
+      if (Overlaps(x, y)) return true;
+    }
+  }
+  return false;
+}
+
+bool IsModelOp(const Plan& plan, size_t i) {
+  return plan.operators[i].op->model_description().has_value();
+}
+
+// The operators a probe of `target` replays, and its mode (SPEC-checkpoints
+// §10.2): parallel when every ancestor is a CPU operator with known contracts
+// (then only the ancestors are replayed), else ordered (every earlier operator).
+struct ReplayChoice {
+  std::vector<size_t> ops;
+  std::string mode;
+  std::string warning;  // set when the probe cannot replay what the job runs
+};
+
+// Expand and gather entries and the operators between them (SPEC-lineage)
+// run on children, which a probe does not build: it replays parent-level
+// operators only.
+bool InLineage(const Plan& plan, size_t i) {
+  if (plan.operators[i].region >= 0) return true;
+  for (const LineageRegion& r : plan.regions) {
+    if (r.expand_idx == i || r.gather_idx == i) return true;
+  }
+  return false;
+}
+
+ReplayChoice ChooseReplay(const recipe::Recipe& recipe, const Plan& plan, size_t target) {
+  ReplayChoice ordered;
+  ordered.mode = "ordered";
+  bool skipped = false;
+  for (size_t i = 0; i < target; ++i) {
+    if (InLineage(plan, i)) {
+      skipped = true;
+    } else {
+      ordered.ops.push_back(i);
+    }
+  }
+  if (plan.operators[target].region >= 0) {
+    ordered.warning =
+        "the operator runs on the children of an expand region; it was probed on parent rows";
+    return ordered;
+  }
+  if (skipped) {
+    ordered.warning = "expand/gather regions before the operator were not replayed";
+  }
+  std::optional<std::vector<std::string>> reads = Columns(recipe.process[target], "input_columns");
+  if (!reads) return ordered;
+  std::vector<std::string> needed = *reads;
+  std::vector<size_t> ancestors;
+  for (size_t k = target; k-- > 0;) {
+    const recipe::OperatorSpec& spec = recipe.process[k];
+    const std::optional<std::vector<std::string>> in = Columns(spec, "input_columns");
+    const std::optional<std::vector<std::string>> out = Columns(spec, "output_columns");
+    if (!in || !out || InLineage(plan, k)) return ordered;
+    // A filter decides which rows reach the target: always an ancestor.
+    const bool filter = plan.operators[k].op->kind() == ops::OpKind::kFilter;
+    if (!filter && !AnyOverlap(*out, needed)) continue;
+    if (IsModelOp(plan, k)) return ordered;
+    ancestors.push_back(k);
+    needed.insert(needed.end(), in->begin(), in->end());
+  }
+  std::sort(ancestors.begin(), ancestors.end());
+  return {ancestors, "parallel", ""};
+}
+
+// Model files: contents hashed up to 64 MiB each, larger files by size and
+// modification time (hashing gigabytes of weights on every run would cost
+// more than the probe).
+json ModelFingerprint(const std::string& dir) {
+  json files = json::object();
+  std::vector<fs::path> paths;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    if (e.is_regular_file()) paths.push_back(e.path());
+  }
+  std::sort(paths.begin(), paths.end());
+  for (const fs::path& p : paths) {
+    const std::string rel = fs::relative(p, dir).string();
+    struct stat st {};
+    ::stat(p.c_str(), &st);
+    if (st.st_size <= (64 << 20)) {
+      files[rel] = Sha256Hex(ReadText(p.string()));
+    } else {
+      files[rel] =
+          "size:" + std::to_string(st.st_size) + ",mtime_ns:" +
+          std::to_string(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+    }
+  }
+  return files;
+}
+
+uint64_t PhysicalMemory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
+}
+
+uint64_t AvailableMemory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return PhysicalMemory();
+}
+
+// The probe sample (SPEC-checkpoints §10.1).
+struct Sample {
+  std::string rows;  // JSONL, each line ending in '\n'
+  uint64_t count = 0;
+  json meta;  // mode, offset, seed, rows, sha256
+  bool reusable = true;
+  std::vector<std::string> warnings;
+};
+
+Sample DrawSample(const std::vector<std::string>& inputs, const PreflightSettings& st,
+                  uint64_t rows) {
+  Sample s;
+  bool shuffle = st.sample_shuffle;
+  const bool compressed = std::any_of(inputs.begin(), inputs.end(), [](const std::string& p) {
+    return p.size() > 3 &&
+           (p.ends_with(".gz") || p.ends_with(".zst") || p.ends_with(".GZ") || p.ends_with(".ZST"));
+  });
+  if (shuffle && compressed) {
+    s.warnings.push_back(
+        "gpu_probe_sample_shuffle reads plain files only: the sample is the first rows");
+    shuffle = false;
+  }
+  if (shuffle) {
+    if (st.sample_offset > 0) {
+      s.warnings.push_back("gpu_probe_sample_shuffle wins over gpu_probe_sample_offset");
+    }
+    uint64_t seed = 0;
+    if (st.sample_seed) {
+      seed = *st.sample_seed;
+    } else {
+      seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+      s.reusable = false;  // measured every time, never reused
+    }
+    std::mt19937_64 rng(seed);
+    std::vector<uint64_t> sizes;
+    uint64_t total = 0;
+    for (const std::string& p : inputs) {
+      struct stat stt {};
+      ::stat(p.c_str(), &stt);
+      sizes.push_back(static_cast<uint64_t>(stt.st_size));
+      total += static_cast<uint64_t>(stt.st_size);
+    }
+    // Random byte offsets; each draws the line that starts after it (or at it,
+    // at a file's start). Cost is the sample, not the dataset.
+    for (uint64_t i = 0; total > 0 && i < rows; ++i) {
+      uint64_t at = rng() % total;
+      size_t f = 0;
+      while (at >= sizes[f]) at -= sizes[f++];
+      for (size_t tries = 0; tries <= inputs.size(); ++tries) {
+        std::ifstream in(inputs[f], std::ios::binary);
+        in.seekg(static_cast<std::streamoff>(at > 0 ? at - 1 : 0));
+        std::string line;
+        if (at > 0) std::getline(in, line);  // the rest of the line the offset fell in
+        while (std::getline(in, line) && line.empty()) {
+        }
+        if (!line.empty()) {
+          s.rows += line + "\n";
+          ++s.count;
+          break;
+        }
+        f = (f + 1) % inputs.size();  // past the last line: the next file's first
+        at = 0;
+      }
+    }
+    s.meta = {{"mode", "shuffle"},
+              {"offset", nullptr},
+              {"seed", st.sample_seed ? json(*st.sample_seed) : json(nullptr)}};
+  } else {
+    uint64_t skip = st.sample_offset;
+    for (const std::string& p : inputs) {
+      if (s.count >= rows) break;
+      io::LineReader reader(io::OpenInput(p), p);
+      std::string_view line;
+      while (s.count < rows && reader.Next(&line)) {
+        if (line.empty()) continue;
+        if (skip > 0) {
+          --skip;
+          continue;
+        }
+        s.rows.append(line);
+        s.rows.push_back('\n');
+        ++s.count;
+      }
+    }
+    s.meta = {{"mode", "offset"}, {"offset", st.sample_offset}, {"seed", nullptr}};
+  }
+  s.meta["rows"] = s.count;
+  s.meta["sha256"] = Sha256Hex(s.rows);
+  return s;
+}
+
+// The last "ERROR: ..." line of a child's log, else its tail.
+std::string ChildError(const std::string& log) {
+  const std::string text = ReadText(log);
+  const size_t at = text.rfind("ERROR: ");
+  std::string msg = at != std::string::npos ? text.substr(at + 7) : text;
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  if (msg.size() > 2000) msg = msg.substr(msg.size() - 2000);
+  return msg.empty() ? "the probe process failed without a message" : msg;
+}
+
+std::string SelfExe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error("cannot find the djshard binary (/proc/self/exe) to start a probe");
+  return p.string();
+}
+
+std::string DeviceFlag() {
+  switch (model::GetDeviceSettings().request) {
+    case model::DeviceSettings::Request::kCpu:
+      return "cpu";
+    case model::DeviceSettings::Request::kCuda:
+      return "cuda";
+    case model::DeviceSettings::Request::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+// Starts `djshard probe-op` with stdout and stderr into `log`; returns its pid.
+pid_t StartProbeChild(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error("cannot start a probe process (fork failed)");
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Bytes from "1500MB", "2GiB", "1e9" or a plain number.
+std::optional<uint64_t> ParseBytes(const std::string& text) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double mult = 1;
+  if (unit.empty() || unit == "B") {
+    mult = 1;
+  } else if (unit == "KB" || unit == "K") {
+    mult = 1e3;
+  } else if (unit == "MB" || unit == "M") {
+    mult = 1e6;
+  } else if (unit == "GB" || unit == "G") {
+    mult = 1e9;
+  } else if (unit == "KIB") {
+    mult = 1024.0;
+  } else if (unit == "MIB") {
+    mult = 1024.0 * 1024;
+  } else if (unit == "GIB") {
+    mult = 1024.0 * 1024 * 1024;
+  } else {
+    return std::nullopt;
+  }
+  if (!(x > 0) || !std::isfinite(x)) return std::nullopt;
+  return static_cast<uint64_t>(x * mult);
+}
+
+// The plan's stages: consecutive CPU operators fuse, each model operator is
+// a stage of its own.
+struct StageOfPlan {
+  std::string kind;
+  std::vector<size_t> op_idxs;
+};
+
+std::vector<StageOfPlan> SplitStages(const Plan& plan) {
+  std::vector<StageOfPlan> stages;
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    if (IsModelOp(plan, i)) {
+      stages.push_back({"model", {i}});
+    } else if (!stages.empty() && stages.back().kind == "cpu_fused") {
+      stages.back().op_idxs.push_back(i);
+    } else {
+      stages.push_back({"cpu_fused", {i}});
+    }
+  }
+  return stages;
+}
+
+std::string Fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+}  // namespace
+
+PreflightResult RunPreflight(const PreflightContext& cx) {
+  const recipe::Recipe& recipe = *cx.recipe;
+  const Plan& plan = *cx.plan;
+  const PreflightSettings& st = cx.settings;
+  PreflightResult result;
+  // Contracts are checked for every operator, model or not.
+  for (const recipe::OperatorSpec& spec : recipe.process) {
+    Columns(spec, "input_columns");
+    Columns(spec, "output_columns");
+  }
+  std::vector<size_t> targets;
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    if (IsModelOp(plan, i)) targets.push_back(i);
+  }
+  if (targets.empty()) return result;  // nothing to probe
+  result.has_model_ops = true;
+
+  const std::vector<StageOfPlan> stages = SplitStages(plan);
+  auto stage_of = [&](size_t op) {
+    for (size_t s = 0; s < stages.size(); ++s) {
+      if (std::find(stages[s].op_idxs.begin(), stages[s].op_idxs.end(), op) !=
+          stages[s].op_idxs.end()) {
+        return s;
+      }
+    }
+    return size_t{0};
+  };
+  const model::TorchRuntimeInfo torch = model::QueryTorchRuntime();
+
+  // Devices replicas may go to.
+  std::vector<PlannerDevice> devices;
+  bool on_cpu = true;
+  for (size_t t : targets) {
+    if (plan.operators[t].op->model_description()->device != "cpu") on_cpu = false;
+  }
+  if (on_cpu) {
+    devices.push_back({"cpu", PhysicalMemory(), AvailableMemory()});
+  } else {
+    // This build does not read device memory: replicas are placed by the
+    // per-device cap (every device counted as free).
+    for (const std::string& d : model::UsableCudaDevices()) {
+      devices.push_back({d, 0, UINT64_MAX});
+    }
+  }
+  PlannerLimits limits;
+  limits.max_workers_per_device =
+      on_cpu ? cx.threads : static_cast<int>(st.max_gpu_workers_per_device);
+  limits.cpu_threads = cx.threads;
+  limits.max_batches_in_flight = static_cast<int>(static_cast<uint64_t>(cx.threads) *
+                                                  std::max<uint64_t>(1, cx.partitions_in_flight));
+
+  std::vector<PlannerStage> planner_stages;
+  json probe_json = {{"enabled", st.enabled}, {"cache_keys", json::array()}};
+  std::vector<std::string> stage_notes(targets.size());
+
+  if (!st.enabled) {
+    // Fixed-resource experiments: the recipe says everything.
+    for (size_t n = 0; n < targets.size(); ++n) {
+      const size_t t = targets[n];
+      const recipe::OperatorSpec& spec = recipe.process[t];
+      for (const char* key : {"num_proc", "mem_required"}) {
+        if (!spec.args.Has(key) || spec.args.Raw(key).IsNull()) {
+          spec.args.FailAtLineOf(
+              key,
+              spec.name + " needs an explicit " + key +
+                  " when partition.gpu_preflight_enabled is false",
+              "set num_proc and mem_required (e.g. 1500MB), or enable preflight");
+        }
+      }
+      const int64_t num_proc = spec.args.GetInt("num_proc", 0);
+      if (num_proc < 1) spec.args.Fail("num_proc", "must be at least 1", "");
+      const std::optional<uint64_t> mem =
+          ParseBytes(spec.args.Raw("mem_required").as<std::string>());
+      if (!mem) {
+        spec.args.Fail("mem_required", "must be a size such as 1500MB or 2GiB",
+                       "bytes per replica");
+      }
+      PlannerStage ps;
+      ps.stage_id = stage_of(t);
+      ps.name = spec.name;
+      ps.rows_per_sec = 1;
+      ps.replica_bytes = *mem;
+      ps.fixed_replicas = static_cast<int>(num_proc);
+      planner_stages.push_back(ps);
+      stage_notes[n] = "num_proc " + std::to_string(num_proc) + ", mem_required " +
+                       spec.args.Raw("mem_required").as<std::string>();
+    }
+  } else {
+    const std::string probe_dir = cx.job_dir + "/probe";
+    fs::create_directories(probe_dir);
+    uint64_t rows = 0;
+    for (size_t t : targets) {
+      rows = std::max<uint64_t>(rows, plan.operators[t].op->model_description()->batch_size);
+    }
+    const Sample sample = DrawSample(cx.inputs, st, rows);
+    for (const std::string& w : sample.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
+    if (sample.count == 0) {
+      throw Error("preflight: the probe sample is empty (no rows after gpu_probe_sample_offset " +
+                      std::to_string(st.sample_offset) + ")",
+                  "lower partition.gpu_probe_sample_offset");
+    }
+    const std::string sample_path = probe_dir + "/sample.jsonl";
+    WriteText(sample_path, sample.rows);
+
+    // The cached results of earlier runs: this job's, then those of the other
+    // jobs in its work dir, newest first (the cache key says everything a
+    // probe depends on, so a rerun of the same recipe as a new job reuses it).
+    const std::string results_path = cx.job_dir + "/gpu_probe_results.json";
+    json cached = json::array();
+    {
+      std::vector<std::pair<fs::file_time_type, std::string>> others;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(fs::path(cx.job_dir).parent_path(), ec)) {
+        const fs::path f = e.path() / "gpu_probe_results.json";
+        if (e.path() == fs::path(cx.job_dir) || !fs::exists(f, ec)) continue;
+        others.emplace_back(fs::last_write_time(f, ec), f.string());
+      }
+      std::sort(others.rbegin(), others.rend());
+      std::vector<std::string> files = {results_path};
+      for (const auto& o : others) files.push_back(o.second);
+      for (const std::string& f : files) {
+        if (!fs::exists(f, ec)) continue;
+        const json old = json::parse(ReadText(f), nullptr, false);
+        if (!old.is_object() || !old.contains("probes") || !old["probes"].is_array()) continue;
+        for (const json& entry : old["probes"]) cached.push_back(entry);
+      }
+    }
+    // Each target's cache key, and whether an earlier probe answers it.
+    struct Target {
+      size_t t = 0;
+      ops::Operator::ModelDescription md;
+      ReplayChoice replay;
+      json device;
+      std::string key;
+      json entry;
+      bool reused = false;
+    };
+    std::vector<Target> all(targets.size());
+    for (size_t n = 0; n < targets.size(); ++n) {
+      Target& g = all[n];
+      g.t = targets[n];
+      g.md = *plan.operators[g.t].op->model_description();
+      g.replay = ChooseReplay(recipe, plan, g.t);
+      json replayed_configs = json::array();
+      for (size_t r : g.replay.ops) {
+        replayed_configs.push_back(CanonicalJson(recipe.root["process"][r]));
+      }
+      g.device = {
+          {"name", g.md.device},
+          {"total_memory_bytes", g.md.device == "cpu" ? json(PhysicalMemory()) : json(nullptr)},
+          {"sm", nullptr},
+          {"libtorch", torch.torch_version}};
+      const json key_fields = {{"op", CanonicalJson(recipe.root["process"][g.t])},
+                               {"replayed_ops", replayed_configs},
+                               {"model_files", ModelFingerprint(g.md.dir)},
+                               {"device", g.device},
+                               {"djshard", version()},
+                               {"dtype", g.md.dtype},
+                               {"batch_size", g.md.batch_size},
+                               {"warmup_batches", st.warmup_batches},
+                               {"steady_batches", st.steady_batches},
+                               {"max_gpu_workers_per_device", st.max_gpu_workers_per_device},
+                               {"sample", sample.meta}};
+      g.key = Sha256Hex(key_fields.dump());
+      probe_json["cache_keys"].push_back(g.key);
+      if (!sample.reusable) continue;
+      for (const json& c : cached) {
+        if (c.is_object() && c.value("cache_key", "") == g.key && c.value("reusable", false)) {
+          g.entry = c;
+          g.entry["op_idx"] = g.t;
+          g.reused = true;
+          break;
+        }
+      }
+    }
+
+    // The probes to run: parallel ones up to max_concurrent_gpu_probes at
+    // once, ordered ones alone.
+    struct Running {
+      size_t n = 0;
+      pid_t pid = -1;
+      double start = 0;
+      std::string out_path, work, log;
+      bool done = false;
+    };
+    auto start_probe = [&](size_t n) {
+      const Target& g = all[n];
+      const recipe::OperatorSpec& spec = recipe.process[g.t];
+      cx.emit("probe_start", {{"op_idx", g.t},
+                              {"op_name", spec.name},
+                              {"metadata", {{"cache_key", g.key}, {"probe_mode", g.replay.mode}}}});
+      Running r;
+      r.n = n;
+      r.out_path = probe_dir + "/result_op_" + std::to_string(g.t) + ".json";
+      r.work = probe_dir + "/work_op_" + std::to_string(g.t);
+      r.log = probe_dir + "/probe_op_" + std::to_string(g.t) + ".log";
+      fs::create_directories(r.work);
+      std::error_code ec;
+      fs::remove(r.out_path, ec);
+      std::vector<std::string> args = {SelfExe(),  "probe-op",
+                                       "--config", fs::absolute(recipe.path).string(),
+                                       "--op-idx", std::to_string(g.t),
+                                       "--sample", sample_path,
+                                       "--work",   r.work,
+                                       "--warmup", std::to_string(st.warmup_batches),
+                                       "--steady", std::to_string(st.steady_batches),
+                                       "--result", r.out_path,
+                                       "--device", DeviceFlag()};
+      std::string replay_list;
+      for (size_t i : g.replay.ops) {
+        if (!replay_list.empty()) replay_list.push_back(',');
+        replay_list.append(std::to_string(i));
+      }
+      if (!replay_list.empty()) {
+        args.push_back("--replay");
+        args.push_back(replay_list);
+      }
+      std::string gpus;
+      for (int i : model::GetDeviceSettings().gpus) {
+        if (!gpus.empty()) gpus.push_back(',');
+        gpus.append(std::to_string(i));
+      }
+      if (!gpus.empty()) {
+        args.push_back("--gpus");
+        args.push_back(gpus);
+      }
+      r.start = Now();
+      r.pid = StartProbeChild(args, r.log);
+      return r;
+    };
+    // Stops every probe of `group` and the job, naming the operator of `bad`.
+    auto fail = [&](std::vector<Running>& group, const Running& bad, const std::string& type,
+                    const std::string& msg, const std::string& hint) {
+      for (Running& r : group) {
+        if (!r.done && r.pid != bad.pid) {
+          ::kill(r.pid, SIGKILL);
+          int status = 0;
+          ::waitpid(r.pid, &status, 0);
+        }
+        std::error_code ec;
+        fs::remove_all(r.work, ec);
+      }
+      const recipe::OperatorSpec& spec = recipe.process[all[bad.n].t];
+      cx.emit("probe_failed", {{"op_idx", all[bad.n].t},
+                               {"op_name", spec.name},
+                               {"status", "failed"},
+                               {"duration_secs", Now() - bad.start},
+                               {"error_type", type},
+                               {"error_message", msg}});
+      throw Error(recipe.path + ":" + std::to_string(spec.line) + ": preflight probe of " +
+                      spec.name + " failed: " + msg,
+                  hint);
+    };
+    auto finish = [&](const Running& r) {
+      Target& g = all[r.n];
+      const recipe::OperatorSpec& spec = recipe.process[g.t];
+      const json measured = json::parse(ReadText(r.out_path), nullptr, false);
+      if (!measured.is_object()) {
+        throw Error(recipe.path, spec.line, "preflight probe of " + spec.name + " wrote no result");
+      }
+      std::error_code ec;
+      fs::remove_all(r.work, ec);
+      fs::remove(r.out_path, ec);
+      fs::remove(r.log, ec);
+      json warnings = measured.value("warnings", json::array());
+      for (const std::string& w : sample.warnings) warnings.push_back(w);
+      if (!g.replay.warning.empty()) warnings.push_back(g.replay.warning);
+      if (g.md.device != "cpu") {
+        warnings.push_back(
+            "device memory is not measured by this build: replicas are placed "
+            "by max_gpu_workers_per_device");
+      }
+      g.entry = {{"op_idx", g.t},
+                 {"op_name", spec.name},
+                 {"cache_key", g.key},
+                 {"device", g.device},
+                 {"dtype", g.md.dtype},
+                 {"batch_size", g.md.batch_size},
+                 {"sample", sample.meta},
+                 {"probe_mode", g.replay.mode},
+                 {"replayed_ops", g.replay.ops},
+                 {"timings", measured["timings"]},
+                 {"steady_rows_per_sec", measured["steady_rows_per_sec"]},
+                 {"output_ratio", measured["output_ratio"]},
+                 {"input_ratio", measured["input_ratio"]},
+                 {"memory",
+                  {{"weights_bytes", nullptr},
+                   {"activation_peak_bytes", nullptr},
+                   {"context_bytes", nullptr},
+                   {"memory_fraction", nullptr},
+                   {"scheduled_share",
+                    g.md.device == "cpu"
+                        ? json(nullptr)
+                        : json(1.0 / static_cast<double>(st.max_gpu_workers_per_device))}}},
+                 {"warnings", warnings},
+                 {"reusable", sample.reusable},
+                 {"created_at", UtcNow()},
+                 {"hostname", HostName()}};
+      for (const json& w : warnings) {
+        std::fprintf(stderr, "WARNING: %s: %s\n", spec.name.c_str(), w.get<std::string>().c_str());
+      }
+      cx.emit("probe_complete",
+              {{"op_idx", g.t},
+               {"op_name", spec.name},
+               {"status", "completed"},
+               {"duration_secs", Now() - r.start},
+               {"input_rows", measured.value("rows", 0)},
+               {"throughput_rows_per_second", measured["steady_rows_per_sec"]},
+               {"metadata", {{"cache_key", g.key}, {"probe_mode", g.replay.mode}}}});
+    };
+    std::vector<size_t> todo;
+    for (size_t n = 0; n < all.size(); ++n) {
+      if (!all[n].reused) todo.push_back(n);
+    }
+    const double timeout = st.timeout_seconds.value_or(0);
+    for (size_t next = 0; next < todo.size();) {
+      std::vector<Running> group;
+      const bool parallel = all[todo[next]].replay.mode == "parallel";
+      while (next < todo.size() &&
+             (group.empty() || (parallel && all[todo[next]].replay.mode == "parallel" &&
+                                group.size() < st.max_concurrent_probes))) {
+        group.push_back(start_probe(todo[next++]));
+      }
+      for (size_t left = group.size(); left > 0;) {
+        for (Running& r : group) {
+          if (r.done) continue;
+          int status = 0;
+          if (::waitpid(r.pid, &status, WNOHANG) == r.pid) {
+            r.done = true;
+            --left;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+              fail(group, r, "exception", ChildError(r.log), "");
+            }
+          } else if (timeout > 0 && Now() - r.start > timeout) {
+            ::kill(r.pid, SIGKILL);
+            ::waitpid(r.pid, &status, 0);
+            r.done = true;
+            fail(group, r, "timeout",
+                 "the probe ran past gpu_probe_timeout_seconds (" + Fixed(timeout, 3) + " s)",
+                 "raise partition.gpu_probe_timeout_seconds or make the sample smaller");
+          }
+        }
+        if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      for (const Running& r : group) finish(r);
+    }
+
+    json entries = json::array();
+    for (size_t n = 0; n < all.size(); ++n) {
+      const Target& g = all[n];
+      const recipe::OperatorSpec& spec = recipe.process[g.t];
+      entries.push_back(g.entry);
+      PlannerStage ps;
+      ps.stage_id = stage_of(g.t);
+      ps.name = spec.name;
+      ps.rows_per_sec = g.entry.value("steady_rows_per_sec", 0.0);
+      ps.input_ratio = g.entry.value("input_ratio", 1.0);
+      if (g.md.device != "cpu") {
+        ps.min_share = 1.0 / static_cast<double>(st.max_gpu_workers_per_device);
+      }
+      if (spec.args.Has("num_proc") && !spec.args.Raw("num_proc").IsNull() &&
+          spec.args.GetInt("num_proc", -1) > 0) {
+        ps.fixed_replicas = static_cast<int>(spec.args.GetInt("num_proc", 1));
+      }
+      planner_stages.push_back(ps);
+      stage_notes[n] = Fixed(ps.rows_per_sec, 1) + " rows/s per replica (" +
+                       (g.reused ? "probe reused" : "probed " + g.replay.mode) + ")";
+    }
+    std::error_code ec;
+    fs::remove(sample_path, ec);
+    fs::remove(probe_dir, ec);  // when empty: a failed probe's log stays
+    WriteText(results_path, json({{"schema_version", 1}, {"probes", entries}}).dump(2) + "\n");
+  }
+
+  // The replica plan and the execution groups.
+  const ReplicaPlan rp = PlanReplicas(planner_stages, devices, limits);
+  for (const std::string& w : rp.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
+  json stages_json = json::array();
+  json model_stage_ids = json::array();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    json one = {{"stage_id", s},
+                {"kind", stages[s].kind},
+                {"op_idxs", stages[s].op_idxs},
+                {"batch_size", plan.batch_rows},
+                {"replicas", cx.threads},
+                {"devices", json::array({"cpu"})}};
+    if (stages[s].kind == "model") {
+      const size_t t = stages[s].op_idxs.front();
+      model_stage_ids.push_back(s);
+      one["batch_size"] = plan.operators[t].op->model_description()->batch_size;
+      for (size_t n = 0; n < rp.stages.size(); ++n) {
+        if (rp.stages[n].stage_id != s) continue;
+        one["replicas"] = rp.stages[n].replicas;
+        one["devices"] = rp.stages[n].devices;
+        one["bound"] = rp.stages[n].bound;
+        result.printout.push_back("  stage " + std::to_string(s) + " " + recipe.process[t].name +
+                                  ": " + std::to_string(rp.stages[n].replicas) + " replica(s) on " +
+                                  rp.stages[n].devices.front() + ", " + stage_notes[n]);
+      }
+    }
+    stages_json.push_back(one);
+  }
+  json partitions = json::array();
+  for (uint64_t p = 0; p < cx.num_partitions; ++p) partitions.push_back(p);
+  // Every model stage fits at once (PlanReplicas refuses otherwise), so the
+  // replicas live as long as the process: one group, the whole run.
+  const json groups = json::array({{{"group_id", 0},
+                                    {"stage_ids", model_stage_ids},
+                                    {"partitions", partitions},
+                                    {"size", cx.num_partitions}}});
+  result.printout.insert(result.printout.begin(),
+                         "Replica plan (" + std::string(st.enabled ? "preflight" : "explicit") +
+                             "; one execution group: replicas live for the whole run):");
+  json columns = json::array();
+  for (const recipe::OperatorSpec& spec : recipe.process) {
+    const auto in = Columns(spec, "input_columns");
+    const auto out = Columns(spec, "output_columns");
+    columns.push_back({{"input_columns", in ? json(*in) : json(nullptr)},
+                       {"output_columns", out ? json(*out) : json(nullptr)}});
+  }
+  result.plan_fields = {
+      {"stages", stages_json}, {"execution_groups", groups}, {"probe", probe_json}};
+  result.op_columns = columns;
+  return result;
+}
+
+void AddPreflightToPlan(const PreflightResult& result, json* plan_json) {
+  if (!result.has_model_ops) return;
+  json& j = *plan_json;
+  for (const auto& [k, v] : result.plan_fields.items()) j[k] = v;
+  for (size_t i = 0; i < j["ops"].size() && i < result.op_columns.size(); ++i) {
+    j["ops"][i]["input_columns"] = result.op_columns[i]["input_columns"];
+    j["ops"][i]["output_columns"] = result.op_columns[i]["output_columns"];
+  }
+  for (const json& stage : j["stages"]) {
+    for (const json& op : stage["op_idxs"]) {
+      const size_t i = op.get<size_t>();
+      if (i >= j["ops"].size()) continue;
+      j["ops"][i]["stage_id"] = stage["stage_id"];
+      if (stage["kind"] == "model") {
+        j["ops"][i]["kind"] = "model";
+        j["ops"][i]["accelerator"] = stage["devices"][0];
+      }
+    }
+  }
+}
+
+void ProbeOperator(const ProbeRequest& r) {
+  const recipe::Recipe recipe = recipe::LoadRecipe(r.config);
+  if (r.op_idx >= recipe.process.size()) throw Error("--op-idx is past the recipe's operators");
+  const ops::Registry& registry = ops::Registry::Global();
+  auto build = [&](size_t i) {
+    const recipe::OperatorSpec& spec = recipe.process[i];
+    const ops::OperatorInfo* info = registry.Find(spec.name);
+    if (info == nullptr || !info->implemented) {
+      throw Error(recipe.path, spec.line, "operator '" + spec.name + "' is not implemented");
+    }
+    PlannedOperator p;
+    p.op = info->factory(spec, recipe.text_key);
+    p.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
+    return p;
+  };
+  auto count_lines = [](const std::string& text) {
+    return static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
+  };
+  auto run = [&](Plan& plan, const std::string& in, const std::string& out) {
+    io::OutputStream output(out, /*overwrite=*/true);
+    ExecOptions options;
+    options.threads = 1;
+    const double t0 = Now();
+    const ExecSummary s =
+        Execute(plan, {{in, in, fs::path(in).filename().string()}}, output, nullptr, options);
+    const double secs = Now() - t0;
+    output.Commit(/*durable=*/false);
+    return std::make_pair(s, secs);
+  };
+  json warnings = json::array();
+  const uint64_t sample_rows = count_lines(ReadText(r.sample));
+
+  // Replay the ancestors.
+  std::string rows_path = r.sample;
+  double replay_secs = 0;
+  if (!r.replay.empty()) {
+    Plan replay;
+    replay.keep_stats = true;
+    replay.text_key = recipe.text_key;
+    for (size_t i : r.replay) {
+      replay.operators.push_back(build(i));
+      replay.has_filter =
+          replay.has_filter || replay.operators.back().op->kind() == ops::OpKind::kFilter;
+      replay.batch_rows =
+          std::max(replay.batch_rows, replay.operators.back().op->preferred_batch_rows());
+    }
+    rows_path = r.work + "/replayed.jsonl";
+    replay_secs = run(replay, r.sample, rows_path).second;
+  }
+  std::string rows = ReadText(rows_path);
+  uint64_t survivors = count_lines(rows);
+  if (survivors == 0) {
+    warnings.push_back("the replayed operators left no rows: probed on the sample itself");
+    rows = ReadText(r.sample);
+    survivors = sample_rows;
+  }
+
+  // Initialize once.
+  double t0 = Now();
+  Plan target;
+  target.keep_stats = true;
+  target.text_key = recipe.text_key;
+  target.operators.push_back(build(r.op_idx));
+  const double init_secs = Now() - t0;
+  const ops::Operator& op = *target.operators.front().op;
+  const std::optional<ops::Operator::ModelDescription> md = op.model_description();
+  const uint64_t batch = md ? static_cast<uint64_t>(md->batch_size) : survivors;
+  target.has_filter = op.kind() == ops::OpKind::kFilter;
+  target.batch_rows = batch;
+
+  // One batch of batch_size rows, the survivors cycled.
+  std::string batch_rows;
+  {
+    std::vector<std::string> lines;
+    std::istringstream s(rows);
+    for (std::string line; std::getline(s, line);) lines.push_back(line);
+    for (uint64_t i = 0; i < batch; ++i) batch_rows += lines[i % lines.size()] + "\n";
+  }
+  const std::string batch_path = r.work + "/batch.jsonl";
+  WriteText(batch_path, batch_rows);
+  const std::string out_path = r.work + "/out.jsonl";
+
+  double warmup_secs = 0;
+  for (uint64_t i = 0; i < r.warmup; ++i) warmup_secs += run(target, batch_path, out_path).second;
+  json steady = json::array();
+  double steady_total = 0;
+  uint64_t in_rows = 0, out_rows = 0;
+  for (uint64_t i = 0; i < r.steady; ++i) {
+    const auto [s, secs] = run(target, batch_path, out_path);
+    steady.push_back(secs);
+    steady_total += secs;
+    in_rows += s.rows_in;
+    out_rows += s.rows_out;
+  }
+  if (in_rows > 0 && out_rows == 0) {
+    if (op.kind() == ops::OpKind::kMapper) {
+      throw Error(op.name() + " returned no rows for the " + std::to_string(in_rows) +
+                      " probe rows (every row failed; see its record errors)",
+                  "check the operator's input fields (e.g. query_key) against the data");
+    }
+    warnings.push_back(op.name() + " dropped every probe row: its throughput is a worst case");
+  }
+  const json result = {
+      {"timings",
+       {{"replay_secs", replay_secs},
+        {"init_secs", init_secs},
+        {"warmup_secs", warmup_secs},
+        {"steady_secs", steady}}},
+      {"steady_rows_per_sec", steady_total > 0 ? static_cast<double>(in_rows) / steady_total : 0.0},
+      {"output_ratio", in_rows > 0 ? static_cast<double>(out_rows) / in_rows : 0.0},
+      {"input_ratio", sample_rows > 0 ? static_cast<double>(survivors) / sample_rows : 1.0},
+      {"rows", sample_rows},
+      {"warnings", warnings}};
+  WriteText(r.result, result.dump(2) + "\n");
+}
+
+}  // namespace djshard::exec
+
+namespace djshard::exec {
+
+void RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
+                     const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
+                     int threads, uint64_t num_partitions,
+                     const std::function<nlohmann::json()>& plan_json, EventLog& events,
+                     io::Disk& disk) {
+  PreflightContext cx;
+  cx.recipe = &recipe;
+  cx.plan = &plan;
+  cx.settings = settings.preflight;
+  for (const io::InputCandidate& in : inputs) cx.inputs.push_back(in.path);
+  cx.job_dir = job_dir;
+  cx.threads = threads;
+  cx.partitions_in_flight = settings.max_concurrent_partitions;
+  cx.num_partitions = num_partitions;
+  cx.emit = [&events](const std::string& type, nlohmann::json fields) {
+    events.Emit(type, std::move(fields));
+  };
+  const PreflightResult result = RunPreflight(cx);
+  if (!result.has_model_ops) return;
+  nlohmann::json doc = plan_json();
+  AddPreflightToPlan(result, &doc);
+  disk.WriteAtomic(job_dir + "/dag_execution_plan.json", doc.dump(2) + "\n");
+  for (const std::string& line : result.printout) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+}  // namespace djshard::exec

@@ -1,0 +1,185 @@
+#include "djshard/exec/replica_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "djshard/common/error.h"
+
+namespace djshard::exec {
+
+namespace {
+
+std::string Gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return buf;
+}
+
+// What the devices hold while the plan is made.
+struct DeviceState {
+  uint64_t free = 0;
+  int replicas = 0;               // of every stage
+  std::vector<bool> has_weights;  // per stage
+};
+
+class Placer {
+ public:
+  Placer(const std::vector<PlannerStage>& stages, const std::vector<PlannerDevice>& devices,
+         const PlannerLimits& limits)
+      : stages_(stages), devices_(devices), limits_(limits) {
+    for (const PlannerDevice& d : devices) {
+      DeviceState s;
+      s.free = d.free_bytes;
+      s.has_weights.assign(stages.size(), false);
+      state_.push_back(s);
+    }
+  }
+
+  // Bytes one more replica of stage `s` takes on device `d`.
+  uint64_t Cost(size_t s, size_t d) const {
+    const PlannerStage& st = stages_[s];
+    uint64_t bytes = st.replica_bytes;
+    if (!state_[d].has_weights[s]) bytes += st.weights_bytes;
+    if (state_[d].replicas == 0) bytes += st.context_bytes;
+    const auto share = static_cast<uint64_t>(
+        std::ceil(st.min_share * static_cast<double>(devices_[d].total_bytes)));
+    return std::max(bytes, share);
+  }
+
+  // The device with the most free memory that takes one more replica of
+  // `s`; nullopt when none does (`why`: memory or device_cap).
+  std::optional<size_t> Pick(size_t s, std::string* why) const {
+    std::optional<size_t> best;
+    bool capped = false;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (state_[d].replicas >= limits_.max_workers_per_device) {
+        capped = true;
+        continue;
+      }
+      if (Cost(s, d) > state_[d].free) continue;
+      if (!best || state_[d].free > state_[*best].free) best = d;
+    }
+    if (!best && why != nullptr) *why = capped ? "device_cap" : "memory";
+    return best;
+  }
+
+  void Place(size_t s, size_t d, StagePlacement* p) {
+    state_[d].free -= Cost(s, d);
+    state_[d].replicas += 1;
+    state_[d].has_weights[s] = true;
+    p->replicas += 1;
+    p->devices.push_back(devices_[d].name);
+  }
+
+ private:
+  const std::vector<PlannerStage>& stages_;
+  const std::vector<PlannerDevice>& devices_;
+  const PlannerLimits& limits_;
+  std::vector<DeviceState> state_;
+};
+
+}  // namespace
+
+ReplicaPlan PlanReplicas(const std::vector<PlannerStage>& stages,
+                         const std::vector<PlannerDevice>& devices, const PlannerLimits& limits) {
+  ReplicaPlan plan;
+  if (stages.empty()) return plan;
+  if (devices.empty()) throw Error("no device to place model replicas on");
+
+  // A stage that fits on no device even alone: the table of SPEC-checkpoints §10.6.
+  uint64_t largest_free = 0;
+  for (const PlannerDevice& d : devices) largest_free = std::max(largest_free, d.free_bytes);
+  std::string table;
+  {
+    const Placer empty(stages, devices, limits);
+    for (size_t s = 0; s < stages.size(); ++s) {
+      uint64_t needed = UINT64_MAX;
+      for (size_t d = 0; d < devices.size(); ++d) needed = std::min(needed, empty.Cost(s, d));
+      if (needed <= largest_free) continue;
+      char row[256];
+      std::snprintf(row, sizeof row, "\n  %-6zu %-36s %-24s %s", stages[s].stage_id,
+                    stages[s].name.c_str(),
+                    (std::to_string(needed) + " (" + Gib(needed) + ")").c_str(),
+                    (std::to_string(largest_free) + " (" + Gib(largest_free) + ")").c_str());
+      table += row;
+    }
+  }
+  if (!table.empty()) {
+    char head[256];
+    std::snprintf(head, sizeof head, "\n  %-6s %-36s %-24s %s", "stage", "operator", "bytes needed",
+                  "largest free");
+    throw Error("a model stage does not fit on any device:" + std::string(head) + table,
+                "free device memory, use a smaller dtype or batch_size, or lower "
+                "max_gpu_workers_per_device's floor share");
+  }
+
+  Placer placer(stages, devices, limits);
+  plan.stages.resize(stages.size());
+  for (size_t s = 0; s < stages.size(); ++s) {
+    plan.stages[s].stage_id = stages[s].stage_id;
+    std::string why;
+    const std::optional<size_t> d = placer.Pick(s, &why);
+    if (!d) {
+      throw Error("the model stages do not fit on the devices together (stage " +
+                      std::to_string(stages[s].stage_id) + ", " + stages[s].name +
+                      ", finds no room after the stages before it)",
+                  "alternating execution groups are not supported by this build; run the model "
+                  "operators in separate jobs or on more devices");
+    }
+    placer.Place(s, *d, &plan.stages[s]);
+  }
+  int total = static_cast<int>(stages.size());
+  // Explicit num_proc: that many replicas, lowered to what fits.
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!stages[s].fixed_replicas) continue;
+    StagePlacement& p = plan.stages[s];
+    p.bound = "fixed";
+    while (p.replicas < *stages[s].fixed_replicas) {
+      std::string why;
+      const std::optional<size_t> d = placer.Pick(s, &why);
+      if (!d) {
+        plan.warnings.push_back(stages[s].name + ": num_proc " +
+                                std::to_string(*stages[s].fixed_replicas) + " lowered to " +
+                                std::to_string(p.replicas) + " replicas (" + why + ")");
+        break;
+      }
+      placer.Place(s, *d, &p);
+      ++total;
+    }
+  }
+  // Grow the bottleneck while it can grow.
+  for (;;) {
+    size_t bottleneck = 0;
+    double lowest = INFINITY;
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const double ratio = stages[s].input_ratio > 0 ? stages[s].input_ratio : 1e-9;
+      const double rate = plan.stages[s].replicas * stages[s].rows_per_sec / ratio;
+      if (rate < lowest) {
+        lowest = rate;
+        bottleneck = s;
+      }
+    }
+    StagePlacement& p = plan.stages[bottleneck];
+    if (stages[bottleneck].fixed_replicas) break;
+    if (total >= limits.cpu_threads) {
+      p.bound = "cpu";
+      break;
+    }
+    if (p.replicas >= limits.max_batches_in_flight) {
+      p.bound = "batches";
+      break;
+    }
+    std::string why;
+    const std::optional<size_t> d = placer.Pick(bottleneck, &why);
+    if (!d) {
+      p.bound = why;
+      break;
+    }
+    placer.Place(bottleneck, *d, &p);
+    ++total;
+  }
+  return plan;
+}
+
+}  // namespace djshard::exec

@@ -1,0 +1,299 @@
+// Model preflight (SPEC-checkpoints §10, §11 test 11), black-box on the CPU:
+// a tiny RoBERTa snapshot made by tools/tiny_models.py, probed by
+// `djshard run --device cpu` before the job's first partition.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Source(const std::string& rel) { return std::string(DJSHARD_SOURCE_DIR) + "/" + rel; }
+
+class PreflightCli : public CliTest {
+ protected:
+  static void SetUpTestSuite() {
+    skip_reason_.clear();
+    const CliResult v = RunDjshard({"version"});
+    if (v.out.find("libtorch: not built in") != std::string::npos) {
+      skip_reason_ = "this djshard is built without libtorch (DJSHARD_WITH_TORCH=OFF)";
+      return;
+    }
+    ASSERT_EQ(std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null"), 0)
+        << "Debian's python3-torch is missing: run scripts/setup.sh";
+    char tmpl[] = "/tmp/djshard-preflight-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    models_ = tmpl;
+    ASSERT_EQ(std::system(("/usr/bin/python3 " + Source("tools/tiny_models.py") + " make " +
+                           models_ + " >/dev/null")
+                              .c_str()),
+              0);
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    if (!models_.empty()) fs::remove_all(models_, ec);
+  }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    CliTest::SetUp();
+    std::string rows;
+    for (int i = 0; i < 40; ++i) {
+      rows += json({{"id", i}, {"text", "  profits fell  sharply in quarter " + std::to_string(i)}})
+                  .dump() +
+              "\n";
+    }
+    Write("in.jsonl", rows);
+  }
+
+  // A recipe of a CPU mapper and the sentiment model on `text`; `contracts`
+  // gives both operators input_columns/output_columns.
+  void WriteRecipe(const std::string& partition_extra, const std::string& op_extra = "",
+                   bool contracts = false, int batch_size = 8) {
+    std::string r = "partition:\n  mode: manual\n  num_of_partitions: 2\n" + partition_extra +
+                    "process:\n  - whitespace_normalization_mapper:\n";
+    if (contracts) r += "      input_columns: [text]\n      output_columns: [text]\n";
+    r += "  - query_sentiment_detection_mapper:\n      hf_model: " + models_ +
+         "/roberta-sentiment-st\n      zh_to_en_hf_model: null\n      query_key: text\n" +
+         "      batch_size: " + std::to_string(batch_size) + "\n";
+    if (contracts) {
+      r += "      input_columns: [text]\n"
+           "      output_columns: [__dj__meta__.query_sentiment_label*]\n";
+    }
+    r += op_extra;
+    Write("recipe.yaml", r);
+  }
+
+  CliResult RunJob(const std::string& job) {
+    return Run({"run", "--config", Path("recipe.yaml"), "--dataset-path", Path("in.jsonl"),
+                "--export-path", Path("out/" + job + ".jsonl"), "--device", "cpu", "--work-dir",
+                Path("work"), "--job_id", job});
+  }
+
+  std::string Events(const std::string& job) const {
+    std::string all;
+    for (const auto& e : fs::directory_iterator(Path("work/" + job))) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("events_", 0) == 0) all += Read("work/" + job + "/" + name);
+    }
+    return all;
+  }
+  int Count(const std::string& job, const std::string& event_type) const {
+    const std::string text = Events(job);
+    const std::string needle = "\"event_type\":\"" + event_type + "\"";
+    int n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+      ++n;
+    }
+    return n;
+  }
+  json Probe(const std::string& job) const {
+    const json j = json::parse(Read("work/" + job + "/gpu_probe_results.json"));
+    EXPECT_EQ(j["probes"].size(), 1u);
+    return j["probes"][0];
+  }
+  // Runs `job` and says whether it probed (true) or reused a probe (false).
+  bool Probed(const std::string& job) {
+    const CliResult r = RunJob(job);
+    EXPECT_EQ(r.exit_code, 0) << job << ": " << r.err;
+    return Count(job, "probe_start") > 0;
+  }
+  // A job that preflight stopped: exit 2 naming the operator, before any partition.
+  void ExpectStoppedBeforeAnyPartition(const std::string& job, const std::string& text) {
+    const CliResult r = RunJob(job);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("query_sentiment_detection_mapper"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(text), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("recipe.yaml:"), std::string::npos) << r.err;
+    EXPECT_EQ(Count(job, "probe_failed"), 1);
+    EXPECT_EQ(Count(job, "partition_start"), 0);
+    for (const auto& e : fs::directory_iterator(Path("work/" + job + "/checkpoints"))) {
+      EXPECT_EQ(e.path().filename().string().rfind("checkpoint_op_", 0), std::string::npos)
+          << e.path();
+    }
+    EXPECT_FALSE(Exists("out/" + job + ".jsonl"));
+  }
+
+  static std::string models_;
+  static std::string skip_reason_;
+};
+std::string PreflightCli::models_;
+std::string PreflightCli::skip_reason_;
+
+TEST_F(PreflightCli, CpuProbeRecordsTimingsAndACacheKeyThatARerunReuses) {
+  WriteRecipe("");
+  const CliResult r = RunJob("a");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("Replica plan"), std::string::npos) << r.err;
+  const json p = Probe("a");
+  EXPECT_EQ(p["op_idx"], 1);
+  EXPECT_EQ(p["op_name"], "query_sentiment_detection_mapper");
+  EXPECT_EQ(p["cache_key"].get<std::string>().size(), 64u);
+  EXPECT_EQ(p["device"]["name"], "cpu");
+  EXPECT_EQ(p["batch_size"], 8);
+  EXPECT_EQ(p["sample"]["rows"], 8);
+  EXPECT_EQ(p["sample"]["mode"], "offset");
+  EXPECT_GT(p["timings"]["init_secs"].get<double>(), 0);
+  EXPECT_GE(p["timings"]["warmup_secs"].get<double>(), 0);
+  EXPECT_EQ(p["timings"]["steady_secs"].size(), 3u);
+  EXPECT_GT(p["steady_rows_per_sec"].get<double>(), 0);
+  EXPECT_EQ(p["output_ratio"], 1.0);
+  EXPECT_TRUE(p["reusable"].get<bool>());
+  EXPECT_EQ(Count("a", "probe_start"), 1);
+  EXPECT_EQ(Count("a", "probe_complete"), 1);
+  EXPECT_FALSE(Exists("work/a/probe"));
+  // The plan: a model stage with its replicas, the probe's key, one group.
+  const json plan = json::parse(Read("work/a/dag_execution_plan.json"));
+  EXPECT_EQ(plan["probe"]["enabled"], true);
+  EXPECT_EQ(plan["probe"]["cache_keys"][0], p["cache_key"]);
+  EXPECT_EQ(plan["ops"][1]["kind"], "model");
+  const json& stage = plan["stages"][plan["ops"][1]["stage_id"].get<size_t>()];
+  EXPECT_EQ(stage["kind"], "model");
+  EXPECT_GE(stage["replicas"].get<int>(), 1);
+  EXPECT_EQ(stage["devices"].size(), stage["replicas"].get<size_t>());
+  EXPECT_EQ(plan["execution_groups"][0]["partitions"].size(), 2u);
+  // The output is the model's.
+  EXPECT_TRUE(Contains("out/a.jsonl", "query_sentiment_label"));
+
+  // The same recipe again (a new job in the same work dir): reused.
+  EXPECT_FALSE(Probed("b"));
+  EXPECT_EQ(Probe("b")["cache_key"], p["cache_key"]);
+  EXPECT_EQ(Probe("b")["created_at"], p["created_at"]);
+}
+
+TEST_F(PreflightCli, BatchSizeOffsetAndSeedChangesReprobeAndShuffleWithoutSeedNeverReuses) {
+  WriteRecipe("");
+  ASSERT_TRUE(Probed("base"));
+  const std::string base = Probe("base")["cache_key"];
+  WriteRecipe("", "", false, 4);
+  EXPECT_TRUE(Probed("batch4"));
+  EXPECT_EQ(Probe("batch4")["batch_size"], 4);
+  EXPECT_NE(Probe("batch4")["cache_key"], base);
+
+  WriteRecipe("  gpu_probe_sample_offset: 5\n");
+  EXPECT_TRUE(Probed("offset5"));
+  EXPECT_EQ(Probe("offset5")["sample"]["offset"], 5);
+  EXPECT_NE(Probe("offset5")["cache_key"], base);
+
+  WriteRecipe("  gpu_probe_sample_shuffle: true\n  gpu_probe_sample_seed: 7\n");
+  EXPECT_TRUE(Probed("seed7"));
+  EXPECT_EQ(Probe("seed7")["sample"]["mode"], "shuffle");
+  EXPECT_FALSE(Probed("seed7again"));
+  WriteRecipe("  gpu_probe_sample_shuffle: true\n  gpu_probe_sample_seed: 8\n");
+  EXPECT_TRUE(Probed("seed8"));
+
+  WriteRecipe("  gpu_probe_sample_shuffle: true\n  gpu_probe_sample_seed: null\n");
+  EXPECT_TRUE(Probed("noseed1"));
+  EXPECT_FALSE(Probe("noseed1")["reusable"].get<bool>());
+  EXPECT_TRUE(Probed("noseed2"));
+}
+
+TEST_F(PreflightCli, ContractsReadingOnlyTextProbeParallelWithoutContractsOrdered) {
+  WriteRecipe("", "", /*contracts=*/true);
+  ASSERT_TRUE(Probed("contracts"));
+  EXPECT_EQ(Probe("contracts")["probe_mode"], "parallel");
+  EXPECT_EQ(Probe("contracts")["replayed_ops"], json::array({0}));
+  const json plan = json::parse(Read("work/contracts/dag_execution_plan.json"));
+  EXPECT_EQ(plan["ops"][1]["input_columns"], json::array({"text"}));
+
+  WriteRecipe("");
+  ASSERT_TRUE(Probed("plain"));
+  EXPECT_EQ(Probe("plain")["probe_mode"], "ordered");
+  EXPECT_EQ(Probe("plain")["replayed_ops"], json::array({0}));
+}
+
+TEST_F(PreflightCli, IndependentProbesRunTogetherUpToMaxConcurrentGpuProbes) {
+  WriteRecipe("  max_concurrent_gpu_probes: 2\n", "", /*contracts=*/true);
+  // A second model operator that reads text only, as independent of the first.
+  Write("recipe.yaml", Read("recipe.yaml") +
+                           "  - query_topic_detection_mapper:\n      hf_model: " + models_ +
+                           "/roberta-topic-st\n      zh_to_en_hf_model: null\n"
+                           "      query_key: text\n      batch_size: 8\n"
+                           "      input_columns: [text]\n"
+                           "      output_columns: [__dj__meta__.query_topic_label*]\n");
+  const CliResult r = RunJob("two");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json probes = json::parse(Read("work/two/gpu_probe_results.json"))["probes"];
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[1]["op_name"], "query_topic_detection_mapper");
+  EXPECT_EQ(probes[1]["probe_mode"], "parallel");
+  EXPECT_EQ(probes[1]["replayed_ops"], json::array({0}));
+  // Both started before either completed.
+  const std::string events = Events("two");
+  const size_t second_start = events.rfind("\"event_type\":\"probe_start\"");
+  const size_t first_complete = events.find("\"event_type\":\"probe_complete\"");
+  ASSERT_NE(first_complete, std::string::npos);
+  EXPECT_LT(second_start, first_complete);
+  EXPECT_EQ(Count("two", "probe_start"), 2);
+}
+
+TEST_F(PreflightCli, AModelOperatorInsideAnExpandRegionIsProbedOnParentRows) {
+  Write("recipe.yaml",
+        "partition:\n  mode: manual\n  num_of_partitions: 2\nprocess:\n"
+        "  - whitespace_normalization_mapper:\n"
+        "  - expand: {name: paras, by: paragraph, keep_fields: [id]}\n"
+        "  - query_sentiment_detection_mapper:\n      hf_model: " +
+            models_ +
+            "/roberta-sentiment-st\n      zh_to_en_hf_model: null\n      query_key: text\n"
+            "      batch_size: 8\n"
+            "  - gather: {name: paras, into: [text]}\n");
+  ASSERT_TRUE(Probed("region"));
+  const json p = Probe("region");
+  EXPECT_EQ(p["op_idx"], 2);
+  EXPECT_EQ(p["probe_mode"], "ordered");
+  EXPECT_EQ(p["replayed_ops"], json::array({0}));  // the expand is not replayed
+  EXPECT_NE(p["warnings"].dump().find("parent rows"), std::string::npos) << p["warnings"];
+}
+
+TEST_F(PreflightCli, AProbeThatRaisesStopsTheJobBeforeAnyPartition) {
+  WriteRecipe("", "      skip_op_error: false\n");
+  std::string r = Read("recipe.yaml");
+  r.replace(r.find("query_key: text"), 15, "query_key: nothere");
+  Write("recipe.yaml", r);
+  ExpectStoppedBeforeAnyPartition("raise", "nothere");
+}
+
+TEST_F(PreflightCli, AMapperThatReturnsNothingStopsTheJobBeforeAnyPartition) {
+  WriteRecipe("");
+  std::string r = Read("recipe.yaml");
+  r.replace(r.find("query_key: text"), 15, "query_key: nothere");
+  Write("recipe.yaml", r);
+  ExpectStoppedBeforeAnyPartition("empty", "returned no rows");
+}
+
+TEST_F(PreflightCli, AProbePastItsTimeoutStopsTheJobBeforeAnyPartition) {
+  WriteRecipe("  gpu_probe_timeout_seconds: 0.001\n");
+  ExpectStoppedBeforeAnyPartition("slow", "gpu_probe_timeout_seconds");
+}
+
+TEST_F(PreflightCli, DisabledPreflightNeedsNumProcAndMemRequiredAndWritesNoProbe) {
+  WriteRecipe("  gpu_preflight_enabled: false\n", "      num_proc: 2\n");
+  const CliResult refused = RunJob("bare");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("mem_required"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("query_sentiment_detection_mapper"), std::string::npos);
+
+  WriteRecipe("  gpu_preflight_enabled: false\n", "      num_proc: 2\n      mem_required: 100MB\n");
+  const CliResult r = RunJob("fixed");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(Exists("work/fixed/gpu_probe_results.json"));
+  EXPECT_FALSE(Exists("work/fixed/probe"));
+  EXPECT_EQ(Count("fixed", "probe_start"), 0);
+  const json plan = json::parse(Read("work/fixed/dag_execution_plan.json"));
+  EXPECT_EQ(plan["probe"]["enabled"], false);
+  EXPECT_EQ(plan["stages"][plan["ops"][1]["stage_id"].get<size_t>()]["replicas"], 2);
+}
+
+TEST_F(PreflightCli, ProbeOpIsHiddenFromHelp) {
+  const CliResult r = Run({"--help"});
+  EXPECT_EQ(r.out.find("probe-op"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace djshard::testing

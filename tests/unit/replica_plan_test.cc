@@ -1,0 +1,153 @@
+// The replica planner of SPEC-checkpoints §10.6 (test 12) on made-up devices.
+#include "djshard/exec/replica_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "djshard/common/error.h"
+
+namespace djshard::exec {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+std::vector<PlannerDevice> FourGpus(uint64_t free_each = 80 * kGiB) {
+  std::vector<PlannerDevice> d;
+  for (int i = 0; i < 4; ++i) d.push_back({"cuda:" + std::to_string(i), 80 * kGiB, free_each});
+  return d;
+}
+
+PlannerStage Stage(size_t id, double rows_per_sec, uint64_t weights, uint64_t activations,
+                   double min_share = 0.2) {
+  PlannerStage s;
+  s.stage_id = id;
+  s.name = "op" + std::to_string(id);
+  s.rows_per_sec = rows_per_sec;
+  s.weights_bytes = weights;
+  s.replica_bytes = activations;
+  s.min_share = min_share;
+  return s;
+}
+
+PlannerLimits Roomy() {
+  PlannerLimits l;
+  l.max_workers_per_device = 5;
+  l.cpu_threads = 1000;
+  l.max_batches_in_flight = 1000;
+  return l;
+}
+
+std::map<std::string, int> PerDevice(const StagePlacement& p) {
+  std::map<std::string, int> m;
+  for (const std::string& d : p.devices) ++m[d];
+  return m;
+}
+
+TEST(ReplicaPlan, FirstReplicasGoToTheDeviceWithMostFreeMemory) {
+  std::vector<PlannerDevice> devices = FourGpus();
+  devices[2].free_bytes = 79 * kGiB;
+  devices[3].free_bytes = 30 * kGiB;
+  PlannerLimits l = Roomy();
+  l.cpu_threads = 2;  // no growth: only the first placements
+  const ReplicaPlan p =
+      PlanReplicas({Stage(1, 100, 10 * kGiB, kGiB), Stage(2, 100, 10 * kGiB, kGiB)}, devices, l);
+  ASSERT_EQ(p.stages.size(), 2u);
+  EXPECT_EQ(p.stages[0].devices, std::vector<std::string>{"cuda:0"});
+  // cuda:0 now has less free than cuda:1.
+  EXPECT_EQ(p.stages[1].devices, std::vector<std::string>{"cuda:1"});
+  EXPECT_EQ(p.stages[0].bound, "cpu");  // the bottleneck (a tie: the first) cannot grow
+}
+
+TEST(ReplicaPlan, TheBottleneckStageGetsTheReplicas) {
+  // Stage 1 runs a million rows/s, stage 2 only 100: stage 2 grows until the
+  // per-GPU cap (5 per device, every stage together) stops it.
+  const ReplicaPlan p = PlanReplicas(
+      {Stage(1, 1e6, kGiB, kGiB, 0.01), Stage(2, 100, kGiB, kGiB, 0.01)}, FourGpus(), Roomy());
+  EXPECT_EQ(p.stages[0].replicas, 1);
+  EXPECT_EQ(p.stages[1].replicas, 19);  // 4 x 5 slots, one taken by stage 1
+  EXPECT_EQ(p.stages[1].bound, "device_cap");
+  for (const auto& [device, n] : PerDevice(p.stages[1])) EXPECT_LE(n, 5) << device;
+}
+
+TEST(ReplicaPlan, InputRatioMakesADownstreamStageLessOfABottleneck) {
+  PlannerStage a = Stage(1, 100, kGiB, kGiB, 0.01), b = Stage(2, 100, kGiB, kGiB, 0.01);
+  b.input_ratio = 0.25;  // a filter before it keeps a quarter of the rows
+  PlannerLimits l = Roomy();
+  l.cpu_threads = 10;
+  const ReplicaPlan p = PlanReplicas({a, b}, FourGpus(), l);
+  EXPECT_EQ(p.stages[0].replicas, 8);
+  EXPECT_EQ(p.stages[1].replicas, 2);
+}
+
+TEST(ReplicaPlan, MemoryBoundStopsWhenNoDeviceHasRoom) {
+  // 30 GiB weights per device, 20 GiB per replica: 80 GiB holds 30+20+20 = 70.
+  const ReplicaPlan p =
+      PlanReplicas({Stage(1, 100, 30 * kGiB, 20 * kGiB, 0.0)}, FourGpus(), Roomy());
+  EXPECT_EQ(p.stages[0].replicas, 8);
+  EXPECT_EQ(p.stages[0].bound, "memory");
+  for (const auto& [device, n] : PerDevice(p.stages[0])) EXPECT_EQ(n, 2) << device;
+}
+
+TEST(ReplicaPlan, ScheduledShareFloorsSmallReplicas) {
+  // A replica that measures 1 GiB is still scheduled for 1/5 of a device.
+  const ReplicaPlan p = PlanReplicas({Stage(1, 100, 0, kGiB, 0.3)}, FourGpus(), Roomy());
+  EXPECT_EQ(p.stages[0].replicas, 12);  // 3 x 0.3 fits in one device, 4 devices
+  EXPECT_EQ(p.stages[0].bound, "memory");
+}
+
+TEST(ReplicaPlan, CpuThreadBudgetBoundsEveryStageTogether) {
+  PlannerLimits l = Roomy();
+  l.cpu_threads = 6;
+  const ReplicaPlan p = PlanReplicas(
+      {Stage(1, 100, kGiB, kGiB, 0.01), Stage(2, 100, kGiB, kGiB, 0.01)}, FourGpus(), l);
+  EXPECT_EQ(p.stages[0].replicas + p.stages[1].replicas, 6);
+  EXPECT_EQ(p.stages[0].replicas, 3);
+  EXPECT_TRUE(p.stages[0].bound == "cpu" || p.stages[1].bound == "cpu");
+}
+
+TEST(ReplicaPlan, BatchesInFlightBoundAStage) {
+  PlannerLimits l = Roomy();
+  l.max_batches_in_flight = 3;
+  const ReplicaPlan p = PlanReplicas({Stage(1, 100, kGiB, kGiB, 0.01)}, FourGpus(), l);
+  EXPECT_EQ(p.stages[0].replicas, 3);
+  EXPECT_EQ(p.stages[0].bound, "batches");
+}
+
+TEST(ReplicaPlan, ExplicitNumProcIsFixedAndLoweredToWhatFits) {
+  PlannerStage fixed = Stage(1, 1, 30 * kGiB, 20 * kGiB, 0.0);
+  fixed.fixed_replicas = 20;
+  const ReplicaPlan p = PlanReplicas({fixed}, FourGpus(), Roomy());
+  EXPECT_EQ(p.stages[0].replicas, 8);
+  EXPECT_EQ(p.stages[0].bound, "fixed");
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("num_proc 20 lowered to 8"), std::string::npos) << p.warnings[0];
+}
+
+TEST(ReplicaPlan, AStageNeeding90GiBIsRefusedWithTheTable) {
+  try {
+    PlanReplicas({Stage(1, 100, kGiB, kGiB), Stage(2, 100, 85 * kGiB, 5 * kGiB)}, FourGpus(),
+                 Roomy());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitFailure);
+    const std::string m = e.message();
+    EXPECT_NE(m.find("stage"), std::string::npos) << m;
+    EXPECT_NE(m.find("bytes needed"), std::string::npos) << m;
+    EXPECT_NE(m.find("largest free"), std::string::npos) << m;
+    EXPECT_NE(m.find("op2"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(90 * kGiB)), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(80 * kGiB)), std::string::npos) << m;
+    EXPECT_EQ(m.find("op1 "), std::string::npos) << m;  // op1 fits
+  }
+}
+
+TEST(ReplicaPlan, StagesThatFitAloneButNotTogetherAreRefused) {
+  std::vector<PlannerDevice> one = {{"cuda:0", 80 * kGiB, 80 * kGiB}};
+  EXPECT_THROW(
+      PlanReplicas({Stage(1, 100, 50 * kGiB, 0, 0), Stage(2, 100, 50 * kGiB, 0, 0)}, one, Roomy()),
+      Error);
+}
+
+}  // namespace
+}  // namespace djshard::exec

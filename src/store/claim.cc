@@ -253,6 +253,19 @@ ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim, const Done
   return already ? PublishResult::kAlreadyDone : PublishResult::kPublished;
 }
 
+void ClaimStore::RecordPartitions(const std::string& attempt_dir, const nlohmann::json& partitions,
+                                  const nlohmann::json& resumed_from) {
+  const std::string path = JobPaths::AttemptRecordPath(attempt_dir);
+  AttemptRecord record = AttemptRecord::FromJson(disk_.Read(path), path);
+  record.partitions = partitions;
+  record.resumed_from = resumed_from;
+  disk_.WriteReplace(path, record.ToJson());
+}
+
+bool ClaimStore::AsOwner(const Claim& claim, const std::function<void()>& fn) {
+  return WithOwnership(claim, fn);
+}
+
 bool ClaimStore::Release(const Claim& claim, const std::optional<FailedRecord>& failed) {
   return WithOwnership(claim, [&] {
     if (failed) {

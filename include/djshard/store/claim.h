@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -91,6 +92,11 @@ class ClaimStore {
   enum class PublishResult { kPublished, kLost, kAlreadyDone };
   PublishResult PublishDone(const Claim& claim, const DoneRecord& done);
 
+  // Runs `fn` under the flock on the claim's lock while the claim is still
+  // ours (inode and token verified): a checkpoint commit is linked this way,
+  // so an attempt that lost its lease never commits. False (fn not run) when lost.
+  bool AsOwner(const Claim& claim, const std::function<void()>& fn);
+
   // Verifies ownership and, under the flock, publishes `failed` as
   // state/failed/<shard>.json (when given) and removes the lock. False when lost.
   bool Release(const Claim& claim, const std::optional<FailedRecord>& failed = std::nullopt);
@@ -103,6 +109,11 @@ class ClaimStore {
   // takeover is never replaced. Failures and takeovers are written durably.
   void SetAttemptStatus(const std::string& attempt_dir, AttemptStatus status,
                         const std::string& error = "");
+
+  // Records what a checkpointed attempt resumes (attempt.json `partitions`
+  // and `resumed_from`), keeping its other fields.
+  void RecordPartitions(const std::string& attempt_dir, const nlohmann::json& partitions,
+                        const nlohmann::json& resumed_from);
 
   // Number of attempts of a shard that count as failures (failed or stale).
   int64_t CountFailures(const std::string& shard_id) const;

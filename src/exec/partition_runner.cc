@@ -286,6 +286,42 @@ void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
   }
 }
 
+json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::string& config_sha,
+                       const std::vector<size_t>& taps, const JobSettings& st,
+                       const json& partitioning) {
+  json ops = json::array(), edges = json::array(), idxs = json::array();
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    const bool tap = std::find(taps.begin(), taps.end(), i) != taps.end();
+    ops.push_back(
+        {{"op_idx", i},
+         {"name", plan.operators[i].op->name()},
+         {"kind", plan.operators[i].op->kind() == ops::OpKind::kFilter ? "filter" : "mapper"},
+         {"accelerator", "cpu"},
+         {"input_columns", nullptr},
+         {"output_columns", nullptr},
+         {"stage_id", 0},
+         {"checkpoint_after", tap}});
+    idxs.push_back(i);
+    if (i > 0) edges.push_back({i - 1, i});
+  }
+  return {{"schema_version", 1},
+          {"job_id", job_id},
+          {"config_sha256", config_sha},
+          {"ops", ops},
+          {"stages",
+           {{{"stage_id", 0},
+             {"kind", "cpu_fused"},
+             {"op_idxs", idxs},
+             {"batch_size", plan.batch_rows},
+             {"replicas", 1},
+             {"devices", json::array({"cpu"})}}}},
+          {"edges", edges},
+          {"partitioning", partitioning},
+          {"checkpoint", {{"strategy", TapStrategyName(st.strategy)}, {"taps", taps}}},
+          {"execution_groups", nullptr},
+          {"probe", {{"enabled", false}, {"cache_keys", json::array()}}}};
+}
+
 PartitionRunner::PartitionRunner(PartitionRunConfig config) : c_(std::move(config)) {
   const size_t num_ops = c_.plan->operators.size();
   total_.operators.resize(num_ops);

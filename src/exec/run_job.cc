@@ -195,44 +195,6 @@ class Heartbeat {
   std::thread thread_;
 };
 
-json OpKindName(const ops::Operator& op) {
-  return op.kind() == ops::OpKind::kFilter ? "filter" : "mapper";
-}
-
-json PlanJson(const Plan& plan, const std::string& job_id, const std::string& config_sha,
-              const std::vector<size_t>& taps, const JobSettings& st, const PartitionSet& set) {
-  json ops = json::array(), edges = json::array(), idxs = json::array();
-  for (size_t i = 0; i < plan.operators.size(); ++i) {
-    const bool tap = std::find(taps.begin(), taps.end(), i) != taps.end();
-    ops.push_back({{"op_idx", i},
-                   {"name", plan.operators[i].op->name()},
-                   {"kind", OpKindName(*plan.operators[i].op)},
-                   {"accelerator", "cpu"},
-                   {"input_columns", nullptr},
-                   {"output_columns", nullptr},
-                   {"stage_id", 0},
-                   {"checkpoint_after", tap}});
-    idxs.push_back(i);
-    if (i > 0) edges.push_back({i - 1, i});
-  }
-  return {{"schema_version", 1},
-          {"job_id", job_id},
-          {"config_sha256", config_sha},
-          {"ops", ops},
-          {"stages",
-           {{{"stage_id", 0},
-             {"kind", "cpu_fused"},
-             {"op_idxs", idxs},
-             {"batch_size", plan.batch_rows},
-             {"replicas", 1},
-             {"devices", json::array({"cpu"})}}}},
-          {"edges", edges},
-          {"partitioning", {{"mode", set.mode}, {"num_partitions", set.bounds.size()}}},
-          {"checkpoint", {{"strategy", TapStrategyName(st.strategy)}, {"taps", taps}}},
-          {"execution_groups", nullptr},
-          {"probe", {{"enabled", false}, {"cache_keys", json::array()}}}};
-}
-
 bool IsCompressedName(const std::string& path) {
   return EndsWithIgnoreCase(path, ".gz") || EndsWithIgnoreCase(path, ".zst");
 }
@@ -395,7 +357,11 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       }
     }
   }
-  disk.WriteAtomic(paths.Plan(), PlanJson(plan, job_id, config_sha, taps, st, set).dump(2) + "\n");
+  disk.WriteAtomic(paths.Plan(),
+                   ExecutionPlanJson(plan, job_id, config_sha, taps, st,
+                                     {{"mode", set.mode}, {"num_partitions", set.bounds.size()}})
+                           .dump(2) +
+                       "\n");
 
   const std::string resumption = "djshard run --config " + recipe.path + " --resume " + job_id;
   JobSummary summary;

@@ -13,6 +13,7 @@
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
 #include "djshard/exec/checkpoint.h"
+#include "djshard/exec/partition_runner.h"
 #include "djshard/exec/plan.h"
 #include "djshard/exec/shard_safety.h"
 #include "djshard/io/input.h"
@@ -117,6 +118,8 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   // partition: and checkpoint: sections (SPEC-checkpoints §2): every key and
   // tap name checked before any job dir exists.
   std::optional<exec::JobSettings> partitioning;
+  std::unique_ptr<exec::Plan> compiled;  // with checkpointing: for dag_execution_plan.json
+  std::vector<size_t> checkpoint_taps;
   {
     const YAML::Node p = recipe.root["partition"], k = recipe.root["checkpoint"];
     if ((p && !p.IsNull()) || (k && !k.IsNull())) {
@@ -131,7 +134,13 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     // Model paths and configs are checked; weights load on the workers,
     // which may have GPUs this machine lacks.
     model::CheckOnlyScope check_only;
-    exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+    exec::Plan plan =
+        exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+    if (partitioning && partitioning->checkpointing() &&
+        plan.operators.size() == recipe.process.size()) {
+      checkpoint_taps = exec::TapPositions(*partitioning, recipe);
+      compiled = std::make_unique<exec::Plan>(std::move(plan));
+    }
   }
 
   const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
@@ -245,6 +254,21 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
 
   disk.WriteAtomic(staged.InJob(m.recipe_snapshot_path), recipe_bytes);
   disk.WriteAtomic(staged.ManifestPath(), m.ToJson());
+  if (compiled) {
+    // Each shard is a partition set of its own: a manual count is every
+    // shard's, auto sizes each shard by itself.
+    const bool manual = partitioning->mode == exec::PartitionMode::kManual;
+    const nlohmann::json parts = {
+        {"mode", manual ? "manual" : "auto"},
+        {"num_partitions",
+         manual ? nlohmann::json(partitioning->num_of_partitions) : nlohmann::json()},
+        {"per_shard", true}};
+    disk.WriteAtomic(staged.dir() + "/dag_execution_plan.json",
+                     exec::ExecutionPlanJson(*compiled, m.job_id, recipe_sha256, checkpoint_taps,
+                                             *partitioning, parts)
+                             .dump(2) +
+                         "\n");
+  }
   for (const std::string& dir : {staged.ShardsDir(), staged.StateDir(), staged.dir()}) {
     disk.SyncDir(dir);
   }

@@ -138,6 +138,9 @@ TEST_F(TakeoverCli, TakeoverResumesTheDeadAttemptsFinishedPartitions) {
   WriteRecipe(8, 0.02);
   const std::string reference = ReferenceSha();
   Prepare("job", 1);
+  const json plan = json::parse(Read("job/dag_execution_plan.json"));
+  EXPECT_EQ(plan["checkpoint"], json({{"strategy", "every_op"}, {"taps", {0, 1, 2}}}));
+  EXPECT_EQ(plan["partitioning"]["num_partitions"], 8);
   KillAfterThreeFinalCommits();
   const json first = AttemptJson("job", kShard, 0);
   EXPECT_EQ(first["hostname"], "node-a");

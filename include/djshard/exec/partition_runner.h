@@ -95,6 +95,13 @@ struct StartPoint {
   nlohmann::json commit;
 };
 
+// dag_execution_plan.json (SPEC-checkpoints §8) of a plan, its taps and
+// `partitioning` ({mode, num_partitions}; a prepared elastic job gives each
+// shard its own set, so num_partitions may be null there).
+nlohmann::json ExecutionPlanJson(const Plan& plan, const std::string& job_id,
+                                 const std::string& config_sha256, const std::vector<size_t>& taps,
+                                 const JobSettings& settings, const nlohmann::json& partitioning);
+
 // Counters of a partition set's run (rows, bytes, operators).
 void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op);
 

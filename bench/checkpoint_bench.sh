@@ -11,10 +11,14 @@
 #   plain     djshard run, no job
 #   off       a job with --checkpoint.enabled false (partitions, no taps)
 #   on        a job with the default strategy (every_n_ops, zstd, final tap)
+#   on-raw    the same with --checkpoint.compression none (intermediate taps
+#             uncompressed; the final tap is never compressed)
 #   resume    --resume of a job killed after its last final tap committed
 #             (DJSHARD_TEST_KILL_AT=before_export_commit): it rescans the
 #             input and concatenates every final tap into the export
-# and prints seconds, MB/s and the ratios on/off and resume/on. Outputs and
+# and prints wall seconds, CPU seconds (user + system), MB/s and the ratios
+# on/off, on-raw/off and resume/on (of wall time; CPU time in brackets, which
+# another process on the machine disturbs less). Outputs and
 # job directories go to --outdir (default: a directory in /dev/shm), so the
 # figures measure djshard's work, not the disk.
 # Targets: on/off <= 1.15 (demo), <= 1.05 (refine); resume/on < 0.20.
@@ -56,67 +60,76 @@ corpus="$workdir/corpus-${mb}mb-seed3.jsonl"
 bytes=$(stat -c %s "$corpus")
 cat "$corpus" >/dev/null
 
-now() { date +%s.%N; }
-# run_kind RECIPE KIND: prints the seconds of one run of that kind.
+# timed ARGS...: runs djshard, its stderr into $outdir/err, and appends
+# "wall cpu" seconds to $outdir/time.
+timed() {
+  local TIMEFORMAT='%R %U %S'
+  { time "$bin" "$@" >/dev/null 2>"$outdir/err"; } 2>"$outdir/time.raw" || { fail; }
+  awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' "$outdir/time.raw" >"$outdir/time"
+}
+# run_kind RECIPE KIND: prints "wall cpu" seconds of one run of that kind.
 run_kind() {
   local conf="$root/bench/recipes/$1.yaml" kind=$2
   local out="$outdir/$1.$kind.jsonl" jobs="$outdir/jobs-$1-$kind"
   rm -rf "$out" "$out".* "$jobs"
   local args=(run --config "$conf" --dataset-path "$corpus" --export-path "$out"
               --threads "$threads")
-  local t0 t1
   case "$kind" in
-    plain) t0=$(now); "$bin" "${args[@]}" >/dev/null 2>"$outdir/err" || fail ;;
-    off) t0=$(now)
-         "$bin" "${args[@]}" --work-dir "$jobs" --job_id b --checkpoint.enabled false \
-           >/dev/null 2>"$outdir/err" || fail ;;
-    on) t0=$(now)
-        "$bin" "${args[@]}" --work-dir "$jobs" --job_id b >/dev/null 2>"$outdir/err" || fail ;;
+    plain) timed "${args[@]}" ;;
+    off) timed "${args[@]}" --work-dir "$jobs" --job_id b --checkpoint.enabled false ;;
+    on) timed "${args[@]}" --work-dir "$jobs" --job_id b ;;
+    on-raw) timed "${args[@]}" --work-dir "$jobs" --job_id b --checkpoint.compression none ;;
     resume)
       # Not timed: the job, killed once every final tap is committed.
       DJSHARD_TEST_KILL_AT=before_export_commit "$bin" "${args[@]}" --work-dir "$jobs" \
         --job_id b >/dev/null 2>&1 && { echo "the job was not killed" >&2; exit 1; }
-      t0=$(now)
-      "$bin" "${args[@]}" --work-dir "$jobs" --resume b >/dev/null 2>"$outdir/err" || fail
+      timed "${args[@]}" --work-dir "$jobs" --resume b
       cmp -s "$out" "$outdir/$1.plain.jsonl" || { echo "$1: resumed output differs" >&2; exit 1; }
       ;;
   esac
-  t1=$(now)
-  if [ "$kind" = on ] || [ "$kind" = off ]; then
+  if [ "$kind" != plain ]; then
     cmp -s "$out" "$outdir/$1.plain.jsonl" || { echo "$1 $kind: output differs" >&2; exit 1; }
   fi
   [ "$kind" = plain ] || rm -rf "$out" "$out".* "$jobs"
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
+  cat "$outdir/time"
 }
 fail() { cat "$outdir/err" >&2; exit 1; }
 min() { if [ -z "$1" ] || awk -v a="$2" -v b="$1" 'BEGIN{exit !(a<b)}'; then echo "$2"; else echo "$1"; fi; }
+kinds="plain off on on-raw resume"
 
 rows=$(wc -l <"$corpus")
 printf 'corpus: %s (%.1f MB, %d rows), %d threads, best of %d\n' "$corpus" \
   "$(echo "$bytes / 1000000" | bc -l)" "$rows" "$threads" "$repeat"
 printf 'outputs and job dirs: %s (%s)\n\n' "$outdir" "$(df --output=fstype "$outdir" | tail -1)"
-printf '%-7s %-8s %8s %9s %8s\n' recipe run seconds MB/s ratio
+printf '%-7s %-8s %8s %8s %9s  %s\n' recipe run seconds cpu-s MB/s "ratio (cpu)"
 for recipe in demo refine; do
-  declare -A best=()
+  declare -A best=() cpu=()
   for _ in $(seq "$repeat"); do
-    for kind in plain off on resume; do
-      s=$(run_kind "$recipe" "$kind")
+    for kind in $kinds; do
+      read -r s c < <(run_kind "$recipe" "$kind")
       best[$kind]=$(min "${best[$kind]:-}" "$s")
+      cpu[$kind]=$(min "${cpu[$kind]:-}" "$c")
     done
   done
   rm -f "$outdir/$recipe".*
-  for kind in plain off on resume; do
+  for kind in $kinds; do
     s=${best[$kind]}
+    c=${cpu[$kind]}
+    base=""
     case "$kind" in
-      on) ratio=$(awk -v a="$s" -v b="${best[off]}" 'BEGIN{printf "%.3f on/off", a / b}') ;;
-      resume) ratio=$(awk -v a="$s" -v b="${best[on]}" 'BEGIN{printf "%.3f resume/on", a / b}') ;;
-      off) ratio=$(awk -v a="$s" -v b="${best[plain]}" 'BEGIN{printf "%.3f off/plain", a / b}') ;;
-      *) ratio="" ;;
+      on | on-raw) base=off ;;
+      resume) base=on ;;
+      off) base=plain ;;
     esac
-    awk -v r="$recipe" -v k="$kind" -v s="$s" -v b="$bytes" -v q="$ratio" \
-      'BEGIN { printf "%-7s %-8s %8.2f %9.1f %s\n", r, k, s, b / 1e6 / s, q }'
+    ratio=""
+    if [ -n "$base" ]; then
+      ratio=$(awk -v a="$s" -v b="${best[$base]}" -v ca="$c" -v cb="${cpu[$base]}" -v n="$kind/$base" \
+        'BEGIN{printf "%.3f %s (%.3f)", a / b, n, ca / cb}')
+    fi
+    awk -v r="$recipe" -v k="$kind" -v s="$s" -v c="$c" -v b="$bytes" -v q="$ratio" \
+      'BEGIN { printf "%-7s %-8s %8.2f %8.2f %9.1f  %s\n", r, k, s, c, b / 1e6 / s, q }'
   done
-  unset best
+  unset best cpu
   echo
 done
 echo "targets: on/off <= 1.15 (demo), <= 1.05 (refine); resume/on < 0.20"

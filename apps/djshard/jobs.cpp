@@ -23,11 +23,12 @@ std::string Duration(double secs) {
   return buf;
 }
 
-// 0 completed, 1 running or incomplete, 2 failed, 3 stopped.
-int MonitorExitCode(const exec::RunJobView& v) {
-  if (v.status == "completed") return kExitOk;
-  if (v.status == "failed") return kExitFailure;
-  if (v.status == "stopped") return kExitStopped;
+// 0 completed, 1 running or incomplete (an elastic job "stopping" too),
+// 2 failed, 3 stopped: for run and elastic jobs alike.
+int MonitorExitCode(const std::string& status) {
+  if (status == "completed") return kExitOk;
+  if (status == "failed") return kExitFailure;
+  if (status == "stopped") return kExitStopped;
   return kExitIncomplete;
 }
 
@@ -64,14 +65,6 @@ void PrintView(const exec::RunJobView& v, bool detailed) {
                   op["seconds"].get<double>());
     }
   }
-}
-
-// The same codes for an elastic job; "stopping" is still running.
-int MonitorExitCode(const store::ElasticJobView& v) {
-  if (v.status == "completed") return kExitOk;
-  if (v.status == "failed") return kExitFailure;
-  if (v.status == "stopped") return kExitStopped;
-  return kExitIncomplete;
 }
 
 void PrintView(const store::ElasticJobView& v, bool detailed) {
@@ -198,7 +191,7 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
           PrintView(v, opt->detailed);
         }
         std::fflush(stdout);
-        *exit_code = MonitorExitCode(v);
+        *exit_code = MonitorExitCode(v.status);
         if (!opt->watch || *exit_code != kExitIncomplete) return;
         SleepInterruptibly(opt->interval);
         ThrowIfStopRequested();
@@ -213,7 +206,7 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
         PrintView(v, opt->detailed);
       }
       std::fflush(stdout);
-      *exit_code = MonitorExitCode(v);
+      *exit_code = MonitorExitCode(v.status);
       if (!opt->watch || v.status != "running") return;
       SleepInterruptibly(opt->interval);
       ThrowIfStopRequested();

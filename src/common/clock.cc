@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 namespace djshard {
@@ -40,6 +41,20 @@ std::string FormatUtcCompact(int64_t epoch_nanos) {
   std::snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   return buf;
+}
+
+int64_t ParseUtcIso8601(const std::string& text) {
+  std::tm tm{};
+  char frac[16] = {0};
+  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6) {
+    return 0;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::string f = std::string(frac).substr(0, 9);
+  while (f.size() < 9) f.push_back('0');
+  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + std::atoll(f.c_str());
 }
 
 }  // namespace djshard

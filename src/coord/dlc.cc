@@ -149,6 +149,12 @@ class DlcRun {
                                        std::to_string(out.manifest.total_rows) + " rows, " +
                                        std::to_string(out.manifest.num_shards) + " shards");
       });
+      if (r.code == kExitStopped && JobStopRequested()) {
+        // `djshard stop --force` is no result of the run: the election is
+        // undone so that the same run id prepares again once it is cleared.
+        disk_.Unlink(coord_.Path("prepare.lock"));
+        return Stopped();
+      }
       if (r.code != 0) Error(r.error);
       coord_.WriteResult("prepare-result.json", "prepare", r);
     }

@@ -25,22 +25,6 @@ double AgeSecs(const std::string& path) {
   return static_cast<double>(NowNanos() - MtimeNanos(st)) / 1e9;
 }
 
-int64_t ParseIsoNanos(const std::string& iso) {
-  std::tm tm{};
-  int frac = 0;
-  char frac_buf[16] = {0};
-  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac_buf) < 6) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  std::string f = std::string(frac_buf).substr(0, 9);
-  while (f.size() < 9) f.push_back('0');
-  frac = std::atoi(f.c_str());
-  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + frac;
-}
-
 }  // namespace
 
 std::vector<json> ReadEventLines(const std::string& path) {
@@ -68,7 +52,7 @@ RunJobView ReadRunJob(const std::string& dir) {
   v.job_id = s.value("job_id", "");
   v.status = s.value("status", "");
   v.start_time = s.value("start_time", "");
-  v.start_ns = ParseIsoNanos(v.start_time);
+  v.start_ns = ParseUtcIso8601(v.start_time);
   v.hostname = s.value("hostname", "");
   if (s.contains("duration_secs") && s["duration_secs"].is_number()) {
     v.duration_secs = s["duration_secs"].get<double>();
@@ -144,7 +128,7 @@ RunJobView ReadRunJob(const std::string& dir) {
         parts[p].status = "completed";
         parts[p].rows_in = e.value("input_rows", uint64_t{0});
         parts[p].rows_out = e.value("output_rows", uint64_t{0});
-        completions[p] = {parts[p].rows_in, ParseIsoNanos(e.value("timestamp", ""))};
+        completions[p] = {parts[p].rows_in, ParseUtcIso8601(e.value("timestamp", ""))};
       }
       if (type == "op_complete") {
         const size_t op = e.value("op_idx", size_t{0});

@@ -29,6 +29,7 @@ RunStop::RunStop(const std::string& job_dir, EventLog& events) : job_dir_(job_di
 }
 
 void RunStop::BeforePartition() const {
+  watcher_->Look();
   ThrowIfStopRequested();
   if (!JobStopRequested()) return;
   throw Error("stopped by djshard stop", "the job stays resumable", kExitStopped);

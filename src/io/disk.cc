@@ -183,6 +183,11 @@ std::string ReadFile(const std::string& path) {
   return out;
 }
 
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 void RemoveTreeQuietly(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

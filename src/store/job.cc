@@ -40,7 +40,11 @@ bool JobPaths::IsJobFile(const std::string& path) const {
       return true;
     }
   }
-  return rel == "manifest.json" || rel == "recipe.yaml" || rel == "merge.json";
+  // The job's summary, stop request and events files (SPEC-checkpoints §8, §9).
+  if (rel.rfind("events_", 0) == 0 && rel.find('/') == std::string::npos) return true;
+  return rel == "manifest.json" || rel == "recipe.yaml" || rel == "merge.json" ||
+         rel == "job_summary.json" || rel == "stop_request.json" ||
+         rel == "stop_request.force.json";
 }
 
 std::vector<std::string> JobPaths::SkeletonDirs() const {

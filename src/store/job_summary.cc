@@ -19,22 +19,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-int64_t ParseIsoNanos(const std::string& iso) {
-  std::tm tm{};
-  char frac[16] = {0};
-  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  std::string f = std::string(frac).substr(0, 9);
-  while (f.size() < 9) f.push_back('0');
-  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + std::atoll(f.c_str());
-}
-}  // namespace
-
-namespace {
 
 // The summary's checkpointing section from the job's recipe: shards of a
 // recipe with partition:/checkpoint: sections checkpoint their partitions.
@@ -84,7 +68,7 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
     }
   }
   const int64_t now = NowNanos();
-  const int64_t start = ParseIsoNanos(m.created_at);
+  const int64_t start = ParseUtcIso8601(m.created_at);
   const bool ended =
       update.status == "completed" || update.status == "failed" || update.status == "stopped";
   json stop = old.is_object() && old.contains("stop") ? old["stop"] : json();

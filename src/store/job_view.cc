@@ -13,6 +13,7 @@
 #include "djshard/common/error.h"
 #include "djshard/exec/job_status.h"
 #include "djshard/exec/stop_request.h"
+#include "djshard/io/disk.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
@@ -23,30 +24,11 @@ using nlohmann::json;
 
 namespace {
 
-int64_t ParseIsoNanos(const std::string& iso) {
-  std::tm tm{};
-  char frac[16] = {0};
-  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%15[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  std::string f = std::string(frac).substr(0, 9);
-  while (f.size() < 9) f.push_back('0');
-  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + std::atoll(f.c_str());
-}
-
-bool IsFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 // Partitions of a shard that checkpoints its own (checkpoints/<shard>/):
 // total from partitioning_info.json, committed = partitions with a commit.
 void ReadShardCheckpoints(const std::string& dir, RunningAttempt* a, std::string* last) {
   const std::string info = dir + "/partitioning_info.json";
-  if (!IsFile(info)) return;
+  if (!io::IsRegularFile(info)) return;
   const json j = json::parse(io::ReadFile(info), nullptr, false);
   if (j.is_object()) a->partitions_total = j.value("num_partitions", uint64_t{0});
   std::set<uint64_t> committed;
@@ -71,7 +53,7 @@ bool Tried(const std::string& dir) {
 
 }  // namespace
 
-bool IsElasticJobDir(const std::string& dir) { return IsFile(dir + "/manifest.json"); }
+bool IsElasticJobDir(const std::string& dir) { return io::IsRegularFile(dir + "/manifest.json"); }
 
 ElasticJobView ReadElasticJob(const JobDir& job) {
   ElasticJobView v;
@@ -86,7 +68,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
   v.shards_failed = status.counts.failed;
   v.shards_running = status.counts.running;
   v.shards_stale = status.counts.stale;
-  v.merged = IsFile(job.MergeRecordPath());
+  v.merged = io::IsRegularFile(job.MergeRecordPath());
 
   std::set<std::string> hosts;
   std::map<std::string, RunningAttempt*> by_token;
@@ -105,7 +87,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
         const std::string path = job.DonePath(sh.shard->id);
         const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
         row["rows_out"] = done.rows;
-        const int64_t end = ParseIsoNanos(done.completed_at);
+        const int64_t end = ParseUtcIso8601(done.completed_at);
         const int64_t begin = end - static_cast<int64_t>(done.seconds * 1e9);
         if (end > 0) {
           last_done = std::max(last_done, end);
@@ -181,7 +163,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
     v.status = "prepared";
   }
   const int64_t now = NowNanos();
-  const int64_t created = ParseIsoNanos(m.created_at);
+  const int64_t created = ParseUtcIso8601(m.created_at);
   const int64_t end = v.status == "completed" && last_done > 0 ? last_done : now;
   if (created > 0) v.duration_secs = static_cast<double>(end - created) / 1e9;
   if (first_start > 0 && last_done > first_start) {
@@ -256,7 +238,7 @@ std::vector<JobRow> ListJobs(const std::string& work_dir, bool running_only) {
                v.shards_done,
                v.shards_total,
                v.ToJson(false)};
-      } else if (IsFile(dir + "/job_summary.json")) {
+      } else if (io::IsRegularFile(dir + "/job_summary.json")) {
         const exec::RunJobView v = exec::ReadRunJob(dir);
         if (running_only && v.status != "running") continue;
         row = {v.job_id,       "run",           v.status,          v.start_time,

@@ -26,17 +26,12 @@ using nlohmann::json;
 
 namespace {
 
-bool IsFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 std::optional<StopTarget> TargetAt(const std::string& dir) {
   const std::string abs = NormalizeJobDir(fs::absolute(dir).string());
   if (IsElasticJobDir(abs)) {
     return StopTarget{StopTarget::Kind::kElastic, abs, JobDir::Open(abs).manifest().job_id};
   }
-  if (IsFile(abs + "/job_summary.json")) {
+  if (io::IsRegularFile(abs + "/job_summary.json")) {
     const json s = json::parse(io::ReadFile(abs + "/job_summary.json"), nullptr, false);
     std::string id = fs::path(abs).filename().string();
     if (s.is_object() && s.contains("job_id") && s["job_id"].is_string()) {
@@ -76,8 +71,7 @@ std::string OptionValue(const std::vector<std::string>& args, const std::string&
 
 // Whether `pid` runs djshard on the job at `target`: argv[0] is a djshard
 // binary, and its --job-dir (from its working directory) is the job, or, for
-// a run job, it is that job's `run` (by --resume/--job_id, or the pid the
-// summary names).
+// a run job, it is the `run` whose pid the job's summary names.
 bool IsJobProcess(int pid, const StopTarget& target, int64_t summary_pid) {
   // Another UTS namespace is another hostname: that "node" sees the request
   // file by itself.
@@ -97,11 +91,9 @@ bool IsJobProcess(int pid, const StopTarget& target, int64_t summary_pid) {
     const fs::path abs = fs::path(dir).is_absolute() ? fs::path(dir) : cwd / dir;
     return NormalizeJobDir(abs.string()) == target.dir;
   }
-  if (std::find(args.begin(), args.end(), "run") == args.end()) return false;
-  for (const char* name : {"--resume", "--job_id", "--job-id"}) {
-    if (OptionValue(args, name) == target.job_id) return true;
-  }
-  return pid == summary_pid;
+  // A run job names its process in its summary (each run of the job rewrites
+  // it); a job id alone is no proof: jobs in other work dirs may share it.
+  return pid == summary_pid && std::find(args.begin(), args.end(), "run") != args.end();
 }
 
 }  // namespace
@@ -183,21 +175,23 @@ std::vector<std::string> LiveHolders(const StopTarget& target) {
 }
 
 std::vector<int> LocalJobProcesses(const StopTarget& target) {
-  int64_t summary_pid = 0;
+  std::vector<int> pids;
   if (target.kind == StopTarget::Kind::kRun) {
     const json s = json::parse(io::ReadFile(target.dir + "/job_summary.json"), nullptr, false);
-    if (s.is_object() && s.value("hostname", "") == HostName()) {
-      summary_pid = s.value("pid", int64_t{0});
+    if (!s.is_object() || s.value("hostname", "") != HostName()) return pids;
+    const int64_t pid = s.value("pid", int64_t{0});
+    if (pid > 0 && pid != ::getpid() && IsJobProcess(static_cast<int>(pid), target, pid)) {
+      pids.push_back(static_cast<int>(pid));
     }
+    return pids;
   }
-  std::vector<int> pids;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
     const int pid = std::atoi(name.c_str());
     if (pid == ::getpid()) continue;
-    if (IsJobProcess(pid, target, summary_pid)) pids.push_back(pid);
+    if (IsJobProcess(pid, target, 0)) pids.push_back(pid);
   }
   return pids;
 }

@@ -189,6 +189,10 @@ class Worker {
       ReleaseAll("the worker stopped on an internal error");
       JobEvent("job_failed", std::string("internal error: ") + e.what());
       throw;
+    } catch (...) {
+      ReleaseAll("the worker stopped on an internal error");
+      JobEvent("job_failed", "internal error");
+      throw;
     }
   }
 
@@ -196,6 +200,7 @@ class Worker {
     Setup();
     for (;;) {
       // A job stop claims nothing more (SPEC-checkpoints §9).
+      stop_watch_->Look();
       if (StopRequested() || JobStopRequested()) return End(WorkerEnd::kStopped);
       if (options_.aborted && options_.aborted()) return End(WorkerEnd::kAborted);
       CrashPoint("before_claim");

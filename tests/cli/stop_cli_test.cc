@@ -241,7 +241,7 @@ TEST_F(StopCli, LongShardsAreHandedBackInterruptedAfterTheGraceOrAtOnceWithForce
     EXPECT_EQ(r.exit_code, 3) << r.err;
     EXPECT_NE(r.err.find("stop grace period passed"), std::string::npos) << r.err;
   }
-  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(4));
+  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(5));  // seen within 1 s, 1 s of grace
   EXPECT_EQ(Locks(), 0u);
   for (const json& at : Attempts()) EXPECT_EQ(at["status"], "interrupted") << at.dump();
 

@@ -44,7 +44,7 @@ class MergeTest : public testing::SmallJob {
   void ExpectNoMergeLeftovers() const {
     for (const std::string& name : tmp_.List("job")) {
       EXPECT_TRUE(name == "manifest.json" || name == "recipe.yaml" || name == "shards" ||
-                  name == "attempts" || name == "state")
+                  name == "attempts" || name == "state" || name == "job_summary.json")
           << name;
     }
   }

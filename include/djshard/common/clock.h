@@ -19,5 +19,8 @@ double MonotonicSeconds();
 std::string FormatUtcIso8601(int64_t epoch_nanos);
 // "20261130T064557Z", a file-name-safe UTC stamp.
 std::string FormatUtcCompact(int64_t epoch_nanos);
+// Nanoseconds since the epoch of "2026-11-30T06:45:57[.fraction]Z" (the
+// records' and events' timestamps); 0 for text that is not one.
+int64_t ParseUtcIso8601(const std::string& text);
 
 }  // namespace djshard

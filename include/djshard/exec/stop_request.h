@@ -77,9 +77,11 @@ class StopWatcher {
   // The request seen, if any.
   std::optional<StopRequest> request() const;
 
- private:
+  // Looks now, on the caller's thread: before a claim or a partition, so that
+  // nothing starts after a request was published, not even within a poll.
   void Look();
 
+ private:
   const std::string job_dir_;
   const Callback on_stop_;
   io::Disk& disk_;

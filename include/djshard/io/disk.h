@@ -91,6 +91,9 @@ Disk& RealDisk();
 // Reads a whole (small) file from the real filesystem. Throws Error naming the path.
 std::string ReadFile(const std::string& path);
 
+// Whether `path` is a regular file on the real filesystem (following links).
+bool IsRegularFile(const std::string& path);
+
 // Removes a directory tree, ignoring errors (used to clean up staging areas).
 void RemoveTreeQuietly(const std::string& path);
 

@@ -40,8 +40,9 @@ class JobPaths {
   std::string StaleLocksDir() const { return dir_ + "/state/stale_locks"; }
   std::string HistoryDir() const { return dir_ + "/state/history"; }
   // True when `path` (absolute, normalized) names one of the job's own files:
-  // the manifest, the recipe snapshot, merge.json, or anything under shards/,
-  // attempts/ or state/. Such a path is never an output.
+  // the manifest, the recipe snapshot, merge.json, job_summary.json, an
+  // events_* file, a stop request, or anything under shards/, attempts/ or
+  // state/. Such a path is never an output.
   bool IsJobFile(const std::string& path) const;
 
   // Where prepare writes the normalized input before cutting it into shards

@@ -57,7 +57,8 @@ Claim::Claim(Claim&& o) noexcept
       attempt_dir_(std::move(o.attempt_dir_)),
       lock_path_(std::move(o.lock_path_)),
       fd_(o.fd_),
-      lock_file_(o.lock_file_) {
+      lock_file_(o.lock_file_),
+      fence_(std::move(o.fence_)) {
   o.fd_ = -1;
 }
 
@@ -69,6 +70,7 @@ Claim& Claim::operator=(Claim&& o) noexcept {
     lock_path_ = std::move(o.lock_path_);
     fd_ = o.fd_;
     lock_file_ = o.lock_file_;
+    fence_ = std::move(o.fence_);
     o.fd_ = -1;
   }
   return *this;
@@ -93,6 +95,7 @@ bool ClaimStore::WithIdleLock(const std::string& path, Fn&& fn) {
 template <typename Fn>
 bool ClaimStore::WithOwnership(const Claim& claim, Fn&& fn) {
   if (claim.fd_ < 0) return false;
+  std::lock_guard<std::mutex> in_process(*claim.fence_);
   FlockGuard guard(disk_, claim.fd_, /*blocking=*/true);
   if (!guard.held()) return false;
   const std::optional<io::FileStat> by_path = disk_.Stat(claim.lock_path_);

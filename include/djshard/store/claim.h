@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -40,6 +42,10 @@ class Claim {
   std::string attempt_dir_, lock_path_;
   int fd_ = -1;  // our lock file, open for the claim's lifetime
   io::FileStat lock_file_;
+  // Serializes this process's ownership checks on the claim: flock is held
+  // per open file description, so two threads would share it and the first
+  // to unlock would end the other's fenced section.
+  std::shared_ptr<std::mutex> fence_ = std::make_shared<std::mutex>();
 };
 
 // Claims, heartbeats, takeovers and fenced publishing on a job's shared

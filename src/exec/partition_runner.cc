@@ -99,7 +99,27 @@ struct FinalTap {
 
 PartitionSet PartitionInput(const JobSettings& st, const recipe::Recipe& recipe,
                             const std::vector<io::InputCandidate>& inputs,
-                            const std::string& input_name) {
+                            const std::string& input_name, std::optional<uint64_t> known_rows) {
+  if (known_rows && st.mode == PartitionMode::kManual) {
+    PartitionSet set;
+    set.mode = "manual";
+    set.total_rows = *known_rows;
+    if (st.num_of_partitions > *known_rows) {
+      throw Error("num_of_partitions (" + std::to_string(st.num_of_partitions) +
+                      ") exceeds the rows of " + input_name + " (" + std::to_string(*known_rows) +
+                      ")",
+                  "lower partition.num_of_partitions");
+    }
+    set.bounds = ExactBounds(*known_rows, st.num_of_partitions);
+    uint64_t rows = 0;
+    set.digests = HashPartitions(inputs, set.bounds, &rows, &set.input_sha256);
+    if (rows != *known_rows) {
+      throw Error(input_name, 0,
+                  "has " + std::to_string(rows) + " rows, not " + std::to_string(*known_rows));
+    }
+    for (const PartitionDigest& d : set.digests) set.total_bytes += d.size_bytes;
+    return set;
+  }
   const InputScan scan = ScanInput(inputs, recipe);
   PartitionSet set;
   set.total_rows = scan.rows;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -555,36 +556,92 @@ class Worker {
       throw Error(input.path, 0, "shard file size differs from the manifest",
                   "the job directory was changed; prepare the job again");
     }
-    const exec::PartitionSet set = exec::PartitionInput(st, *recipe_, {input}, shard.id);
+    disk.MakeDirs(dir);
+    const std::string info_path = dir + "/partitioning_info.json";
+    auto read_info = [&] {
+      const nlohmann::json info = nlohmann::json::parse(disk.Read(info_path), nullptr, false);
+      return exec::ParsePartitioningInfo(info, [&](const std::string& what) {
+        throw Error(info_path, 0, what, "remove the shard's checkpoint directory");
+      });
+    };
+    // §7 steps 2-3, the checks: per partition, commits newest first until one
+    // verifies; each gets the reason it is rejected ("" for the one used).
+    struct Decision {
+      const exec::Commit* commit;
+      std::string why;
+    };
+    std::vector<std::string> unreadable;
+    std::map<uint64_t, std::vector<exec::Commit>> commits;
+    auto decide = [&](const exec::PartitionSet& against) {
+      std::vector<Decision> out;
+      for (const auto& [partition, list] : commits) {
+        for (const exec::Commit& c : list) {
+          std::string why;
+          const std::string engine =
+              c.record.value("engine", nlohmann::json::object()).value("version", "");
+          if (partition >= against.bounds.size()) {
+            why = "partition " + std::to_string(partition) + " is not one of the shard's " +
+                  std::to_string(against.bounds.size());
+          } else if (c.record.value("shard_id", nlohmann::json()) != shard.id) {
+            why = "made for another shard";
+          } else if (c.op_idx >= num_ops || c.record.value("ops_prefix_sha256", "") !=
+                                                exec::OpsPrefixSha256(recipe_->root, c.op_idx)) {
+            why = "its operators differ from the recipe's (ops_prefix_sha256)";
+          } else if (engine != m.engine_version) {
+            why = "made by djshard " + engine + ", the job by " + m.engine_version;
+          } else if (const std::optional<exec::CommitProblem> problem =
+                         exec::VerifyCommitFiles(c, dir, against)) {
+            why = problem->subject + ": " + problem->what;
+          }
+          out.push_back({&c, why});
+          if (why.empty()) break;
+        }
+      }
+      return out;
+    };
+    // A shard an earlier attempt started: its commits are verified (read and
+    // hashed) on another thread while this attempt hashes the shard.
+    std::optional<exec::PartitionSet> theirs;
+    std::future<std::vector<Decision>> decided;
+    if (disk.Stat(info_path)) {
+      theirs = read_info();
+      commits =
+          exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
+      decided = std::async(std::launch::async, [&] { return decide(*theirs); });
+    }
+    const exec::PartitionSet set =
+        exec::PartitionInput(st, *recipe_, {input}, shard.id, shard.rows);
     if (set.total_rows != shard.rows || set.total_bytes != shard.size_bytes ||
         set.input_sha256 != shard.sha256) {
       throw Error(input.path, 0, "shard file differs from the manifest (rows, size or sha256)",
                   "the job directory was changed; prepare the job again");
     }
-    disk.MakeDirs(dir);
-    const std::string info_path = dir + "/partitioning_info.json";
-    bool first = false;
-    as_owner([&] {
-      first = disk.PublishLink(
-          info_path,
-          exec::PartitioningInfoJson(set, m.job_id, shard.id, claim.token()).dump(2) + "\n", dir);
-    });
-    if (!first) {
-      const nlohmann::json info = nlohmann::json::parse(disk.Read(info_path), nullptr, false);
-      const exec::PartitionSet theirs =
-          exec::ParsePartitioningInfo(info, [&](const std::string& what) {
-            throw Error(info_path, 0, what, "remove the shard's checkpoint directory");
-          });
-      if (!exec::SameBounds(set, theirs)) {
-        throw Error(info_path, 0,
-                    "partition bounds differ: this attempt computed " +
-                        std::to_string(set.bounds.size()) + " partitions, the file has " +
-                        std::to_string(theirs.bounds.size()) + " or other bounds",
-                    "the recipe's partition settings or the shard changed; prepare a new job");
-      }
+    if (!theirs) {
+      bool first = false;
+      as_owner([&] {
+        first = disk.PublishLink(
+            info_path,
+            exec::PartitioningInfoJson(set, m.job_id, shard.id, claim.token()).dump(2) + "\n", dir);
+      });
+      if (!first) theirs = read_info();
+    }
+    if (theirs && !exec::SameBounds(set, *theirs)) {
+      throw Error(info_path, 0,
+                  "partition bounds differ: this attempt computed " +
+                      std::to_string(set.bounds.size()) + " partitions, the file has " +
+                      std::to_string(theirs->bounds.size()) + " or other bounds",
+                  "the recipe's partition settings or the shard changed; prepare a new job");
+    }
+    std::vector<Decision> decisions;
+    if (decided.valid()) {
+      decisions = decided.get();
+    } else if (theirs) {
+      commits =
+          exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
+      decisions = decide(set);
     }
 
-    // §7 steps 2-3: per partition, the newest commit that verifies.
+    // §7 step 3: a commit that fails is rejected, not fatal.
     const nlohmann::json event_fields = {{"shard_id", shard.id}, {"attempt_token", claim.token()}};
     auto reject = [&](const std::string& record_path, const nlohmann::json& record,
                       const std::string& why) {
@@ -613,44 +670,25 @@ class Worker {
       events_->Emit("checkpoint_rejected", fields);
       a.log.Line("rejected checkpoint " + name + ": " + why + " (moved to rejected/)");
     };
-    const auto commits = exec::ListCommits(dir, [&](const std::string& path) {
+    for (const std::string& path : unreadable) {
       reject(path, nlohmann::json(), "not a commit record");
-    });
+    }
     std::vector<exec::StartPoint> starts(set.bounds.size());
     nlohmann::json resumed_from = nlohmann::json::array();
     uint64_t finished = 0;
-    for (const auto& [partition, list] : commits) {
-      for (const exec::Commit& c : list) {
-        std::string why;
-        const std::string engine =
-            c.record.value("engine", nlohmann::json::object()).value("version", "");
-        if (partition >= starts.size()) {
-          why = "partition " + std::to_string(partition) + " is not one of the shard's " +
-                std::to_string(starts.size());
-        } else if (c.record.value("shard_id", nlohmann::json()) != shard.id) {
-          why = "made for another shard";
-        } else if (c.op_idx >= num_ops || c.record.value("ops_prefix_sha256", "") !=
-                                              exec::OpsPrefixSha256(recipe_->root, c.op_idx)) {
-          why = "its operators differ from the recipe's (ops_prefix_sha256)";
-        } else if (engine != m.engine_version) {
-          why = "made by djshard " + engine + ", the job by " + m.engine_version;
-        } else if (const std::optional<exec::CommitProblem> problem =
-                       exec::VerifyCommitFiles(c, dir, set)) {
-          why = problem->subject + ": " + problem->what;
-        }
-        if (!why.empty()) {
-          reject(c.record_path, c.record, why);
-          continue;
-        }
-        starts[partition] = {true, c.op_idx, dir + "/" + c.record.value("data_path", ""), c.record};
-        if (c.op_idx == num_ops - 1) ++finished;
-        resumed_from.push_back(
-            {{"partition_id", partition},
-             {"op_idx", c.op_idx},
-             {"commit", std::filesystem::path(c.record_path).filename().string()},
-             {"origin_attempt_token", c.record.value("attempt_token", nlohmann::json())}});
-        break;
+    for (const Decision& d : decisions) {
+      const exec::Commit& c = *d.commit;
+      if (!d.why.empty()) {
+        reject(c.record_path, c.record, d.why);
+        continue;
       }
+      starts[c.partition] = {true, c.op_idx, dir + "/" + c.record.value("data_path", ""), c.record};
+      if (c.op_idx == num_ops - 1) ++finished;
+      resumed_from.push_back(
+          {{"partition_id", c.partition},
+           {"op_idx", c.op_idx},
+           {"commit", std::filesystem::path(c.record_path).filename().string()},
+           {"origin_attempt_token", c.record.value("attempt_token", nlohmann::json())}});
     }
     RemoveUnreferencedData(a, dir, as_owner);
 

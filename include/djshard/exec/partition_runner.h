@@ -42,10 +42,12 @@ struct PartitionSet {
 // A new partition set of `inputs`: a scan for rows and auto mode's sample,
 // then one read that hashes the partitions and the whole input. A manual
 // count above the rows is an Error "num_of_partitions (P) exceeds the rows of
-// <input_name> (R)".
+// <input_name> (R)". With `known_rows` (a shard's rows from the manifest) a
+// manual count needs no scan: the input is read once.
 PartitionSet PartitionInput(const JobSettings& settings, const recipe::Recipe& recipe,
                             const std::vector<io::InputCandidate>& inputs,
-                            const std::string& input_name);
+                            const std::string& input_name,
+                            std::optional<uint64_t> known_rows = std::nullopt);
 
 // partitioning_info.json of a set; `shard_id` is null for `run`.
 nlohmann::json PartitioningInfoJson(const PartitionSet& set, const std::string& job_id,

@@ -99,7 +99,8 @@ struct FinalTap {
 
 PartitionSet PartitionInput(const JobSettings& st, const recipe::Recipe& recipe,
                             const std::vector<io::InputCandidate>& inputs,
-                            const std::string& input_name, std::optional<uint64_t> known_rows) {
+                            const std::string& input_name, std::optional<uint64_t> known_rows,
+                            bool hash_whole) {
   if (known_rows && st.mode == PartitionMode::kManual) {
     PartitionSet set;
     set.mode = "manual";
@@ -112,7 +113,8 @@ PartitionSet PartitionInput(const JobSettings& st, const recipe::Recipe& recipe,
     }
     set.bounds = ExactBounds(*known_rows, st.num_of_partitions);
     uint64_t rows = 0;
-    set.digests = HashPartitions(inputs, set.bounds, &rows, &set.input_sha256);
+    set.digests =
+        HashPartitions(inputs, set.bounds, &rows, hash_whole ? &set.input_sha256 : nullptr);
     if (rows != *known_rows) {
       throw Error(input_name, 0,
                   "has " + std::to_string(rows) + " rows, not " + std::to_string(*known_rows));

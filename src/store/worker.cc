@@ -549,6 +549,25 @@ class Worker {
         throw Error("lost the claim of " + shard.id + "; committing nothing");
       }
     };
+    // Publishes `content` at `path` first-writer-wins under the claim's fence.
+    // The file is written and fsynced first, so that the fenced section is one
+    // link(): a process frozen there (SIGSTOP, a hung node) would hold the
+    // flock, and with it keep every other worker from taking the shard over.
+    auto publish_fenced = [&](const std::string& path, const std::string& content) {
+      const std::string tmp =
+          dir + "/tmp." + std::filesystem::path(path).filename().string() + "." + claim.token();
+      disk.WriteAtomic(tmp, content);
+      bool linked = false;
+      try {
+        as_owner([&] { linked = disk.Link(tmp, path); });
+      } catch (...) {
+        disk.Unlink(tmp);
+        throw;
+      }
+      disk.Unlink(tmp);
+      if (linked) disk.SyncDir(dir);
+      return linked;
+    };
     // §7 step 1: the shard file is the manifest's (normalized shards end every
     // line with \n, so the sha256-lines-v1 hash is the file's sha256).
     const std::optional<io::FileStat> file = disk.Stat(input.path);
@@ -609,20 +628,27 @@ class Worker {
           exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
       decided = std::async(std::launch::async, [&] { return decide(*theirs); });
     }
-    const exec::PartitionSet set =
-        exec::PartitionInput(st, *recipe_, {input}, shard.id, shard.rows);
+    // The shard's sha256 is checked here, or, on a takeover, through the
+    // partitions' hashes: they must equal those of partitioning_info.json,
+    // whose writer checked the whole shard's against the manifest.
+    exec::PartitionSet set = exec::PartitionInput(st, *recipe_, {input}, shard.id, shard.rows,
+                                                  /*hash_whole=*/!theirs.has_value());
+    if (theirs) {
+      if (theirs->input_sha256 != shard.sha256) {
+        throw Error(info_path, 0, "input_sha256 is not the manifest's sha256 of " + shard.id,
+                    "remove the shard's checkpoint directory");
+      }
+      if (set.mode == "manual") set.input_sha256 = theirs->input_sha256;
+    }
     if (set.total_rows != shard.rows || set.total_bytes != shard.size_bytes ||
         set.input_sha256 != shard.sha256) {
       throw Error(input.path, 0, "shard file differs from the manifest (rows, size or sha256)",
                   "the job directory was changed; prepare the job again");
     }
     if (!theirs) {
-      bool first = false;
-      as_owner([&] {
-        first = disk.PublishLink(
-            info_path,
-            exec::PartitioningInfoJson(set, m.job_id, shard.id, claim.token()).dump(2) + "\n", dir);
-      });
+      const bool first = publish_fenced(
+          info_path,
+          exec::PartitioningInfoJson(set, m.job_id, shard.id, claim.token()).dump(2) + "\n");
       if (!first) theirs = read_info();
     }
     if (theirs && !exec::SameBounds(set, *theirs)) {
@@ -726,11 +752,7 @@ class Worker {
     config.events = events_.get();
     config.event_fields = event_fields;
     config.disk = &disk;
-    config.publish_commit = [&](const std::string& path, const std::string& record) {
-      bool linked = false;
-      as_owner([&] { linked = disk.PublishLink(path, record, dir); });
-      return linked;
-    };
+    config.publish_commit = publish_fenced;
     // A job stop starts no more partitions; those in flight finish and commit.
     config.before_partition = [] {
       if (StopRequested() || JobStopRequested()) {
@@ -761,8 +783,12 @@ class Worker {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
-      if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos ||
-          name.find(a.claim.token()) != std::string::npos) {
+      if (name.find(a.claim.token()) != std::string::npos) continue;
+      if (name.rfind("tmp.", 0) == 0) {  // a fenced publish's file, of a dead attempt
+        garbage.push_back(e.path().string());
+        continue;
+      }
+      if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
         continue;
       }
       if (std::find(referenced.begin(), referenced.end(), name) == referenced.end()) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -108,6 +109,18 @@ class TakeoverCli : public CliTest {
     }
     return out;
   }
+  // Whether process `pid` holds a flock (/proc/locks).
+  static bool HoldsFlock(int pid) {
+    std::ifstream locks("/proc/locks");
+    for (std::string line; std::getline(locks, line);) {
+      std::istringstream in(line);
+      std::string id, kind, mode, type;
+      int owner = 0;
+      in >> id >> kind >> mode >> type >> owner;
+      if (kind == "FLOCK" && owner == pid) return true;
+    }
+    return false;
+  }
   std::string Checkpoints(const std::string& job = "job") const {
     return job + "/checkpoints/" + kShard;
   }
@@ -187,7 +200,16 @@ TEST_F(TakeoverCli, FrozenWorkerPastItsLeaseCommitsNoTapAfterSigcont) {
   Prepare("job", 1, "1.5", "0.3");
   const Spawned a = WorkerOn("node-a");
   ASSERT_TRUE(WaitUntil([&] { return CommitRecords().size() >= 2; }));
-  ASSERT_EQ(::kill(a.pid, SIGSTOP), 0);
+  // Frozen outside its heartbeat's fenced section: a process frozen holding
+  // the claim's flock keeps every worker from taking the shard over.
+  ASSERT_TRUE(WaitUntil([&] {
+    if (::kill(a.pid, SIGSTOP) != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!HoldsFlock(a.pid)) return true;
+    ::kill(a.pid, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return false;
+  }));
   const std::string token_a = AttemptJson("job", kShard, 0)["token"];
   std::set<std::string> before;
   for (const std::string& n : CommitRecords()) {

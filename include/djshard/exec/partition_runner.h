@@ -43,11 +43,13 @@ struct PartitionSet {
 // then one read that hashes the partitions and the whole input. A manual
 // count above the rows is an Error "num_of_partitions (P) exceeds the rows of
 // <input_name> (R)". With `known_rows` (a shard's rows from the manifest) a
-// manual count needs no scan: the input is read once.
+// manual count needs no scan: the input is read once; `hash_whole` false
+// then leaves input_sha256 empty (the partitions' hashes are still taken).
 PartitionSet PartitionInput(const JobSettings& settings, const recipe::Recipe& recipe,
                             const std::vector<io::InputCandidate>& inputs,
                             const std::string& input_name,
-                            std::optional<uint64_t> known_rows = std::nullopt);
+                            std::optional<uint64_t> known_rows = std::nullopt,
+                            bool hash_whole = true);
 
 // partitioning_info.json of a set; `shard_id` is null for `run`.
 nlohmann::json PartitioningInfoJson(const PartitionSet& set, const std::string& job_id,

@@ -16,7 +16,8 @@
 #             partitions have their final commit; the next worker takes the
 #             stale shard over and computes only the rest
 # and prints the ratios fresh/plain (checkpointing overhead in a worker) and
-# takeover/fresh (target <= 0.35). Job directories go to --outdir (default: a
+# takeover/fresh (target <= 0.35) of the best times, and takeover/fresh within
+# each round with its median (a noisy machine makes rounds differ). Job directories go to --outdir (default: a
 # directory in /dev/shm), so the figures measure djshard, not the disk.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,7 +76,7 @@ prepare() { # RECIPE JOB
 # attempt_secs LOG: the seconds the worker reports for the shard's attempt.
 attempt_secs() { sed -n 's/.*finished part-[0-9-]*of-[0-9]* in \([0-9.]*\) s.*/\1/p' "$1" | tail -1; }
 
-best_plain=""; best_fresh=""; best_take=""
+best_plain=""; best_fresh=""; best_take=""; ratios=""
 for round in $(seq "$repeat"); do
   job="$outdir/plain-$round"
   prepare "$outdir/plain.yaml" "$job"
@@ -108,16 +109,20 @@ for round in $(seq "$repeat"); do
   rm -rf "$job"
   echo "round $round: plain ${plain} s, fresh ${fresh} s, takeover ${take} s" \
     "(killed after ${committed}/${partitions} final commits, resumed ${resumed})" >&2
+  ratios="$ratios $(python3 -c "print($take / $fresh)")"
   best_plain=$(python3 -c "print(min(x for x in [$plain, ${best_plain:-1e9}]))")
   best_fresh=$(python3 -c "print(min(x for x in [$fresh, ${best_fresh:-1e9}]))")
   best_take=$(python3 -c "print(min(x for x in [$take, ${best_take:-1e9}]))")
 done
-python3 - "$best_plain" "$best_fresh" "$best_take" "$partitions" <<'EOF'
-import sys
+python3 - "$best_plain" "$best_fresh" "$best_take" "$partitions" $ratios <<'EOF'
+import statistics, sys
 plain, fresh, take, parts = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+ratios = [float(r) for r in sys.argv[5:]]
 print("| attempt | seconds | ratio |")
 print("| --- | --- | --- |")
 print(f"| plain shard (no partitions) | {plain:.2f} | |")
 print(f"| fresh, {parts} partitions, every_n_ops | {fresh:.2f} | {fresh / plain:.2f} of plain |")
 print(f"| takeover after 75% committed | {take:.2f} | {take / fresh:.2f} of fresh (target <= 0.35) |")
+print(f"\ntakeover/fresh within each round: {', '.join(f'{r:.2f}' for r in ratios)}; "
+      f"median {statistics.median(ratios):.2f}")
 EOF

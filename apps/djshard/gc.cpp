@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "djshard/common/error.h"
-#include "djshard/exec/job_gc.h"
+#include "djshard/store/job_gc.h"
 
 namespace djshard::cli {
 
@@ -16,8 +16,11 @@ void AddGcCommand(CLI::App& app, int* exit_code) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "gc", "Remove the files of a run job that no checkpoint commit names (left by a killed run)");
-  cmd->add_option("job", opt->job, "Job directory, or job id under --work-dir")->required();
+      "gc",
+      "Remove the checkpoint files of a job that no commit names (left by a killed run or worker)");
+  cmd->add_option("job", opt->job,
+                  "Job directory (run or elastic), or a run job's id under --work-dir")
+      ->required();
   cmd->add_option("--work-dir", opt->work_dir, "Directory of job directories (default: .)");
   cmd->add_flag("--dry-run", opt->dry_run, "List what would be removed; remove nothing");
   cmd->add_flag("--json", opt->as_json, "One JSON object");
@@ -31,7 +34,7 @@ void AddGcCommand(CLI::App& app, int* exit_code) {
         !std::filesystem::exists(dir + "/manifest.json")) {
       throw Error(opt->job, 0, "no such run job", "pass its directory, or its id with --work-dir");
     }
-    const exec::GcResult r = exec::CollectGarbage(dir, opt->dry_run);
+    const store::GcResult r = store::CollectGarbage(dir, opt->dry_run);
     if (opt->as_json) {
       nlohmann::json j = {{"job_id", r.job_id},
                           {"job_dir", r.job_dir},
@@ -39,9 +42,13 @@ void AddGcCommand(CLI::App& app, int* exit_code) {
                           {"dry_run", opt->dry_run},
                           {"removed", r.removed},
                           {"bytes", r.bytes},
-                          {"commits_kept", r.commits_kept}};
+                          {"commits_kept", r.commits_kept},
+                          {"skipped_shards", r.skipped_shards}};
       std::printf("%s\n", j.dump(2).c_str());
     } else {
+      for (const std::string& shard : r.skipped_shards) {
+        std::printf("left %s alone: a live attempt holds it\n", shard.c_str());
+      }
       for (const std::string& path : r.removed) {
         std::printf("%s %s\n", opt->dry_run ? "would remove" : "removed", path.c_str());
       }

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "djshard/common/error.h"
+#include "djshard/ops/lineage.h"
 #include "djshard/ops/registry.h"
 
 namespace djshard::cli {
@@ -57,14 +58,17 @@ void AddOpsCommand(CLI::App& app, int* exit_code) {
   cmd->callback([name, exit_code]() {
     const ops::Registry& reg = ops::Registry::Global();
     if (name->empty()) {
-      size_t implemented = 0;
+      size_t implemented = 0, listed = 0;
       std::printf("%-44s %-13s %-5s %s\n", "operator", "kind", "accel", "djshard");
       for (const ops::OperatorInfo& op : reg.All()) {
+        if (op.name == ops::kExpandName || op.name == ops::kGatherName) continue;
+        ++listed;
         implemented += op.implemented;
         std::printf("%-44s %-13s %-5s %s\n", op.name.c_str(), ops::OpKindName(op.kind),
                     op.accelerator.c_str(), op.implemented ? "yes" : "-");
       }
-      std::printf("%zu operators, %zu implemented by djshard\n", reg.All().size(), implemented);
+      std::printf("%zu operators, %zu implemented by djshard\n", listed, implemented);
+      std::printf("recipe entries: expand, gather (lineage regions; 'djshard ops expand')\n");
       *exit_code = 0;
       return;
     }
@@ -72,9 +76,12 @@ void AddOpsCommand(CLI::App& app, int* exit_code) {
     if (op == nullptr) {
       throw Error("unknown operator '" + *name + "'", "'djshard ops' lists every operator");
     }
-    std::printf("%s\n  kind: %s\n  accelerator: %s\n  implemented by djshard: %s\n",
-                op->name.c_str(), ops::OpKindName(op->kind), op->accelerator.c_str(),
-                op->implemented ? "yes" : "no");
+    // expand and gather are recipe structure, listed among the mappers.
+    const bool lineage = op->name == ops::kExpandName || op->name == ops::kGatherName;
+    std::printf(
+        "%s\n  kind: %s\n  accelerator: %s\n  implemented by djshard: %s\n", op->name.c_str(),
+        lineage ? "lineage entry (an expand/gather pair, SPEC-lineage)" : ops::OpKindName(op->kind),
+        op->accelerator.c_str(), op->implemented ? "yes" : "no");
     if (op->implemented) {
       std::printf("  %s\n  arguments (besides the common ones below):\n", op->summary.c_str());
       if (op->args.empty()) std::printf("    (none)\n");

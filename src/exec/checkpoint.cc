@@ -4,6 +4,7 @@
 #include <set>
 
 #include "djshard/common/error.h"
+#include "djshard/exec/plan.h"
 #include "djshard/io/sha256.h"
 
 namespace djshard::exec {
@@ -300,6 +301,8 @@ std::vector<size_t> TapPositions(const JobSettings& s, const recipe::Recipe& rec
       break;
   }
   taps.push_back(n - 1);
+  // Lineage regions carry children, not records: no tap inside one.
+  std::erase_if(taps, [&](size_t i) { return InsideLineageRegion(recipe, i); });
   std::sort(taps.begin(), taps.end());
   taps.erase(std::unique(taps.begin(), taps.end()), taps.end());
   return taps;

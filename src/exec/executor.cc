@@ -1,6 +1,7 @@
 #include "djshard/exec/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
@@ -19,6 +21,8 @@
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/record.h"
+#include "djshard/ops/lineage.h"
+#include "src/exec/lineage_run.h"
 
 namespace djshard::exec {
 
@@ -38,6 +42,7 @@ struct BatchResult {
   std::vector<uint64_t> tap_rows;
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
+  std::vector<RegionCounters> regions;
 };
 
 // Per-thread scratch reused across batches.
@@ -46,7 +51,9 @@ struct Scratch {
   std::vector<std::string_view> lines;
   std::vector<io::Record> records;
   std::vector<ops::Sample> samples;
-  std::vector<char> alive;
+  RowLevel level;  // the batch's rows
+  // The children of the regions at each depth (1..4), reused across batches.
+  std::array<RowLevel, 5> child_levels;
   std::string text;
   // Operators that process rows together: the live rows and their outcomes.
   std::vector<ops::Sample*> live;
@@ -127,6 +134,389 @@ class OperatorEdges {
   std::optional<uint64_t> batches_;       // set when the input has ended
 };
 
+struct ChildScope;
+
+// Runs a batch's operators over its rows and, at each expand, over the
+// children of its parents (SPEC-lineage): one call per operator per batch at
+// every level, so that each operator's counters and events see each batch
+// once, whatever the nesting.
+class BatchRun {
+ public:
+  BatchRun(const Plan& plan, const io::LineChunk& chunk, const std::string& file, Scratch& s,
+           BatchResult* r, const std::function<bool()>& stop_check, const ExecOptions& options,
+           OperatorEdges* edges)
+      : plan_(plan),
+        chunk_(chunk),
+        file_(file),
+        s_(s),
+        r_(r),
+        stop_check_(stop_check),
+        options_(options),
+        edges_(edges) {}
+
+  // Runs operators [begin, end) over `level`; `scope` is null at the batch's
+  // own rows, else the region whose children `level` holds.
+  void RunOps(RowLevel& level, size_t begin, size_t end, ChildScope* scope);
+
+  // Tees the surviving rows after operator i into its tap (batch rows only).
+  void TapAfter(RowLevel& level, size_t i);
+
+ private:
+  void RunOne(RowLevel& level, size_t i, ChildScope* scope);
+  size_t RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* outer);
+  // A row failed at operator i; rows [in_flight_lo, in_flight_hi] of the level
+  // were in the same call.
+  void FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_idx, const std::string& op,
+               const std::string& message, const std::string& type, size_t in_flight_lo,
+               size_t in_flight_hi);
+  // The JSON of a parent as it entered its region: the line as read for a
+  // batch row, the child's line for a child.
+  std::string_view RowJson(const RowLevel& level, size_t k, const ChildScope* scope) const;
+  uint64_t LineOf(const RowLevel& level, size_t k) const {
+    return chunk_.first_line + level.top_row[k];
+  }
+
+  const Plan& plan_;
+  const io::LineChunk& chunk_;
+  const std::string& file_;
+  Scratch& s_;
+  BatchResult* r_;
+  const std::function<bool()>& stop_check_;
+  const ExecOptions& options_;
+  OperatorEdges* edges_;
+  size_t next_tap_ = 0;
+  // False while a region runs a group of parents other than the batch's last:
+  // its operators are not done with the batch yet.
+  bool may_leave_ = true;
+};
+
+// The children of one region's parents while its operators run.
+struct ChildScope {
+  const LineageRegion* region = nullptr;
+  size_t region_idx = 0;
+  RowLevel* parents = nullptr;
+  ChildScope* parent_scope = nullptr;  // the scope of `parents` (null: batch rows)
+  std::vector<ParentLineage>* lineage = nullptr;
+};
+
+std::string_view BatchRun::RowJson(const RowLevel& level, size_t k, const ChildScope* scope) const {
+  if (scope == nullptr) return s_.lines[level.top_row[k]];
+  return level.line(k);
+}
+
+void BatchRun::TapAfter(RowLevel& level, size_t i) {
+  if (next_tap_ >= options_.taps.size() || options_.taps[next_tap_] != i) return;
+  const size_t t = next_tap_++;
+  std::string rows;
+  std::string& out = options_.compress_taps ? rows : r_->taps[t];
+  io::Record copy;
+  for (size_t k = 0; k < level.samples.size(); ++k) {
+    if (!level.alive[k]) continue;
+    copy = *level.records_of[k];
+    level.samples[k]->CommitTo(&copy, plan_.has_filter);
+    copy.Serialize(&out);
+    out.push_back('\n');
+    ++r_->tap_rows[t];
+  }
+  if (options_.compress_taps) io::AppendZstdFrame(rows, &r_->taps[t]);
+}
+
+void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_idx,
+                       const std::string& op, const std::string& message, const std::string& type,
+                       size_t in_flight_lo, size_t in_flight_hi) {
+  const PlannedOperator& planned = plan_.operators[op_idx];
+  if (!planned.skip_op_error) {
+    std::string where;
+    if (scope != nullptr) {
+      where = " on child " + std::to_string(level.ordinal[k]) + " of region '" +
+              scope->region->name + "'";
+    }
+    throw Error(file_, LineOf(level, k), "operator '" + op + "' failed" + where + ": " + message,
+                "set skip_op_error: true to drop such records and keep going");
+  }
+  level.alive[k] = 0;
+  if (scope == nullptr) {
+    ++r_->error_count;
+    AppendError(&r_->errors, op, message, file_, LineOf(level, k), type);
+    return;
+  }
+  level.state[k] = ChildState::kFailed;
+  const uint32_t p = level.parent[k];
+  ParentLineage& pl = (*scope->lineage)[p];
+  const ops::GatherConfig& gc = *scope->region->gather;
+  const ParentFailure failure{op, op_idx, type.empty() ? "op_error" : type, message,
+                              static_cast<int64_t>(level.ordinal[k])};
+  if (gc.on_child_error == ops::OnChildError::kDropChild) {
+    const std::string child(level.line(k));
+    AppendLineageError(&r_->errors, *scope->region, pl, failure,
+                       RowJson(*scope->parents, p, scope->parent_scope), file_, LineOf(level, k),
+                       &child, options_.shard_id);
+    return;
+  }
+  if (pl.failed) return;
+  pl.failed = true;
+  pl.failure = failure;
+  if (!gc.suppress_siblings) return;
+  // Siblings not yet dispatched never run; those in the same call finish and
+  // are discarded.
+  for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+    if (c == k || !level.alive[c]) continue;
+    level.alive[c] = 0;
+    if (c >= in_flight_lo && c <= in_flight_hi) {
+      level.state[c] = ChildState::kLateDiscarded;
+      ++pl.late_discarded;
+    } else {
+      level.state[c] = ChildState::kSuppressed;
+    }
+  }
+}
+
+void BatchRun::RunOps(RowLevel& level, size_t begin, size_t end, ChildScope* scope) {
+  for (size_t i = begin; i < end; ++i) {
+    if (dynamic_cast<const ops::ExpandEntry*>(plan_.operators[i].op.get()) != nullptr) {
+      i = RunRegion(level, i, scope);
+    } else {
+      RunOne(level, i, scope);
+    }
+    if (scope == nullptr) TapAfter(level, i);
+  }
+}
+
+size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* outer) {
+  size_t region_idx = 0;
+  while (plan_.regions[region_idx].expand_idx != expand_idx) ++region_idx;
+  const LineageRegion& region = plan_.regions[region_idx];
+  RegionCounters& counters = r_->regions[region_idx];
+  const size_t g = region.gather_idx;
+  OperatorCounters& ce = r_->counters[expand_idx];
+  OperatorCounters& cg = r_->counters[g];
+  RowLevel& children = s_.child_levels[static_cast<size_t>(region.depth)];
+  std::vector<ParentLineage> lineage(parents.samples.size());
+  ChildScope scope;
+  scope.region = &region;
+  scope.region_idx = region_idx;
+  scope.parents = &parents;
+  scope.parent_scope = outer;
+  scope.lineage = &lineage;
+  // The parents go through the region in groups (max_inflight_parents,
+  // max_inflight_children); operators hear a batch leave once, after the last.
+  const bool may_leave = may_leave_;
+  size_t begin = 0;
+  do {
+    // Expand.
+    if (edges_ != nullptr) edges_->Enter(expand_idx);
+    double start = MonotonicSeconds();
+    children.ClearRows();
+    const size_t end =
+        ExpandRows(region, expand_idx, parents, begin, &children, &lineage, &counters);
+    may_leave_ = may_leave && end >= parents.samples.size();
+    for (size_t k = begin; k < end; ++k) {
+      if (!lineage[k].expanded) continue;
+      ++ce.rows_in;
+      if (lineage[k].failed && !plan_.operators[expand_idx].skip_op_error) {
+        throw Error(file_, LineOf(parents, k),
+                    "expand '" + region.name + "' failed (" + lineage[k].failure.error_type +
+                        "): " + lineage[k].failure.message,
+                    "set skip_op_error: true to report such records and keep going");
+      }
+    }
+    ce.rows_out += children.samples.size();
+    ce.seconds += MonotonicSeconds() - start;
+    if (edges_ != nullptr && may_leave_) edges_->Leave(expand_idx, ce);
+    // The region's operators, on the children.
+    RunOps(children, expand_idx + 1, g, &scope);
+    // Gather.
+    if (edges_ != nullptr) edges_->Enter(g);
+    start = MonotonicSeconds();
+    for (size_t c = 0; c < children.samples.size(); ++c) cg.rows_in += children.alive[c] ? 1 : 0;
+    const std::vector<GatherOutcome> outcomes =
+        GatherRows(region, parents, begin, end, children, lineage, &counters);
+    for (size_t k = begin; k < end; ++k) {
+      if (!lineage[k].expanded) continue;
+      switch (outcomes[k]) {
+        case GatherOutcome::kOut:
+          ++cg.rows_out;
+          break;
+        case GatherOutcome::kOriginal: {
+          // The parent exactly as read, whatever ran on it before the expand.
+          io::Record& record = *parents.records_of[k];
+          record.AssignView(RowJson(parents, k, outer));
+          parents.samples[k]->Reset(&record);
+          ++cg.rows_out;
+          break;
+        }
+        case GatherOutcome::kDropped:
+          parents.alive[k] = 0;
+          break;
+        case GatherOutcome::kFailed: {
+          const ParentFailure& f = lineage[k].failure;
+          ++cg.errors;
+          if (outer == nullptr) {
+            // One errors line per failed input record, with its bytes as read.
+            AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer),
+                               file_, LineOf(parents, k), nullptr, options_.shard_id);
+            parents.alive[k] = 0;
+            ++r_->error_count;
+          } else {
+            // A failed parent is a failed child of the region around it: the
+            // outer region reports it (once, for its own parent).
+            FailRow(parents, outer, k, f.op_idx, f.op, f.message, f.error_type, k, k);
+          }
+          break;
+        }
+      }
+    }
+    cg.seconds += MonotonicSeconds() - start;
+    if (edges_ != nullptr && may_leave_) edges_->Leave(g, cg);
+    begin = end;
+  } while (begin < parents.samples.size());
+  may_leave_ = may_leave;
+  return g;
+}
+
+// One model call of children. A call that raises an OpError is split in
+// halves, down to single rows, to find the rows it fails on (SPEC-lineage
+// §5), within `*budget` further calls; past the budget the rows left fail
+// with isolation_budget. Other exceptions (a device that broke) fail the run.
+void CallIsolating(const ops::Operator& op, std::span<ops::Sample* const> rows,
+                   std::span<ops::RowOutcome> outcomes, size_t* budget, OperatorCounters* c) {
+  try {
+    ++c->calls;
+    c->items += rows.size();
+    op.ProcessRows(rows, outcomes);
+    return;
+  } catch (const ops::OpError& e) {
+    if (rows.size() == 1) {
+      outcomes[0].keep = false;
+      outcomes[0].error = e.what();
+      outcomes[0].error_type = e.type().empty() ? "op_error" : e.type();
+      return;
+    }
+    const size_t half = rows.size() / 2;
+    for (const auto& [first, count] : {std::pair<size_t, size_t>{0, half},
+                                       std::pair<size_t, size_t>{half, rows.size() - half}}) {
+      if (*budget == 0) {
+        for (size_t j = first; j < first + count; ++j) {
+          outcomes[j].keep = false;
+          outcomes[j].error = "the call failed (" + std::string(e.what()) +
+                              ") and max_isolation_calls ran out before this row was isolated";
+          outcomes[j].error_type = "isolation_budget";
+        }
+        continue;
+      }
+      --*budget;
+      for (size_t j = first; j < first + count; ++j) outcomes[j] = ops::RowOutcome{};
+      CallIsolating(op, rows.subspan(first, count), outcomes.subspan(first, count), budget, c);
+    }
+  }
+}
+
+void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
+  const PlannedOperator& planned = plan_.operators[i];
+  const ops::Operator& op = *planned.op;
+  const bool is_filter = op.kind() == ops::OpKind::kFilter;
+  OperatorCounters& c = r_->counters[i];
+  if (edges_ != nullptr) edges_->Enter(i);
+  const double start = MonotonicSeconds();
+  const size_t n = level.samples.size();
+  auto drop = [&](size_t k) {
+    level.alive[k] = 0;
+    if (scope != nullptr) level.state[k] = ChildState::kDropped;
+  };
+  if (op.processes_rows_together()) {
+    if (stop_check_) StopIfAsked(stop_check_);
+    s_.live.clear();
+    s_.live_index.clear();
+    for (size_t k = 0; k < n; ++k) {
+      if (!level.alive[k]) continue;
+      s_.live.push_back(level.samples[k]);
+      s_.live_index.push_back(k);
+    }
+    // Batch rows go to the operator at once (it batches them for its device);
+    // children go in calls of call_rows, in canonical order, taken from the
+    // head of the queue whatever their parent (any_parent) or one parent's
+    // at a time (single_parent).
+    size_t pos = 0;
+    while (pos < s_.live.size()) {
+      size_t stop = s_.live.size();
+      if (scope != nullptr) {
+        stop = std::min(stop, pos + planned.call_rows);
+        if (planned.single_parent) {
+          const uint32_t parent = level.parent[s_.live_index[pos]];
+          size_t e = pos + 1;
+          while (e < stop && level.parent[s_.live_index[e]] == parent) ++e;
+          stop = e;
+        }
+      }
+      if (stop_check_) StopIfAsked(stop_check_);
+      const std::span<ops::Sample* const> rows(s_.live.data() + pos, stop - pos);
+      s_.outcomes.assign(rows.size(), ops::RowOutcome{});
+      if (scope == nullptr) {
+        op.ProcessRows(rows, std::span<ops::RowOutcome>(s_.outcomes.data(), rows.size()));
+        c.calls += (rows.size() + planned.call_rows - 1) / planned.call_rows;
+        c.items += rows.size();
+      } else {
+        size_t budget = planned.max_isolation_calls;
+        CallIsolating(op, rows, std::span<ops::RowOutcome>(s_.outcomes.data(), rows.size()),
+                      &budget, &c);
+      }
+      const size_t lo = s_.live_index[pos], hi = s_.live_index[stop - 1];
+      for (size_t j = 0; j < rows.size(); ++j) {
+        const size_t k = s_.live_index[pos + j];
+        ++c.rows_in;
+        if (!level.alive[k]) continue;  // discarded: its parent failed during this call
+        if (!s_.outcomes[j].error.empty()) {
+          ++c.errors;
+          FailRow(level, scope, k, i, op.name(), s_.outcomes[j].error, s_.outcomes[j].error_type,
+                  lo, hi);
+          continue;
+        }
+        if (!s_.outcomes[j].keep) drop(k);
+        if (level.alive[k]) ++c.rows_out;
+      }
+      pos = stop;
+      if (scope != nullptr) {
+        // Compact the queue: suppressed rows leave it before the next call.
+        size_t w = pos;
+        for (size_t j = pos; j < s_.live.size(); ++j) {
+          if (!level.alive[s_.live_index[j]]) continue;
+          s_.live[w] = s_.live[j];
+          s_.live_index[w] = s_.live_index[j];
+          ++w;
+        }
+        s_.live.resize(w);
+        s_.live_index.resize(w);
+      }
+    }
+    c.seconds += MonotonicSeconds() - start;
+    if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (!level.alive[k]) continue;
+    if (stop_check_ && (k & 15) == 0) StopIfAsked(stop_check_);
+    ++c.rows_in;
+    try {
+      if (is_filter) {
+        if (!static_cast<const ops::Filter&>(op).Process(*level.samples[k])) drop(k);
+      } else {
+        static_cast<const ops::Mapper&>(op).Map(*level.samples[k]);
+      }
+    } catch (const ops::OpError& e) {
+      ++c.errors;
+      FailRow(level, scope, k, i, op.name(), e.what(), e.type(), k, k);
+      continue;
+    } catch (const std::exception& e) {
+      ++c.errors;
+      FailRow(level, scope, k, i, op.name(), e.what(), "", k, k);
+      continue;
+    }
+    if (level.alive[k]) ++c.rows_out;
+  }
+  c.seconds += MonotonicSeconds() - start;
+  if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
+}
+
 // `stop_check`, when set, is asked before the batch and every few records:
 // true stops the batch. `edges`, when set, hears each operator's batch enter
 // and leave.
@@ -137,10 +527,11 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   r->taps.resize(options.taps.size());
   r->tap_rows.assign(options.taps.size(), 0);
   for (std::string& t : r->taps) t.clear();
-  size_t next_tap = 0;
-  r->counters.resize(plan.operators.size());
+  r->counters.assign(plan.operators.size(), OperatorCounters{});
   for (size_t i = 0; i < plan.operators.size(); ++i)
     r->counters[i].name = plan.operators[i].op->name();
+  r->regions.assign(plan.regions.size(), RegionCounters{});
+  for (size_t i = 0; i < plan.regions.size(); ++i) r->regions[i].name = plan.regions[i].name;
   if (stop_check) StopIfAsked(stop_check);
   const io::LineChunk& chunk = batch.chunk;
   const std::string& file = inputs[chunk.file].display_path;
@@ -157,7 +548,11 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   const size_t n = s.lines.size();
   if (s.records.size() < n) s.records.resize(n);
   if (s.samples.size() < n) s.samples.resize(n, ops::Sample(nullptr));
-  s.alive.assign(n, 1);
+  RowLevel& level = s.level;
+  level.records_of.resize(n);
+  level.samples.resize(n);
+  level.alive.assign(n, 1);
+  level.top_row.resize(n);
   for (size_t k = 0; k < n; ++k) {
     const std::string_view line = s.lines[k];
     s.parser.ParseObject(line, file, chunk.first_line + k);
@@ -166,98 +561,17 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     // The parser has decoded the text already: hand it over instead of decoding twice.
     if (s.parser.GetString(plan.text_key, &s.text))
       s.samples[k].PreloadText(plan.text_key, std::move(s.text));
+    level.records_of[k] = &s.records[k];
+    level.samples[k] = &s.samples[k];
+    level.top_row[k] = k;
   }
   r->bytes_in = chunk.size;
   r->rows_in = n;
-  // Tees the surviving rows after operator i into its tap, through a copy of
-  // each record, so that the stream itself goes on unchanged.
-  auto tap_after = [&](size_t i) {
-    if (next_tap >= options.taps.size() || options.taps[next_tap] != i) return;
-    const size_t t = next_tap++;
-    std::string rows;
-    std::string& out = options.compress_taps ? rows : r->taps[t];
-    io::Record copy;
-    for (size_t k = 0; k < n; ++k) {
-      if (!s.alive[k]) continue;
-      copy = s.records[k];
-      s.samples[k].CommitTo(&copy, plan.has_filter);
-      copy.Serialize(&out);
-      out.push_back('\n');
-      ++r->tap_rows[t];
-    }
-    if (options.compress_taps) io::AppendZstdFrame(rows, &r->taps[t]);
-  };
-  for (size_t i = options.first_op; i < plan.operators.size(); ++i) {
-    const PlannedOperator& planned = plan.operators[i];
-    const ops::Operator& op = *planned.op;
-    const bool is_filter = op.kind() == ops::OpKind::kFilter;
-    OperatorCounters& c = r->counters[i];
-    if (edges != nullptr) edges->Enter(i);
-    const double start = MonotonicSeconds();
-    // A record error: drop the row and report it, or stop the run.
-    auto fail_row = [&](size_t k, const std::string& message, const std::string& type) {
-      const uint64_t line_no = chunk.first_line + k;
-      if (!planned.skip_op_error) {
-        throw Error(file, line_no, "operator '" + op.name() + "' failed: " + message,
-                    "set skip_op_error: true to drop such records and keep going");
-      }
-      s.alive[k] = 0;
-      ++c.errors;
-      ++r->error_count;
-      AppendError(&r->errors, op.name(), message, file, line_no, type);
-    };
-    if (op.processes_rows_together()) {
-      if (stop_check) StopIfAsked(stop_check);
-      s.live.clear();
-      s.live_index.clear();
-      for (size_t k = 0; k < n; ++k) {
-        if (!s.alive[k]) continue;
-        s.live.push_back(&s.samples[k]);
-        s.live_index.push_back(k);
-      }
-      s.outcomes.assign(s.live.size(), ops::RowOutcome{});
-      op.ProcessRows(s.live, s.outcomes);
-      for (size_t j = 0; j < s.live.size(); ++j) {
-        const size_t k = s.live_index[j];
-        ++c.rows_in;
-        if (!s.outcomes[j].error.empty()) {
-          fail_row(k, s.outcomes[j].error, s.outcomes[j].error_type);
-          continue;
-        }
-        if (!s.outcomes[j].keep) s.alive[k] = 0;
-        if (s.alive[k]) ++c.rows_out;
-      }
-      c.seconds += MonotonicSeconds() - start;
-      tap_after(i);
-      if (edges != nullptr) edges->Leave(i, c);
-      continue;
-    }
-    for (size_t k = 0; k < n; ++k) {
-      if (!s.alive[k]) continue;
-      if (stop_check && (k & 15) == 0) StopIfAsked(stop_check);
-      ++c.rows_in;
-      try {
-        if (is_filter) {
-          if (!static_cast<const ops::Filter&>(op).Process(s.samples[k])) s.alive[k] = 0;
-        } else {
-          static_cast<const ops::Mapper&>(op).Map(s.samples[k]);
-        }
-      } catch (const ops::OpError& e) {
-        fail_row(k, e.what(), e.type());
-        continue;
-      } catch (const std::exception& e) {
-        fail_row(k, e.what(), "");
-        continue;
-      }
-      if (s.alive[k]) ++c.rows_out;
-    }
-    c.seconds += MonotonicSeconds() - start;
-    tap_after(i);
-    if (edges != nullptr) edges->Leave(i, c);
-  }
+  BatchRun run(plan, chunk, file, s, r, stop_check, options, edges);
+  run.RunOps(level, options.first_op, plan.operators.size(), nullptr);
   r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
-    if (!s.alive[k]) continue;
+    if (!level.alive[k]) continue;
     s.samples[k].Commit(plan.keep_stats && plan.has_filter);
     if (!plan.keep_stats) {
       s.records[k].Remove(ops::kStatsKey);
@@ -318,7 +632,10 @@ class OrderedWriter {
       summary_.operators[i].rows_out += done.counters[i].rows_out;
       summary_.operators[i].errors += done.counters[i].errors;
       summary_.operators[i].seconds += done.counters[i].seconds;
+      summary_.operators[i].calls += done.counters[i].calls;
+      summary_.operators[i].items += done.counters[i].items;
     }
+    for (size_t i = 0; i < done.regions.size(); ++i) summary_.regions[i].Add(done.regions[i]);
     const double now = MonotonicSeconds();
     if (options_.progress && now - last_progress_ >= 0.5) {
       last_progress_ = now;
@@ -367,6 +684,8 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
   for (size_t i = 0; i < plan.operators.size(); ++i) {
     summary.operators[i].name = plan.operators[i].op->name();
   }
+  summary.regions.resize(plan.regions.size());
+  for (size_t i = 0; i < plan.regions.size(); ++i) summary.regions[i].name = plan.regions[i].name;
 
   // Every thread does every kind of work, one step at a time: write the next
   // result in input order, else read a batch and run it. Reading and writing
@@ -477,15 +796,85 @@ std::string SummaryJson(const ExecSummary& s, int threads) {
   j["threads"] = threads;
   j["operators"] = nlohmann::json::array();
   for (const OperatorCounters& c : s.operators) j["operators"].push_back(OperatorCountersJson(c));
+  if (!s.regions.empty()) j["regions"] = RegionCountersJson(s.regions);
   return j.dump(2) + "\n";
 }
 
 nlohmann::json OperatorCountersJson(const OperatorCounters& c) {
-  return {{"name", c.name},
-          {"rows_in", c.rows_in},
-          {"rows_out", c.rows_out},
-          {"errors", c.errors},
-          {"seconds", c.seconds}};
+  nlohmann::json j = {{"name", c.name},
+                      {"rows_in", c.rows_in},
+                      {"rows_out", c.rows_out},
+                      {"errors", c.errors},
+                      {"seconds", c.seconds}};
+  if (c.calls > 0) {
+    j["calls"] = c.calls;
+    j["items"] = c.items;
+    j["mean_batch_fill"] = static_cast<double>(c.items) / static_cast<double>(c.calls);
+  }
+  return j;
+}
+
+void RegionCounters::Add(const RegionCounters& o) {
+  parents_in += o.parents_in;
+  parents_out += o.parents_out;
+  parents_dropped += o.parents_dropped;
+  parents_failed += o.parents_failed;
+  children_expanded += o.children_expanded;
+  children_present += o.children_present;
+  children_dropped += o.children_dropped;
+  children_failed += o.children_failed;
+  children_suppressed += o.children_suppressed;
+  late_discarded += o.late_discarded;
+}
+
+void AddRegionCounters(ExecSummary& total, const ExecSummary& part) {
+  if (total.regions.size() < part.regions.size()) total.regions.resize(part.regions.size());
+  for (size_t i = 0; i < part.regions.size(); ++i) {
+    total.regions[i].name = part.regions[i].name;
+    total.regions[i].Add(part.regions[i]);
+  }
+}
+
+nlohmann::json LineageStagesJson(const Plan& plan) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const LineageRegion& r : plan.regions) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (size_t i = r.expand_idx + 1; i < r.gather_idx; ++i) ops.push_back(i);
+    const nlohmann::json parent =
+        r.parent >= 0 ? nlohmann::json(plan.regions[static_cast<size_t>(r.parent)].name)
+                      : nlohmann::json(nullptr);
+    stages.push_back({{"kind", "expand"},
+                      {"region", r.name},
+                      {"op_idx", r.expand_idx},
+                      {"by", ops::SplitByName(r.expand->by)},
+                      {"region_op_idxs", ops},
+                      {"depth", r.depth},
+                      {"parent_region", parent}});
+    stages.push_back({{"kind", "gather"},
+                      {"region", r.name},
+                      {"op_idx", r.gather_idx},
+                      {"region_op_idxs", ops},
+                      {"depth", r.depth},
+                      {"parent_region", parent}});
+  }
+  return stages;
+}
+
+nlohmann::json RegionCountersJson(const std::vector<RegionCounters>& regions) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const RegionCounters& r : regions) {
+    j[r.name] = {{"parents_in", r.parents_in},
+                 {"parents_out", r.parents_out},
+                 {"parents_dropped", r.parents_dropped},
+                 {"parents_failed", r.parents_failed},
+                 {"children_expanded", r.children_expanded},
+                 {"children_present", r.children_present},
+                 {"children_dropped", r.children_dropped},
+                 {"children_failed", r.children_failed},
+                 {"children_suppressed", r.children_suppressed},
+                 {"late_discarded", r.late_discarded}};
+  }
+  return j;
 }
 
 }  // namespace djshard::exec

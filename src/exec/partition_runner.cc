@@ -306,6 +306,7 @@ void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
     total.operators[i].errors += part.operators[i].errors;
     total.operators[i].seconds += part.operators[i].seconds;
   }
+  AddRegionCounters(total, part);
 }
 
 json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::string& config_sha,
@@ -337,6 +338,7 @@ json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::s
              {"batch_size", plan.batch_rows},
              {"replicas", 1},
              {"devices", json::array({"cpu"})}}}},
+          {"lineage_stages", LineageStagesJson(plan)},
           {"edges", edges},
           {"partitioning", partitioning},
           {"checkpoint", {{"strategy", TapStrategyName(st.strategy)}, {"taps", taps}}},

@@ -26,6 +26,25 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
     }
     PlannedOperator planned;
     planned.op = info->factory(spec, recipe.text_key);
+    planned.line = spec.line;
+    planned.column = spec.args.column();
+    if (spec.args.Has("batching_policy")) {
+      const std::string policy = spec.args.GetString("batching_policy", "any_parent");
+      if (policy != "any_parent" && policy != "single_parent") {
+        spec.args.FailAtColumn("batching_policy", "'" + policy + "' is unknown",
+                               "any_parent or single_parent");
+      }
+      planned.single_parent = policy == "single_parent";
+      planned.batching_policy_given = true;
+    }
+    if (planned.op->processes_rows_together()) {
+      planned.call_rows =
+          static_cast<size_t>(std::max<int64_t>(1, spec.args.GetInt("batch_size", 64)));
+      const int64_t isolation =
+          spec.args.GetInt("max_isolation_calls", 2 * static_cast<int64_t>(planned.call_rows));
+      if (isolation < 0) spec.args.FailAtColumn("max_isolation_calls", "must be 0 or more", "");
+      planned.max_isolation_calls = static_cast<size_t>(isolation);
+    }
     planned.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
     // A model operator's batch_size is rows per model call; it asks for its
     // executor batch through preferred_batch_rows instead.
@@ -33,6 +52,7 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
       const int64_t b = spec.args.GetInt("batch_size", 1000);
       if (b < 1) spec.args.Fail("batch_size", "must be at least 1", "");
       batch_size = std::max(batch_size, static_cast<size_t>(b));
+      planned.batch_rows_wish = static_cast<size_t>(b);
     }
     // Data-Juicer's num_proc: null or -1 (its default) lets the engine choose.
     if (spec.args.Has("num_proc") && !spec.args.Raw("num_proc").IsNull() &&
@@ -42,10 +62,12 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
       plan.num_proc = std::max(plan.num_proc, static_cast<int>(n));
     }
     batch_size = std::max(batch_size, planned.op->preferred_batch_rows());
+    planned.batch_rows_wish = std::max(planned.batch_rows_wish, planned.op->preferred_batch_rows());
     plan.has_filter = plan.has_filter || info->kind == ops::OpKind::kFilter;
     plan.operators.push_back(std::move(planned));
   }
   plan.batch_rows = batch_size > 0 ? batch_size : 1000;  // Data-Juicer's default batch size
+  CompileRegions(recipe, &plan);
   return plan;
 }
 

@@ -16,6 +16,10 @@ const std::vector<BuiltinOperator>& BuiltinOperators();
 // DJSHARD_ENABLE_TEST_OPERATORS=1, with their catalogue entries.
 const std::vector<BuiltinOperator>& TestOperators();
 const std::vector<CatalogueEntry>& TestOperatorCatalogue();
+// The `expand` and `gather` recipe entries (src/ops/lineage_entries.cc), which
+// djshard adds to Data-Juicer's catalogue.
+const std::vector<BuiltinOperator>& LineageEntries();
+const std::vector<CatalogueEntry>& LineageCatalogue();
 
 // Factories, one per operator, defined in the operator's file.
 #define DJSHARD_DECLARE_FACTORY(fn) \

@@ -108,6 +108,8 @@ std::string FieldStat(Sample& sample, const std::string& key) {
 
 class SpecifiedFieldFilter : public Filter {
  public:
+  // The stat is named by the dotted field key (FieldStat).
+  std::vector<std::string> stat_keys() const override { return {key_}; }
   SpecifiedFieldFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : Filter(spec, key) {
     key_ = args().GetString("field_key", "");
@@ -183,6 +185,8 @@ std::optional<double> PythonFloat(const std::string& raw_text) {
 
 class SpecifiedNumericFieldFilter : public Filter {
  public:
+  // The stat is named by the dotted field key (FieldStat).
+  std::vector<std::string> stat_keys() const override { return {key_}; }
   SpecifiedNumericFieldFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : Filter(spec, key) {
     key_ = args().GetString("field_key", "");

@@ -16,6 +16,7 @@ namespace {
 
 class LanguageIdScoreFilter : public Filter {
  public:
+  std::vector<std::string> stat_keys() const override { return {"lang", "lang_score"}; }
   LanguageIdScoreFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : Filter(spec, key) {
     langs_ = args().GetStringList("lang", {});

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "djshard/common/error.h"
+#include "djshard/ops/lineage.h"
 
 namespace djshard::ops {
 
@@ -70,6 +71,13 @@ const std::vector<CommonArg>& CommonArguments() {
       {"prompt_key", kIgnored, kOtherField},
       {"query_key", kHonoured, "query_*_detection_mapper: field holding the query (default query)"},
       {"response_key", kIgnored, kOtherField},
+      {"max_isolation_calls", kHonoured,
+       "model operators inside an expand/gather region: how many further calls a failing call "
+       "may be split into (halves) to find the rows it fails on (default 2 x batch_size); rows "
+       "left fail with isolation_budget"},
+      {"batching_policy", kHonoured,
+       "inside an expand/gather region: any_parent (default; model calls batch children of many "
+       "parents) or single_parent (a model call never mixes parents)"},
       {"history_key", kIgnored, kOtherField},
   };
   return args;
@@ -96,10 +104,14 @@ Operator::Operator(const recipe::OperatorSpec& spec, const std::string& default_
     if (own) continue;
     std::string known;
     for (const ArgDoc& a : info->args) known += (known.empty() ? "" : ", ") + a.name;
-    args_.Fail(
-        key, "is not an argument of " + name_,
+    const std::string hint =
         (known.empty() ? "it takes only the common arguments" : "its own arguments: " + known) +
-            "; 'djshard ops " + name_ + "' lists the common ones");
+        "; 'djshard ops " + name_ + "' lists the common ones";
+    // Lineage entries report recipe positions with their column (SPEC-lineage §2).
+    if (name_ == kExpandName || name_ == kGatherName) {
+      args_.FailAtColumn(key, "is not an argument of " + name_, hint);
+    }
+    args_.Fail(key, "is not an argument of " + name_, hint);
   }
   // Data-Juicer asserts this one even where Ray does not run.
   const std::string mode = args_.GetString("ray_execution_mode", "task");

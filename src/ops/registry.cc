@@ -67,6 +67,8 @@ const Registry& Registry::Global() {
   static const Registry registry = [] {
     std::vector<CatalogueEntry> catalogue(kCatalogue, kCatalogue + kCatalogueSize);
     std::vector<BuiltinOperator> builtins = BuiltinOperators();
+    catalogue.insert(catalogue.end(), LineageCatalogue().begin(), LineageCatalogue().end());
+    builtins.insert(builtins.end(), LineageEntries().begin(), LineageEntries().end());
     const char* test_ops = std::getenv("DJSHARD_ENABLE_TEST_OPERATORS");
     if (test_ops != nullptr && std::strcmp(test_ops, "1") == 0) {
       const std::vector<CatalogueEntry>& extra = TestOperatorCatalogue();

@@ -33,6 +33,8 @@ class StatFilter : public Filter {
     hi_ = args().GetDouble(range.hi_key, range.hi_default);
   }
 
+  std::vector<std::string> stat_keys() const override { return {stat_key_}; }
+
   bool Process(Sample& sample) const override {
     if (!sample.Stat(stat_key_)) sample.SetStat(stat_key_, Compute(sample.Text(text_key())));
     return InRange(sample.StatNumber(stat_key_), lo_, hi_);

@@ -13,6 +13,7 @@ constexpr const char* kStat = "text_pair_similarity";
 
 class TextPairSimilarityFilter : public Filter {
  public:
+  std::vector<std::string> stat_keys() const override { return {kStat}; }
   TextPairSimilarityFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : Filter(spec, key) {
     if (!args().Has("text_key_second") || args().Raw("text_key_second").IsNull()) {

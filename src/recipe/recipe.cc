@@ -50,6 +50,23 @@ int OperatorArgs::LineOf(const std::string& key) const {
   return line > 0 ? line : line_;
 }
 
+int OperatorArgs::ColumnOf(const std::string& key) const {
+  if (!Has(key) || args_[key].Mark().column < 0) return column_;
+  return args_[key].Mark().column + 1;
+}
+
+void OperatorArgs::FailAtColumn(const std::string& key, const std::string& what,
+                                const std::string& hint) const {
+  ThrowAtPosition(recipe_path_, LineOf(key), ColumnOf(key),
+                  op_name_ + ": argument '" + key + "' " + what, hint);
+}
+
+void ThrowAtPosition(const std::string& recipe_path, int line, int column, const std::string& what,
+                     const std::string& hint) {
+  // Error formats "<file>:<line>"; the column rides on the file part.
+  throw Error(recipe_path + ":" + std::to_string(line), static_cast<uint64_t>(column), what, hint);
+}
+
 void OperatorArgs::Fail(const std::string& key, const std::string& what,
                         const std::string& hint) const {
   throw Error(recipe_path_, LineOf(key), op_name_ + ": argument '" + key + "' " + what, hint);
@@ -195,6 +212,8 @@ Recipe LoadRecipe(const std::string& path) {
     OperatorSpec spec;
     spec.name = first->first.as<std::string>();
     spec.line = line;
+    // The column of the entry's name, after "- ".
+    const int column = first->first.Mark().column >= 0 ? first->first.Mark().column + 1 : 1;
     YAML::Node args = first->second;
     if (args && !args.IsNull() && !args.IsMap()) {
       throw Error(path, LineOfNode(args), "arguments of '" + spec.name + "' must be a mapping",
@@ -202,6 +221,7 @@ Recipe LoadRecipe(const std::string& path) {
     }
     spec.args =
         OperatorArgs(args.IsMap() ? args : YAML::Node(YAML::NodeType::Map), path, spec.name, line);
+    spec.args.set_column(column);
     recipe.process.push_back(std::move(spec));
   }
   return recipe;

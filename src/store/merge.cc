@@ -5,9 +5,11 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
@@ -156,6 +158,27 @@ class ContentPipe {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// Concatenates the errors files of the shards' published attempts, in shard
+// order, into `path`; writes nothing when every one is empty or absent.
+void MergeErrorFiles(const JobDir& job, const std::string& path, io::Disk& disk) {
+  std::unique_ptr<io::OutputStream> out;
+  std::vector<char> buf(1 << 20);
+  for (const ShardEntry& shard : job.manifest().shards) {
+    const std::string record_path = job.DonePath(shard.id);
+    const DoneRecord done = DoneRecord::FromJson(job.disk().Read(record_path), record_path);
+    const std::string errors =
+        (fs::path(OutputInsideJob(job, done, record_path)).parent_path() / "errors.jsonl").string();
+    std::error_code ec;
+    if (!fs::exists(errors, ec) || fs::file_size(errors, ec) == 0) continue;
+    if (!out) out = std::make_unique<io::OutputStream>(path, /*overwrite=*/true, disk);
+    const std::unique_ptr<io::ByteSource> source = io::OpenInput(errors);
+    for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0;) {
+      out->Append(std::string_view(buf.data(), n));
+    }
+  }
+  if (out) out->Commit();
+}
+
 }  // namespace
 
 VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
@@ -214,6 +237,8 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
   const VerifiedOutputs v =
       StreamVerifiedOutputs(job, [&](std::string_view bytes) { writer.Append(bytes); });
   writer.Commit();
+  // Records the shards' operators dropped, with why (SPEC-lineage §5).
+  MergeErrorFiles(job, output + ".errors.jsonl", disk);
 
   MergeOutcome outcome{output,        v.rows, v.bytes, v.sha256, job.manifest().shards.size(),
                        v.hosts.size()};

@@ -135,23 +135,23 @@ AttemptRecord AttemptRecord::FromJson(const std::string& text, const std::string
 std::string DoneRecord::ToJson() const {
   json ops = json::array();
   for (const exec::OperatorCounters& c : op_stats) ops.push_back(exec::OperatorCountersJson(c));
-  const json j = {
-      {"schema_version", kRecordSchemaVersion},
-      {"shard_id", shard_id},
-      {"status", "done"},
-      {"completed_at", completed_at},
-      {"hostname", hostname},
-      {"pid", pid},
-      {"token", token},
-      {"attempt_number", attempt_number},
-      {"output_path", output_path},
-      {"rows", rows},
-      {"size_bytes", size_bytes},
-      {"sha256", sha256},
-      {"engine",
-       {{"name", "djshard"}, {"version", engine_version}, {"git_commit", engine_git_commit}}},
-      {"op_stats", ops},
-      {"seconds", seconds}};
+  json j = {{"schema_version", kRecordSchemaVersion},
+            {"shard_id", shard_id},
+            {"status", "done"},
+            {"completed_at", completed_at},
+            {"hostname", hostname},
+            {"pid", pid},
+            {"token", token},
+            {"attempt_number", attempt_number},
+            {"output_path", output_path},
+            {"rows", rows},
+            {"size_bytes", size_bytes},
+            {"sha256", sha256},
+            {"engine",
+             {{"name", "djshard"}, {"version", engine_version}, {"git_commit", engine_git_commit}}},
+            {"op_stats", ops},
+            {"seconds", seconds}};
+  if (!region_stats.empty()) j["regions"] = exec::RegionCountersJson(region_stats);
   return j.dump(2) + "\n";
 }
 
@@ -182,6 +182,27 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
         c.errors = io::IntegerField<uint64_t>(op, "errors", uint64_t{0});
         c.seconds = op.value("seconds", 0.0);
         r.op_stats.push_back(std::move(c));
+      }
+    }
+    if (j.contains("regions") && j["regions"].is_object()) {
+      for (const auto& item : j["regions"].items()) {
+        exec::RegionCounters r_c;
+        r_c.name = item.key();
+        const nlohmann::json& c = item.value();
+        const auto get = [&c](const char* key) {
+          return io::IntegerField<uint64_t>(c, key, uint64_t{0});
+        };
+        r_c.parents_in = get("parents_in");
+        r_c.parents_out = get("parents_out");
+        r_c.parents_dropped = get("parents_dropped");
+        r_c.parents_failed = get("parents_failed");
+        r_c.children_expanded = get("children_expanded");
+        r_c.children_present = get("children_present");
+        r_c.children_dropped = get("children_dropped");
+        r_c.children_failed = get("children_failed");
+        r_c.children_suppressed = get("children_suppressed");
+        r_c.late_discarded = get("late_discarded");
+        r.region_stats.push_back(std::move(r_c));
       }
     }
     r.seconds = j.value("seconds", 0.0);

@@ -478,6 +478,7 @@ class Worker {
       exec::ExecOptions exec_options;
       exec_options.threads = threads_;
       exec_options.cancel = &a.lost;
+      exec_options.shard_id = shard->id;  // lineage errors name records by shard and row
       std::vector<double> op_started(plan_->operators.size(), 0);
       exec_options.op_event = [&](size_t i, const exec::OperatorCounters* done) {
         if (done == nullptr) {
@@ -847,6 +848,7 @@ class Worker {
     done.engine_version = version();
     done.engine_git_commit = git_commit();
     done.op_stats = a.summary.operators;
+    done.region_stats = a.summary.regions;
     done.seconds = MonotonicSeconds() - a.start;
     // The lease is kept until the record is out: the heartbeat stops after.
     const ClaimStore::PublishResult published = store_.PublishDone(claim, done);

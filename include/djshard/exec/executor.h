@@ -20,6 +20,26 @@ struct OperatorCounters {
   uint64_t rows_out = 0;
   uint64_t errors = 0;
   double seconds = 0;  // summed over threads
+  // Operators that process rows together: calls made and rows in them.
+  uint64_t calls = 0;
+  uint64_t items = 0;
+};
+
+// One expand/gather region's lineage counters (SPEC-lineage §5).
+struct RegionCounters {
+  std::string name;
+  uint64_t parents_in = 0;
+  uint64_t parents_out = 0;
+  uint64_t parents_dropped = 0;
+  uint64_t parents_failed = 0;
+  uint64_t children_expanded = 0;
+  uint64_t children_present = 0;
+  uint64_t children_dropped = 0;
+  uint64_t children_failed = 0;
+  uint64_t children_suppressed = 0;  // never dispatched: a sibling failed first
+  uint64_t late_discarded = 0;       // dispatched before a sibling failed, result discarded
+
+  void Add(const RegionCounters& other);
 };
 
 struct ExecSummary {
@@ -30,6 +50,7 @@ struct ExecSummary {
   uint64_t errors = 0;     // records dropped by operator errors
   double seconds = 0;
   std::vector<OperatorCounters> operators;
+  std::vector<RegionCounters> regions;  // one per expand/gather pair, in plan order
 };
 
 struct ExecOptions {
@@ -45,6 +66,9 @@ struct ExecOptions {
   // of each operator, so a cancel is seen within 16 records. SIGINT/SIGTERM
   // stop it the same way.
   const std::atomic<bool>* cancel = nullptr;
+  // Set by workers: lineage errors-file lines give a record's source as
+  // {"shard_id", "row"} (0-based row of the shard) instead of {"input_file", "line"}.
+  std::string shard_id;
 
   // When set, batches come from here instead of from the inputs (a partition
   // of them, or a checkpoint file); chunk.file indexes `inputs` for messages.
@@ -89,7 +113,18 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
 // {"name", "rows_in", "rows_out", "errors", "seconds"}.
 nlohmann::json OperatorCountersJson(const OperatorCounters& counters);
 
-// The stats file of a run: per-operator rows in/out, seconds and errors.
+// Adds the region counters of `part` to `total` (sized to part's regions on first use).
+void AddRegionCounters(ExecSummary& total, const ExecSummary& part);
+
+// The expand/gather pairs of `plan` for dag_execution_plan.json: one "expand"
+// and one "gather" stage per region, with the region's op list.
+nlohmann::json LineageStagesJson(const Plan& plan);
+
+// The regions' counters as the stats file writes them: {"<name>": {...}}.
+nlohmann::json RegionCountersJson(const std::vector<RegionCounters>& regions);
+
+// The stats file of a run: per-operator rows in/out, seconds and errors, and
+// the lineage regions' counters under "regions" when the recipe has any.
 std::string SummaryJson(const ExecSummary& summary, int threads);
 
 }  // namespace djshard::exec

@@ -73,6 +73,8 @@ class Filter : public Operator {
   OpKind kind() const override { return OpKind::kFilter; }
   // Whether the filter writes stats (suffix_filter does not).
   virtual bool uses_stats() const { return true; }
+  // The __dj__stats__ keys the filter writes (empty when it declares none).
+  virtual std::vector<std::string> stat_keys() const { return {}; }
   virtual bool Process(Sample& sample) const = 0;
 
  protected:

@@ -21,6 +21,8 @@ class OperatorArgs {
   std::vector<std::string> Keys() const;
   // 1-based line of an argument (the operator's line when absent).
   int LineOf(const std::string& key) const;
+  // 1-based column of an argument's value (the operator's column when absent).
+  int ColumnOf(const std::string& key) const;
 
   std::string GetString(const std::string& key, const std::string& fallback) const;
   int64_t GetInt(const std::string& key, int64_t fallback) const;
@@ -39,18 +41,30 @@ class OperatorArgs {
   // whose message is `what` as given.
   [[noreturn]] void FailAtLineOf(const std::string& key, const std::string& what,
                                  const std::string& hint) const;
+  // Like Fail, with the column too: "<recipe>:<line>:<col>: <op>: argument ...".
+  [[noreturn]] void FailAtColumn(const std::string& key, const std::string& what,
+                                 const std::string& hint) const;
+
+  // The entry's column, for positions of absent arguments.
+  void set_column(int column) { column_ = column; }
+  int column() const { return column_; }
 
  private:
   YAML::Node args_;
   std::string recipe_path_;
   std::string op_name_;
   int line_ = 0;
+  int column_ = 0;
 };
+
+// An Error at a recipe position: "<recipe>:<line>:<col>: <what> (<hint>)".
+[[noreturn]] void ThrowAtPosition(const std::string& recipe_path, int line, int column,
+                                  const std::string& what, const std::string& hint);
 
 // One entry of the recipe's `process` list.
 struct OperatorSpec {
   std::string name;
-  int line = 0;  // 1-based line in the recipe
+  int line = 0;  // 1-based line in the recipe (its column: args.column())
   OperatorArgs args;
 };
 

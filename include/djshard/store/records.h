@@ -81,6 +81,7 @@ struct DoneRecord {
   std::string engine_version;
   std::string engine_git_commit;
   std::vector<exec::OperatorCounters> op_stats;
+  std::vector<exec::RegionCounters> region_stats;  // expand/gather regions ("regions")
   double seconds = 0;
 
   std::string ToJson() const;

@@ -1,0 +1,264 @@
+// Pairing and checking the expand/gather entries of a plan (SPEC-lineage §2).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "djshard/common/error.h"
+#include "djshard/exec/plan.h"
+
+namespace djshard::exec {
+
+namespace {
+
+constexpr int kMaxDepth = 4;
+
+[[noreturn]] void Fail(const recipe::Recipe& recipe, const PlannedOperator& at,
+                       const std::string& what, const std::string& hint) {
+  recipe::ThrowAtPosition(recipe.path, at.line, at.column, what, hint);
+}
+
+std::string Where(const PlannedOperator& p) {
+  return "line " + std::to_string(p.line) + ":" + std::to_string(p.column);
+}
+
+bool IsTextMode(const ops::SplitBy& by) { return by.mode != ops::SplitMode::kField; }
+
+// Names the checkpoint strategy `manual` taps after (checkpoint.op_names).
+std::vector<std::string> ManualTapNames(const recipe::Recipe& recipe) {
+  std::vector<std::string> names;
+  const YAML::Node cp = recipe.root["checkpoint"];
+  if (!cp || !cp.IsMap()) return names;
+  const YAML::Node strategy = cp["strategy"];
+  if (!strategy || !strategy.IsScalar() || strategy.Scalar() != "manual") return names;
+  const YAML::Node list = cp["op_names"];
+  if (!list) return names;
+  if (list.IsScalar()) {
+    std::string all = list.Scalar();
+    size_t start = 0;
+    while (start <= all.size()) {
+      size_t comma = all.find(',', start);
+      if (comma == std::string::npos) comma = all.size();
+      std::string n = all.substr(start, comma - start);
+      n.erase(0, n.find_first_not_of(' '));
+      n.erase(n.find_last_not_of(' ') + 1);
+      if (!n.empty()) names.push_back(n);
+      start = comma + 1;
+    }
+  } else if (list.IsSequence()) {
+    for (const auto& n : list) {
+      if (n.IsScalar()) names.push_back(n.Scalar());
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+bool InsideLineageRegion(const recipe::Recipe& recipe, size_t op_idx) {
+  int open = 0;
+  for (size_t i = 0; i < recipe.process.size() && i <= op_idx; ++i) {
+    const std::string& name = recipe.process[i].name;
+    if (name == ops::kExpandName) {
+      ++open;
+      if (i == op_idx) return true;  // its output is children
+    } else if (name == ops::kGatherName) {
+      open = std::max(0, open - 1);
+    }
+  }
+  return open > 0;
+}
+
+void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
+  std::vector<PlannedOperator>& ops = plan->operators;
+  struct Open {
+    size_t idx;
+    const ops::ExpandEntry* expand;
+  };
+  std::vector<Open> stack;
+  std::map<std::string, size_t> names;  // expand name -> its entry
+  for (size_t i = 0; i < ops.size(); ++i) {
+    PlannedOperator& p = ops[i];
+    p.region = -1;
+    if (p.batching_policy_given && (dynamic_cast<const ops::ExpandEntry*>(p.op.get()) ||
+                                    dynamic_cast<const ops::GatherEntry*>(p.op.get()))) {
+      Fail(recipe, p, "'" + p.op->name() + "' takes no batching_policy",
+           "set it on the operators between the expand and its gather");
+    }
+    if (const auto* expand = dynamic_cast<const ops::ExpandEntry*>(p.op.get())) {
+      const std::string& name = expand->config().name;
+      if (const auto [it, added] = names.emplace(name, i); !added) {
+        Fail(recipe, p,
+             "expand name '" + name + "' is used twice (first by the expand at " +
+                 Where(ops[it->second]) + ")",
+             "each expand/gather pair needs its own name");
+      }
+      if (stack.size() >= static_cast<size_t>(kMaxDepth)) {
+        Fail(recipe, p,
+             "expand '" + name + "' nests regions " + std::to_string(stack.size() + 1) +
+                 " deep (inside expand '" + stack.back().expand->config().name + "' at " +
+                 Where(ops[stack.back().idx]) + ")",
+             "regions nest at most " + std::to_string(kMaxDepth) + " deep");
+      }
+      stack.push_back({i, expand});
+      continue;
+    }
+    if (const auto* gather = dynamic_cast<const ops::GatherEntry*>(p.op.get())) {
+      const std::string& name = gather->config().name;
+      if (stack.empty()) {
+        const auto it = names.find(name);
+        Fail(recipe, p,
+             "gather '" + name + "' has no open expand" +
+                 (it != names.end() ? " (expand '" + name + "' at " + Where(ops[it->second]) +
+                                          " is already closed)"
+                                    : ""),
+             "put an expand with name: " + name + " before it");
+      }
+      const Open& top = stack.back();
+      if (top.expand->config().name != name) {
+        auto it = std::find_if(stack.begin(), stack.end(),
+                               [&](const Open& o) { return o.expand->config().name == name; });
+        if (it != stack.end()) {
+          Fail(recipe, p,
+               "gather '" + name + "' crosses expand '" + top.expand->config().name + "' at " +
+                   Where(ops[top.idx]) + ", which is still open (expand '" + name + "' is at " +
+                   Where(ops[it->idx]) + ")",
+               "close the innermost expand first: pairs nest, they never cross");
+        }
+        Fail(recipe, p,
+             "gather '" + name + "' names no open expand; the innermost open one is '" +
+                 top.expand->config().name + "' at " + Where(ops[top.idx]),
+             "a gather closes the innermost open expand and carries its name");
+      }
+      const ops::ExpandConfig& ec = top.expand->config();
+      const ops::GatherConfig& gc = gather->config();
+      if (gc.Has(ops::GatherInto::kField) && ec.by.mode != ops::SplitMode::kField) {
+        Fail(recipe, p,
+             "gather '" + name + "': into: field needs by: field:KEY, but expand '" + name +
+                 "' splits by " + ops::SplitByName(ec.by),
+             "use into: text for text modes");
+      }
+      if (gc.Has(ops::GatherInto::kText) && !IsTextMode(ec.by)) {
+        Fail(recipe, p,
+             "gather '" + name + "': into: text needs a text mode, but expand '" + name +
+                 "' splits by " + ops::SplitByName(ec.by),
+             "use into: field for field:KEY");
+      }
+      LineageRegion region;
+      region.name = name;
+      region.expand_idx = top.idx;
+      region.gather_idx = i;
+      region.depth = static_cast<int>(stack.size());
+      region.expand = &ec;
+      region.gather = &gc;
+      stack.pop_back();
+      plan->regions.push_back(region);
+      continue;
+    }
+    if (p.batching_policy_given && stack.empty()) {
+      Fail(recipe, p,
+           "operator '" + p.op->name() +
+               "': batching_policy applies only between an "
+               "expand and its gather",
+           "remove it, or move the operator into a region");
+    }
+  }
+  if (!stack.empty()) {
+    const Open& open = stack.back();
+    Fail(recipe, ops[open.idx],
+         "expand '" + open.expand->config().name + "' is never closed by a gather",
+         "add '- gather: {name: " + open.expand->config().name + "}' after its operators");
+  }
+  // Region links and each operator's innermost region.
+  std::vector<LineageRegion>& regions = plan->regions;
+  std::sort(regions.begin(), regions.end(), [](const LineageRegion& a, const LineageRegion& b) {
+    return a.expand_idx < b.expand_idx;
+  });
+  for (size_t r = 0; r < regions.size(); ++r) {
+    for (size_t q = 0; q < regions.size(); ++q) {
+      if (q == r) continue;
+      if (regions[q].expand_idx < regions[r].expand_idx &&
+          regions[q].gather_idx > regions[r].gather_idx) {
+        // The innermost enclosing region has the largest expand_idx.
+        if (regions[r].parent < 0 ||
+            regions[static_cast<size_t>(regions[r].parent)].expand_idx < regions[q].expand_idx) {
+          regions[r].parent = static_cast<int>(q);
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    int innermost = -1;
+    for (size_t r = 0; r < regions.size(); ++r) {
+      if (regions[r].expand_idx < i && i < regions[r].gather_idx) innermost = static_cast<int>(r);
+    }
+    ops[i].region = innermost;
+  }
+  // Reader batches: a model operator inside a region sees children, whose
+  // number per parent is unknown, so only operators at parent level size them.
+  if (!regions.empty()) {
+    size_t rows = 0;
+    for (const PlannedOperator& p : ops) {
+      if (p.region < 0 || !p.op->processes_rows_together())
+        rows = std::max(rows, p.batch_rows_wish);
+    }
+    plan->batch_rows = rows > 0 ? rows : 1000;
+  }
+  // Stats sources: a filter directly inside the region, or a nested gather's stats.
+  for (size_t r = 0; r < regions.size(); ++r) {
+    const LineageRegion& region = regions[r];
+    std::set<std::string> produced;
+    for (size_t i = region.expand_idx + 1; i < region.gather_idx; ++i) {
+      if (ops[i].region == static_cast<int>(r)) {
+        if (const auto* f = dynamic_cast<const ops::Filter*>(ops[i].op.get())) {
+          for (const std::string& k : f->stat_keys()) produced.insert(k);
+        }
+      }
+    }
+    for (const LineageRegion& inner : regions) {
+      if (inner.parent != static_cast<int>(r)) continue;
+      for (const ops::GatherStat& s : inner.gather->stats) produced.insert(s.to);
+    }
+    for (const ops::GatherStat& s : region.gather->stats) {
+      if (produced.count(s.from) == 0) {
+        std::string known;
+        for (const std::string& k : produced) known += (known.empty() ? "" : ", ") + k;
+        Fail(recipe, ops[region.gather_idx],
+             "gather '" + region.name + "': stats.from '" + s.from +
+                 "' is not a stat of any filter between expand '" + region.name + "' and it",
+             known.empty() ? "add a filter that computes it inside the region"
+                           : "stats produced there: " + known);
+      }
+    }
+  }
+  // Checkpoint taps are parent-level only.
+  const std::vector<std::string> manual = ManualTapNames(recipe);
+  for (const std::string& name : manual) {
+    size_t inside = 0, total = 0;
+    const PlannedOperator* first_inside = nullptr;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].op->name() != name) continue;
+      ++total;
+      const bool in =
+          ops[i].region >= 0 || dynamic_cast<const ops::ExpandEntry*>(ops[i].op.get()) != nullptr;
+      if (in) {
+        ++inside;
+        if (first_inside == nullptr) first_inside = &ops[i];
+      }
+    }
+    if (total > 0 && inside == total) {
+      Fail(recipe, *first_inside,
+           "checkpoint.op_names names '" + name +
+               "', which runs only inside an expand/gather region, on children",
+           "checkpoint taps are parent-level: name an operator outside the region, or the gather");
+    }
+    if (inside > 0) {
+      std::fprintf(stderr,
+                   "WARNING: %s: checkpoint.op_names '%s': its %zu occurrence(s) inside "
+                   "expand/gather regions are not tapped\n",
+                   recipe.path.c_str(), name.c_str(), inside);
+    }
+  }
+}
+
+}  // namespace djshard::exec

@@ -1,0 +1,431 @@
+#include "src/exec/lineage_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "djshard/io/json_text.h"
+#include "djshard/ops/split.h"
+#include "djshard/ops/text.h"
+
+namespace djshard::exec {
+
+namespace {
+
+void AppendKey(std::string* out, std::string_view key) {
+  io::AppendJsonString(out, key);
+  out->push_back(':');
+}
+
+// Appends one child's line (already in the arena from `begin`) and lineage.
+void AddChild(RowLevel* children, size_t begin, std::string_view text, uint32_t parent,
+              uint32_t ordinal, uint64_t top_row) {
+  children->spans.emplace_back(begin, children->arena.size() - begin);
+  children->preload.push_back(text);
+  children->alive.push_back(1);
+  children->top_row.push_back(top_row);
+  children->parent.push_back(parent);
+  children->ordinal.push_back(ordinal);
+  children->state.push_back(ChildState::kLive);
+}
+
+// Points a record and a sample of the pools at each child's line, once the
+// arena holds them all (it does not move any more).
+void Materialize(RowLevel* children, const std::string& text_key) {
+  const size_t n = children->spans.size();
+  if (children->record_pool.size() < n) children->record_pool.resize(n);
+  if (children->sample_pool.size() < n) children->sample_pool.resize(n, ops::Sample(nullptr));
+  children->records_of.resize(n);
+  children->samples.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    io::Record& record = children->record_pool[k];
+    record.AssignView(children->line(k));
+    ops::Sample& sample = children->sample_pool[k];
+    sample.Reset(&record);
+    if (children->preload[k].data() != nullptr) {
+      sample.PreloadText(text_key, std::string(children->preload[k]));
+    }
+    children->records_of[k] = &record;
+    children->samples[k] = &sample;
+  }
+}
+
+// "{" and the kept parent fields of a child, raw, each followed by ','.
+std::string KeptFields(const ops::ExpandConfig& config, const io::Record& parent,
+                       std::string_view split_key) {
+  std::string out = "{";
+  for (const std::string& key : config.keep_fields) {
+    if (key == split_key) continue;
+    const std::optional<std::string_view> raw = parent.Find(key);
+    if (!raw) continue;
+    AppendKey(&out, key);
+    out.append(*raw);
+    out.push_back(',');
+  }
+  return out;
+}
+
+// A numeric stat's value; false when `raw` is not a JSON number.
+bool ParseNumber(std::string_view raw, double* value, bool* integral) {
+  if (raw.empty()) return false;
+  const char c = raw.front();
+  if (!(c == '-' || (c >= '0' && c <= '9'))) return false;
+  const std::string s(raw);
+  char* end = nullptr;
+  *value = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) return false;
+  *integral = s.find_first_of(".eE") == std::string::npos;
+  return true;
+}
+
+std::string NumberJson(double v, bool integral) {
+  if (integral && std::fabs(v) < 9e15) return std::to_string(static_cast<int64_t>(v));
+  std::string out;
+  ops::text::AppendPythonFloat(&out, v);
+  return out;
+}
+
+// The stats of one gather entry over the PRESENT children; false and *error
+// set when a child holds a non-numeric value.
+bool GatherStat(const ops::GatherStat& stat, RowLevel& children, const ParentLineage& pl,
+                std::string* raw_out, std::string* error) {
+  double sum = 0, lo = 0, hi = 0;
+  bool all_integral = true;
+  uint64_t count = 0;
+  for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+    if (children.state[c] != ChildState::kLive) continue;
+    const std::optional<std::string_view> raw = children.samples[c]->Stat(stat.from);
+    if (!raw) continue;
+    double v = 0;
+    bool integral = false;
+    if (!ParseNumber(*raw, &v, &integral)) {
+      *error = "stat '" + stat.from + "' of child " + std::to_string(c - pl.first) +
+               " is not a number (" + std::string(raw->substr(0, 40)) + ")";
+      return false;
+    }
+    all_integral = all_integral && integral;
+    lo = count == 0 ? v : std::min(lo, v);
+    hi = count == 0 ? v : std::max(hi, v);
+    sum += v;
+    ++count;
+  }
+  raw_out->clear();
+  switch (stat.op) {
+    case ops::StatOp::kCount:
+      *raw_out = std::to_string(count);
+      break;
+    case ops::StatOp::kSum:
+      *raw_out = NumberJson(sum, all_integral);
+      break;
+    case ops::StatOp::kMean:
+      if (count > 0) *raw_out = NumberJson(sum / static_cast<double>(count), false);
+      break;
+    case ops::StatOp::kMin:
+      if (count > 0) *raw_out = NumberJson(lo, all_integral);
+      break;
+    case ops::StatOp::kMax:
+      if (count > 0) *raw_out = NumberJson(hi, all_integral);
+      break;
+  }
+  return true;
+}
+
+}  // namespace
+
+void RowLevel::ClearRows() {
+  records_of.clear();
+  samples.clear();
+  alive.clear();
+  top_row.clear();
+  parent.clear();
+  ordinal.clear();
+  state.clear();
+  arena.clear();
+  spans.clear();
+  preload.clear();
+}
+
+size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents, size_t begin,
+                  RowLevel* children, std::vector<ParentLineage>* lineage,
+                  RegionCounters* counters) {
+  const ops::ExpandConfig& config = *region.expand;
+  const bool field_mode = config.by.mode == ops::SplitMode::kField;
+  const std::string& split_key = field_mode ? config.by.field : config.text_key;
+  const size_t max_children = static_cast<size_t>(config.max_children);
+  const size_t max_parents = static_cast<size_t>(config.max_inflight_parents);
+  const size_t max_inflight = static_cast<size_t>(config.max_inflight_children);
+  ops::TextSplit split;
+  size_t group = 0;
+  size_t k = begin;
+  for (; k < parents.samples.size(); ++k) {
+    if (!parents.alive[k]) continue;
+    if (group > 0 && (group >= max_parents || children->spans.size() >= max_inflight)) break;
+    ++group;
+    ParentLineage& pl = (*lineage)[k];
+    pl.expanded = true;
+    pl.first = static_cast<uint32_t>(children->spans.size());
+    ++counters->parents_in;
+    ops::Sample& parent = *parents.samples[k];
+    auto fail = [&](const std::string& type, const std::string& message) {
+      pl.failed = true;
+      pl.failure = {ops::kExpandName, op_idx, type, message, -1};
+    };
+    // The children see the parent as the operators before the expand left it.
+    parent.Commit(false);
+    const std::string head = KeptFields(config, *parents.records_of[k], split_key);
+    std::string& arena = children->arena;
+    if (field_mode) {
+      const std::optional<std::string_view> raw = parents.records_of[k]->Find(split_key);
+      if (!raw) {
+        fail("expand_error", "field '" + split_key + "' not found");
+        continue;
+      }
+      if (raw->empty() || raw->front() != '[') {
+        fail("expand_error", "field '" + split_key + "' is not a JSON array");
+        continue;
+      }
+      const std::vector<std::string_view> items = io::SplitArray(*raw);
+      if (items.size() > max_children) {
+        fail("expand_limit", "field '" + split_key + "' has more than max_children " +
+                                 std::to_string(max_children) + " elements");
+        continue;
+      }
+      pl.n = static_cast<uint32_t>(items.size());
+      for (size_t j = 0; j < items.size(); ++j) {
+        pl.elements.emplace_back(items[j]);
+        const size_t line_begin = arena.size();
+        arena.append(head);
+        AppendKey(&arena, split_key);
+        arena.push_back('[');
+        arena.append(items[j]);
+        arena.append("]}");
+        AddChild(children, line_begin, {}, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+                 parents.top_row[k]);
+      }
+    } else {
+      const std::string* text = nullptr;
+      try {
+        text = &parent.Text(split_key);
+      } catch (const ops::OpError& e) {
+        fail("expand_error", e.what());
+        continue;
+      }
+      ops::SplitText(*text, config.by, max_children, &split);
+      if (split.over_limit) {
+        fail("expand_limit", "field '" + split_key + "' splits by " + ops::SplitByName(config.by) +
+                                 " into more than max_children " + std::to_string(max_children) +
+                                 " pieces");
+        continue;
+      }
+      pl.n = static_cast<uint32_t>(split.pieces.size());
+      pl.prefix.assign(split.prefix);
+      for (size_t j = 0; j < split.pieces.size(); ++j) {
+        pl.seps.emplace_back(split.pieces[j].sep);
+        const size_t line_begin = arena.size();
+        arena.append(head);
+        AppendKey(&arena, split_key);
+        io::AppendJsonString(&arena, split.pieces[j].text);
+        arena.push_back('}');
+        // A non-null view marks a text to preload, an empty piece's too.
+        const std::string_view piece = split.pieces[j].text.data() != nullptr
+                                           ? split.pieces[j].text
+                                           : std::string_view(text->data(), 0);
+        AddChild(children, line_begin, piece, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+                 parents.top_row[k]);
+      }
+    }
+    counters->children_expanded += pl.n;
+  }
+  Materialize(children, split_key);
+  return k;
+}
+
+std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& parents, size_t begin,
+                                      size_t end, RowLevel& children,
+                                      std::vector<ParentLineage>& lineage,
+                                      RegionCounters* counters) {
+  const ops::ExpandConfig& ec = *region.expand;
+  const ops::GatherConfig& gc = *region.gather;
+  const bool field_mode = ec.by.mode == ops::SplitMode::kField;
+  const std::string& split_key = field_mode ? ec.by.field : ec.text_key;
+  std::vector<GatherOutcome> out(parents.samples.size(), GatherOutcome::kDropped);
+  std::string raw;
+  for (size_t k = begin; k < end; ++k) {
+    ParentLineage& pl = lineage[k];
+    if (!pl.expanded) continue;
+    // Terminal states: live children are PRESENT, unless their parent failed.
+    uint32_t present = 0;
+    for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+      ChildState& st = children.state[c];
+      if (st == ChildState::kLive && pl.failed) {
+        st = ChildState::kLateDiscarded;
+        ++pl.late_discarded;
+      }
+      switch (st) {
+        case ChildState::kLive:
+          ++present;
+          ++counters->children_present;
+          break;
+        case ChildState::kDropped:
+          ++counters->children_dropped;
+          break;
+        case ChildState::kFailed:
+          ++counters->children_failed;
+          break;
+        case ChildState::kSuppressed:
+          ++counters->children_suppressed;
+          break;
+        case ChildState::kLateDiscarded:
+          // Dispatched before its parent failed, its result discarded:
+          // counted in late_discarded below.
+          break;
+      }
+    }
+    counters->late_discarded += pl.late_discarded;
+    pl.suppressed = pl.completed = 0;
+    for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+      const ChildState st = children.state[c];
+      if (st == ChildState::kSuppressed) ++pl.suppressed;
+      if (st == ChildState::kDropped || st == ChildState::kLateDiscarded) ++pl.completed;
+    }
+    if (pl.failed) {
+      out[k] = GatherOutcome::kFailed;
+      ++counters->parents_failed;
+      continue;
+    }
+    ops::Sample& parent = *parents.samples[k];
+    io::Record& record = *parents.records_of[k];
+    if (pl.n == 0) {
+      if (gc.on_empty == ops::OnEmpty::kDrop) {
+        ++counters->parents_dropped;
+        continue;
+      }
+      if (gc.on_empty == ops::OnEmpty::kKeepOriginal) {
+        out[k] = GatherOutcome::kOriginal;
+        ++counters->parents_out;
+        continue;
+      }
+    } else if (present < static_cast<uint64_t>(gc.min_present) ||
+               // The fraction itself, as SPEC-lineage states it: a product
+               // (0.28 * 25 = 7.000000000000001) would drop a parent at the bound.
+               static_cast<double>(present) / static_cast<double>(pl.n) < gc.min_present_ratio) {
+      ++counters->parents_dropped;
+      continue;
+    }
+    // Stats first: a gather_error fails the parent before anything changes.
+    std::vector<std::pair<std::string, std::string>> stats;
+    bool gather_failed = false;
+    for (const ops::GatherStat& s : gc.stats) {
+      std::string error;
+      if (!GatherStat(s, children, pl, &raw, &error)) {
+        pl.failed = true;
+        pl.failure = {ops::kGatherName, region.gather_idx, "gather_error", error, -1};
+        gather_failed = true;
+        break;
+      }
+      if (!raw.empty()) stats.emplace_back(s.to, raw);
+    }
+    if (gather_failed) {
+      out[k] = GatherOutcome::kFailed;
+      ++counters->parents_failed;
+      continue;
+    }
+    const bool into_text = gc.Has(ops::GatherInto::kText) || (gc.into.empty() && !field_mode);
+    const bool into_field = gc.Has(ops::GatherInto::kField) || (gc.into.empty() && field_mode);
+    if (into_text) {
+      std::string text = pl.prefix;
+      uint32_t last_present = pl.n;
+      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+        if (children.state[c] == ChildState::kLive) last_present = c;
+      }
+      bool first = true;
+      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+        if (children.state[c] != ChildState::kLive) continue;
+        if (gc.separator && !first) text.append(*gc.separator);
+        first = false;
+        text.append(children.samples[c]->Text(split_key));
+        if (!gc.separator) text.append(c == last_present ? pl.seps.back() : pl.seps[c - pl.first]);
+      }
+      // An unchanged text keeps the record's original bytes.
+      if (text != parent.Text(split_key)) parent.SetText(split_key, std::move(text));
+    }
+    if (into_field) {
+      std::string list = "[";
+      bool unchanged = present == pl.n;
+      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+        if (children.state[c] != ChildState::kLive) continue;
+        const std::optional<std::string_view> value = children.records_of[c]->Find(split_key);
+        std::vector<std::string_view> items;
+        if (value && !value->empty() && value->front() == '[') items = io::SplitArray(*value);
+        for (std::string_view item : items) {
+          if (list.size() > 1) list.push_back(',');
+          list.append(item);
+        }
+        unchanged = unchanged && items.size() == 1 && items[0] == pl.elements[c - pl.first];
+      }
+      list.push_back(']');
+      if (!unchanged) record.Set(split_key, std::move(list));
+    }
+    for (const ops::GatherList& l : gc.lists) {
+      std::string list = "[";
+      bool first = true;
+      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+        const bool live = children.state[c] == ChildState::kLive;
+        if (!live && !l.keep_positions) continue;
+        if (!first) list.push_back(',');
+        first = false;
+        if (!live) {
+          list.append("null");
+          continue;
+        }
+        children.samples[c]->Commit(true);
+        const std::optional<std::string> value = children.samples[c]->Field(l.from);
+        list.append(value ? *value : "null");
+      }
+      list.push_back(']');
+      record.Set(l.to, std::move(list));
+    }
+    for (auto& [key, value] : stats) parent.SetStat(key, std::move(value));
+    out[k] = GatherOutcome::kOut;
+    ++counters->parents_out;
+  }
+  return out;
+}
+
+void AppendLineageError(std::string* out, const LineageRegion& region, const ParentLineage& lineage,
+                        const ParentFailure& failure, std::string_view parent_json,
+                        const std::string& input_file, uint64_t input_line,
+                        const std::string* child_json, const std::string& shard_id) {
+  using nlohmann::ordered_json;
+  ordered_json e;
+  e["op"] = failure.op;
+  e["op_idx"] = failure.op_idx;
+  e["region"] = region.name;
+  e["error_type"] = failure.error_type;
+  e["message"] = failure.message;
+  e["child_ordinal"] =
+      failure.child_ordinal >= 0 ? ordered_json(failure.child_ordinal) : ordered_json(nullptr);
+  e["children_total"] = lineage.n;
+  e["children_completed"] = lineage.completed;
+  e["children_suppressed"] = lineage.suppressed;
+  e["level"] = child_json != nullptr ? "child" : "parent";
+  if (shard_id.empty()) {
+    e["source"] = {{"input_file", input_file}, {"line", input_line}};
+  } else {
+    e["source"] = {{"shard_id", shard_id}, {"row", input_line - 1}};
+  }
+  std::string head = e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // The records go in as read: raw JSON, not re-serialized.
+  head.pop_back();
+  out->append(head);
+  out->append(",\"record\":");
+  out->append(parent_json);
+  if (child_json != nullptr) {
+    out->append(",\"child_record\":");
+    out->append(*child_json);
+  }
+  out->append("}\n");
+}
+
+}  // namespace djshard::exec

@@ -1,0 +1,521 @@
+// Black-box tests of expand/gather lineage (SPEC-lineage §8): the real binary,
+// expected outputs from an independent Python model of the spec
+// (tests/cli/tools/lineage_expected.py), never from djshard itself.
+#include <openssl/sha.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<std::string> kTestOps = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
+
+class LineageCli : public CliTest {
+ protected:
+  // Runs the Python model with `args` in the test directory; returns stdout.
+  std::string Py(const std::string& args) const {
+    const std::string cmd = "cd '" + dir_ +
+                            "' && /usr/bin/python3 '" DJSHARD_SOURCE_DIR
+                            "/tests/cli/tools/lineage_expected.py' " +
+                            args;
+    FILE* p = popen(cmd.c_str(), "r");
+    EXPECT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << cmd;
+    return out;
+  }
+  std::string Recipe(const std::string& dataset, const std::string& body,
+                     const std::string& extra = "") const {
+    return Write("recipe.yaml", "dataset_path: " + dataset + "\n" + extra + "process:\n" + body);
+  }
+  // `djshard run` of recipe.yaml into `out` with test operators enabled.
+  CliResult RunRecipe(const std::string& out, int threads = 2) const {
+    return WaitFor(Spawn({"run", "--config", "recipe.yaml", "--threads", std::to_string(threads),
+                          "--export-path", out},
+                         kTestOps));
+  }
+  json Stats(const std::string& out) const { return json::parse(Read(out + ".stats.json")); }
+  std::vector<json> ErrorLines(const std::string& out) const {
+    std::vector<json> rows;
+    std::istringstream in(Read(out + ".errors.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) rows.push_back(json::parse(line));
+    return rows;
+  }
+};
+
+// §8.1
+TEST_F(LineageCli, IdentityRegionWritesEveryRecordAsRead) {
+  Py("corpus docs.jsonl 2000 11");
+  for (const char* by : {"paragraph", "sentence", "lines", "chars:7"}) {
+    Recipe("docs.jsonl", std::string("  - expand: {name: r, by: \"") + by +
+                             "\"}\n  - gather: {name: r, on_empty: keep_original}\n");
+    const CliResult r = RunRecipe("out.jsonl");
+    ASSERT_EQ(r.exit_code, 0) << by << r.err;
+    EXPECT_TRUE(Read("out.jsonl") == Read("docs.jsonl")) << by;
+    const json region = Stats("out.jsonl")["regions"]["r"];
+    EXPECT_EQ(region["children_expanded"].get<uint64_t>(),
+              std::stoull(Py(std::string("count ") + by + " docs.jsonl")))
+        << by;
+    EXPECT_EQ(region["parents_in"], 2000);
+    EXPECT_EQ(region["parents_out"], 2000);
+  }
+}
+
+// Nested regions: sentences inside paragraphs, identity.
+TEST_F(LineageCli, NestedRegionsRejoinToTheInput) {
+  Py("corpus docs.jsonl 500 13");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - expand: {name: s, by: sentence}\n"
+         "  - expand: {name: c, by: \"chars:3\"}\n  - gather: {name: c}\n"
+         "  - gather: {name: s}\n  - gather: {name: p, on_empty: keep_original}\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  EXPECT_TRUE(Read("out.jsonl") == Read("docs.jsonl"));
+  const json regions = Stats("out.jsonl")["regions"];
+  EXPECT_EQ(regions["s"]["parents_in"], regions["p"]["children_expanded"]);
+  EXPECT_EQ(regions["c"]["parents_in"], regions["s"]["children_expanded"]);
+}
+
+// A failure in an inner region fails the outer parent too, and the input
+// record gets one errors line (SPEC-lineage §5.4), with its bytes as read.
+TEST_F(LineageCli, AFailureInANestedRegionIsOneErrorsLineForTheInputRecord) {
+  const std::string bad = "{\"id\":1,\"text\":\"One. Two POISON.\\n\\nThree.\"}";
+  Write("docs.jsonl", "{\"id\":0,\"text\":\"Fine. Also fine.\"}\n" + bad + "\n");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - expand: {name: s, by: sentence}\n"
+         "  - djshard_test_poison_mapper:\n  - gather: {name: s}\n  - gather: {name: p}\n");
+  const CliResult r = RunRecipe("out.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out.jsonl"), "{\"id\":0,\"text\":\"Fine. Also fine.\"}\n");
+  const std::vector<json> lines = ErrorLines("out.jsonl");
+  ASSERT_EQ(lines.size(), 1u) << Read("out.jsonl.errors.jsonl");
+  EXPECT_EQ(lines[0]["level"], "parent");
+  EXPECT_EQ(lines[0]["record"].dump(), json::parse(bad).dump());
+  const json regions = Stats("out.jsonl")["regions"];
+  EXPECT_EQ(regions["p"]["parents_failed"], 1);
+  EXPECT_EQ(regions["s"]["parents_failed"], 1);
+}
+
+// on_empty: keep_original writes the parent exactly as read, not as the
+// operators before the expand left it.
+TEST_F(LineageCli, KeepOriginalWritesTheParentAsRead) {
+  const std::string row = "{\"text\":\"\\u3000\\u3000\",\"id\":1}\n";
+  Write("docs.jsonl", row);
+  Recipe("docs.jsonl",
+         "  - whitespace_normalization_mapper:\n  - expand: {name: p, by: paragraph}\n"
+         "  - gather: {name: p, on_empty: keep_original}\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  EXPECT_EQ(Read("out.jsonl"), row);
+}
+
+// §8.2
+TEST_F(LineageCli, MisplacedPairsAndBadKeysFailAtLoadWithPosition) {
+  Write("data.jsonl", "{\"text\": \"a\"}\n");
+  struct Case {
+    std::string body, position, what, extra;
+  };
+  const std::vector<Case> cases = {
+      {"  - expand: {name: a, by: paragraph}\n  - expand: {name: b, by: sentence}\n"
+       "  - gather: {name: a}\n  - gather: {name: b}\n",
+       "recipe.yaml:6:5:", "crosses expand 'b'", ""},
+      {"  - text_length_filter:\n  - gather: {name: a}\n", "recipe.yaml:5:5:", "has no open expand",
+       ""},
+      {"  - expand: {name: a, by: paragraph}\n  - text_length_filter:\n",
+       "recipe.yaml:4:5:", "never closed", ""},
+      {"  - expand: {name: a, by: paragraph}\n  - gather: {name: a}\n"
+       "  - expand: {name: a, by: lines}\n  - gather: {name: a}\n",
+       "recipe.yaml:6:5:", "used twice", ""},
+      {"  - expand: {name: a, by: paragraph}\n  - expand: {name: b, by: paragraph}\n"
+       "  - expand: {name: c, by: paragraph}\n  - expand: {name: d, by: paragraph}\n"
+       "  - expand: {name: e, by: paragraph}\n  - gather: {name: e}\n  - gather: {name: d}\n"
+       "  - gather: {name: c}\n  - gather: {name: b}\n  - gather: {name: a}\n",
+       "recipe.yaml:8:5:", "5 deep", ""},
+      {"  - expand: {name: a, by: paragraph}\n  - whitespace_normalization_mapper:\n"
+       "  - gather: {name: a, into: stats, stats: [{from: text_len, op: mean, to: m}]}\n",
+       "recipe.yaml:6:5:", "stats.from 'text_len'", ""},
+      {"  - expand: {name: a, by: paragraph}\n  - whitespace_normalization_mapper:\n"
+       "  - gather: {name: a}\n",
+       "recipe.yaml:6:5:", "checkpoint.op_names",
+       "checkpoint: {enabled: true, strategy: manual, op_names: [whitespace_normalization_mapper]}"
+       "\n"},
+      {"  - expand: {name: a, by: paragraph}\n  - gather: {name: a, into: field}\n",
+       "recipe.yaml:5:5:", "into: field needs by: field:KEY", ""},
+      {"  - expand: {name: a, by: words}\n  - gather: {name: a}\n", "recipe.yaml:4:27:", "words",
+       ""},
+      {"  - expand: {name: a, by: paragraph, bogus: 1}\n  - gather: {name: a}\n",
+       "recipe.yaml:4:45:", "bogus", ""},
+      {"  - expand: {name: a, by: paragraph}\n  - gather: {name: a, min_present_ratio: 2}\n",
+       "recipe.yaml:5:42:", "min_present_ratio", ""},
+      {"  - expand: {name: a, by: paragraph, batching_policy: single_parent}\n"
+       "  - gather: {name: a}\n",
+       "recipe.yaml:4:5:", "takes no batching_policy", ""},
+  };
+  for (const Case& c : cases) {
+    Write("recipe.yaml", "dataset_path: data.jsonl\nexport_path: job/out.jsonl\n" + c.extra +
+                             "process:\n" + c.body);
+    const CliResult r = RunDjshard({"run", "--config", "recipe.yaml"}, dir_);
+    EXPECT_EQ(r.exit_code, 2) << c.body << r.err;
+    EXPECT_NE(r.err.find("ERROR: " + c.position), std::string::npos) << c.body << r.err;
+    EXPECT_NE(r.err.find(c.what), std::string::npos) << c.body << r.err;
+    EXPECT_FALSE(Exists("job")) << c.body;
+  }
+}
+
+// §8.3
+TEST_F(LineageCli, ChildFilterAndMinPresentRatioMatchTheModel) {
+  Py("paragraphs_corpus docs.jsonl 800 3");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - text_length_filter: {min_len: 20}\n"
+         "  - gather: {name: p, min_present_ratio: 0.5}\n",
+         "keep_stats_in_res_ds: false\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  Py("child_filter docs.jsonl expected.jsonl 20 0.5");
+  EXPECT_TRUE(Read("out.jsonl") == Read("expected.jsonl"));
+  EXPECT_GT(Read("expected.jsonl").size(), 1000u);
+}
+
+// min_present_ratio compares the fraction PRESENT/total with the ratio: 7 of
+// 25 children is 0.28 exactly, so a ratio of 0.28 keeps the parent.
+TEST_F(LineageCli, MinPresentRatioKeepsAParentExactlyAtTheBound) {
+  std::string text;
+  for (int i = 0; i < 25; ++i) {
+    if (!text.empty()) text += "\\n\\n";
+    text += i < 7 ? "a paragraph long enough to stay " + std::to_string(i) : "short";
+  }
+  Write("docs.jsonl", "{\"text\":\"" + text + "\"}\n");
+  for (const auto& [ratio, kept] :
+       std::vector<std::pair<std::string, bool>>{{"0.28", true}, {"0.29", false}}) {
+    Recipe("docs.jsonl",
+           "  - expand: {name: p, by: paragraph}\n  - text_length_filter: {min_len: 20}\n"
+           "  - gather: {name: p, min_present_ratio: " +
+               ratio + "}\n",
+           "keep_stats_in_res_ds: false\n");
+    ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0) << ratio;
+    EXPECT_EQ(Read("out.jsonl").empty(), !kept) << ratio << ": " << Read("out.jsonl");
+  }
+}
+
+// A field filter's stat is named by its dotted field_key, and gather can read it.
+TEST_F(LineageCli, GatherStatsReadAFieldFiltersStat) {
+  Write("docs.jsonl", "{\"text\":\"a\\n\\nb\",\"meta\":{\"score\":3}}\n");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph, keep_fields: [meta]}\n"
+         "  - specified_numeric_field_filter: {field_key: meta.score, min_value: 1, max_value: 5}\n"
+         "  - gather: {name: p, into: [text, stats],"
+         " stats: [{from: meta.score, op: mean, to: score_mean}]}\n",
+         "");
+  const CliResult r = RunRecipe("out.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Read("out.jsonl").find("\"score_mean\":3.0"), std::string::npos) << Read("out.jsonl");
+}
+
+// §8.4
+TEST_F(LineageCli, GatheredStatsAndAllDroppedParentsMatchTheModel) {
+  Py("paragraphs_corpus docs.jsonl 600 5");
+  for (const auto& [extra, args] : std::vector<std::pair<std::string, std::string>>{
+           {"min_present: 0\n      on_empty: keep\n", "0 keep"},
+           {"", "1 drop"},
+           {"min_present: 2\n      on_empty: keep_original\n", "2 keep_original"}}) {
+    Recipe("docs.jsonl",
+           "  - expand: {name: p, by: paragraph}\n  - text_length_filter: {min_len: 25}\n"
+           "  - gather:\n      name: p\n      into: [text, stats]\n      stats:\n"
+           "        - {from: text_len, op: mean, to: len_mean}\n"
+           "        - {from: text_len, op: min, to: len_min}\n"
+           "        - {from: text_len, op: max, to: len_max}\n"
+           "        - {from: text_len, op: sum, to: len_sum}\n"
+           "        - {from: text_len, op: count, to: len_count}\n      " +
+               extra);
+    ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0) << args;
+    Py("child_stats docs.jsonl expected.jsonl 25 " + args);
+    EXPECT_TRUE(Read("out.jsonl") == Read("expected.jsonl")) << args;
+  }
+}
+
+// §8.5
+TEST_F(LineageCli, FieldChildrenRebuildTheListWithoutDroppedEntries) {
+  Py("images_corpus docs.jsonl 400 5");
+  const std::string targets = Py("image_targets docs.jsonl .jpg .png");
+  Recipe("docs.jsonl",
+         "  - expand: {name: img, by: \"field:images\", keep_fields: [id]}\n"
+         "  - specified_field_filter: {field_key: images, target_value: " +
+             targets.substr(0, targets.size() - 1) +
+             "}\n  - gather: {name: img, into: field, on_empty: keep_original}\n",
+         "keep_stats_in_res_ds: false\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  Py("image_field docs.jsonl expected.jsonl .jpg .png");
+  EXPECT_TRUE(Read("out.jsonl") == Read("expected.jsonl"));
+}
+
+// §8.6
+TEST_F(LineageCli, OutputBytesDoNotDependOnThreadsOrCompletionOrder) {
+  Py("paragraphs_corpus docs.jsonl 1500 9 40");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - djshard_test_delay_mapper: {seed: 3, max_ms: "
+         "0.3}\n  - text_length_filter: {min_len: 10}\n"
+         "  - djshard_bench_model_op: {batch_size: 16, call_overhead_us: 0, item_us: 0}\n"
+         "  - gather: {name: p, into: [text, list], list: [{from: __dj__meta__.bench_score, to: "
+         "scores, keep_positions: true}]}\n");
+  ASSERT_EQ(RunRecipe("one.jsonl", 1).exit_code, 0);
+  ASSERT_EQ(RunRecipe("eight.jsonl", 8).exit_code, 0);
+  EXPECT_TRUE(Read("one.jsonl") == Read("eight.jsonl"));
+  EXPECT_TRUE(Read("one.jsonl.errors.jsonl") == Read("eight.jsonl.errors.jsonl"));
+  EXPECT_EQ(Stats("one.jsonl")["regions"], Stats("eight.jsonl")["regions"]);
+}
+
+// §3: max_inflight_parents / max_inflight_children run a batch's parents
+// through the region in groups; the bytes do not change.
+TEST_F(LineageCli, InflightLimitsGroupParentsWithoutChangingTheOutput) {
+  Py("paragraphs_corpus docs.jsonl 700 21 30");
+  const std::string rest =
+      "  - djshard_test_poison_mapper:\n  - text_length_filter: {min_len: 15}\n"
+      "  - djshard_bench_model_op: {batch_size: 8, call_overhead_us: 0, item_us: 0}\n"
+      "  - gather: {name: p, into: [text, list, stats], list: [{from: __dj__meta__.bench_score, "
+      "to: scores, keep_positions: true}], stats: [{from: text_len, op: sum, to: len}]}\n";
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" + rest);
+  ASSERT_EQ(RunRecipe("whole.jsonl").exit_code, 0);
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph, max_inflight_parents: 3, max_inflight_children: "
+         "5}\n" +
+             rest);
+  ASSERT_EQ(RunRecipe("groups.jsonl").exit_code, 0);
+  EXPECT_TRUE(Read("whole.jsonl") == Read("groups.jsonl"));
+  EXPECT_TRUE(Read("whole.jsonl.errors.jsonl") == Read("groups.jsonl.errors.jsonl"));
+  EXPECT_EQ(Stats("whole.jsonl")["regions"], Stats("groups.jsonl")["regions"]);
+  EXPECT_EQ(ErrorLines("groups.jsonl").size(), 24u);
+  // Smaller groups, more partial model calls.
+  EXPECT_GT(Stats("groups.jsonl")["operators"][3]["calls"].get<uint64_t>(),
+            Stats("whole.jsonl")["operators"][3]["calls"].get<uint64_t>());
+}
+
+// §8.7
+TEST_F(LineageCli, PoisonedChildFailsOnlyItsParentAndSuppressesItsSiblings) {
+  Py("paragraphs_corpus docs.jsonl 600 4 25");
+  const std::string ops =
+      "  - expand: {name: p, by: paragraph}\n"
+      "  - djshard_bench_model_op: {batch_size: 32, call_overhead_us: 100, item_us: 10}\n"
+      "  - gather: {name: p}\n";
+  Recipe("docs.jsonl", ops);
+  ASSERT_EQ(RunRecipe("clean.jsonl").exit_code, 0);
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n  - djshard_test_poison_mapper:\n" +
+                           ops.substr(37));
+  const CliResult r = RunRecipe("out.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> errors = ErrorLines("out.jsonl");
+  ASSERT_EQ(errors.size(), 24u);  // ids 0, 25, ..., 575
+  std::set<int> failed;
+  uint64_t suppressed = 0;
+  for (const json& e : errors) {
+    EXPECT_EQ(e["error_type"], "op_error");
+    EXPECT_EQ(e["level"], "parent");
+    EXPECT_EQ(e["region"], "p");
+    EXPECT_EQ(e["child_ordinal"], 0);
+    EXPECT_EQ(e["op"], "djshard_test_poison_mapper");
+    EXPECT_EQ(e["children_suppressed"].get<uint64_t>() + 1, e["children_total"].get<uint64_t>());
+    EXPECT_EQ(e["source"]["line"].get<int>(), e["record"]["id"].get<int>() + 1);
+    EXPECT_TRUE(failed.insert(e["record"]["id"].get<int>()).second) << "reported twice";
+    suppressed += e["children_suppressed"].get<uint64_t>();
+  }
+  EXPECT_GT(suppressed, 0u);
+  // Every other parent is exactly as in the run without poison.
+  std::istringstream clean(Read("clean.jsonl")), out(Read("out.jsonl"));
+  std::string a, b;
+  size_t compared = 0;
+  while (std::getline(clean, a)) {
+    const int id = json::parse(a)["id"].get<int>();
+    if (failed.count(id)) continue;
+    ASSERT_TRUE(std::getline(out, b));
+    EXPECT_EQ(a, b);
+    ++compared;
+  }
+  EXPECT_FALSE(std::getline(out, b));
+  EXPECT_EQ(compared, 576u);
+  const json region = Stats("out.jsonl")["regions"]["p"];
+  EXPECT_EQ(region["parents_failed"], 24);
+  EXPECT_EQ(region["children_suppressed"].get<uint64_t>(), suppressed);
+  // Every child ends in exactly one terminal count.
+  EXPECT_EQ(region["children_present"].get<uint64_t>() +
+                region["children_dropped"].get<uint64_t>() +
+                region["children_failed"].get<uint64_t>() + suppressed +
+                region["late_discarded"].get<uint64_t>(),
+            region["children_expanded"].get<uint64_t>());
+  EXPECT_EQ(region["children_failed"], 24);
+}
+
+// §5: a model call that raises is bisected down to the child it fails on.
+TEST_F(LineageCli, ARaisingModelCallIsBisectedToTheFailingChild) {
+  Py("paragraphs_corpus docs.jsonl 400 4 20");
+  const std::string op =
+      "  - djshard_bench_model_op: {batch_size: 16, call_overhead_us: 0, item_us: 0, "
+      "raise_marker: POISON, raise_type: oom";
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" + op +
+                           ", fail_marker: NEVER}\n  - gather: {name: p}\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  const std::vector<json> errors = ErrorLines("out.jsonl");
+  ASSERT_EQ(errors.size(), 20u);
+  std::set<int> failed;
+  for (const json& e : errors) {
+    EXPECT_EQ(e["error_type"], "oom");
+    EXPECT_EQ(e["child_ordinal"], 0);
+    failed.insert(e["record"]["id"].get<int>());
+  }
+  // The others are exactly what a model that never raises writes.
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" +
+                           op.substr(0, op.find(", raise_marker")) + "}\n  - gather: {name: p}\n");
+  ASSERT_EQ(RunRecipe("clean.jsonl").exit_code, 0);
+  std::istringstream clean(Read("clean.jsonl")), out(Read("out.jsonl"));
+  std::string a, b;
+  while (std::getline(clean, a)) {
+    if (failed.count(json::parse(a)["id"].get<int>())) continue;
+    ASSERT_TRUE(std::getline(out, b));
+    EXPECT_EQ(a, b);
+  }
+  // Without isolation calls every row of a raising call fails with isolation_budget.
+  Recipe("docs.jsonl", "  - expand: {name: p, by: paragraph}\n" + op +
+                           ", max_isolation_calls: 0}\n  - gather: {name: p}\n");
+  ASSERT_EQ(RunRecipe("budget.jsonl").exit_code, 0);
+  const std::vector<json> budget = ErrorLines("budget.jsonl");
+  EXPECT_GT(budget.size(), 20u);
+  for (const json& e : budget) EXPECT_EQ(e["error_type"], "isolation_budget");
+}
+
+// §8.8
+TEST_F(LineageCli, AChildFailureStopsTheRunWhenSkipOpErrorIsFalse) {
+  Py("paragraphs_corpus docs.jsonl 20 4 7");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - djshard_test_poison_mapper:\n"
+         "      skip_op_error: false\n  - gather: {name: p}\n");
+  const CliResult r = RunRecipe("out.jsonl");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("docs.jsonl:1: operator 'djshard_test_poison_mapper' failed"),
+            std::string::npos)
+      << r.err;
+}
+
+// §8.9
+TEST_F(LineageCli, DropChildKeepsTheParentWithoutTheFailingChild) {
+  Py("paragraphs_corpus docs.jsonl 300 8 10");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - djshard_test_poison_mapper:\n"
+         "  - gather: {name: p, on_child_error: drop_child}\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  Py("drop_child docs.jsonl expected.jsonl POISON");
+  EXPECT_TRUE(Read("out.jsonl") == Read("expected.jsonl"));
+  const std::vector<json> errors = ErrorLines("out.jsonl");
+  ASSERT_EQ(errors.size(), 30u);
+  for (const json& e : errors) {
+    EXPECT_EQ(e["level"], "child");
+    EXPECT_EQ(e["child_ordinal"], 0);
+    EXPECT_NE(e["child_record"]["text"].get<std::string>().find("POISON"), std::string::npos);
+  }
+}
+
+// §8.10
+TEST_F(LineageCli, TooManyChildrenFailTheParentWithExpandLimit) {
+  Py("paragraphs_corpus docs.jsonl 200 6");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph, max_children: 10}\n  - gather: {name: p}\n");
+  ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+  const std::vector<json> errors = ErrorLines("out.jsonl");
+  const json region = Stats("out.jsonl")["regions"]["p"];
+  ASSERT_GT(errors.size(), 0u);
+  EXPECT_EQ(region["parents_failed"].get<size_t>(), errors.size());
+  for (const json& e : errors) {
+    EXPECT_EQ(e["error_type"], "expand_limit");
+    EXPECT_EQ(e["op"], "expand");
+  }
+  // A 50 MB parent split by chars:1 stops at max_children + 1 pieces.
+  Py("huge_parent huge.jsonl 50");
+  Recipe("huge.jsonl", "  - expand: {name: c, by: \"chars:1\"}\n  - gather: {name: c}\n");
+  const CliResult r = RunDjshard(
+      {"run", "--config", "recipe.yaml", "--threads", "2", "--export-path", "huge_out.jsonl"},
+      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> huge = ErrorLines("huge_out.jsonl");
+  ASSERT_EQ(huge.size(), 1u);
+  EXPECT_EQ(huge[0]["error_type"], "expand_limit");
+  EXPECT_LT(r.peak_rss_kb, 300 * 1024) << "peak RSS " << r.peak_rss_kb << " KB";
+  EXPECT_EQ(Read("huge_out.jsonl"), "{\"id\": 1, \"text\": \"small one\"}\n");
+}
+
+// §8.11
+TEST_F(LineageCli, ModelCallsBatchChildrenOfManyParents) {
+  const json w1 = json::parse(Py("w1_corpus w1.jsonl 3000 7 64"));
+  const uint64_t children = w1["children"];
+  for (const char* policy : {"any_parent", "single_parent"}) {
+    Recipe("w1.jsonl",
+           std::string("  - expand: {name: p, by: paragraph}\n"
+                       "  - djshard_bench_model_op: {batch_size: 64, call_overhead_us: 0, "
+                       "item_us: 0, batching_policy: ") +
+               policy + "}\n  - gather: {name: p}\n");
+    ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0);
+    EXPECT_TRUE(Read("out.jsonl") == Read("w1.jsonl")) << policy;
+    const json stats = Stats("out.jsonl");
+    const json op = stats["operators"][1];
+    EXPECT_EQ(op["items"].get<uint64_t>(), children);
+    const uint64_t calls = op["calls"];
+    if (std::string(policy) == "single_parent") {
+      EXPECT_EQ(calls, w1["single_parent_calls_64"].get<uint64_t>());
+      continue;
+    }
+    // One partial call per reader batch at most.
+    const uint64_t batches = (std::filesystem::file_size(Path("w1.jsonl")) >> 19) + 1 + 3000 / 1000;
+    EXPECT_LE(calls, (children + 63) / 64 + batches) << calls;
+    EXPECT_GE(op["mean_batch_fill"].get<double>(), 0.95 * 64);
+  }
+}
+
+// Elastic workers run the same executor: same bytes as `djshard run`.
+TEST_F(LineageCli, ElasticWorkersWriteTheSameBytesAsRun) {
+  Py("paragraphs_corpus docs.jsonl 900 12 50");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - djshard_test_poison_mapper:\n"
+         "  - text_length_filter: {min_len: 12}\n"
+         "  - djshard_bench_model_op: {batch_size: 16, call_overhead_us: 0, item_us: 0}\n"
+         "  - gather: {name: p, into: [text, list], list: [{from: __dj__meta__.bench_score, to: "
+         "scores}]}\n");
+  ASSERT_EQ(RunRecipe("run.jsonl").exit_code, 0);
+  CliResult r = WaitFor(Spawn(
+      {"prepare", "--config", "recipe.yaml", "--job-dir", "job", "--num-shards", "4"}, kTestOps));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = WaitFor(Spawn({"worker", "--job-dir", "job", "--threads", "2"}, kTestOps));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"merge", "--job-dir", "job", "--output", "merged.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Read("merged.jsonl") == Read("run.jsonl"));
+  // The same failed parents, each once, from the shards' errors files.
+  std::multiset<int> run_failed, merged_failed;
+  for (const json& e : ErrorLines("run.jsonl")) run_failed.insert(e["record"]["id"].get<int>());
+  for (const json& e : ErrorLines("merged.jsonl")) {
+    merged_failed.insert(e["record"]["id"].get<int>());
+  }
+  EXPECT_EQ(run_failed.size(), 18u);
+  EXPECT_EQ(merged_failed, run_failed);
+  // Each shard's done record counts its regions; together they are the run's.
+  uint64_t parents_failed = 0, children = 0;
+  for (const std::string& name : List("job/state/done")) {
+    const json done = json::parse(Read("job/state/done/" + name));
+    parents_failed += done["regions"]["p"]["parents_failed"].get<uint64_t>();
+    children += done["regions"]["p"]["children_expanded"].get<uint64_t>();
+  }
+  EXPECT_EQ(parents_failed, 18u);
+  EXPECT_EQ(children, Stats("run.jsonl")["regions"]["p"]["children_expanded"].get<uint64_t>());
+  for (const json& e : ErrorLines("merged.jsonl")) {
+    EXPECT_TRUE(e["source"]["shard_id"].get<std::string>().starts_with("part-")) << e["source"];
+    EXPECT_TRUE(e["source"]["row"].is_number_unsigned()) << e["source"];
+  }
+}
+
+}  // namespace
+}  // namespace djshard::testing

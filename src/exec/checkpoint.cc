@@ -283,7 +283,8 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
   ParsePreflight(partition, &s.preflight);
 
   const Section checkpoint(root, "checkpoint", path);
-  checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep", "dir"});
+  checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep", "dir",
+                    "keep_after_done"});
   if (auto b = checkpoint.Bool("enabled")) s.checkpoint_enabled = *b;
   if (auto st = checkpoint.String("strategy")) {
     if (*st == "every_n_ops") {
@@ -325,6 +326,7 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
     }
     s.keep_all = *k == "all";
   }
+  if (auto b = checkpoint.Bool("keep_after_done")) s.keep_after_done = *b;
   s.checkpoint_dir = checkpoint.String("dir");
   if (const YAML::Node alias = root["checkpoint_dir"]; alias && !alias.IsNull()) {
     if (!alias.IsScalar() || alias.as<std::string>().empty()) {

@@ -103,6 +103,12 @@ bool Disk::PublishLink(const std::string& path, std::string_view content,
   return true;
 }
 
+bool Disk::Link(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) == 0) return true;
+  if (errno == EEXIST) return false;
+  ThrowSystemError(to, "cannot link " + from);
+}
+
 void Disk::Rename(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) ThrowSystemError(to, "cannot rename " + from);
 }

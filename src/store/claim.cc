@@ -57,7 +57,8 @@ Claim::Claim(Claim&& o) noexcept
       attempt_dir_(std::move(o.attempt_dir_)),
       lock_path_(std::move(o.lock_path_)),
       fd_(o.fd_),
-      lock_file_(o.lock_file_) {
+      lock_file_(o.lock_file_),
+      fence_(std::move(o.fence_)) {
   o.fd_ = -1;
 }
 
@@ -69,6 +70,7 @@ Claim& Claim::operator=(Claim&& o) noexcept {
     lock_path_ = std::move(o.lock_path_);
     fd_ = o.fd_;
     lock_file_ = o.lock_file_;
+    fence_ = std::move(o.fence_);
     o.fd_ = -1;
   }
   return *this;
@@ -93,6 +95,7 @@ bool ClaimStore::WithIdleLock(const std::string& path, Fn&& fn) {
 template <typename Fn>
 bool ClaimStore::WithOwnership(const Claim& claim, Fn&& fn) {
   if (claim.fd_ < 0) return false;
+  std::lock_guard<std::mutex> in_process(*claim.fence_);
   FlockGuard guard(disk_, claim.fd_, /*blocking=*/true);
   if (!guard.held()) return false;
   const std::optional<io::FileStat> by_path = disk_.Stat(claim.lock_path_);
@@ -251,6 +254,19 @@ ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim, const Done
   });
   if (!owned) return PublishResult::kLost;
   return already ? PublishResult::kAlreadyDone : PublishResult::kPublished;
+}
+
+void ClaimStore::RecordPartitions(const std::string& attempt_dir, const nlohmann::json& partitions,
+                                  const nlohmann::json& resumed_from) {
+  const std::string path = JobPaths::AttemptRecordPath(attempt_dir);
+  AttemptRecord record = AttemptRecord::FromJson(disk_.Read(path), path);
+  record.partitions = partitions;
+  record.resumed_from = resumed_from;
+  disk_.WriteReplace(path, record.ToJson());
+}
+
+bool ClaimStore::AsOwner(const Claim& claim, const std::function<void()>& fn) {
+  return WithOwnership(claim, fn);
 }
 
 bool ClaimStore::Release(const Claim& claim, const std::optional<FailedRecord>& failed) {

@@ -90,6 +90,20 @@ std::string JobPaths::AttemptOutputPath(const std::string& attempt_dir) {
 std::string JobPaths::AttemptErrorsPath(const std::string& attempt_dir) {
   return attempt_dir + "/errors.jsonl";
 }
+std::string JobPaths::CheckpointsRoot(const std::string& job_dir, const std::string& job_id,
+                                      const std::optional<std::string>& checkpoint_dir) {
+  if (!checkpoint_dir) return job_dir + "/checkpoints";
+  std::string d = *checkpoint_dir;
+  const size_t at = d.find("{job_id}");
+  if (at != std::string::npos) {
+    d.replace(at, 8, job_id);
+  } else {
+    d += "/" + job_id;
+  }
+  const fs::path p(d);
+  return (p.is_absolute() ? p : fs::path(job_dir) / p).lexically_normal().string();
+}
+
 std::string JobPaths::BesideJob(const std::string& suffix) const {
   const fs::path job(dir_);
   std::string name = ".";

@@ -8,6 +8,8 @@
 
 #include "djshard/common/clock.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/checkpoint.h"
+#include "djshard/recipe/recipe.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
@@ -15,6 +17,33 @@ namespace djshard::store {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+
+// The summary's checkpointing section from the job's recipe: shards of a
+// recipe with partition:/checkpoint: sections checkpoint their partitions.
+json CheckpointingJson(const JobDir& job) {
+  const Manifest& m = job.manifest();
+  json c = {{"strategy", "disabled"},    {"n_ops", nullptr},
+            {"op_names", json::array()}, {"last_checkpoint_time", nullptr},
+            {"resumable", true},         {"checkpoint_dir", job.dir() + "/checkpoints"}};
+  try {
+    const recipe::Recipe recipe = recipe::LoadRecipe(job.InJob(m.recipe_snapshot_path));
+    const YAML::Node p = recipe.root["partition"], k = recipe.root["checkpoint"];
+    if ((!p || p.IsNull()) && (!k || k.IsNull())) return c;
+    const exec::JobSettings st = exec::ParseJobSettings(recipe.root, recipe.path);
+    if (!st.checkpointing()) return c;
+    c["strategy"] = exec::TapStrategyName(st.strategy);
+    c["n_ops"] = st.n_ops;
+    c["op_names"] = st.op_names;
+    c["checkpoint_dir"] = JobPaths::CheckpointsRoot(job.dir(), m.job_id, st.checkpoint_dir);
+  } catch (const std::exception&) {
+    // The summary is for people; the workers refuse a broken recipe.
+  }
+  return c;
+}
+
+}  // namespace
 
 void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
   const Manifest& m = job.manifest();
@@ -79,13 +108,7 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
         {"failed", status.counts.failed},
         {"resumed", 0}}},
       {"rows", {{"in", m.total_rows}, {"out", rows_out}}},
-      {"checkpointing",
-       {{"strategy", "disabled"},
-        {"n_ops", nullptr},
-        {"op_names", json::array()},
-        {"last_checkpoint_time", nullptr},
-        {"resumable", true},
-        {"checkpoint_dir", job.dir() + "/checkpoints"}}},
+      {"checkpointing", CheckpointingJson(job)},
       {"stop", stop}};
   job.disk().WriteAtomic(path, summary.dump(2) + "\n");
 }

@@ -12,6 +12,8 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/checkpoint.h"
+#include "djshard/exec/partition_runner.h"
 #include "djshard/exec/plan.h"
 #include "djshard/exec/shard_safety.h"
 #include "djshard/io/input.h"
@@ -113,6 +115,18 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   const std::string recipe_bytes = io::ReadFile(request.config_path);
   const recipe::Recipe recipe = recipe::LoadRecipe(request.config_path);
   const exec::ShardSafetyReport safety = exec::CheckShardSafety(recipe, ops::Registry::Global());
+  // partition: and checkpoint: sections (SPEC-checkpoints §2): every key and
+  // tap name checked before any job dir exists.
+  std::optional<exec::JobSettings> partitioning;
+  std::unique_ptr<exec::Plan> compiled;  // with checkpointing: for dag_execution_plan.json
+  std::vector<size_t> checkpoint_taps;
+  {
+    const YAML::Node p = recipe.root["partition"], k = recipe.root["checkpoint"];
+    if ((p && !p.IsNull()) || (k && !k.IsNull())) {
+      partitioning = exec::ParseJobSettings(recipe.root, recipe.path);
+      exec::TapPositions(*partitioning, recipe);
+    }
+  }
   // The plan a worker builds, with every argument checked, so that a job no
   // worker could run is refused here; only operators this build lacks are
   // left to the warnings above.
@@ -120,7 +134,13 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     // Model paths and configs are checked; weights load on the workers,
     // which may have GPUs this machine lacks.
     model::CheckOnlyScope check_only;
-    exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+    exec::Plan plan =
+        exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+    if (partitioning && partitioning->checkpointing() &&
+        plan.operators.size() == recipe.process.size()) {
+      checkpoint_taps = exec::TapPositions(*partitioning, recipe);
+      compiled = std::make_unique<exec::Plan>(std::move(plan));
+    }
   }
 
   const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
@@ -189,6 +209,17 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     shard_paths.push_back(staged.InJob(shard.path));
     m.shards.push_back(std::move(shard));
   }
+  if (partitioning && partitioning->mode == exec::PartitionMode::kManual) {
+    // Every shard is a partition set: a manual count must fit the smallest.
+    const ShardEntry* smallest = &m.shards.front();
+    for (const ShardEntry& s : m.shards) smallest = s.rows < smallest->rows ? &s : smallest;
+    if (partitioning->num_of_partitions > smallest->rows) {
+      throw Error("num_of_partitions (" + std::to_string(partitioning->num_of_partitions) +
+                      ") exceeds the rows of " + smallest->id + " (" +
+                      std::to_string(smallest->rows) + ")",
+                  "lower partition.num_of_partitions or --num-shards");
+    }
+  }
   ThrowIfStopRequested();
   const std::vector<std::string> sha = WriteShards(stream, ranges, shard_paths, threads);
   for (uint64_t i = 0; i < num_shards; ++i) m.shards[i].sha256 = sha[i];
@@ -210,9 +241,34 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   m.engine_git_commit = git_commit();
   m.policy = request.policy;
   m.warnings = safety.warnings;
+  if (partitioning && partitioning->checkpointing() && partitioning->checkpoint_dir) {
+    const std::string root =
+        JobPaths::CheckpointsRoot(job_dir, m.job_id, partitioning->checkpoint_dir);
+    const std::string job_prefix = fs::path(job_dir).lexically_normal().string() + "/";
+    if (root.rfind(job_prefix, 0) != 0) {
+      m.warnings.push_back("checkpoint.dir " + root +
+                           " is not under the job dir: every node must see it, or takeover "
+                           "resume falls back to recomputing");
+    }
+  }
 
   disk.WriteAtomic(staged.InJob(m.recipe_snapshot_path), recipe_bytes);
   disk.WriteAtomic(staged.ManifestPath(), m.ToJson());
+  if (compiled) {
+    // Each shard is a partition set of its own: a manual count is every
+    // shard's, auto sizes each shard by itself.
+    const bool manual = partitioning->mode == exec::PartitionMode::kManual;
+    const nlohmann::json parts = {
+        {"mode", manual ? "manual" : "auto"},
+        {"num_partitions",
+         manual ? nlohmann::json(partitioning->num_of_partitions) : nlohmann::json()},
+        {"per_shard", true}};
+    disk.WriteAtomic(staged.dir() + "/dag_execution_plan.json",
+                     exec::ExecutionPlanJson(*compiled, m.job_id, recipe_sha256, checkpoint_taps,
+                                             *partitioning, parts)
+                             .dump(2) +
+                         "\n");
+  }
   for (const std::string& dir : {staged.ShardsDir(), staged.StateDir(), staged.dir()}) {
     disk.SyncDir(dir);
   }

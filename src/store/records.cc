@@ -105,6 +105,8 @@ std::string AttemptRecord::ToJson() const {
   j["started_at"] = started_at;
   if (!finished_at.empty()) j["finished_at"] = finished_at;
   if (!error.empty()) j["error"] = error;
+  if (!partitions.is_null()) j["partitions"] = partitions;
+  if (!resumed_from.is_null()) j["resumed_from"] = resumed_from;
   return j.dump(2) + "\n";
 }
 
@@ -124,6 +126,8 @@ AttemptRecord AttemptRecord::FromJson(const std::string& text, const std::string
     r.started_at = j.value("started_at", "");
     r.finished_at = j.value("finished_at", "");
     r.error = j.value("error", "");
+    if (j.contains("partitions")) r.partitions = j["partitions"];
+    if (j.contains("resumed_from")) r.resumed_from = j["resumed_from"];
   });
   return r;
 }

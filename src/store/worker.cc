@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -19,7 +21,9 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/executor.h"
+#include "djshard/exec/partition_runner.h"
 #include "djshard/exec/plan.h"
 #include "djshard/exec/stop_request.h"
 #include "djshard/io/output.h"
@@ -147,6 +151,7 @@ struct Attempt {
   std::unique_ptr<io::OutputStream> output, errors;
   exec::ExecSummary summary;
   double start = 0;
+  std::string checkpoints;  // the shard's checkpoint directory, when it is checkpointed
 };
 
 // What one look at the job's state found.
@@ -270,10 +275,21 @@ class Worker {
     if (options_.retry_backoff_secs) policy_.retry_backoff_secs = *options_.retry_backoff_secs;
     // The plan is built once, before claiming (operators may load models): a
     // recipe this build cannot run is the job's problem, not a shard's.
-    const recipe::Recipe recipe =
-        recipe::LoadRecipe(job_.InJob(job_.manifest().recipe_snapshot_path));
+    recipe_ = std::make_unique<recipe::Recipe>(
+        recipe::LoadRecipe(job_.InJob(job_.manifest().recipe_snapshot_path)));
+    const recipe::Recipe& recipe = *recipe_;
     plan_ = std::make_unique<exec::Plan>(exec::CompilePlan(recipe, ops::Registry::Global()));
     threads_ = exec::ThreadCount(options_.threads, recipe, *plan_);
+    // A recipe with partition: or checkpoint: sections makes each shard a
+    // partition set with checkpoints (SPEC-checkpoints §1, §7).
+    const YAML::Node partition = recipe.root["partition"], checkpoint = recipe.root["checkpoint"];
+    if ((partition && !partition.IsNull()) || (checkpoint && !checkpoint.IsNull())) {
+      exec::JobSettings settings = exec::ParseJobSettings(recipe.root, recipe.path);
+      if (settings.checkpointing() && !plan_->operators.empty()) {
+        taps_ = exec::TapPositions(settings, recipe);
+        settings_ = settings;
+      }
+    }
     // One events file per worker process: appends from several NFS clients
     // to one file are not atomic (SPEC-checkpoints §8).
     const int64_t now = NowNanos();
@@ -455,6 +471,10 @@ class Worker {
       a.output->HashContent();  // the done record's sha256, without reading the file again
       a.errors = std::make_unique<io::OutputStream>(
           JobPaths::AttemptErrorsPath(claim.attempt_dir()), true, job_.disk());
+      if (settings_) {
+        ProcessPartitions(a, *shard, input);
+        return AttemptStatus::kRunning;
+      }
       exec::ExecOptions exec_options;
       exec_options.threads = threads_;
       exec_options.cancel = &a.lost;
@@ -493,7 +513,7 @@ class Worker {
     a.output.reset();  // removes the temporary files
     a.errors.reset();
     if (!a.infrastructure_error.empty()) return HandBack(a, a.infrastructure_error);
-    if (StopRequested()) {
+    if (StopRequested() || JobStopRequested()) {
       a.log.Line(StopCause() + "; handing the shard back");
       store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted, StopCause());
       store_.Release(claim);
@@ -506,6 +526,293 @@ class Worker {
       return AttemptStatus::kLost;
     }
     return Fail(a, error);
+  }
+
+  // Phase 3 of a checkpointed shard (SPEC-checkpoints §7): the shard is a
+  // partition set in its checkpoint directory, shared by all its attempts.
+  // Per partition the newest valid commit of an earlier attempt is where this
+  // one starts; a commit that fails verification is moved to rejected/.
+  // Commits are linked under the claim's fence, like the done record. The
+  // output is the final taps, in order, so the done record means what it
+  // always does. Throws on any error; sets a.lost when the claim was lost.
+  void ProcessPartitions(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input) {
+    const Claim& claim = a.claim;
+    const exec::JobSettings& st = *settings_;
+    const Manifest& m = job_.manifest();
+    io::Disk& disk = job_.disk();
+    const size_t num_ops = plan_->operators.size();
+    const std::string dir =
+        JobPaths::CheckpointsRoot(job_.dir(), m.job_id, st.checkpoint_dir) + "/" + shard.id;
+    a.checkpoints = dir;
+    auto as_owner = [&](const std::function<void()>& fn) {
+      if (!store_.AsOwner(claim, fn)) {
+        a.lost.store(true);
+        throw Error("lost the claim of " + shard.id + "; committing nothing");
+      }
+    };
+    // Publishes `content` at `path` first-writer-wins under the claim's fence.
+    // The file is written and fsynced first, so that the fenced section is one
+    // link(): a process frozen there (SIGSTOP, a hung node) would hold the
+    // flock, and with it keep every other worker from taking the shard over.
+    auto publish_fenced = [&](const std::string& path, const std::string& content) {
+      const std::string tmp =
+          dir + "/tmp." + std::filesystem::path(path).filename().string() + "." + claim.token();
+      disk.WriteAtomic(tmp, content);
+      bool linked = false;
+      try {
+        as_owner([&] { linked = disk.Link(tmp, path); });
+      } catch (...) {
+        disk.Unlink(tmp);
+        throw;
+      }
+      disk.Unlink(tmp);
+      if (linked) disk.SyncDir(dir);
+      return linked;
+    };
+    // §7 step 1: the shard file is the manifest's (normalized shards end every
+    // line with \n, so the sha256-lines-v1 hash is the file's sha256).
+    const std::optional<io::FileStat> file = disk.Stat(input.path);
+    if (!file || file->size != shard.size_bytes) {
+      throw Error(input.path, 0, "shard file size differs from the manifest",
+                  "the job directory was changed; prepare the job again");
+    }
+    disk.MakeDirs(dir);
+    const std::string info_path = dir + "/partitioning_info.json";
+    auto read_info = [&] {
+      const nlohmann::json info = nlohmann::json::parse(disk.Read(info_path), nullptr, false);
+      return exec::ParsePartitioningInfo(info, [&](const std::string& what) {
+        throw Error(info_path, 0, what, "remove the shard's checkpoint directory");
+      });
+    };
+    // §7 steps 2-3, the checks: per partition, commits newest first until one
+    // verifies; each gets the reason it is rejected ("" for the one used).
+    struct Decision {
+      const exec::Commit* commit;
+      std::string why;
+    };
+    std::vector<std::string> unreadable;
+    std::map<uint64_t, std::vector<exec::Commit>> commits;
+    auto decide = [&](const exec::PartitionSet& against) {
+      std::vector<Decision> out;
+      for (const auto& [partition, list] : commits) {
+        for (const exec::Commit& c : list) {
+          std::string why;
+          const std::string engine =
+              c.record.value("engine", nlohmann::json::object()).value("version", "");
+          if (partition >= against.bounds.size()) {
+            why = "partition " + std::to_string(partition) + " is not one of the shard's " +
+                  std::to_string(against.bounds.size());
+          } else if (c.record.value("shard_id", nlohmann::json()) != shard.id) {
+            why = "made for another shard";
+          } else if (c.op_idx >= num_ops || c.record.value("ops_prefix_sha256", "") !=
+                                                exec::OpsPrefixSha256(recipe_->root, c.op_idx)) {
+            why = "its operators differ from the recipe's (ops_prefix_sha256)";
+          } else if (engine != m.engine_version) {
+            why = "made by djshard " + engine + ", the job by " + m.engine_version;
+          } else if (const std::optional<exec::CommitProblem> problem =
+                         exec::VerifyCommitFiles(c, dir, against)) {
+            why = problem->subject + ": " + problem->what;
+          }
+          out.push_back({&c, why});
+          if (why.empty()) break;
+        }
+      }
+      return out;
+    };
+    // A shard an earlier attempt started: its commits are verified (read and
+    // hashed) on another thread while this attempt hashes the shard.
+    std::optional<exec::PartitionSet> theirs;
+    std::future<std::vector<Decision>> decided;
+    if (disk.Stat(info_path)) {
+      theirs = read_info();
+      commits =
+          exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
+      decided = std::async(std::launch::async, [&] { return decide(*theirs); });
+    }
+    // The shard's sha256 is checked here, or, on a takeover, through the
+    // partitions' hashes: they must equal those of partitioning_info.json,
+    // whose writer checked the whole shard's against the manifest.
+    exec::PartitionSet set = exec::PartitionInput(st, *recipe_, {input}, shard.id, shard.rows,
+                                                  /*hash_whole=*/!theirs.has_value());
+    if (theirs) {
+      if (theirs->input_sha256 != shard.sha256) {
+        throw Error(info_path, 0, "input_sha256 is not the manifest's sha256 of " + shard.id,
+                    "remove the shard's checkpoint directory");
+      }
+      if (set.mode == "manual") set.input_sha256 = theirs->input_sha256;
+    }
+    if (set.total_rows != shard.rows || set.total_bytes != shard.size_bytes ||
+        set.input_sha256 != shard.sha256) {
+      throw Error(input.path, 0, "shard file differs from the manifest (rows, size or sha256)",
+                  "the job directory was changed; prepare the job again");
+    }
+    if (!theirs) {
+      const bool first = publish_fenced(
+          info_path,
+          exec::PartitioningInfoJson(set, m.job_id, shard.id, claim.token()).dump(2) + "\n");
+      if (!first) theirs = read_info();
+    }
+    if (theirs && !exec::SameBounds(set, *theirs)) {
+      throw Error(info_path, 0,
+                  "partition bounds differ: this attempt computed " +
+                      std::to_string(set.bounds.size()) + " partitions, the file has " +
+                      std::to_string(theirs->bounds.size()) + " or other bounds",
+                  "the recipe's partition settings or the shard changed; prepare a new job");
+    }
+    std::vector<Decision> decisions;
+    if (decided.valid()) {
+      decisions = decided.get();
+    } else if (theirs) {
+      commits =
+          exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
+      decisions = decide(set);
+    }
+
+    // §7 step 3: a commit that fails is rejected, not fatal.
+    const nlohmann::json event_fields = {{"shard_id", shard.id}, {"attempt_token", claim.token()}};
+    auto reject = [&](const std::string& record_path, const nlohmann::json& record,
+                      const std::string& why) {
+      const std::string rejected = dir + "/rejected";
+      const std::string name = std::filesystem::path(record_path).filename().string();
+      as_owner([&] {
+        disk.MakeDirs(rejected);
+        disk.Rename(record_path, rejected + "/" + name + "." + claim.token());
+        for (const char* key : {"data_path", "errors_path"}) {
+          const std::string rel = record.is_object() ? record.value(key, "") : "";
+          if (!rel.empty() && rel.find('/') == std::string::npos && disk.Stat(dir + "/" + rel)) {
+            disk.Rename(dir + "/" + rel, rejected + "/" + rel);
+          }
+        }
+      });
+      nlohmann::json fields = event_fields;
+      if (record.is_object()) {
+        fields["partition_id"] = record.value("partition_id", nlohmann::json());
+        fields["op_idx"] = record.value("op_idx", nlohmann::json());
+        fields["checkpoint_path"] = record.value("data_path", nlohmann::json());
+        fields["checkpoint_sha256"] = record.value("sha256", nlohmann::json());
+      }
+      fields["error_message"] = why;
+      fields["metadata"] = {{"commit", name},
+                            {"moved_to", "rejected/" + name + "." + claim.token()}};
+      events_->Emit("checkpoint_rejected", fields);
+      a.log.Line("rejected checkpoint " + name + ": " + why + " (moved to rejected/)");
+    };
+    for (const std::string& path : unreadable) {
+      reject(path, nlohmann::json(), "not a commit record");
+    }
+    std::vector<exec::StartPoint> starts(set.bounds.size());
+    nlohmann::json resumed_from = nlohmann::json::array();
+    uint64_t finished = 0;
+    for (const Decision& d : decisions) {
+      const exec::Commit& c = *d.commit;
+      if (!d.why.empty()) {
+        reject(c.record_path, c.record, d.why);
+        continue;
+      }
+      starts[c.partition] = {true, c.op_idx, dir + "/" + c.record.value("data_path", ""), c.record};
+      if (c.op_idx == num_ops - 1) ++finished;
+      resumed_from.push_back(
+          {{"partition_id", c.partition},
+           {"op_idx", c.op_idx},
+           {"commit", std::filesystem::path(c.record_path).filename().string()},
+           {"origin_attempt_token", c.record.value("attempt_token", nlohmann::json())}});
+    }
+    RemoveUnreferencedData(a, dir, as_owner);
+
+    // §7 step 4: what is resumed, in attempt.json and process.log.
+    const nlohmann::json partitions = {{"total", set.bounds.size()},
+                                       {"resumed", finished},
+                                       {"computed", set.bounds.size() - finished}};
+    store_.RecordPartitions(claim.attempt_dir(), partitions, resumed_from);
+    a.log.Line("partitions: total " + std::to_string(set.bounds.size()) + ", resumed " +
+               std::to_string(finished) + ", computed " +
+               std::to_string(set.bounds.size() - finished) + "; checkpoints in " + dir);
+    for (const nlohmann::json& r : resumed_from) {
+      a.log.Line("resumed partition " + r["partition_id"].dump() + " from op " +
+                 r["op_idx"].dump() + " (" + r["commit"].get<std::string>() + " of attempt " +
+                 r["origin_attempt_token"].dump() + ")");
+    }
+
+    exec::PartitionRunConfig config;
+    config.plan = plan_.get();
+    config.root = recipe_->root;
+    config.settings = st;
+    config.taps = taps_;
+    config.checkpoints = dir;
+    config.job_id = m.job_id;
+    config.shard_id = shard.id;
+    config.token = claim.token();
+    config.config_sha256 = m.recipe_sha256;
+    config.set = &set;
+    config.starts = std::move(starts);
+    config.inputs = {input};
+    config.input_name = shard.id;
+    config.threads = threads_;
+    config.assemble = true;
+    config.cancel = &a.lost;
+    config.events = events_.get();
+    config.event_fields = event_fields;
+    config.disk = &disk;
+    config.publish_commit = publish_fenced;
+    // A job stop starts no more partitions; those in flight finish and commit.
+    config.before_partition = [] {
+      if (StopRequested() || JobStopRequested()) {
+        throw Error("stop requested: starting no more partitions", "", kExitStopped);
+      }
+    };
+    exec::PartitionRunner runner(std::move(config));
+    a.log.Line("running " + std::to_string(num_ops) + " operator(s) with " +
+               std::to_string(threads_) + " thread(s) on " + shard.path + " in " +
+               std::to_string(set.bounds.size()) + " partition(s)");
+    runner.Run(*a.output, *a.errors);
+    a.summary = runner.total();
+  }
+
+  // Data files in the shard's checkpoint directory that no commit record
+  // names: left by an attempt that died before its commit (or between the
+  // two unlinks of keep: latest). Removed while the claim is ours.
+  template <typename AsOwner>
+  void RemoveUnreferencedData(Attempt& a, const std::string& dir, AsOwner& as_owner) {
+    std::vector<std::string> referenced;
+    for (const auto& [p, list] : exec::ListCommits(dir, [](const std::string&) {})) {
+      for (const exec::Commit& c : list) {
+        referenced.push_back(c.record.value("data_path", ""));
+        referenced.push_back(c.record.value("errors_path", ""));
+      }
+    }
+    std::vector<std::string> garbage;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.find(a.claim.token()) != std::string::npos) continue;
+      if (name.rfind("tmp.", 0) == 0) {  // a fenced publish's file, of a dead attempt
+        garbage.push_back(e.path().string());
+        continue;
+      }
+      if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
+        continue;
+      }
+      if (std::find(referenced.begin(), referenced.end(), name) == referenced.end()) {
+        garbage.push_back(e.path().string());
+      }
+    }
+    if (garbage.empty()) return;
+    as_owner([&] {
+      for (const std::string& g : garbage) job_.disk().Unlink(g);
+    });
+  }
+
+  // After the done record: the shard's checkpoints go, unless
+  // checkpoint.keep_after_done.
+  void RemoveCheckpoints(Attempt& a) {
+    if (a.checkpoints.empty() || settings_->keep_after_done) return;
+    std::error_code ec;
+    std::filesystem::remove_all(a.checkpoints, ec);
+    if (ec) {
+      a.log.Line("could not remove " + a.checkpoints + ": " + ec.message());
+    } else {
+      a.log.Line("removed the shard's checkpoints " + a.checkpoints);
+    }
   }
 
   // Phase 4: commits a processed attempt's output and publishes its done
@@ -551,6 +858,7 @@ class Worker {
         a.log.Line("done: " + std::to_string(a.summary.rows_in) + " rows in, " +
                    std::to_string(a.summary.rows_out) + " out");
         store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kDone);
+        RemoveCheckpoints(a);
         return AttemptStatus::kDone;
       case ClaimStore::PublishResult::kAlreadyDone:
         a.log.Line("another attempt published this shard first");
@@ -755,7 +1063,11 @@ class Worker {
   ClaimStore store_;  // uses job_: declared after it
   const std::string me_;
   Policy policy_;
+  std::unique_ptr<recipe::Recipe> recipe_;
   std::unique_ptr<exec::Plan> plan_;
+  // Set when shards are partition sets with checkpoints; taps_ then holds the tap positions.
+  std::optional<exec::JobSettings> settings_;
+  std::vector<size_t> taps_;
   int threads_ = 1;
   std::unique_ptr<exec::EventLog> events_;  // this process's events file
   // Declared after events_ and say: its callback uses them until it is destroyed.

@@ -53,6 +53,9 @@ struct JobSettings {
   std::vector<std::string> op_names;  // manual
   bool compress = true;               // compression: zstd (true) or none
   bool keep_all = false;              // keep: all (true) or latest
+  // Workers: keep checkpoints/<shard>/ after the shard's done record (`run`
+  // always keeps its checkpoints).
+  bool keep_after_done = false;
   // checkpoint.dir (alias: the top-level checkpoint_dir) as written: where
   // checkpoints go instead of <job_dir>/checkpoints.
   std::optional<std::string> checkpoint_dir;

@@ -78,6 +78,10 @@ class Disk {
   virtual bool PublishLink(const std::string& path, std::string_view content,
                            const std::string& temp_dir = "");
 
+  // link(2) of an existing file at a new name: false when `to` already
+  // exists. Throws on other errors. No fsync: the caller syncs the directory.
+  virtual bool Link(const std::string& from, const std::string& to);
+
   // rename(2); throws on failure. Both paths must be on one filesystem.
   virtual void Rename(const std::string& from, const std::string& to);
 

@@ -1,6 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -39,6 +42,10 @@ class Claim {
   std::string attempt_dir_, lock_path_;
   int fd_ = -1;  // our lock file, open for the claim's lifetime
   io::FileStat lock_file_;
+  // Serializes this process's ownership checks on the claim: flock is held
+  // per open file description, so two threads would share it and the first
+  // to unlock would end the other's fenced section.
+  std::shared_ptr<std::mutex> fence_ = std::make_shared<std::mutex>();
 };
 
 // Claims, heartbeats, takeovers and fenced publishing on a job's shared
@@ -91,6 +98,11 @@ class ClaimStore {
   enum class PublishResult { kPublished, kLost, kAlreadyDone };
   PublishResult PublishDone(const Claim& claim, const DoneRecord& done);
 
+  // Runs `fn` under the flock on the claim's lock while the claim is still
+  // ours (inode and token verified): a checkpoint commit is linked this way,
+  // so an attempt that lost its lease never commits. False (fn not run) when lost.
+  bool AsOwner(const Claim& claim, const std::function<void()>& fn);
+
   // Verifies ownership and, under the flock, publishes `failed` as
   // state/failed/<shard>.json (when given) and removes the lock. False when lost.
   bool Release(const Claim& claim, const std::optional<FailedRecord>& failed = std::nullopt);
@@ -103,6 +115,11 @@ class ClaimStore {
   // takeover is never replaced. Failures and takeovers are written durably.
   void SetAttemptStatus(const std::string& attempt_dir, AttemptStatus status,
                         const std::string& error = "");
+
+  // Records what a checkpointed attempt resumes (attempt.json `partitions`
+  // and `resumed_from`), keeping its other fields.
+  void RecordPartitions(const std::string& attempt_dir, const nlohmann::json& partitions,
+                        const nlohmann::json& resumed_from);
 
   // Number of attempts of a shard that count as failures (failed or stale).
   int64_t CountFailures(const std::string& shard_id) const;

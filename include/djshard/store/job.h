@@ -76,6 +76,12 @@ class JobPaths {
   static std::string AttemptOutputPath(const std::string& attempt_dir);
   static std::string AttemptErrorsPath(const std::string& attempt_dir);
 
+  // Where the shards' checkpoint directories (<root>/<shard_id>) live:
+  // <job_dir>/checkpoints, else the recipe's checkpoint.dir with {job_id}
+  // substituted (else the job id appended), relative to the job dir.
+  static std::string CheckpointsRoot(const std::string& job_dir, const std::string& job_id,
+                                     const std::optional<std::string>& checkpoint_dir);
+
   // Beside the job dir: .<job>.preparing.<unique> (prepare's staging) and
   // .<job>.dlc-coordination/<key> (one dlc run's elections and results).
   std::string StagingPath(const std::string& unique) const;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ struct AttemptRecord {
   std::string started_at;
   std::string finished_at;  // empty while running
   std::string error;        // why it failed, was lost or interrupted
+  // A checkpointed shard: {total, resumed, computed} partitions, and per
+  // partition resumed from an earlier attempt's commit {partition_id, op_idx,
+  // commit, origin_attempt_token}. Null when the shard is not checkpointed.
+  nlohmann::json partitions;
+  nlohmann::json resumed_from;
 
   std::string ToJson() const;
   static AttemptRecord FromJson(const std::string& text, const std::string& path);

@@ -1,0 +1,364 @@
+// Black-box tests of takeover resume (SPEC-checkpoints §7, §11 tests 7 and
+// 8): workers in separate UTS namespaces checkpoint each shard's partitions;
+// a worker that takes a shard over after kill -9 resumes from the commits of
+// the dead attempt, rejects damaged ones, and the merged output never changes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "djshard/io/sha256.h"
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kTestOps = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
+const std::string kShard = "part-00000-of-00001";
+
+class TakeoverCli : public CliTest {
+ protected:
+  void WriteCorpus(int rows) {
+    std::string text;
+    for (int i = 0; i < rows; ++i) {
+      text += "{\"id\":" + std::to_string(i) + ",\"text\":\"  row " + std::to_string(i) +
+              (i % 3 ? " has\\u3000some\\ttext" : "") + " \"}\n";
+    }
+    Write("data.jsonl", text);
+  }
+  // Three operators (a sleep, whitespace normalization, a length filter) in
+  // `partitions` manual partitions, a tap after every operator.
+  void WriteRecipe(int partitions, double sleep_secs, const std::string& checkpoint_extra = "") {
+    Write("recipe.yaml",
+          "dataset_path: data.jsonl\n"
+          "partition:\n  mode: manual\n  num_of_partitions: " +
+              std::to_string(partitions) +
+              "\n  max_concurrent_partitions: 1\n"
+              "checkpoint:\n  strategy: every_op\n" +
+              checkpoint_extra +
+              "process:\n"
+              "  - djshard_test_sleep_mapper:\n      seconds: " +
+              std::to_string(sleep_secs) +
+              "\n  - whitespace_normalization_mapper:\n"
+              "  - text_length_filter:\n      min_len: 6\n");
+  }
+  void Prepare(const std::string& job, int shards, const std::string& lease = "2",
+               const std::string& heartbeat = "0.5") {
+    const CliResult r =
+        WaitFor(Spawn({"prepare", "--config", "recipe.yaml", "--job-dir", job, "--num-shards",
+                       std::to_string(shards), "--lease-secs", lease, "--heartbeat-secs", heartbeat,
+                       "--poll-interval-secs", "0.2"},
+                      kTestOps));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // A worker on its own hostname (UTS namespace).
+  Spawned WorkerOn(const std::string& host, const std::string& job = "job",
+                   const std::vector<std::string>& env = {}) {
+    std::vector<std::string> e = kTestOps;
+    e.insert(e.end(), env.begin(), env.end());
+    return Spawn({"worker", "--job-dir", job, "--threads", "1"}, e,
+                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+  }
+  std::string ReferenceSha() {
+    const CliResult r = WaitFor(Spawn(
+        {"run", "--config", "recipe.yaml", "--export-path", "reference.jsonl", "--threads", "1"},
+        kTestOps));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return io::Sha256OfFile(Path("reference.jsonl"));
+  }
+  std::string MergedSha(const std::string& job = "job") {
+    const CliResult r =
+        Run({"merge", "--job-dir", job, "--output", job + "-merged.jsonl", "--overwrite"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return io::Sha256OfFile(Path(job + "-merged.jsonl"));
+  }
+  // attempts/<shard>/ entries in order (NNNN-<token>).
+  std::vector<std::string> Attempts(const std::string& job, const std::string& shard) const {
+    if (!Exists(job + "/attempts/" + shard)) return {};
+    std::vector<std::string> a = List(job + "/attempts/" + shard);
+    std::sort(a.begin(), a.end());
+    return a;
+  }
+  json AttemptJson(const std::string& job, const std::string& shard, size_t i) const {
+    return json::parse(
+        Read(job + "/attempts/" + shard + "/" + Attempts(job, shard).at(i) + "/attempt.json"));
+  }
+  // Every event of the job's events files whose name contains `host`.
+  std::vector<json> Events(const std::string& job, const std::string& host = "") const {
+    std::vector<json> out;
+    for (const std::string& name : List(job)) {
+      if (name.rfind("events_", 0) != 0 || name.find(host) == std::string::npos) continue;
+      std::istringstream in(Read(job + "/" + name));
+      for (std::string line; std::getline(in, line);) {
+        const json e = json::parse(line, nullptr, false);
+        if (e.is_object()) out.push_back(e);
+      }
+    }
+    return out;
+  }
+  // Whether process `pid` holds a flock (/proc/locks).
+  static bool HoldsFlock(int pid) {
+    std::ifstream locks("/proc/locks");
+    for (std::string line; std::getline(locks, line);) {
+      std::istringstream in(line);
+      std::string id, kind, mode, type;
+      int owner = 0;
+      in >> id >> kind >> mode >> type >> owner;
+      if (kind == "FLOCK" && owner == pid) return true;
+    }
+    return false;
+  }
+  std::string Checkpoints(const std::string& job = "job") const {
+    return job + "/checkpoints/" + kShard;
+  }
+  // Commit records in the shard's checkpoint directory.
+  std::vector<std::string> CommitRecords(const std::string& job = "job") const {
+    std::vector<std::string> out;
+    if (!Exists(Checkpoints(job))) return out;
+    for (const std::string& n : List(Checkpoints(job))) {
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".commit.json") == 0) out.push_back(n);
+    }
+    return out;
+  }
+  // Kills the first worker right after its third final commit (3 ops, one
+  // partition at a time: the 9th commit), then a worker on node-b takes the
+  // shard over after the lease.
+  void KillAfterThreeFinalCommits() {
+    const CliResult a =
+        WaitFor(WorkerOn("node-a", "job", {"DJSHARD_TEST_KILL_AT=tap_committed@9"}));
+    ASSERT_EQ(a.exit_code, 128 + SIGKILL) << a.err;
+    size_t finals = 0;
+    for (const std::string& n : CommitRecords()) finals += n.rfind("checkpoint_op_0002_", 0) == 0;
+    ASSERT_EQ(finals, 3u);
+  }
+};
+
+TEST_F(TakeoverCli, TakeoverResumesTheDeadAttemptsFinishedPartitions) {
+  WriteCorpus(48);
+  WriteRecipe(8, 0.02);
+  const std::string reference = ReferenceSha();
+  Prepare("job", 1);
+  const json plan = json::parse(Read("job/dag_execution_plan.json"));
+  EXPECT_EQ(plan["checkpoint"], json({{"strategy", "every_op"}, {"taps", {0, 1, 2}}}));
+  EXPECT_EQ(plan["partitioning"]["num_partitions"], 8);
+  KillAfterThreeFinalCommits();
+  const json first = AttemptJson("job", kShard, 0);
+  EXPECT_EQ(first["hostname"], "node-a");
+
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("took over stale lock"), std::string::npos) << b.err;
+  const json second = AttemptJson("job", kShard, 1);
+  EXPECT_EQ(second["hostname"], "node-b");
+  EXPECT_EQ(second["status"], "done");
+  EXPECT_EQ(second["partitions"], json({{"total", 8}, {"resumed", 3}, {"computed", 5}}));
+  ASSERT_EQ(second["resumed_from"].size(), 3u);
+  std::set<uint64_t> resumed;
+  for (const json& r : second["resumed_from"]) {
+    resumed.insert(r["partition_id"].get<uint64_t>());
+    EXPECT_EQ(r["op_idx"], 2);
+    EXPECT_EQ(r["origin_attempt_token"], first["token"]);
+  }
+  EXPECT_EQ(resumed, std::set<uint64_t>({0, 1, 2}));
+  const std::string log =
+      Read("job/attempts/" + kShard + "/" + Attempts("job", kShard)[1] + "/process.log");
+  EXPECT_NE(log.find("resumed 3, computed 5"), std::string::npos) << log;
+  EXPECT_NE(log.find(first["token"].get<std::string>()), std::string::npos) << log;
+
+  // node-b's events: no operator ran for the resumed partitions, every other ran.
+  std::set<uint64_t> started, loaded;
+  for (const json& e : Events("job", "node-b")) {
+    if (!e.contains("partition_id")) continue;
+    EXPECT_EQ(e["shard_id"], kShard);
+    if (e["event_type"] == "op_start") started.insert(e["partition_id"].get<uint64_t>());
+    if (e["event_type"] == "checkpoint_load") loaded.insert(e["partition_id"].get<uint64_t>());
+  }
+  EXPECT_EQ(started, std::set<uint64_t>({3, 4, 5, 6, 7}));
+  EXPECT_EQ(loaded, resumed);
+  EXPECT_EQ(MergedSha(), reference);
+  // The done record is out: the shard's checkpoints are gone.
+  EXPECT_FALSE(Exists(Checkpoints()));
+}
+
+TEST_F(TakeoverCli, FrozenWorkerPastItsLeaseCommitsNoTapAfterSigcont) {
+  WriteCorpus(48);
+  WriteRecipe(8, 0.02, "  keep_after_done: true\n");
+  const std::string reference = ReferenceSha();
+  Prepare("job", 1, "1.5", "0.3");
+  const Spawned a = WorkerOn("node-a");
+  ASSERT_TRUE(WaitUntil([&] { return CommitRecords().size() >= 2; }));
+  // Frozen outside its heartbeat's fenced section: a process frozen holding
+  // the claim's flock keeps every worker from taking the shard over.
+  ASSERT_TRUE(WaitUntil([&] {
+    if (::kill(a.pid, SIGSTOP) != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!HoldsFlock(a.pid)) return true;
+    ::kill(a.pid, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return false;
+  }));
+  const std::string token_a = AttemptJson("job", kShard, 0)["token"];
+  std::set<std::string> before;
+  for (const std::string& n : CommitRecords()) {
+    if (Read(Checkpoints() + "/" + n).find(token_a) != std::string::npos) before.insert(n);
+  }
+  // node-b takes the frozen worker's shard over after the lease and finishes it.
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  ASSERT_EQ(::kill(a.pid, SIGCONT), 0);
+  const CliResult ra = WaitFor(a);
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  const std::string status_a = AttemptJson("job", kShard, 0)["status"];
+  EXPECT_TRUE(status_a == "stale" || status_a == "lost") << status_a;
+  // Every commit of the frozen attempt was there before it froze.
+  for (const std::string& n : CommitRecords()) {
+    if (Read(Checkpoints() + "/" + n).find(token_a) != std::string::npos) {
+      EXPECT_TRUE(before.count(n)) << n << " was committed after SIGCONT";
+    }
+  }
+  EXPECT_EQ(MergedSha(), reference);
+}
+
+TEST_F(TakeoverCli, DamagedCommitIsRejectedAndItsPartitionRecomputed) {
+  WriteCorpus(48);
+  WriteRecipe(8, 0.02, "  compression: none\n  keep_after_done: true\n");
+  const std::string reference = ReferenceSha();
+  Prepare("job", 1);
+  KillAfterThreeFinalCommits();
+  // Partition 1's committed final tap: same size, other bytes.
+  const json commit =
+      json::parse(Read(Checkpoints() + "/checkpoint_op_0002_partition_00001.commit.json"));
+  const std::string data = Checkpoints() + "/" + commit["data_path"].get<std::string>();
+  std::string bytes = Read(data);
+  ASSERT_GT(bytes.size(), 10u);
+  bytes[5] = bytes[5] == 'x' ? 'y' : 'x';
+  Write(data, bytes);
+
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const json second = AttemptJson("job", kShard, 1);
+  EXPECT_EQ(second["partitions"], json({{"total", 8}, {"resumed", 2}, {"computed", 6}}));
+  std::set<uint64_t> resumed;
+  for (const json& r : second["resumed_from"]) resumed.insert(r["partition_id"].get<uint64_t>());
+  EXPECT_EQ(resumed, std::set<uint64_t>({0, 2}));
+  // The commit moved to rejected/ with its data file; the event says why.
+  const std::vector<std::string> rejected = List(Checkpoints() + "/rejected");
+  bool record = false, moved_data = false;
+  for (const std::string& n : rejected) {
+    record = record || n.rfind("checkpoint_op_0002_partition_00001.commit.json.", 0) == 0;
+    moved_data = moved_data || n == commit["data_path"].get<std::string>();
+  }
+  EXPECT_TRUE(record && moved_data) << rejected.size();
+  bool event = false;
+  std::set<uint64_t> started;
+  for (const json& e : Events("job", "node-b")) {
+    if (e["event_type"] == "checkpoint_rejected") {
+      event = true;
+      EXPECT_EQ(e["partition_id"], 1);
+      EXPECT_NE(e["error_message"].get<std::string>().find("sha256"), std::string::npos)
+          << e.dump();
+    }
+    if (e["event_type"] == "op_start") started.insert(e["partition_id"].get<uint64_t>());
+  }
+  EXPECT_TRUE(event);
+  EXPECT_EQ(started, std::set<uint64_t>({1, 3, 4, 5, 6, 7}));
+  // Partition 1 was committed again, by node-b.
+  EXPECT_NE(Read(Checkpoints() + "/checkpoint_op_0002_partition_00001.commit.json")
+                .find(second["token"].get<std::string>()),
+            std::string::npos);
+  EXPECT_EQ(MergedSha(), reference);
+}
+
+TEST_F(TakeoverCli, PrepareRefusesMorePartitionsThanTheSmallestShardHas) {
+  WriteCorpus(20);
+  WriteRecipe(11, 0);
+  const CliResult r = WaitFor(Spawn(
+      {"prepare", "--config", "recipe.yaml", "--job-dir", "job", "--num-shards", "2"}, kTestOps));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: num_of_partitions (11) exceeds the rows of part-0000"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Exists("job"));
+  for (const std::string& n : List()) EXPECT_EQ(n.find(".job.preparing"), std::string::npos) << n;
+}
+
+// Three workers drain a checkpointing job while a random one is kill -9ed at
+// a random moment and replaced, round after round. DJSHARD_SOAK_ROUNDS sets
+// the rounds (30 by default).
+TEST_F(TakeoverCli, SoakRandomKillsNeverChangeTheOutputAndResumeSavesWork) {
+  WriteCorpus(60);
+  WriteRecipe(5, 0.02);
+  const std::string reference = ReferenceSha();
+  const uint64_t reference_rows = [&] {
+    uint64_t n = 0;
+    for (const char c : Read("reference.jsonl")) n += c == '\n';
+    return n;
+  }();
+  int rounds = 30;
+  if (const char* env = std::getenv("DJSHARD_SOAK_ROUNDS")) rounds = std::max(1, std::atoi(env));
+  std::mt19937 rng(std::random_device{}());
+  uint64_t computed = 0, from_zero = 0, kills = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const std::string job = "job" + std::to_string(round);
+    Prepare(job, 3, "0.6", "0.15");
+    std::vector<Spawned> workers;
+    for (int i = 0; i < 3; ++i) {
+      workers.push_back(Spawn({"worker", "--job-dir", job, "--threads", "1"}, kTestOps));
+    }
+    // Kill one at a random moment of its work, and start another in its place.
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 450)(rng)));
+    const size_t victim = std::uniform_int_distribution<size_t>(0, 2)(rng);
+    if (::kill(workers[victim].pid, SIGKILL) == 0) ++kills;
+    workers.push_back(Spawn({"worker", "--job-dir", job, "--threads", "1"}, kTestOps));
+    for (size_t i = 0; i < workers.size(); ++i) {
+      const CliResult r = WaitFor(workers[i]);
+      if (i != victim) {
+        ASSERT_EQ(r.exit_code, 0) << "round " << round << ": " << r.err;
+      }
+    }
+    ASSERT_EQ(MergedSha(job), reference) << "round " << round;
+    uint64_t merged_rows = 0;
+    for (const char c : Read(job + "-merged.jsonl")) merged_rows += c == '\n';
+    ASSERT_EQ(merged_rows, reference_rows) << "round " << round;
+    // Rows that went into the operators: each partition started, by any
+    // attempt. Restarting from zero would have run every attempt's whole shard.
+    for (const json& e : Events(job)) {
+      if (e["event_type"] == "partition_start" && e.contains("partition_id")) {
+        computed += e.value("input_rows", uint64_t{0});
+      }
+    }
+    const json manifest = json::parse(Read(job + "/manifest.json"));
+    for (const json& s : manifest["shards"]) {
+      const std::string id = s["id"];
+      uint64_t started = 0;
+      for (const std::string& a : Attempts(job, id)) {
+        const json rec = json::parse(Read(job + "/attempts/" + id + "/" + a + "/attempt.json"));
+        started += rec.contains("partitions") ? 1 : 0;
+      }
+      from_zero += s["rows"].get<uint64_t>() * started;
+    }
+    fs::remove_all(Path(job));
+  }
+  EXPECT_EQ(kills, static_cast<uint64_t>(rounds));
+  EXPECT_LT(computed, from_zero) << "rows computed " << computed << ", from zero " << from_zero;
+  std::fprintf(stderr, "soak: %d rounds, %llu kills, rows computed %llu, from zero %llu\n", rounds,
+               static_cast<unsigned long long>(kills), static_cast<unsigned long long>(computed),
+               static_cast<unsigned long long>(from_zero));
+}
+
+}  // namespace
+}  // namespace djshard::testing

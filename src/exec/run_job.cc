@@ -464,7 +464,11 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     // before any partition starts.
     RunJobPreflight(
         recipe, plan, st, inputs, paths.dir, threads, set.bounds.size(),
-        [&] { return PlanJson(plan, job_id, config_sha, taps, st, set); }, events, disk);
+        [&] {
+          return ExecutionPlanJson(plan, job_id, config_sha, taps, st,
+                                   {{"mode", set.mode}, {"num_partitions", set.bounds.size()}});
+        },
+        events, disk);
     io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
     io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
     runner.Run(output, errors);

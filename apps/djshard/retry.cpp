@@ -19,6 +19,9 @@ void AddRetryCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--job-dir", opt->job_dir, "Job directory")->required();
   cmd->add_flag("--all-failed", opt->request.all_failed, "Every shard with a failed record");
   cmd->add_option("--shard-id", opt->request.shard_ids, "A shard to retry (repeatable)");
+  cmd->add_flag("--discard-checkpoints", opt->request.discard_checkpoints,
+                "Delete the shards' checkpoints too: the next attempt starts from zero "
+                "(by default it resumes from them)");
   cmd->callback([opt, exit_code]() {
     if (opt->request.all_failed == !opt->request.shard_ids.empty()) {
       throw Error("retry needs exactly one selector", "pass --all-failed or --shard-id ID");
@@ -31,6 +34,8 @@ void AddRetryCommand(CLI::App& app, int* exit_code) {
       for (const std::string& id : out.retried) std::printf("Retrying %s\n", id.c_str());
       std::printf("%zu shard(s) will be claimed again by the next worker\n", out.retried.size());
     }
+    for (const std::string& dir : out.discarded)
+      std::printf("Discarded checkpoints %s\n", dir.c_str());
     *exit_code = 0;
   });
 }

@@ -12,6 +12,7 @@
 #include "djshard/exec/job_status.h"
 #include "djshard/io/disk.h"
 #include "djshard/store/job.h"
+#include "djshard/store/retry.h"
 
 namespace djshard::store {
 
@@ -72,7 +73,7 @@ GcResult CollectElastic(const std::string& job_dir, bool dry_run) {
   GcResult result;
   result.job_id = job.manifest().job_id;
   result.job_dir = job_dir;
-  result.checkpoint_dir = job_dir + "/checkpoints";
+  result.checkpoint_dir = ShardCheckpointsRoot(job);
   std::set<std::string> live;
   for (const ShardStatus& s : job.Statuses()) {
     if (s.lock && s.lock->age_secs < job.manifest().policy.lease_secs) live.insert(s.shard->id);

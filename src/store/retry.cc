@@ -7,10 +7,24 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/checkpoint.h"
+#include "djshard/recipe/recipe.h"
 
 namespace djshard::store {
 
 namespace fs = std::filesystem;
+
+std::string ShardCheckpointsRoot(const JobDir& job) {
+  std::optional<std::string> dir;
+  try {
+    const recipe::Recipe recipe =
+        recipe::LoadRecipe(job.InJob(job.manifest().recipe_snapshot_path));
+    dir = exec::ParseJobSettings(recipe.root, recipe.path).checkpoint_dir;
+  } catch (const Error&) {
+    // A recipe the workers refuse has no checkpoints elsewhere.
+  }
+  return JobPaths::CheckpointsRoot(job.dir(), job.manifest().job_id, dir);
+}
 
 RetryOutcome Retry(const JobDir& job, const RetryRequest& request, io::Disk& disk) {
   std::vector<std::string> selected;
@@ -61,6 +75,17 @@ RetryOutcome Retry(const JobDir& job, const RetryRequest& request, io::Disk& dis
     }
     disk.SyncDir(job.FailedDir());
     outcome.retried.push_back(id);
+  }
+  if (request.discard_checkpoints) {
+    const std::string root = ShardCheckpointsRoot(job);
+    for (const std::string& id : selected) {
+      const std::string dir = root + "/" + id;
+      std::error_code ec;
+      if (!fs::exists(dir, ec)) continue;
+      fs::remove_all(dir, ec);
+      if (ec) throw Error(dir, 0, "cannot delete the checkpoints: " + ec.message());
+      outcome.discarded.push_back(dir);
+    }
   }
   return outcome;
 }

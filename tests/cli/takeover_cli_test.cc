@@ -360,5 +360,54 @@ TEST_F(TakeoverCli, SoakRandomKillsNeverChangeTheOutputAndResumeSavesWork) {
                static_cast<unsigned long long>(from_zero));
 }
 
+// A shard that failed keeps its checkpoints for the next attempt; `retry
+// --discard-checkpoints` deletes them, so that attempt starts from zero.
+TEST_F(TakeoverCli, RetryKeepsCheckpointsUnlessAskedToDiscardThem) {
+  std::string rows;
+  for (int i = 0; i < 40; ++i) {
+    rows += "{\"id\":" + std::to_string(i) + ",\"text\":\"row " + std::to_string(i) +
+            (i == 35 ? " POISON" : "") + "\"}\n";
+  }
+  Write("data.jsonl", rows);
+  Write("recipe.yaml",
+        "dataset_path: data.jsonl\nskip_op_error: false\n"
+        "partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n"
+        "checkpoint:\n  strategy: every_op\n"
+        "process:\n  - whitespace_normalization_mapper:\n  - djshard_test_poison_mapper:\n");
+  const CliResult prepared = WaitFor(Spawn({"prepare", "--config", "recipe.yaml", "--job-dir",
+                                            "job", "--num-shards", "1", "--max-retries", "0"},
+                                           kTestOps));
+  ASSERT_EQ(prepared.exit_code, 0) << prepared.err;
+  WaitFor(Spawn({"worker", "--job-dir", "job", "--threads", "1"}, kTestOps));
+  ASSERT_TRUE(Exists("job/state/failed/" + kShard + ".json"));
+  // Partitions 0-2 committed before partition 3 failed.
+  const std::string ckpt = "job/checkpoints/" + kShard;
+  ASSERT_TRUE(Exists(ckpt + "/checkpoint_op_0001_partition_00002.commit.json"));
+
+  // gc on the elastic job: no live attempt holds the shard, so what no commit
+  // names goes (a torn temp file here); the commits stay.
+  Write(ckpt + "/checkpoint_op_0001_partition_00003.x.jsonl.tmp.0123", "torn");
+  const std::vector<std::string> before = List(ckpt);
+  CliResult r = Run({"gc", Path("job"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json gc = json::parse(r.out);
+  ASSERT_EQ(gc["removed"].size(), 1u) << r.out;
+  EXPECT_NE(gc["removed"][0].get<std::string>().find(".tmp.0123"), std::string::npos);
+  EXPECT_EQ(List(ckpt).size(), before.size() - 1);
+
+  r = Run({"retry", "--job-dir", "job", "--all-failed"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Exists(ckpt + "/checkpoint_op_0001_partition_00002.commit.json"));
+  WaitFor(Spawn({"worker", "--job-dir", "job", "--threads", "1"}, kTestOps));
+  ASSERT_TRUE(Exists("job/state/failed/" + kShard + ".json"));
+  // The second attempt (the first is in state/history now) resumed partitions 0-2.
+  EXPECT_EQ(AttemptJson("job", kShard, 0)["partitions"]["resumed"], 3);
+
+  r = Run({"retry", "--job-dir", "job", "--all-failed", "--discard-checkpoints"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Discarded checkpoints"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(ckpt));
+}
+
 }  // namespace
 }  // namespace djshard::testing

@@ -10,6 +10,8 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/checkpoint.h"
+#include "djshard/recipe/recipe.h"
 #include "djshard/store/claim.h"
 #include "djshard/store/records.h"
 
@@ -267,6 +269,18 @@ std::vector<ShardStatus> JobDir::Statuses() const {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+std::string ShardCheckpointsRoot(const JobDir& job) {
+  std::optional<std::string> dir;
+  try {
+    const recipe::Recipe recipe =
+        recipe::LoadRecipe(job.InJob(job.manifest().recipe_snapshot_path));
+    dir = exec::ParseJobSettings(recipe.root, recipe.path).checkpoint_dir;
+  } catch (const Error&) {
+    // A recipe the workers refuse has no checkpoints elsewhere.
+  }
+  return JobPaths::CheckpointsRoot(job.dir(), job.manifest().job_id, dir);
 }
 
 }  // namespace djshard::store

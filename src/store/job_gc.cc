@@ -12,7 +12,6 @@
 #include "djshard/exec/job_status.h"
 #include "djshard/io/disk.h"
 #include "djshard/store/job.h"
-#include "djshard/store/retry.h"
 
 namespace djshard::store {
 

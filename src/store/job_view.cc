@@ -75,6 +75,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
   std::map<size_t, json> ops;  // by op index
   int64_t first_start = 0, last_done = 0;
   v.running.reserve(status.shards.size());
+  std::string checkpoints_root;  // read from the recipe when a running shard needs it
   for (const ShardStatus& sh : status.shards) {
     json row = {{"shard_id", sh.shard->id},
                 {"status", ShardStateName(sh.state)},
@@ -116,7 +117,8 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
       a.pid = sh.lock->pid;
       a.token = sh.lock->token;
       a.lock_age_secs = sh.lock->age_secs;
-      ReadShardCheckpoints(job.dir() + "/checkpoints/" + sh.shard->id, &a, &v.last_checkpoint_time);
+      if (checkpoints_root.empty()) checkpoints_root = ShardCheckpointsRoot(job);
+      ReadShardCheckpoints(checkpoints_root + "/" + sh.shard->id, &a, &v.last_checkpoint_time);
       v.running.push_back(a);
       row["attempt_token"] = a.token;
       row["pid"] = a.pid;

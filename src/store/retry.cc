@@ -7,24 +7,10 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
-#include "djshard/recipe/recipe.h"
 
 namespace djshard::store {
 
 namespace fs = std::filesystem;
-
-std::string ShardCheckpointsRoot(const JobDir& job) {
-  std::optional<std::string> dir;
-  try {
-    const recipe::Recipe recipe =
-        recipe::LoadRecipe(job.InJob(job.manifest().recipe_snapshot_path));
-    dir = exec::ParseJobSettings(recipe.root, recipe.path).checkpoint_dir;
-  } catch (const Error&) {
-    // A recipe the workers refuse has no checkpoints elsewhere.
-  }
-  return JobPaths::CheckpointsRoot(job.dir(), job.manifest().job_id, dir);
-}
 
 RetryOutcome Retry(const JobDir& job, const RetryRequest& request, io::Disk& disk) {
   std::vector<std::string> selected;

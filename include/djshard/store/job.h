@@ -156,6 +156,10 @@ class JobDir : public JobPaths {
   io::Disk* disk_;
 };
 
+// Where the shards' checkpoint directories (<root>/<shard_id>) of `job` are:
+// the recipe snapshot's checkpoint.dir, else <job_dir>/checkpoints.
+std::string ShardCheckpointsRoot(const JobDir& job);
+
 // Rejects shard ids that could name a path ('/', "..", empty).
 void CheckShardIdIsName(const std::string& shard_id);
 

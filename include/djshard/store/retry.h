@@ -21,10 +21,6 @@ struct RetryOutcome {
   std::vector<std::string> discarded;  // checkpoint directories deleted
 };
 
-// Where the shards' checkpoint directories (<root>/<shard_id>) of `job` are:
-// the recipe snapshot's checkpoint.dir, else <job_dir>/checkpoints.
-std::string ShardCheckpointsRoot(const JobDir& job);
-
 // Gives shards a fresh retry budget (SPEC "retry"): validates every selected
 // shard first (known id, no lock, not done), then moves state/failed/<id>.json
 // and attempts/<id>/ into state/history/ under a unique suffix, and with

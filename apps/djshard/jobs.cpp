@@ -32,6 +32,18 @@ int MonitorExitCode(const std::string& status) {
   return kExitIncomplete;
 }
 
+// Per-operator totals of a job (its op_totals array), one line each.
+void PrintOpTotals(const nlohmann::json& op_totals) {
+  for (const auto& op : op_totals) {
+    std::printf("  op %llu %-34s rows %llu -> %llu  %.2f s\n",
+                static_cast<unsigned long long>(op["op_idx"].get<uint64_t>()),
+                op["name"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(op["rows_in"].get<uint64_t>()),
+                static_cast<unsigned long long>(op["rows_out"].get<uint64_t>()),
+                op["seconds"].get<double>());
+  }
+}
+
 void PrintView(const exec::RunJobView& v, bool detailed) {
   std::printf("job %s: %s\n", v.job_id.c_str(), v.status.c_str());
   std::printf("partitions: %llu of %llu done; rows %llu of %llu; %.0f rows/s",
@@ -56,14 +68,7 @@ void PrintView(const exec::RunJobView& v, bool detailed) {
                 static_cast<unsigned long long>(p.rows_out));
   }
   if (detailed) {
-    for (const auto& op : v.op_totals) {
-      std::printf("  op %llu %-34s rows %llu -> %llu  %.2f s\n",
-                  static_cast<unsigned long long>(op["op_idx"].get<uint64_t>()),
-                  op["name"].get<std::string>().c_str(),
-                  static_cast<unsigned long long>(op["rows_in"].get<uint64_t>()),
-                  static_cast<unsigned long long>(op["rows_out"].get<uint64_t>()),
-                  op["seconds"].get<double>());
-    }
+    PrintOpTotals(v.op_totals);
   }
 }
 
@@ -104,14 +109,7 @@ void PrintView(const store::ElasticJobView& v, bool detailed) {
                 static_cast<unsigned long long>(sh["rows"].get<uint64_t>()),
                 sh["owner"].is_string() ? sh["owner"].get<std::string>().c_str() : "");
   }
-  for (const auto& op : v.op_totals) {
-    std::printf("  op %llu %-34s rows %llu -> %llu  %.2f s\n",
-                static_cast<unsigned long long>(op["op_idx"].get<uint64_t>()),
-                op["name"].get<std::string>().c_str(),
-                static_cast<unsigned long long>(op["rows_in"].get<uint64_t>()),
-                static_cast<unsigned long long>(op["rows_out"].get<uint64_t>()),
-                op["seconds"].get<double>());
-  }
+  PrintOpTotals(v.op_totals);
 }
 
 }  // namespace

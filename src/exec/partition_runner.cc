@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "djshard/common/build_info.h"
@@ -390,7 +391,6 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
   // export is assembled from them at the end (so the output is written once
   // before that copy), a compressed one is written as the partitions finish.
   const bool assemble = c_.assemble;
-  std::vector<FinalTap> finals(set.bounds.size());
   auto append_final = [&](const FinalTap& done) {
     output.AppendFile(done.data);
     if (!done.errors.empty()) AppendFile(done.errors, errors);
@@ -405,10 +405,45 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
   // The input is read once, in order: a partition reads its rows when every
   // earlier one has read its own (its turn), so partitions overlap where
   // one drains and the next fills.
-  std::mutex mu;  // guards the counters, the summary, finals and the turn
+  std::mutex mu;  // guards the counters, the summary, the turn and the assembly
   std::condition_variable turn_cv;
   uint64_t turn = 0;
   bool aborted = false;
+  // The export grows while partitions run: the partition whose final tap
+  // completes the next run of consecutive partitions copies them in (one
+  // copier at a time, in partition order), so at the end only the last
+  // partitions are left to copy.
+  std::vector<std::optional<FinalTap>> finals(set.bounds.size());
+  uint64_t next_final = 0;
+  bool copying = false;
+  auto final_ready = [&](uint64_t p, const FinalTap& done) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finals[p] = done;
+      if (copying) return;  // the copier takes it in order
+      copying = true;
+    }
+    for (;;) {
+      FinalTap next;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next_final == finals.size() || !finals[next_final] || aborted) {
+          copying = false;
+          return;
+        }
+        next = *finals[next_final];
+      }
+      try {
+        append_final(next);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        copying = false;
+        throw;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      ++next_final;
+    }
+  };
   auto take_turn = [&](uint64_t p) {
     std::unique_lock<std::mutex> lock(mu);
     turn_cv.wait(lock, [&] { return turn == p || aborted; });
@@ -448,7 +483,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         done.errors = c_.checkpoints + "/" + rel;
       }
       if (assemble) {
-        finals[p] = done;  // its own slot: no lock needed
+        final_ready(p, done);
       } else {
         append_final(done);
       }
@@ -678,7 +713,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       }
       if (tap.op_idx == last_op) {
         if (assemble) {
-          finals[p] = done;
+          final_ready(p, done);
         } else if (done.errors.size() > 0) {
           AppendFile(done.errors, errors);
         }
@@ -764,11 +799,10 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     for (std::thread& t : runners) t.join();
     if (failure) std::rethrow_exception(failure);
   }
-  if (assemble) {
-    // The export is the final taps one after another, copied by the kernel.
-    for (const FinalTap& done : finals) {
-      append_final(done);
-    }
+  if (assemble && next_final != finals.size()) {
+    // Every final tap is ready here; the last copier has taken them all
+    // unless the partitions ran one at a time.
+    throw Error("internal: the export lacks partition " + std::to_string(next_final));
   }
   total.bytes_out = output.bytes_in();
 }

@@ -611,18 +611,27 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
                                               : json()}});
     };
     // With a final tap, the partition's errors are kept beside it, so that a
-    // resumed run writes them again.
+    // resumed run writes them again. Every tap of a partition is committed
+    // after the whole partition ran, so each commit names the errors of all
+    // its operators with the lines of the input: a partition resumed from an
+    // intermediate tap takes those (its operators after the tap would only
+    // repeat their own errors, with the tap's line numbers).
     std::unique_ptr<io::OutputStream> part_errors;
-    std::string errors_rel;
-    if (!open.empty() && open.back().op_idx == last_op) {
+    std::string errors_rel, errors_sha;
+    const bool committed_errors = from.resumed && !from.commit.value("errors_path", "").empty();
+    if (committed_errors) {
+      errors_rel = from.commit.value("errors_path", "");
+      errors_sha = from.commit.value("errors_sha256", "");
+    } else if (!open.empty() && open.back().op_idx == last_op) {
       errors_rel =
           RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." + token + ".errors.jsonl";
       part_errors = std::make_unique<io::OutputStream>(c_.checkpoints + "/" + errors_rel,
                                                        /*overwrite=*/false, disk);
     }
+    const bool has_errors = committed_errors || part_errors != nullptr;
     const ExecSummary part =
         Execute(plan, exec_inputs, final_rows != nullptr && assemble ? *final_rows : output,
-                part_errors ? part_errors.get() : &errors, options);
+                committed_errors ? nullptr : (part_errors ? part_errors.get() : &errors), options);
     // A partition commits only what it read whole.
     const uint64_t want_rows = from.resumed ? from.commit.value("rows", uint64_t{0}) : b.rows();
     if (part.rows_in != want_rows) {
@@ -631,7 +640,6 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
                       " rows of " + std::to_string(want_rows),
                   "the input changed while the job ran; resume it once nothing writes to it");
     }
-    std::string errors_sha;
     if (part_errors) {
       part_errors->Commit();
       errors_sha = io::Sha256OfFile(c_.checkpoints + "/" + errors_rel);
@@ -693,14 +701,14 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           {"engine", {{"version", version()}, {"git_commit", git_commit()}, {"libtorch", nullptr}}},
           {"model_devices", json::array()},
           {"counters", CountersJson(cumulative, tap.op_idx, b.rows(), p_bytes)}};
-      if (tap.op_idx == last_op && part_errors) {
+      if (has_errors) {
         record["errors_path"] = errors_rel;
         record["errors_sha256"] = errors_sha;
       }
       const std::string commit_path = c_.checkpoints + "/" +
                                       RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
                                       ".commit.json";
-      FinalTap done{data, part_errors ? c_.checkpoints + "/" + errors_rel : ""};
+      FinalTap done{data, has_errors ? c_.checkpoints + "/" + errors_rel : ""};
       if (!publish(commit_path, record.dump(2) + "\n")) {
         // An earlier commit of the same tap stays (the same rows: output
         // never depends on the run); this data file is garbage.

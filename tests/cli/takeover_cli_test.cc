@@ -244,8 +244,10 @@ TEST_F(TakeoverCli, FrozenWorkerPastItsLeaseCommitsNoTapAfterSigcont) {
 // its heartbeat holds no flock: another worker takes the shard over once the
 // lease has run out, not when the frozen one wakes.
 TEST_F(TakeoverCli, WorkerFrozenInItsHeartbeatsWriteIsTakenOverAfterTheLease) {
-  WriteCorpus(48);
-  WriteRecipe(8, 0.02);
+  // Partitions of 1.2 s: when its first heartbeat freezes the worker, it is
+  // inside the sleep of partition 0, far from any fenced commit.
+  WriteCorpus(12);
+  WriteRecipe(2, 0.2);
   const std::string reference = ReferenceSha();
   const double lease = 1.5;
   Prepare("job", 1, "1.5", "0.3");
@@ -278,8 +280,10 @@ TEST_F(TakeoverCli, WorkerFrozenWithItsDoneRecordWrittenPublishesNothingAfterATa
   WriteCorpus(48);
   WriteRecipe(8, 0.02);
   const std::string reference = ReferenceSha();
-  const double lease = 1.5;
-  Prepare("job", 1, "1.5", "0.3");
+  const double lease = 2;
+  // A slow heartbeat: it is unlikely to be verifying ownership (under the
+  // flock) at the moment the publisher freezes the process.
+  Prepare("job", 1, "2", "0.7");
   const Spawned a = WorkerOn("node-a", "job", {"DJSHARD_TEST_STOP_AT=record_staged"});
   ASSERT_TRUE(WaitUntil([&] { return IsStopped(a.pid); })) << ErrSoFar(a);
   EXPECT_FALSE(HoldsFlock(a.pid));

@@ -85,6 +85,18 @@ void PrintView(const store::ElasticJobView& v, bool detailed) {
       v.rows_per_sec);
   if (v.eta_secs) std::printf("; ETA %s", Duration(*v.eta_secs).c_str());
   std::printf("\n");
+  if (v.partitions.per_shard) {
+    std::printf("partitions: %llu of %llu done, %llu failed, %llu resumed",
+                static_cast<unsigned long long>(v.partitions.completed),
+                static_cast<unsigned long long>(v.partitions.total),
+                static_cast<unsigned long long>(v.partitions.failed),
+                static_cast<unsigned long long>(v.partitions.resumed));
+    if (v.partitions.unsized_shards > 0) {
+      std::printf("; %llu shard(s) not started yet, their partitions not counted",
+                  static_cast<unsigned long long>(v.partitions.unsized_shards));
+    }
+    std::printf("\n");
+  }
   if (!v.stop.is_null()) {
     std::printf("stop requested: %s at %s by %s\n", v.stop.value("mode", "").c_str(),
                 v.stop.value("requested_at", "").c_str(), v.stop.value("requested_by", "").c_str());

@@ -223,37 +223,75 @@ bool ClaimStore::TakeOverStale(const std::string& shard_id, double lease_secs) {
 }
 
 bool ClaimStore::Heartbeat(const Claim& claim) {
-  return WithOwnership(claim, [&] {
-    // Rewriting the same bytes makes the filesystem (the NFS server, for a
-    // shared directory) stamp the mtime with its own clock; a timestamp set by
-    // this process would carry this node's clock, skew included. fsync sends
-    // the write to the server now rather than at close.
-    disk_.Rewrite(claim.fd_, claim.record_.ToJson() + "\n", claim.lock_path_);
-  });
+  // The fenced section only verifies: a process frozen inside it (SIGSTOP, a
+  // hung node, an fsync stuck on a dead server) would hold the flock and keep
+  // every other worker from taking the shard over, so the write and its fsync
+  // come after it. They go to the claim's own lock file (its inode): had the
+  // lease been taken over in between, that file now lies in
+  // state/stale_locks/ (or is gone), so a late refresh extends no one's lease.
+  if (!WithOwnership(claim, [] {})) return false;
+  CrashPoint("heartbeat_write");
+  // Rewriting the same bytes makes the filesystem (the NFS server, for a
+  // shared directory) stamp the mtime with its own clock; a timestamp set by
+  // this process would carry this node's clock, skew included. fsync sends
+  // the write to the server now rather than at close. Readers never see other
+  // bytes than the lock's own.
+  disk_.Rewrite(claim.fd_, claim.record_.ToJson() + "\n", claim.lock_path_);
+  return true;
 }
 
 namespace {
 // Where a record's temporary file goes: the attempt's directory when it
-// exists, else (empty) beside the record.
-std::string AttemptTempDir(io::Disk& disk, const Claim& claim) {
+// exists, else beside the record.
+std::string StagedRecordPath(io::Disk& disk, const Claim& claim, const std::string& record) {
   const std::optional<io::FileStat> st = disk.Stat(claim.attempt_dir());
-  return st && st->is_directory ? claim.attempt_dir() : std::string();
+  const std::string name = fs::path(record).filename().string() + ".staged." + claim.token();
+  return (st && st->is_directory ? claim.attempt_dir() : fs::path(record).parent_path().string()) +
+         "/" + name;
 }
 }  // namespace
 
+template <typename Fn>
+std::optional<bool> ClaimStore::PublishFenced(const Claim& claim, const std::string& record,
+                                              const std::string& content, Fn&& then) {
+  // The record is written and fsynced before the fenced section, which then
+  // holds only the ownership check, one link() and `then` (the lock's
+  // unlink): a process frozen while it writes holds no flock, so the others
+  // can take the shard over after the lease. A crash before the link leaves
+  // the staged file in the attempt's directory, not among the records.
+  const std::string staged = StagedRecordPath(disk_, claim, record);
+  disk_.WriteAtomic(staged, content);
+  CrashPoint("record_staged");
+  bool linked = false;
+  bool owned = false;
+  try {
+    owned = WithOwnership(claim, [&] {
+      linked = disk_.Link(staged, record);
+      then();
+    });
+  } catch (...) {
+    disk_.Unlink(staged);
+    throw;
+  }
+  disk_.Unlink(staged);
+  if (!owned) return std::nullopt;
+  return linked;
+}
+
 ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim, const DoneRecord& done) {
-  bool already = false;
-  const bool owned = WithOwnership(claim, [&] {
-    // The temporary record is written in the attempt's directory: a crash
-    // before the link leaves it there, not in state/done.
-    already = !disk_.PublishLink(job_.DonePath(claim.shard_id()), done.ToJson(),
-                                 AttemptTempDir(disk_, claim));
-    CrashPoint("after_link");
-    // A lock that comes back after a crash is harmless: the done record wins.
-    disk_.Unlink(claim.lock_path_);
-  });
-  if (!owned) return PublishResult::kLost;
-  return already ? PublishResult::kAlreadyDone : PublishResult::kPublished;
+  const std::optional<bool> linked =
+      PublishFenced(claim, job_.DonePath(claim.shard_id()), done.ToJson(), [&] {
+        CrashPoint("after_link");
+        // A lock that comes back after a crash is harmless: the done record wins.
+        disk_.Unlink(claim.lock_path_);
+      });
+  if (!linked) return PublishResult::kLost;
+  if (!*linked) return PublishResult::kAlreadyDone;
+  // Durable after the fence: a crash of the filesystem that keeps the lock's
+  // unlink but loses the link leaves the shard pending, to be computed again
+  // with the same bytes.
+  disk_.SyncDir(job_.DoneDir());
+  return PublishResult::kPublished;
 }
 
 void ClaimStore::RecordPartitions(const std::string& attempt_dir, const nlohmann::json& partitions,
@@ -270,14 +308,18 @@ bool ClaimStore::AsOwner(const Claim& claim, const std::function<void()>& fn) {
 }
 
 bool ClaimStore::Release(const Claim& claim, const std::optional<FailedRecord>& failed) {
-  return WithOwnership(claim, [&] {
-    if (failed) {
-      disk_.PublishLink(job_.FailedPath(claim.shard_id()), failed->ToJson(),
-                        AttemptTempDir(disk_, claim));
-    }
-    disk_.Unlink(claim.lock_path_);
-    disk_.SyncDir(job_.LocksDir());
-  });
+  bool owned = false;
+  if (failed) {
+    // A failed record never replaces one: a shard has at most one.
+    owned = PublishFenced(claim, job_.FailedPath(claim.shard_id()), failed->ToJson(), [&] {
+              disk_.Unlink(claim.lock_path_);
+            }).has_value();
+    if (owned) disk_.SyncDir(job_.FailedDir());
+  } else {
+    owned = WithOwnership(claim, [&] { disk_.Unlink(claim.lock_path_); });
+  }
+  if (owned) disk_.SyncDir(job_.LocksDir());
+  return owned;
 }
 
 void ClaimStore::StartAttempt(const Claim& claim, const std::string& input_path) {

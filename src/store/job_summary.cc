@@ -10,6 +10,7 @@
 #include "djshard/common/text.h"
 #include "djshard/exec/checkpoint.h"
 #include "djshard/recipe/recipe.h"
+#include "djshard/store/job_view.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
@@ -67,6 +68,7 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
       // An unreadable record counts no rows; merge will refuse it.
     }
   }
+  const PartitionCounts partitions = CountPartitions(job, status);
   const int64_t now = NowNanos();
   const int64_t start = ParseUtcIso8601(m.created_at);
   const bool ended =
@@ -103,10 +105,12 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
         {"running", status.counts.running}}},
       // A shard is processed as one partition unless it checkpoints its own.
       {"partitions",
-       {{"total", status.total},
-        {"completed", status.counts.done},
-        {"failed", status.counts.failed},
-        {"resumed", 0}}},
+       {{"total", partitions.total},
+        {"completed", partitions.completed},
+        {"failed", partitions.failed},
+        {"resumed", partitions.resumed},
+        {"per_shard", partitions.per_shard},
+        {"unsized_shards", partitions.unsized_shards}}},
       {"rows", {{"in", m.total_rows}, {"out", rows_out}}},
       {"checkpointing", CheckpointingJson(job)},
       {"stop", stop}};

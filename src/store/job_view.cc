@@ -11,9 +11,11 @@
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
+#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/job_status.h"
 #include "djshard/exec/stop_request.h"
 #include "djshard/io/disk.h"
+#include "djshard/recipe/recipe.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
@@ -51,7 +53,110 @@ bool Tried(const std::string& dir) {
   return !ec && it != fs::directory_iterator();
 }
 
+// What a shard's checkpoint directory says of its partitions: their number
+// (0: no partitioning_info.json yet) and how many have a final-tap commit.
+struct ShardPartitionFiles {
+  uint64_t num_partitions = 0;
+  uint64_t final_commits = 0;
+};
+
+ShardPartitionFiles ReadShardPartitionFiles(const std::string& dir, size_t final_op) {
+  ShardPartitionFiles f;
+  const std::string info = dir + "/partitioning_info.json";
+  if (!io::IsRegularFile(info)) return f;
+  const json j = json::parse(io::ReadFile(info), nullptr, false);
+  if (j.is_object()) f.num_partitions = j.value("num_partitions", uint64_t{0});
+  // Commit records are named checkpoint_op_OOOO_partition_PPPPP.commit.json;
+  // only a commit record makes a checkpoint exist.
+  std::string prefix = std::to_string(final_op);
+  prefix = "checkpoint_op_" + std::string(prefix.size() < 4 ? 4 - prefix.size() : 0, '0') + prefix +
+           "_partition_";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.size() > 12 &&
+        name.compare(name.size() - 12, 12, ".commit.json") == 0) {
+      ++f.final_commits;
+    }
+  }
+  f.final_commits = std::min(f.final_commits, f.num_partitions);
+  return f;
+}
+
+// The partitions {total, resumed, computed} of a done shard: its done
+// record's, else those of the attempt that published it.
+json DonePartitions(const JobDir& job, const DoneRecord& done) {
+  if (done.partitions.is_object()) return done.partitions;
+  try {
+    const std::string attempt = job.InJob(fs::path(done.output_path).parent_path().string());
+    const std::string path = JobPaths::AttemptRecordPath(attempt);
+    return AttemptRecord::FromJson(job.disk().Read(path), path).partitions;
+  } catch (const std::exception&) {
+    return json();
+  }
+}
+
 }  // namespace
+
+PartitionCounts CountPartitions(const JobDir& job, const JobStatus& status) {
+  PartitionCounts c;
+  const Manifest& m = job.manifest();
+  std::optional<exec::JobSettings> settings;
+  size_t num_ops = 0;
+  try {
+    const recipe::Recipe recipe = recipe::LoadRecipe(job.InJob(m.recipe_snapshot_path));
+    const YAML::Node p = recipe.root["partition"], k = recipe.root["checkpoint"];
+    if ((p && !p.IsNull()) || (k && !k.IsNull())) {
+      const exec::JobSettings st = exec::ParseJobSettings(recipe.root, recipe.path);
+      if (st.checkpointing() && !recipe.process.empty()) {
+        settings = st;
+        num_ops = recipe.process.size();
+      }
+    }
+  } catch (const std::exception&) {
+    // A recipe the workers refuse checkpoints nothing.
+  }
+  if (!settings) {
+    c.total = status.total;
+    c.completed = status.counts.done;
+    c.failed = status.counts.failed;
+    return c;
+  }
+  c.per_shard = true;
+  const std::string root = JobPaths::CheckpointsRoot(job.dir(), m.job_id, settings->checkpoint_dir);
+  for (const ShardStatus& sh : status.shards) {
+    json done_parts;
+    if (sh.state == ShardState::kDone) {
+      try {
+        const std::string path = job.DonePath(sh.shard->id);
+        done_parts = DonePartitions(job, DoneRecord::FromJson(job.disk().Read(path), path));
+      } catch (const std::exception&) {
+        // An unreadable record: its count comes from the checkpoints, if any.
+      }
+    }
+    uint64_t n = 0, completed = 0;
+    if (done_parts.is_object()) {
+      n = done_parts.value("total", uint64_t{0});
+      c.resumed += done_parts.value("resumed", uint64_t{0});
+    } else {
+      const ShardPartitionFiles f = ReadShardPartitionFiles(root + "/" + sh.shard->id, num_ops - 1);
+      n = f.num_partitions;
+      completed = f.final_commits;
+      if (n == 0 && settings->mode == exec::PartitionMode::kManual) {
+        n = settings->num_of_partitions;
+      }
+    }
+    if (n == 0) {
+      ++c.unsized_shards;
+      continue;
+    }
+    if (sh.state == ShardState::kDone) completed = n;
+    c.total += n;
+    c.completed += completed;
+    if (sh.state == ShardState::kFailed) c.failed += n - completed;
+  }
+  return c;
+}
 
 bool IsElasticJobDir(const std::string& dir) { return io::IsRegularFile(dir + "/manifest.json"); }
 
@@ -69,6 +174,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
   v.shards_running = status.counts.running;
   v.shards_stale = status.counts.stale;
   v.merged = io::IsRegularFile(job.MergeRecordPath());
+  v.partitions = CountPartitions(job, status);
 
   std::set<std::string> hosts;
   std::map<std::string, RunningAttempt*> by_token;
@@ -206,6 +312,13 @@ json ElasticJobView::ToJson(bool detailed) const {
               {"failed", shards_failed},
               {"running", shards_running},
               {"stale", shards_stale}}},
+            {"partitions",
+             {{"done", partitions.completed},
+              {"total", partitions.total},
+              {"failed", partitions.failed},
+              {"resumed", partitions.resumed},
+              {"per_shard", partitions.per_shard},
+              {"unsized_shards", partitions.unsized_shards}}},
             {"rows", {{"done", rows_done}, {"total", rows_total}}},
             {"rows_per_sec", rows_per_sec},
             {"eta_secs", eta_secs ? json(*eta_secs) : json()},

@@ -152,6 +152,7 @@ std::string DoneRecord::ToJson() const {
             {"op_stats", ops},
             {"seconds", seconds}};
   if (!region_stats.empty()) j["regions"] = exec::RegionCountersJson(region_stats);
+  if (!partitions.is_null()) j["partitions"] = partitions;
   return j.dump(2) + "\n";
 }
 
@@ -169,6 +170,7 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
     r.size_bytes = io::IntegerField<uint64_t>(j, "size_bytes");
     r.sha256 = j.at("sha256").get<std::string>();
     r.completed_at = j.value("completed_at", "");
+    if (j.contains("partitions") && j["partitions"].is_object()) r.partitions = j["partitions"];
     if (j.contains("engine") && j["engine"].is_object()) {
       r.engine_version = j["engine"].value("version", "");
       r.engine_git_commit = j["engine"].value("git_commit", "");

@@ -151,7 +151,8 @@ struct Attempt {
   std::unique_ptr<io::OutputStream> output, errors;
   exec::ExecSummary summary;
   double start = 0;
-  std::string checkpoints;  // the shard's checkpoint directory, when it is checkpointed
+  std::string checkpoints;    // the shard's checkpoint directory, when it is checkpointed
+  nlohmann::json partitions;  // {total, resumed, computed} of a checkpointed shard
 };
 
 // What one look at the job's state found.
@@ -724,6 +725,7 @@ class Worker {
                                        {"resumed", finished},
                                        {"computed", set.bounds.size() - finished}};
     store_.RecordPartitions(claim.attempt_dir(), partitions, resumed_from);
+    a.partitions = partitions;
     a.log.Line("partitions: total " + std::to_string(set.bounds.size()) + ", resumed " +
                std::to_string(finished) + ", computed " +
                std::to_string(set.bounds.size() - finished) + "; checkpoints in " + dir);
@@ -850,6 +852,7 @@ class Worker {
     done.op_stats = a.summary.operators;
     done.region_stats = a.summary.regions;
     done.seconds = MonotonicSeconds() - a.start;
+    done.partitions = a.partitions;
     // The lease is kept until the record is out: the heartbeat stops after.
     const ClaimStore::PublishResult published = store_.PublishDone(claim, done);
     a.heartbeat->Stop();

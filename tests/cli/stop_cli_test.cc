@@ -88,6 +88,16 @@ class StopCli : public CliTest {
     }
     return hosts;
   }
+  // Final-tap commit records in a shard's checkpoint directory: its finished partitions.
+  size_t FinalCommits(const std::string& shard_dir, const std::string& final_op) const {
+    if (!Exists(shard_dir)) return 0;
+    size_t n = 0;
+    for (const std::string& f : List(shard_dir)) {
+      n += f.rfind("checkpoint_op_" + final_op + "_partition_", 0) == 0 &&
+           f.find(".commit.json") != std::string::npos;
+    }
+    return n;
+  }
   size_t Locks() const { return Exists("job/state/locks") ? List("job/state/locks").size() : 0; }
   // The events of every events_*.jsonl in `dir`, by file name.
   std::map<std::string, std::vector<json>> Events(const std::string& dir) const {
@@ -191,6 +201,108 @@ TEST_F(StopCli, StopFromAThirdNodeEndsBothWorkersAndClearLetsTheJobFinish) {
   EXPECT_EQ(late.exit_code, 0);
   EXPECT_NE(late.out.find("already completed"), std::string::npos) << late.out;
   EXPECT_FALSE(Exists("job/stop_request.json"));
+}
+
+// With checkpointing, each shard is a partition set of its own: the summary
+// that prepare, stop, stop --clear and merge write counts shards and their
+// partitions apart, and `monitor` says the same.
+TEST_F(StopCli, SummaryAndMonitorCountTheShardsAndTheirPartitions) {
+  WriteCorpus(24);
+  WriteRecipe(0.1,
+              "partition:\n  mode: manual\n  num_of_partitions: 3\n"
+              "checkpoint:\n  strategy: every_op\n");
+  const std::string reference = ReferenceSha();
+  Prepare(2);
+  json summary = json::parse(Read("job/job_summary.json"));
+  EXPECT_EQ(summary["status"], "prepared");
+  EXPECT_EQ(summary["shards"]["total"], 2);
+  EXPECT_EQ(summary["shards"]["completed"], 0);
+  EXPECT_EQ(summary["partitions"], json({{"total", 6},
+                                         {"completed", 0},
+                                         {"failed", 0},
+                                         {"resumed", 0},
+                                         {"per_shard", true},
+                                         {"unsized_shards", 0}}));
+
+  // A graceful stop once the first partition is finished.
+  const std::vector<std::string> shards = {"part-00000-of-00002", "part-00001-of-00002"};
+  const Spawned a = Worker("node-a");
+  ASSERT_TRUE(WaitUntil([&] { return FinalCommits("job/checkpoints/" + shards[0], "0001"); }));
+  ASSERT_EQ(Run({"stop", "job"}).exit_code, 0);
+  EXPECT_EQ(WaitFor(a).exit_code, 3);
+  EXPECT_EQ(json::parse(Read("job/job_summary.json"))["partitions"]["total"], 6);
+  ASSERT_EQ(Run({"stop", "job", "--clear"}).exit_code, 0);
+  // What the job holds: done shards' partitions, and the others' final taps.
+  size_t done = 0, finished = 0, resumable = 0;
+  for (const std::string& shard : shards) {
+    if (Exists("job/state/done/" + shard + ".json")) {
+      ++done;
+      const json record = json::parse(Read("job/state/done/" + shard + ".json"));
+      EXPECT_EQ(record["partitions"], json({{"total", 3}, {"resumed", 0}, {"computed", 3}}));
+      finished += 3;
+    } else {
+      resumable += FinalCommits("job/checkpoints/" + shard, "0001");
+    }
+  }
+  finished += resumable;
+  ASSERT_LT(done, 2u);
+  ASSERT_GE(finished, 1u);
+  summary = json::parse(Read("job/job_summary.json"));
+  EXPECT_EQ(summary["shards"]["completed"], done);
+  EXPECT_EQ(summary["partitions"]["total"], 6);
+  EXPECT_EQ(summary["partitions"]["completed"], finished);
+  CliResult mon = Run({"monitor", "job", "--json"});
+  json view = json::parse(mon.out);
+  EXPECT_EQ(view["shards"]["done"], done);
+  EXPECT_EQ(view["partitions"]["done"], finished);
+  EXPECT_EQ(view["partitions"]["total"], 6);
+  mon = Run({"monitor", "job"});
+  EXPECT_NE(mon.out.find("partitions: " + std::to_string(finished) + " of 6 done"),
+            std::string::npos)
+      << mon.out;
+
+  // Another worker finishes the job, resuming the finished partitions.
+  const CliResult b = WaitFor(Worker("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(MergedSha(), reference);
+  summary = json::parse(Read("job/job_summary.json"));
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["shards"]["completed"], 2);
+  EXPECT_EQ(summary["partitions"], json({{"total", 6},
+                                         {"completed", 6},
+                                         {"failed", 0},
+                                         {"resumed", resumable},
+                                         {"per_shard", true},
+                                         {"unsized_shards", 0}}));
+  mon = Run({"monitor", "job", "--json"});
+  EXPECT_EQ(mon.exit_code, 0);
+  view = json::parse(mon.out);
+  EXPECT_EQ(view["partitions"]["done"], 6);
+  EXPECT_EQ(view["partitions"]["resumed"], resumable);
+  const CliResult jobs = Run({"jobs", "--json"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_EQ(json::parse(jobs.out)[0]["partitions"], view["partitions"]);
+}
+
+// Auto-sized shards get their partition count from the first worker that
+// starts them: until then the summary counts them apart, not as partitions.
+TEST_F(StopCli, SummaryCountsAutoSizedShardsOnceAWorkerHasSizedThem) {
+  WriteCorpus(8);
+  WriteRecipe(0, "partition:\n  mode: auto\ncheckpoint:\n  strategy: every_op\n");
+  Prepare(2);
+  json summary = json::parse(Read("job/job_summary.json"));
+  EXPECT_EQ(summary["partitions"]["total"], 0);
+  EXPECT_EQ(summary["partitions"]["unsized_shards"], 2);
+  const CliResult mon = Run({"monitor", "job"});
+  EXPECT_NE(mon.out.find("partitions: 0 of 0 done, 0 failed, 0 resumed; 2 shard(s) not started"),
+            std::string::npos)
+      << mon.out;
+  ASSERT_EQ(WaitFor(Worker("node-a")).exit_code, 0);
+  MergedSha();
+  summary = json::parse(Read("job/job_summary.json"));
+  EXPECT_EQ(summary["partitions"]["total"], 2);
+  EXPECT_EQ(summary["partitions"]["completed"], 2);
+  EXPECT_EQ(summary["partitions"]["unsized_shards"], 0);
 }
 
 // dlc instances stop like workers: exit 3, no abort published; the same run

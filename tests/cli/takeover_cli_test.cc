@@ -121,6 +121,14 @@ class TakeoverCli : public CliTest {
     }
     return false;
   }
+  // Whether process `pid` is stopped (SIGSTOP): state T in /proc/<pid>/stat.
+  static bool IsStopped(int pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'T';
+  }
   std::string Checkpoints(const std::string& job = "job") const {
     return job + "/checkpoints/" + kShard;
   }
@@ -234,6 +242,77 @@ TEST_F(TakeoverCli, FrozenWorkerPastItsLeaseCommitsNoTapAfterSigcont) {
       EXPECT_TRUE(before.count(n)) << n << " was committed after SIGCONT";
     }
   }
+  EXPECT_EQ(MergedSha(), reference);
+}
+
+// A worker frozen (SIGSTOP, as a hung node stops) while it writes and fsyncs
+// its heartbeat holds no flock: another worker takes the shard over once the
+// lease has run out, not when the frozen one wakes.
+TEST_F(TakeoverCli, WorkerFrozenInItsHeartbeatsWriteIsTakenOverAfterTheLease) {
+  // Partitions of 1.2 s: when its first heartbeat freezes the worker, it is
+  // inside the sleep of partition 0, far from any fenced commit.
+  WriteCorpus(12);
+  WriteRecipe(2, 0.2);
+  const std::string reference = ReferenceSha();
+  const double lease = 1.5;
+  Prepare("job", 1, "1.5", "0.3");
+  const Spawned a = WorkerOn("node-a", "job", {"DJSHARD_TEST_STOP_AT=heartbeat_write"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(a.pid); })) << ErrSoFar(a);
+  EXPECT_FALSE(HoldsFlock(a.pid));
+  const auto frozen = std::chrono::steady_clock::now();
+  const Spawned b = WorkerOn("node-b");
+  ASSERT_TRUE(
+      WaitUntil([&] { return ErrSoFar(b).find("took over stale lock") != std::string::npos; },
+                std::chrono::milliseconds(static_cast<int>((lease + 15) * 1000))))
+      << ErrSoFar(b);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen).count(),
+            lease + 15);
+  const CliResult rb = WaitFor(b);
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  ASSERT_EQ(::kill(a.pid, SIGCONT), 0);
+  const CliResult ra = WaitFor(a);
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(AttemptJson("job", kShard, 0)["status"], "stale");
+  EXPECT_EQ(AttemptJson("job", kShard, 1)["status"], "done");
+  EXPECT_FALSE(Exists("job/state/locks/" + kShard + ".lock"));
+  EXPECT_EQ(MergedSha(), reference);
+}
+
+// A worker frozen after writing and fsyncing its done record, before the
+// fenced link, holds no flock either: the shard is taken over after the
+// lease, and after SIGCONT the frozen attempt publishes nothing.
+TEST_F(TakeoverCli, WorkerFrozenWithItsDoneRecordWrittenPublishesNothingAfterATakeover) {
+  WriteCorpus(48);
+  WriteRecipe(8, 0.02);
+  const std::string reference = ReferenceSha();
+  const double lease = 2;
+  // A slow heartbeat: it is unlikely to be verifying ownership (under the
+  // flock) at the moment the publisher freezes the process.
+  Prepare("job", 1, "2", "0.7");
+  const Spawned a = WorkerOn("node-a", "job", {"DJSHARD_TEST_STOP_AT=record_staged"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(a.pid); })) << ErrSoFar(a);
+  EXPECT_FALSE(HoldsFlock(a.pid));
+  EXPECT_FALSE(Exists("job/state/done/" + kShard + ".json"));
+  const auto frozen = std::chrono::steady_clock::now();
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("took over stale lock"), std::string::npos) << b.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen).count(),
+            lease + 15);
+  // node-b resumed every partition from node-a's final commits.
+  const json second = AttemptJson("job", kShard, 1);
+  EXPECT_EQ(second["partitions"], json({{"total", 8}, {"resumed", 8}, {"computed", 0}}));
+  const json done = json::parse(Read("job/state/done/" + kShard + ".json"));
+  EXPECT_EQ(done["token"], second["token"]);
+
+  ASSERT_EQ(::kill(a.pid, SIGCONT), 0);
+  const CliResult ra = WaitFor(a);
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(AttemptJson("job", kShard, 0)["status"], "stale");
+  EXPECT_EQ(json::parse(Read("job/state/done/" + kShard + ".json")), done);
+  // The frozen attempt's staged record went with it.
+  const std::string first = "job/attempts/" + kShard + "/" + Attempts("job", kShard)[0];
+  for (const std::string& n : List(first)) EXPECT_EQ(n.find(".staged."), std::string::npos) << n;
   EXPECT_EQ(MergedSha(), reference);
 }
 

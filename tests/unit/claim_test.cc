@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
+#include <vector>
 
 #include "djshard/store/job.h"
 #include "djshard/store/prepare.h"
@@ -95,6 +98,125 @@ TEST_F(ClaimStoreTest, ALockRemovedBeforeItsClaimantOpensItIsNoClaimAndNoError) 
   EXPECT_FALSE(fs::exists(job_->LockPath(shard_)));
   // The shard stays claimable.
   EXPECT_TRUE(store_->TryClaim(shard_).has_value());
+}
+
+// Records every write of data and every fsync made while this process holds a
+// flock on a lock: none may happen there, because a process frozen inside a
+// fenced section keeps every other worker from taking its shard over.
+class FenceWatchDisk : public io::Disk {
+ public:
+  bool Flock(int fd, bool blocking) override {
+    const bool held = io::Disk::Flock(fd, blocking);
+    if (held) ++held_;
+    return held;
+  }
+  void Unflock(int fd) override {
+    --held_;
+    io::Disk::Unflock(fd);
+  }
+  void Rewrite(int fd, std::string_view content, const std::string& path) override {
+    Note("rewrite " + path);
+    io::Disk::Rewrite(fd, content, path);
+  }
+  void WriteAtomic(const std::string& path, std::string_view content) override {
+    Note("write " + path);
+    io::Disk::WriteAtomic(path, content);
+    if (after_write) after_write(path);
+  }
+  void WriteReplace(const std::string& path, std::string_view content) override {
+    Note("replace " + path);
+    io::Disk::WriteReplace(path, content);
+  }
+  bool CreateExclusive(const std::string& path, std::string_view content, bool durable) override {
+    // The claim's own O_EXCL create holds no flock; any other would be noted.
+    Note("create " + path);
+    return io::Disk::CreateExclusive(path, content, durable);
+  }
+  bool PublishLink(const std::string& path, std::string_view content,
+                   const std::string& temp_dir) override {
+    Note("publish " + path);
+    return io::Disk::PublishLink(path, content, temp_dir);
+  }
+  void SyncDir(const std::string& dir) override {
+    Note("fsync " + dir);
+    io::Disk::SyncDir(dir);
+  }
+
+  std::vector<std::string> fenced;    // writes and fsyncs made under a flock
+  std::vector<std::string> unfenced;  // those made outside
+  std::function<void(const std::string&)> after_write;
+
+ private:
+  void Note(const std::string& what) { (held_ > 0 ? fenced : unfenced).push_back(what); }
+  int held_ = 0;
+};
+
+bool Mentions(const std::vector<std::string>& list, const std::string& text) {
+  for (const std::string& s : list) {
+    if (s.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_F(ClaimStoreTest, HeartbeatsAndRecordsWriteAndFsyncOutsideTheFencedSection) {
+  FenceWatchDisk disk;
+  ClaimStore store(*job_, disk);
+  std::optional<Claim> owner = store.TryClaim(shard_);
+  ASSERT_TRUE(owner.has_value());
+  store.StartAttempt(*owner, "shards/x.jsonl");
+  EXPECT_TRUE(store.Heartbeat(*owner));
+  EXPECT_TRUE(Mentions(disk.unfenced, "rewrite " + job_->LockPath(shard_)));
+  DoneRecord done;
+  done.shard_id = shard_;
+  done.token = owner->token();
+  EXPECT_EQ(store.PublishDone(*owner, done), ClaimStore::PublishResult::kPublished);
+  EXPECT_TRUE(fs::exists(job_->DonePath(shard_)));
+  EXPECT_FALSE(fs::exists(job_->LockPath(shard_)));
+  EXPECT_TRUE(Mentions(disk.unfenced, "fsync " + job_->DoneDir()));
+  EXPECT_TRUE(disk.fenced.empty()) << disk.fenced.front();
+  // The staged record is gone from the attempt's directory.
+  for (const auto& e : fs::directory_iterator(owner->attempt_dir())) {
+    EXPECT_EQ(e.path().filename().string().find(".staged."), std::string::npos) << e.path();
+  }
+}
+
+TEST_F(ClaimStoreTest, FailedRecordsAndReleasesWriteAndFsyncOutsideTheFencedSection) {
+  FenceWatchDisk disk;
+  ClaimStore store(*job_, disk);
+  std::optional<Claim> owner = store.TryClaim(shard_);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_TRUE(store.Release(*owner, FailedRecord{shard_, 4, "boom", "", "", "", "node-a"}));
+  EXPECT_TRUE(fs::exists(job_->FailedPath(shard_)));
+  EXPECT_FALSE(fs::exists(job_->LockPath(shard_)));
+  EXPECT_TRUE(Mentions(disk.unfenced, "fsync " + job_->LocksDir()));
+  EXPECT_TRUE(disk.fenced.empty()) << disk.fenced.front();
+}
+
+// The owner was frozen between staging its done record and the fence; the
+// lease ran out and another worker took the lock over: nothing is published,
+// and the staged record does not stay behind.
+TEST_F(ClaimStoreTest, ADoneRecordStagedBeforeATakeoverIsNeverPublished) {
+  FenceWatchDisk disk;
+  ClaimStore store(*job_, disk);
+  std::optional<Claim> owner = store.TryClaim(shard_);
+  ASSERT_TRUE(owner.has_value());
+  store.StartAttempt(*owner, "shards/x.jsonl");
+  disk.after_write = [&](const std::string& path) {
+    if (path.find(".staged.") == std::string::npos) return;
+    ASSERT_TRUE(store_->TakeOverStale(shard_, -1));
+  };
+  EXPECT_EQ(store.PublishDone(*owner, DoneRecord{}), ClaimStore::PublishResult::kLost);
+  EXPECT_FALSE(fs::exists(job_->DonePath(shard_)));
+  for (const auto& e : fs::directory_iterator(owner->attempt_dir())) {
+    EXPECT_EQ(e.path().filename().string().find(".staged."), std::string::npos) << e.path();
+  }
+  // The shard is claimable again; the late owner's heartbeat says it is lost
+  // and leaves the new owner's lock alone.
+  std::optional<Claim> next = store_->TryClaim(shard_);
+  ASSERT_TRUE(next.has_value());
+  const auto before = fs::last_write_time(job_->LockPath(shard_));
+  EXPECT_FALSE(store.Heartbeat(*owner));
+  EXPECT_EQ(fs::last_write_time(job_->LockPath(shard_)), before);
 }
 
 }  // namespace

@@ -52,6 +52,10 @@ class FailOnceDisk : public io::Disk {
     MaybeFail("link", path);
     return io::Disk::PublishLink(path, content, temp_dir);
   }
+  bool Link(const std::string& from, const std::string& to) override {
+    MaybeFail("link", to);
+    return io::Disk::Link(from, to);
+  }
   void Rename(const std::string& from, const std::string& to) override {
     MaybeFail("rename", to);
     io::Disk::Rename(from, to);

@@ -9,7 +9,12 @@ namespace djshard {
 // "after_claim", "after_output", "after_link"; run jobs: "tap_append" (a batch
 // appended to a tap being written), "tap_data_published" (a tap's data file
 // renamed, its commit record not yet linked), "tap_committed", "final_concat"
-// (a committed final tap appended to the export) and "before_export_commit".
+// (a committed final tap appended to the export) and "before_export_commit";
+// workers also "heartbeat_write" (ownership verified, the lock not yet
+// rewritten) and "record_staged" (a done or failed record written and
+// fsynced, not yet linked).
+// DJSHARD_TEST_STOP_AT takes the same names and stops the process with
+// SIGSTOP there instead, as a node that hangs would (SIGCONT resumes it).
 void CrashPoint(const char* point);
 
 }  // namespace djshard

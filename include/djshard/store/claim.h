@@ -60,6 +60,9 @@ class Claim {
 // publisher. Calls on different claims may run at once; calls on one claim
 // may too, because each one takes the lock file's flock for its whole check
 // and change (flock is per open file description, and each claim has one).
+// A fenced section holds no write of data and no fsync, only the checks and
+// a link, rename or unlink: a process frozen there would keep every other
+// worker from taking its shard over.
 // The store itself keeps no mutable state.
 class ClaimStore {
  public:
@@ -90,11 +93,13 @@ class ClaimStore {
   bool ClearFinishedLock(const std::string& shard_id);
 
   // Refreshes the lock's mtime (by the filesystem's clock) after verifying
-  // ownership. False when lost; throws when the lock cannot be written.
+  // ownership under the flock; the write and its fsync run after the flock is
+  // released. False when lost; throws when the lock cannot be written.
   bool Heartbeat(const Claim& claim);
 
-  // Verifies ownership and, still under the flock, publishes `done` as
-  // state/done/<shard>.json by link() (first writer wins) and removes the lock.
+  // Writes `done` to a fsynced staged file, then verifies ownership and,
+  // under the flock, publishes it as state/done/<shard>.json by link() (first
+  // writer wins) and removes the lock.
   enum class PublishResult { kPublished, kLost, kAlreadyDone };
   PublishResult PublishDone(const Claim& claim, const DoneRecord& done);
 
@@ -103,8 +108,9 @@ class ClaimStore {
   // so an attempt that lost its lease never commits. False (fn not run) when lost.
   bool AsOwner(const Claim& claim, const std::function<void()>& fn);
 
-  // Verifies ownership and, under the flock, publishes `failed` as
-  // state/failed/<shard>.json (when given) and removes the lock. False when lost.
+  // Verifies ownership and, under the flock, publishes `failed` (when given;
+  // written and fsynced before) as state/failed/<shard>.json by link() and
+  // removes the lock. False when lost.
   bool Release(const Claim& claim, const std::optional<FailedRecord>& failed = std::nullopt);
 
   // Writes a new attempt record (status running) for a claim just made.
@@ -135,6 +141,13 @@ class ClaimStore {
   // Runs `fn` while holding flock on the claim's lock and owning it; false when lost.
   template <typename Fn>
   bool WithOwnership(const Claim& claim, Fn&& fn);
+  // Publishes `content` as `record` first-writer-wins: written and fsynced
+  // first, then linked under the claim's fence, where `then` runs too. nullopt
+  // when the claim was lost (nothing linked), else whether the link made the
+  // record (false: it existed). No write or fsync runs under the flock.
+  template <typename Fn>
+  std::optional<bool> PublishFenced(const Claim& claim, const std::string& record,
+                                    const std::string& content, Fn&& then);
   // Opens the lock at `path` and runs fn(fd, stat) under its flock when no one
   // else holds the flock and the path still names the opened file.
   template <typename Fn>

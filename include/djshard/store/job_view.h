@@ -7,8 +7,29 @@
 #include <vector>
 
 #include "djshard/store/job.h"
+#include "djshard/store/status.h"
 
 namespace djshard::store {
+
+// Partitions of an elastic job (SPEC-checkpoints §8), for its summary and
+// `monitor`. Without checkpointing each shard is processed as one partition;
+// with it each shard is a partition set of its own, whose count its first
+// attempt fixes in checkpoints/<shard>/partitioning_info.json (and its done
+// record keeps once the shard's checkpoints are gone).
+struct PartitionCounts {
+  bool per_shard = false;  // shards have partitions of their own (checkpointing)
+  uint64_t total = 0;      // over the shards whose count is known
+  uint64_t completed = 0;  // of done shards, and others' with a committed final tap
+  uint64_t failed = 0;     // not completed, of failed shards
+  uint64_t resumed = 0;    // taken from an earlier attempt's final tap by the attempt that finished
+  // Auto-sized shards that no worker has started: their count is not known
+  // yet and not in `total`.
+  uint64_t unsized_shards = 0;
+};
+
+// Counts the partitions of `job` in the state `status` describes. Reads done
+// records, attempt records and checkpoint directories; never writes.
+PartitionCounts CountPartitions(const JobDir& job, const JobStatus& status);
 
 // One attempt that holds a live claim, as `monitor` shows it.
 struct RunningAttempt {
@@ -31,6 +52,7 @@ struct ElasticJobView {
   double duration_secs = 0;
   uint64_t shards_total = 0, shards_done = 0, shards_failed = 0, shards_running = 0,
            shards_stale = 0;
+  PartitionCounts partitions;
   uint64_t rows_total = 0, rows_done = 0;  // input rows of done shards
   double rows_per_sec = 0;                 // done rows over the time since the first claim
   std::optional<double> eta_secs;

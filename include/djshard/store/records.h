@@ -83,6 +83,9 @@ struct DoneRecord {
   std::vector<exec::OperatorCounters> op_stats;
   std::vector<exec::RegionCounters> region_stats;  // expand/gather regions ("regions")
   double seconds = 0;
+  // A checkpointed shard: its partitions {total, resumed, computed} as the
+  // publishing attempt's attempt.json has them; null when not checkpointed.
+  nlohmann::json partitions;
 
   std::string ToJson() const;
   // Throws Error naming `path` when a field that merge relies on is missing.

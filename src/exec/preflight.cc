@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -352,6 +353,9 @@ pid_t StartProbeChild(const std::vector<std::string>& args, const std::string& l
   const pid_t pid = ::fork();
   if (pid < 0) throw Error("cannot start a probe process (fork failed)");
   if (pid == 0) {
+    // A probe whose job process died (kill -9) ends too, rather than holding
+    // a device while another worker probes the same key again.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);

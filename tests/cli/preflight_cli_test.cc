@@ -1,6 +1,8 @@
 // Model preflight (SPEC-checkpoints §10, §11 test 11), black-box on the CPU:
 // a tiny RoBERTa snapshot made by tools/tiny_models.py, probed by
 // `djshard run --device cpu` before the job's first partition.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -454,6 +456,34 @@ TEST_F(PreflightElasticCli, ASecondRunOfTheJobAndALaterJobReuseTheRecord) {
   ASSERT_EQ(later.exit_code, 0) << later.err;
   EXPECT_EQ(Count("again", "probe_start"), 0);
   EXPECT_NE(later.err.find("probe reused"), std::string::npos) << later.err;
+}
+
+TEST_F(PreflightElasticCli, AProbeLockOfAKilledProberIsTakenOverAfterTheLease) {
+  // Enough steady batches that the probe runs for a while.
+  WriteRecipe("  gpu_probe_steady_batches: 3000\n");
+  Prepare("job");
+  const Spawned a = WorkerOn("node-a", "job");
+  std::string lock;
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const std::string& name : Names("job", "probe")) {
+      if (name.size() > 5 && name.ends_with(".lock")) lock = name;
+    }
+    return !lock.empty();
+  }));
+  ASSERT_EQ(::kill(a.pid, SIGKILL), 0);
+  EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
+  EXPECT_TRUE(Exists("work/job/probe/" + lock));
+  // node-b waits for node-a's probe until its lock is older than the lease,
+  // then removes the lock and probes itself.
+  const CliResult b = WaitFor(WorkerOn("node-b", "job", {"--lease-secs", "2"}));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("waiting for node-a:"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("(probed ordered)"), std::string::npos) << b.err;
+  EXPECT_FALSE(Exists("work/job/probe/" + lock));
+  const std::string key = lock.substr(0, lock.size() - 5);
+  EXPECT_EQ(json::parse(Read("work/job/probe/" + key + ".json"))["hostname"], "node-b");
+  EXPECT_EQ(Count("job", "probe_start"), 2);  // node-a's, then node-b's
+  EXPECT_EQ(Count("job", "probe_complete"), 1);
 }
 
 TEST_F(PreflightElasticCli, AProbeThatRaisesStopsEveryWorkerBeforeAnyClaim) {

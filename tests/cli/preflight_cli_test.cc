@@ -403,6 +403,10 @@ TEST_F(PreflightElasticCli, ThreeWorkersStartedAtOnceProbeEachKeyOnceAndTheOther
     }
   }
   EXPECT_EQ(probers, 1);
+  // prepare's plan says the workers probe; the keys are per node.
+  const json dag = json::parse(Read("work/job/dag_execution_plan.json"));
+  EXPECT_EQ(dag["probe"]["enabled"], true);
+  EXPECT_EQ(dag["ops"][1]["kind"], "model");
   EXPECT_EQ(Count("job", "probe_start"), 1);
   EXPECT_EQ(Count("job", "probe_complete"), 1);
   EXPECT_EQ(Count("job", "probe_failed"), 0);

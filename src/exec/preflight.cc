@@ -964,6 +964,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
     if (stages[s].kind == "model") {
       const size_t t = stages[s].op_idxs.front();
       model_stage_ids.push_back(s);
+      one["op_name"] = recipe.process[t].name;
       one["batch_size"] = plan.operators[t].op->model_description()->batch_size;
       for (size_t n = 0; n < rp.stages.size(); ++n) {
         if (rp.stages[n].stage_id != s) continue;

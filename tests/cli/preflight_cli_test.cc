@@ -163,6 +163,16 @@ TEST_F(PreflightCli, CpuProbeRecordsTimingsAndACacheKeyThatARerunReuses) {
   EXPECT_EQ(plan["execution_groups"][0]["partitions"].size(), 2u);
   // The output is the model's.
   EXPECT_TRUE(Contains("out/a.jsonl", "query_sentiment_label"));
+  // monitor shows the replica plan.
+  const CliResult shown = Run({"monitor", "a", "--work-dir", Path("work")});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("replica plan:"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("stage 1 query_sentiment_detection_mapper: "), std::string::npos)
+      << shown.out;
+  const json monitored =
+      json::parse(Run({"monitor", "a", "--work-dir", Path("work"), "--json"}).out);
+  EXPECT_EQ(monitored["replica_plan"]["stages"][0]["replicas"], stage["replicas"]);
+  EXPECT_EQ(monitored["replica_plan"]["probe"]["cache_keys"][0], p["cache_key"]);
 
   // The same recipe again (a new job in the same work dir): reused.
   EXPECT_FALSE(Probed("b"));
@@ -431,6 +441,17 @@ TEST_F(PreflightElasticCli, ThreeWorkersStartedAtOnceProbeEachKeyOnceAndTheOther
     EXPECT_EQ(plan["stages"][1]["kind"], "model");
     EXPECT_GE(plan["stages"][1]["replicas"].get<int>(), 1);
     EXPECT_EQ(plan["execution_groups"][0]["stage_ids"], json::array({1}));
+  }
+  // monitor shows each node's replica plan.
+  const CliResult shown = Run({"monitor", Path("work/job")});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("replica plan of node-"), std::string::npos) << shown.out;
+  const json monitored = json::parse(Run({"monitor", Path("work/job"), "--json"}).out);
+  ASSERT_GE(monitored["replica_plans"].size(), 1u) << monitored.dump(2);
+  for (const json& node : monitored["replica_plans"]) {
+    EXPECT_EQ(node["hostname"].get<std::string>().rfind("node-", 0), 0u);
+    EXPECT_EQ(node["stages"][0]["op_name"], "query_sentiment_detection_mapper");
+    EXPECT_EQ(node["probe"]["cache_keys"], json::array({key}));
   }
   const CliResult merged =
       Run({"merge", "--job-dir", Path("work/job"), "--output", Path("m.jsonl")});

@@ -21,11 +21,16 @@ ProbeRecords::ProbeRecords(std::string dir, double lease_secs, double heartbeat_
 
 ProbeRecords::~ProbeRecords() {
   while (!held_.empty()) {
+    const std::string key = held_.begin()->first;  // a copy: Unlock erases the entry
     try {
-      Unlock(held_.begin()->first);
+      Unlock(key);
     } catch (const std::exception&) {
-      if (!held_.empty() && held_.begin()->second.fd >= 0) ::close(held_.begin()->second.fd);
-      held_.erase(held_.begin());  // the lock goes stale after the lease instead
+      // The lock goes stale after the lease instead.
+      const auto it = held_.find(key);
+      if (it != held_.end()) {
+        if (it->second.fd >= 0) ::close(it->second.fd);
+        held_.erase(it);
+      }
     }
   }
 }

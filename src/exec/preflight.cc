@@ -807,12 +807,18 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
             if (records) records->Refresh();
             if (cx.check_stop) cx.check_stop();
           } catch (...) {
+            // Interrupted, not failed: the probes and their files go.
             for (Running& r : group) {
-              if (r.done) continue;
-              ::kill(r.pid, SIGKILL);
-              int status = 0;
-              ::waitpid(r.pid, &status, 0);
-              r.done = true;
+              if (!r.done) {
+                ::kill(r.pid, SIGKILL);
+                int status = 0;
+                ::waitpid(r.pid, &status, 0);
+                r.done = true;
+              }
+              std::error_code ec;
+              fs::remove_all(r.work, ec);
+              fs::remove(r.out_path, ec);
+              fs::remove(r.log, ec);
             }
             throw;
           }

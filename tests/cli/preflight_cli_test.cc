@@ -511,6 +511,35 @@ TEST_F(PreflightElasticCli, AProbeLockOfAKilledProberIsTakenOverAfterTheLease) {
   EXPECT_EQ(Count("job", "probe_complete"), 1);
 }
 
+TEST_F(PreflightElasticCli, DjshardStopEndsTheProberAndTheWaitersWithNothingLeft) {
+  WriteRecipe("  gpu_probe_steady_batches: 3000\n");
+  Prepare("job");
+  const Spawned a = WorkerOn("node-a", "job");
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const std::string& name : Names("job", "probe")) {
+      if (name.ends_with(".lock")) return true;
+    }
+    return false;
+  }));
+  const Spawned b = WorkerOn("node-b", "job");
+  ASSERT_TRUE(
+      WaitUntil([&] { return ErrSoFar(b).find("waiting for node-a:") != std::string::npos; }));
+  const CliResult stop = Run({"stop", Path("work/job")});
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  for (const Spawned& w : {a, b}) {
+    const CliResult r = WaitFor(w);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("preflight interrupted; claimed nothing"), std::string::npos) << r.err;
+  }
+  // The probe was killed: no record, no failure, no lock, no work directory.
+  EXPECT_TRUE(Names("job", "probe").empty()) << ::testing::PrintToString(Names("job", "probe"));
+  EXPECT_TRUE(Names("job", "attempts").empty());
+  // node-b may have taken the lock node-a released before it saw the stop.
+  EXPECT_GE(Count("job", "probe_start"), 1);
+  EXPECT_EQ(Count("job", "probe_complete"), 0);
+  EXPECT_EQ(Count("job", "probe_failed"), 0);
+}
+
 TEST_F(PreflightElasticCli, AProbeThatRaisesStopsEveryWorkerBeforeAnyClaim) {
   WriteRecipe("", "      skip_op_error: false\n");
   std::string r = Read("recipe.yaml");

@@ -493,7 +493,8 @@ TEST_F(PreflightElasticCli, AProbeLockOfAKilledProberIsTakenOverAfterTheLease) {
     for (const std::string& name : Names("job", "probe")) {
       if (name.size() > 5 && name.ends_with(".lock")) lock = name;
     }
-    return !lock.empty();
+    // Its probe started (the lock comes just before the event).
+    return !lock.empty() && Count("job", "probe_start") == 1;
   }));
   ASSERT_EQ(::kill(a.pid, SIGKILL), 0);
   EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
@@ -517,7 +518,7 @@ TEST_F(PreflightElasticCli, DjshardStopEndsTheProberAndTheWaitersWithNothingLeft
   const Spawned a = WorkerOn("node-a", "job");
   ASSERT_TRUE(WaitUntil([&] {
     for (const std::string& name : Names("job", "probe")) {
-      if (name.ends_with(".lock")) return true;
+      if (name.ends_with(".lock")) return Count("job", "probe_start") == 1;
     }
     return false;
   }));

@@ -67,6 +67,12 @@ void PrintView(const exec::RunJobView& v, bool detailed) {
                 static_cast<unsigned long long>(p.rows_in),
                 static_cast<unsigned long long>(p.rows_out));
   }
+  if (!v.replica_plan.is_null()) {
+    std::printf("replica plan:\n");
+    for (const std::string& line : exec::ReplicaPlanLines(v.replica_plan)) {
+      std::printf("  %s\n", line.c_str());
+    }
+  }
   if (detailed) {
     PrintOpTotals(v.op_totals);
   }
@@ -113,6 +119,14 @@ void PrintView(const store::ElasticJobView& v, bool detailed) {
                   static_cast<unsigned long long>(a.partitions_total));
     }
     std::printf("\n");
+  }
+  for (const nlohmann::json& plan : v.replica_plans) {
+    std::printf("replica plan of %s (pid %s, %s thread(s)):\n",
+                plan["hostname"].get<std::string>().c_str(), plan["pid"].dump().c_str(),
+                plan["threads"].dump().c_str());
+    for (const std::string& line : exec::ReplicaPlanLines(plan)) {
+      std::printf("  %s\n", line.c_str());
+    }
   }
   if (!detailed) return;
   for (const auto& sh : v.shard_details) {

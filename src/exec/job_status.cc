@@ -27,6 +27,56 @@ double AgeSecs(const std::string& path) {
 
 }  // namespace
 
+json ReplicaPlanOf(const json& plan) {
+  if (!plan.is_object() || !plan.contains("stages") || !plan["stages"].is_array()) return nullptr;
+  json stages = json::array();
+  for (const json& s : plan["stages"]) {
+    if (!s.is_object() || s.value("kind", "") != "model") continue;
+    std::string name = s.value("op_name", "");
+    // A run job's plan names operators in ops[]; attempts' plans in the stage.
+    if (name.empty() && s.contains("op_idxs") && !s["op_idxs"].empty() && plan.contains("ops")) {
+      const size_t op = s["op_idxs"][0].get<size_t>();
+      if (op < plan["ops"].size()) name = plan["ops"][op].value("name", "");
+    }
+    stages.push_back({{"stage_id", s.value("stage_id", json())},
+                      {"op_name", name},
+                      {"replicas", s.value("replicas", json())},
+                      {"devices", s.value("devices", json::array())},
+                      {"batch_size", s.value("batch_size", json())},
+                      {"bound", s.value("bound", json())}});
+  }
+  if (stages.empty()) return nullptr;
+  return {{"stages", stages}, {"probe", plan.value("probe", json())}};
+}
+
+std::vector<std::string> ReplicaPlanLines(const json& replica_plan) {
+  std::vector<std::string> lines;
+  if (!replica_plan.is_object()) return lines;
+  for (const json& s : replica_plan["stages"]) {
+    std::string devices;
+    for (const json& d : s.value("devices", json::array())) {
+      if (!devices.empty()) devices += ",";
+      devices += d.is_string() ? d.get<std::string>() : d.dump();
+    }
+    std::string line = "stage " + s["stage_id"].dump() + " " + s.value("op_name", "") + ": " +
+                       s["replicas"].dump() + " replica(s) on " + devices;
+    if (s["bound"].is_string()) line += " (bound: " + s["bound"].get<std::string>() + ")";
+    lines.push_back(line);
+  }
+  const json& probe = replica_plan["probe"];
+  if (probe.is_object()) {
+    std::string keys;
+    for (const json& k : probe.value("cache_keys", json::array())) {
+      if (!keys.empty()) keys += ",";
+      keys += k.get<std::string>().substr(0, 12);
+    }
+    lines.push_back(std::string("probe: ") +
+                    (probe.value("enabled", false) ? "enabled" : "disabled") +
+                    (keys.empty() ? "" : ", keys " + keys));
+  }
+  return lines;
+}
+
 std::vector<json> ReadEventLines(const std::string& path) {
   std::vector<json> out;
   std::ifstream in(path);
@@ -150,6 +200,7 @@ RunJobView ReadRunJob(const std::string& dir) {
   const std::string plan_path = v.job_dir + "/dag_execution_plan.json";
   if (::stat(plan_path.c_str(), &st) == 0) {
     const json plan = json::parse(io::ReadFile(plan_path), nullptr, false);
+    v.replica_plan = ReplicaPlanOf(plan);
     const size_t num_ops = plan.is_object() ? plan.value("ops", json::array()).size() : 0;
     for (PartitionView& p : parts) {
       if (num_ops > 0 && std::find(p.taps.begin(), p.taps.end(), num_ops - 1) != p.taps.end()) {
@@ -209,6 +260,7 @@ json RunJobView::ToJson(bool detailed) const {
     if (p.status == "running") running.push_back(p.partition_id);
   }
   j["running_partitions"] = running;
+  if (!replica_plan.is_null()) j["replica_plan"] = replica_plan;
   if (detailed) {
     json rows = json::array();
     for (const PartitionView& p : partitions) {

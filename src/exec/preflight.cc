@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "djshard/common/error.h"
 #include "djshard/exec/executor.h"
 #include "djshard/exec/replica_plan.h"
+#include "djshard/io/disk.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
@@ -28,6 +30,7 @@
 #include "djshard/model/runtime.h"
 #include "djshard/ops/registry.h"
 #include "src/exec/job_preflight.h"
+#include "src/exec/probe_records.h"
 
 namespace djshard::exec {
 
@@ -62,8 +65,10 @@ std::string ReadText(const std::string& path) {
   return s.str();
 }
 
+// Temp + rename; the temp name is this process's, so that workers of an
+// elastic job may write the same file at once (the last rename wins).
 void WriteText(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = path + ".tmp." + HostName() + "." + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << text;
@@ -348,6 +353,9 @@ pid_t StartProbeChild(const std::vector<std::string>& args, const std::string& l
   const pid_t pid = ::fork();
   if (pid < 0) throw Error("cannot start a probe process (fork failed)");
   if (pid == 0) {
+    // A probe whose job process died (kill -9) ends too, rather than holding
+    // a device while another worker probes the same key again.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
@@ -511,7 +519,24 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
     }
   } else {
     const std::string probe_dir = cx.job_dir + "/probe";
-    fs::create_directories(probe_dir);
+    // Run: the sample and the probes' results and logs go to probe/. Elastic:
+    // probe/ holds the shared records, and each process works in a directory
+    // of its own there.
+    const std::string work_dir =
+        cx.shared ? probe_dir + "/work." + HostName() + "." + std::to_string(::getpid())
+                  : probe_dir;
+    fs::create_directories(work_dir);
+    const std::string sample_path = work_dir + "/sample.jsonl";
+    // However preflight ends, the sample goes, and the work directory when
+    // it is empty (a failed probe's log stays: its failure names it).
+    struct Cleanup {
+      std::string sample, dir;
+      ~Cleanup() {
+        std::error_code ec;
+        fs::remove(sample, ec);
+        fs::remove(dir, ec);
+      }
+    } cleanup{sample_path, work_dir};
     uint64_t rows = 0;
     for (size_t t : targets) {
       rows = std::max<uint64_t>(rows, plan.operators[t].op->model_description()->batch_size);
@@ -523,7 +548,6 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                       std::to_string(st.sample_offset) + ")",
                   "lower partition.gpu_probe_sample_offset");
     }
-    const std::string sample_path = probe_dir + "/sample.jsonl";
     WriteText(sample_path, sample.rows);
 
     // The cached results of earlier runs: this job's, then those of the other
@@ -540,7 +564,9 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
         others.emplace_back(fs::last_write_time(f, ec), f.string());
       }
       std::sort(others.rbegin(), others.rend());
-      std::vector<std::string> files = {results_path};
+      // Elastic: this job's own probes are read from their records.
+      std::vector<std::string> files;
+      if (!cx.shared) files.push_back(results_path);
       for (const auto& o : others) files.push_back(o.second);
       for (const std::string& f : files) {
         if (!fs::exists(f, ec)) continue;
@@ -558,6 +584,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       std::string key;
       json entry;
       bool reused = false;
+      std::string prober;  // a shared record's "host:pid" (elastic)
     };
     std::vector<Target> all(targets.size());
     for (size_t n = 0; n < targets.size(); ++n) {
@@ -598,6 +625,15 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       }
     }
 
+    // Elastic: the records other workers read, and the locks of the keys
+    // this process probes (released on every way out).
+    std::unique_ptr<ProbeRecords> records;
+    if (cx.shared) {
+      records = std::make_unique<ProbeRecords>(probe_dir, cx.shared->lease_secs,
+                                               cx.shared->heartbeat_secs, io::RealDisk());
+    }
+    json probed_here = json::array();
+
     // The probes to run: parallel ones up to max_concurrent_gpu_probes at
     // once, ordered ones alone.
     struct Running {
@@ -615,9 +651,9 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                               {"metadata", {{"cache_key", g.key}, {"probe_mode", g.replay.mode}}}});
       Running r;
       r.n = n;
-      r.out_path = probe_dir + "/result_op_" + std::to_string(g.t) + ".json";
-      r.work = probe_dir + "/work_op_" + std::to_string(g.t);
-      r.log = probe_dir + "/probe_op_" + std::to_string(g.t) + ".log";
+      r.out_path = work_dir + "/result_op_" + std::to_string(g.t) + ".json";
+      r.work = work_dir + "/work_op_" + std::to_string(g.t);
+      r.log = work_dir + "/probe_op_" + std::to_string(g.t) + ".log";
       fs::create_directories(r.work);
       std::error_code ec;
       fs::remove(r.out_path, ec);
@@ -670,7 +706,24 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                                {"status", "failed"},
                                {"duration_secs", Now() - bad.start},
                                {"error_type", type},
-                               {"error_message", msg}});
+                               {"error_message", msg},
+                               {"metadata", {{"cache_key", all[bad.n].key}}}});
+      if (records) {
+        // The workers waiting on this key stop with this failure.
+        records->PublishFailure(
+            all[bad.n].key,
+            {{"cache_key", all[bad.n].key},
+             {"op_idx", all[bad.n].t},
+             {"op_name", spec.name},
+             {"error_type", type},
+             {"error_message", msg},
+             {"hint", hint},
+             {"log", fs::exists(bad.log) ? json(fs::relative(bad.log, cx.job_dir).string())
+                                         : json(nullptr)},
+             {"hostname", HostName()},
+             {"pid", ::getpid()},
+             {"created_at", UtcNow()}});
+      }
       throw Error(recipe.path + ":" + std::to_string(spec.line) + ": preflight probe of " +
                       spec.name + " failed: " + msg,
                   hint);
@@ -723,6 +776,13 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       for (const json& w : warnings) {
         std::fprintf(stderr, "WARNING: %s: %s\n", spec.name.c_str(), w.get<std::string>().c_str());
       }
+      probed_here.push_back(g.key);
+      if (records) {
+        // Another prober (of a lock taken over as stale) may have published
+        // first: its record stands, for every worker alike.
+        g.entry = records->Publish(g.key, g.entry);
+        g.entry["op_idx"] = g.t;
+      }
       cx.emit("probe_complete",
               {{"op_idx", g.t},
                {"op_name", spec.name},
@@ -732,41 +792,117 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                {"throughput_rows_per_second", measured["steady_rows_per_sec"]},
                {"metadata", {{"cache_key", g.key}, {"probe_mode", g.replay.mode}}}});
     };
-    std::vector<size_t> todo;
-    for (size_t n = 0; n < all.size(); ++n) {
-      if (!all[n].reused) todo.push_back(n);
-    }
     const double timeout = st.timeout_seconds.value_or(0);
-    for (size_t next = 0; next < todo.size();) {
-      std::vector<Running> group;
-      const bool parallel = all[todo[next]].replay.mode == "parallel";
-      while (next < todo.size() &&
-             (group.empty() || (parallel && all[todo[next]].replay.mode == "parallel" &&
-                                group.size() < st.max_concurrent_probes))) {
-        group.push_back(start_probe(todo[next++]));
-      }
-      for (size_t left = group.size(); left > 0;) {
-        for (Running& r : group) {
-          if (r.done) continue;
-          int status = 0;
-          if (::waitpid(r.pid, &status, WNOHANG) == r.pid) {
-            r.done = true;
-            --left;
-            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-              fail(group, r, "exception", ChildError(r.log), "");
-            }
-          } else if (timeout > 0 && Now() - r.start > timeout) {
-            ::kill(r.pid, SIGKILL);
-            ::waitpid(r.pid, &status, 0);
-            r.done = true;
-            fail(group, r, "timeout",
-                 "the probe ran past gpu_probe_timeout_seconds (" + Fixed(timeout, 3) + " s)",
-                 "raise partition.gpu_probe_timeout_seconds or make the sample smaller");
-          }
+    auto run_probes = [&](const std::vector<size_t>& todo) {
+      for (size_t next = 0; next < todo.size();) {
+        std::vector<Running> group;
+        const bool parallel = all[todo[next]].replay.mode == "parallel";
+        while (next < todo.size() &&
+               (group.empty() || (parallel && all[todo[next]].replay.mode == "parallel" &&
+                                  group.size() < st.max_concurrent_probes))) {
+          group.push_back(start_probe(todo[next++]));
         }
-        if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        for (size_t left = group.size(); left > 0;) {
+          try {
+            if (records) records->Refresh();
+            if (cx.check_stop) cx.check_stop();
+          } catch (...) {
+            // Interrupted, not failed: the probes and their files go.
+            for (Running& r : group) {
+              if (!r.done) {
+                ::kill(r.pid, SIGKILL);
+                int status = 0;
+                ::waitpid(r.pid, &status, 0);
+                r.done = true;
+              }
+              std::error_code ec;
+              fs::remove_all(r.work, ec);
+              fs::remove(r.out_path, ec);
+              fs::remove(r.log, ec);
+            }
+            throw;
+          }
+          for (Running& r : group) {
+            if (r.done) continue;
+            int status = 0;
+            if (::waitpid(r.pid, &status, WNOHANG) == r.pid) {
+              r.done = true;
+              --left;
+              if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                fail(group, r, "exception", ChildError(r.log), "");
+              }
+            } else if (timeout > 0 && Now() - r.start > timeout) {
+              ::kill(r.pid, SIGKILL);
+              ::waitpid(r.pid, &status, 0);
+              r.done = true;
+              fail(group, r, "timeout",
+                   "the probe ran past gpu_probe_timeout_seconds (" + Fixed(timeout, 3) + " s)",
+                   "raise partition.gpu_probe_timeout_seconds or make the sample smaller");
+            }
+          }
+          if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        for (const Running& r : group) finish(r);
       }
-      for (const Running& r : group) finish(r);
+    };
+    std::vector<size_t> pending;
+    for (size_t n = 0; n < all.size(); ++n) {
+      if (!all[n].reused) pending.push_back(n);
+    }
+    if (!records) {
+      run_probes(pending);
+      pending.clear();
+    }
+    // Elastic: per key, read its record, stop on a fresh failure, probe it
+    // under its lock, or wait for the worker that holds the lock. Waiting
+    // starts only once this process's own probes are published, so that no
+    // two workers wait on each other.
+    std::set<size_t> told;
+    while (!pending.empty()) {
+      std::vector<size_t> mine, busy;
+      for (size_t n : pending) {
+        Target& g = all[n];
+        const recipe::OperatorSpec& spec = recipe.process[g.t];
+        const ProbeRecords::Look look = records->TryKey(g.key);
+        const std::string rel = "probe/" + g.key;
+        switch (look.state) {
+          case ProbeRecords::State::kRecord:
+            g.entry = look.record;
+            g.entry["op_idx"] = g.t;
+            g.reused = true;
+            g.prober = g.entry.value("hostname", "?");
+            break;
+          case ProbeRecords::State::kFailed: {
+            const json& f = look.record;
+            const std::string hint = f.value("hint", "");
+            throw Error(
+                recipe.path, spec.line,
+                "preflight probe of " + spec.name + " failed on " + f.value("hostname", "?") + ":" +
+                    std::to_string(f.value("pid", int64_t{0})) + " (" + rel + ".failed.json, " +
+                    f.value("error_type", "error") + "): " + f.value("error_message", ""),
+                (hint.empty() ? "" : hint + "; ") +
+                    "a worker started after the lease probes again");
+          }
+          case ProbeRecords::State::kMine:
+            mine.push_back(n);
+            break;
+          case ProbeRecords::State::kBusy:
+            busy.push_back(n);
+            if (told.insert(n).second && cx.say) {
+              cx.say("preflight: waiting for " +
+                     (look.holder.empty() ? std::string("another worker") : look.holder) +
+                     " to probe " + spec.name + " (" + rel + ".lock)");
+            }
+            break;
+        }
+      }
+      run_probes(mine);
+      pending = busy;
+      for (const double until = Now() + (pending.empty() ? 0 : cx.shared->poll_secs);
+           Now() < until;) {
+        if (cx.check_stop) cx.check_stop();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
 
     json entries = json::array();
@@ -788,11 +924,34 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       }
       planner_stages.push_back(ps);
       stage_notes[n] = Fixed(ps.rows_per_sec, 1) + " rows/s per replica (" +
-                       (g.reused ? "probe reused" : "probed " + g.replay.mode) + ")";
+                       (!g.prober.empty() ? "probe record of " + g.prober
+                        : g.reused        ? "probe reused"
+                                          : "probed " + g.replay.mode) +
+                       ")";
     }
-    std::error_code ec;
-    fs::remove(sample_path, ec);
-    fs::remove(probe_dir, ec);  // when empty: a failed probe's log stays
+    probe_json["probed"] = probed_here;
+    if (records) {
+      // The index of the job's probes (SPEC-checkpoints §10.5): the records
+      // are the truth, the index is for people and for later jobs' reuse.
+      // Workers on other devices have other keys: theirs are kept.
+      json index = json::array();
+      const json old = json::parse(ReadText(results_path), nullptr, false);
+      if (old.is_object() && old.contains("probes") && old["probes"].is_array()) {
+        for (const json& e : old["probes"]) {
+          const std::string key = e.is_object() ? e.value("cache_key", "") : "";
+          if (std::find(probe_json["cache_keys"].begin(), probe_json["cache_keys"].end(),
+                        json(key)) == probe_json["cache_keys"].end()) {
+            index.push_back(e);
+          }
+        }
+      }
+      for (const json& e : entries) index.push_back(e);
+      entries = index;
+      probe_json["records"] = json::array();
+      for (const json& k : probe_json["cache_keys"]) {
+        probe_json["records"].push_back("probe/" + k.get<std::string>() + ".json");
+      }
+    }
     WriteText(results_path, json({{"schema_version", 1}, {"probes", entries}}).dump(2) + "\n");
   }
 
@@ -811,6 +970,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
     if (stages[s].kind == "model") {
       const size_t t = stages[s].op_idxs.front();
       model_stage_ids.push_back(s);
+      one["op_name"] = recipe.process[t].name;
       one["batch_size"] = plan.operators[t].op->model_description()->batch_size;
       for (size_t n = 0; n < rp.stages.size(); ++n) {
         if (rp.stages[n].stage_id != s) continue;
@@ -828,10 +988,12 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
   for (uint64_t p = 0; p < cx.num_partitions; ++p) partitions.push_back(p);
   // Every model stage fits at once (PlanReplicas refuses otherwise), so the
   // replicas live as long as the process: one group, the whole run.
-  const json groups = json::array({{{"group_id", 0},
-                                    {"stage_ids", model_stage_ids},
-                                    {"partitions", partitions},
-                                    {"size", cx.num_partitions}}});
+  // Elastic: the group is every partition of every shard this process runs.
+  const json groups =
+      json::array({{{"group_id", 0},
+                    {"stage_ids", model_stage_ids},
+                    {"partitions", cx.shared ? json("all") : partitions},
+                    {"size", cx.shared ? json(nullptr) : json(cx.num_partitions)}}});
   result.printout.insert(result.printout.begin(),
                          "Replica plan (" + std::string(st.enabled ? "preflight" : "explicit") +
                              "; one execution group: replicas live for the whole run):");

@@ -322,13 +322,15 @@ bool ClaimStore::Release(const Claim& claim, const std::optional<FailedRecord>& 
   return owned;
 }
 
-void ClaimStore::StartAttempt(const Claim& claim, const std::string& input_path) {
+void ClaimStore::StartAttempt(const Claim& claim, const std::string& input_path,
+                              const nlohmann::json& plan) {
   disk_.MakeDirs(claim.attempt_dir());
   AttemptRecord record;
   record.claim = claim.record();
   record.status = AttemptStatus::kRunning;
   record.input_path = input_path;
   record.started_at = FormatUtcIso8601(NowNanos());
+  record.plan = plan;
   disk_.WriteReplace(JobPaths::AttemptRecordPath(claim.attempt_dir()), record.ToJson());
 }
 

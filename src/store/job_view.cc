@@ -177,6 +177,9 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
   v.partitions = CountPartitions(job, status);
 
   std::set<std::string> hosts;
+  // Per host, the attempt.json whose replica plan monitor shows: a running
+  // attempt's, else one done shard's (one read per node, not per shard).
+  std::map<std::string, std::string> plan_of_host;
   std::map<std::string, RunningAttempt*> by_token;
   std::map<size_t, json> ops;  // by op index
   int64_t first_start = 0, last_done = 0;
@@ -194,6 +197,10 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
         const std::string path = job.DonePath(sh.shard->id);
         const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
         row["rows_out"] = done.rows;
+        if (!plan_of_host.count(done.hostname)) {
+          plan_of_host[done.hostname] =
+              job.InJob(fs::path(done.output_path).parent_path().string()) + "/attempt.json";
+        }
         const int64_t end = ParseUtcIso8601(done.completed_at);
         const int64_t begin = end - static_cast<int64_t>(done.seconds * 1e9);
         if (end > 0) {
@@ -225,6 +232,13 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
       a.lock_age_secs = sh.lock->age_secs;
       if (checkpoints_root.empty()) checkpoints_root = ShardCheckpointsRoot(job);
       ReadShardCheckpoints(checkpoints_root + "/" + sh.shard->id, &a, &v.last_checkpoint_time);
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(job.AttemptsDir(a.shard_id), ec)) {
+        const std::string name = e.path().filename().string();
+        if (!a.token.empty() && name.ends_with("-" + a.token)) {
+          plan_of_host[a.hostname] = e.path().string() + "/attempt.json";
+        }
+      }
       v.running.push_back(a);
       row["attempt_token"] = a.token;
       row["pid"] = a.pid;
@@ -232,6 +246,22 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
     v.shard_details.push_back(row);
   }
   for (RunningAttempt& a : v.running) by_token[a.token] = &a;
+  for (const auto& [host, path] : plan_of_host) {
+    std::string text;
+    try {
+      text = job.disk().Read(path);
+    } catch (const Error&) {
+      continue;  // gone or unreadable: the node's plan is not shown
+    }
+    const json attempt = json::parse(text, nullptr, false);
+    if (!attempt.is_object() || !attempt.contains("plan")) continue;
+    json plan = exec::ReplicaPlanOf(attempt["plan"]);
+    if (plan.is_null()) continue;
+    plan["hostname"] = host;
+    plan["pid"] = attempt["plan"].value("pid", json());
+    plan["threads"] = attempt["plan"].value("threads", json());
+    v.replica_plans.push_back(plan);
+  }
   for (auto& [k, t] : ops) v.op_totals.push_back(t);
   v.hosts.assign(hosts.begin(), hosts.end());
 
@@ -325,6 +355,7 @@ json ElasticJobView::ToJson(bool detailed) const {
             {"last_checkpoint", last_checkpoint_time.empty() ? json() : json(last_checkpoint_time)},
             {"merged", merged},
             {"running_attempts", running_json},
+            {"replica_plans", replica_plans},
             {"stop", stop}};
   if (detailed) {
     j["shard_details"] = shard_details;

@@ -263,11 +263,18 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
         {"num_partitions",
          manual ? nlohmann::json(partitioning->num_of_partitions) : nlohmann::json()},
         {"per_shard", true}};
-    disk.WriteAtomic(staged.dir() + "/dag_execution_plan.json",
-                     exec::ExecutionPlanJson(*compiled, m.job_id, recipe_sha256, checkpoint_taps,
-                                             *partitioning, parts)
-                             .dump(2) +
-                         "\n");
+    nlohmann::json plan = exec::ExecutionPlanJson(*compiled, m.job_id, recipe_sha256,
+                                                  checkpoint_taps, *partitioning, parts);
+    // Model operators are probed by the workers before they claim
+    // (SPEC-checkpoints §10): a key depends on the node's device, so the keys
+    // and each node's replicas are in its attempts' `plan`.
+    for (size_t i = 0; i < compiled->operators.size(); ++i) {
+      if (!compiled->operators[i].op->model_description()) continue;
+      plan["ops"][i]["kind"] = "model";
+      plan["probe"]["enabled"] = partitioning->preflight.enabled;
+      plan["probe"]["records"] = "probe/<cache_key>.json; per node: attempts/*/*/attempt.json plan";
+    }
+    disk.WriteAtomic(staged.dir() + "/dag_execution_plan.json", plan.dump(2) + "\n");
   }
   for (const std::string& dir : {staged.ShardsDir(), staged.StateDir(), staged.dir()}) {
     disk.SyncDir(dir);

@@ -107,6 +107,7 @@ std::string AttemptRecord::ToJson() const {
   if (!error.empty()) j["error"] = error;
   if (!partitions.is_null()) j["partitions"] = partitions;
   if (!resumed_from.is_null()) j["resumed_from"] = resumed_from;
+  if (!plan.is_null()) j["plan"] = plan;
   return j.dump(2) + "\n";
 }
 
@@ -128,6 +129,7 @@ AttemptRecord AttemptRecord::FromJson(const std::string& text, const std::string
     r.error = j.value("error", "");
     if (j.contains("partitions")) r.partitions = j["partitions"];
     if (j.contains("resumed_from")) r.resumed_from = j["resumed_from"];
+    if (j.contains("plan")) r.plan = j["plan"];
   });
   return r;
 }

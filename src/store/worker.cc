@@ -25,6 +25,7 @@
 #include "djshard/exec/executor.h"
 #include "djshard/exec/partition_runner.h"
 #include "djshard/exec/plan.h"
+#include "djshard/exec/preflight.h"
 #include "djshard/exec/stop_request.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
@@ -200,6 +201,7 @@ class Worker {
 
   WorkerOutcome Run() {
     Setup();
+    if (const std::optional<WorkerEnd> end = Preflight()) return End(*end);
     for (;;) {
       // A job stop claims nothing more (SPEC-checkpoints §9).
       stop_watch_->Look();
@@ -239,7 +241,8 @@ class Worker {
       CrashPoint("after_claim");
       current_ = std::make_unique<Attempt>(std::move(*search.claim));
       // The attempt's directory and record come first: its log lives there.
-      store_.StartAttempt(current_->claim, job_.FindShard(current_->claim.shard_id())->path);
+      store_.StartAttempt(current_->claim, job_.FindShard(current_->claim.shard_id())->path,
+                          attempt_plan_);
       current_->log.Open(JobPaths::AttemptLogPath(current_->claim.attempt_dir()));
       Say("took " + current_->claim.shard_id() + " (attempt " +
           std::to_string(current_->claim.attempt_number()) + ")");
@@ -307,6 +310,67 @@ class Worker {
     stop_watch_ = std::make_unique<exec::StopWatcher>(
         job_.dir(), [this](const exec::StopRequest& r, JobStop level) { OnStop(r, level); },
         job_.disk());
+  }
+
+  // Thrown through preflight by a stop request, a signal or dlc's abort.
+  struct PreflightInterrupted {
+    WorkerEnd end;
+  };
+
+  // Phase 1b, model preflight (SPEC-checkpoints §10), before any claim: for
+  // a recipe with partition: or checkpoint: sections and model operators,
+  // every operator's cache key is probed once across the job's workers
+  // (probe/<key>.json, one prober per key under probe/<key>.lock; the others
+  // wait for the record and read it), and this node's replica plan goes into
+  // every attempt.json it starts. A failed probe, here or read from a fresh
+  // failure record, throws Error (exit 2) naming the operator before any
+  // shard is claimed. Returns how the worker ends when it was stopped.
+  std::optional<WorkerEnd> Preflight() {
+    const recipe::Recipe& recipe = *recipe_;
+    const YAML::Node partition = recipe.root["partition"], checkpoint = recipe.root["checkpoint"];
+    if ((!partition || partition.IsNull()) && (!checkpoint || checkpoint.IsNull())) {
+      return std::nullopt;
+    }
+    // A finished job has no shard left to claim, and nothing to probe for.
+    const ShardScan scan = job_.Scan();
+    if (scan.done.size() + scan.failed.size() >= job_.manifest().shards.size()) {
+      return std::nullopt;
+    }
+    const exec::JobSettings st = exec::ParseJobSettings(recipe.root, recipe.path);
+    exec::PreflightContext cx;
+    cx.recipe = &recipe;
+    cx.plan = plan_.get();
+    cx.settings = st.preflight;
+    for (const ShardEntry& s : job_.manifest().shards) cx.inputs.push_back(job_.InJob(s.path));
+    cx.job_dir = job_.dir();
+    cx.threads = threads_;
+    cx.partitions_in_flight = st.max_concurrent_partitions;
+    cx.emit = [this](const std::string& type, nlohmann::json fields) {
+      events_->Emit(type, std::move(fields));
+    };
+    cx.shared = exec::PreflightContext::Shared{policy_.lease_secs, policy_.heartbeat_secs,
+                                               std::min(0.25, policy_.poll_interval_secs)};
+    cx.check_stop = [this] {  // the stop watcher's thread looks for stop requests
+      if (StopRequested() || JobStopRequested()) throw PreflightInterrupted{WorkerEnd::kStopped};
+      if (options_.aborted && options_.aborted()) {
+        throw PreflightInterrupted{WorkerEnd::kAborted};
+      }
+    };
+    cx.say = [this](const std::string& line) { Say(line); };
+    exec::PreflightResult result;
+    try {
+      result = exec::RunPreflight(cx);
+    } catch (const PreflightInterrupted& e) {
+      Say("preflight interrupted; claimed nothing");
+      return e.end;
+    }
+    if (!result.has_model_ops) return std::nullopt;
+    attempt_plan_ = result.plan_fields;
+    attempt_plan_["hostname"] = HostName();
+    attempt_plan_["pid"] = ::getpid();
+    attempt_plan_["threads"] = threads_;
+    for (const std::string& line : result.printout) Say(line);
+    return std::nullopt;
   }
 
   // A worker refuses to start on a stopped job: its stop request must be
@@ -1072,6 +1136,7 @@ class Worker {
   std::optional<exec::JobSettings> settings_;
   std::vector<size_t> taps_;
   int threads_ = 1;
+  nlohmann::json attempt_plan_;  // this node's replica plan, for attempt.json (null: none)
   std::unique_ptr<exec::EventLog> events_;  // this process's events file
   // Declared after events_ and say: its callback uses them until it is destroyed.
   std::unique_ptr<exec::StopWatcher> stop_watch_;

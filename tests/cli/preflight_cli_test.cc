@@ -1,6 +1,9 @@
 // Model preflight (SPEC-checkpoints §10, §11 test 11), black-box on the CPU:
 // a tiny RoBERTa snapshot made by tools/tiny_models.py, probed by
 // `djshard run --device cpu` before the job's first partition.
+#include <signal.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +163,16 @@ TEST_F(PreflightCli, CpuProbeRecordsTimingsAndACacheKeyThatARerunReuses) {
   EXPECT_EQ(plan["execution_groups"][0]["partitions"].size(), 2u);
   // The output is the model's.
   EXPECT_TRUE(Contains("out/a.jsonl", "query_sentiment_label"));
+  // monitor shows the replica plan.
+  const CliResult shown = Run({"monitor", "a", "--work-dir", Path("work")});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("replica plan:"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("stage 1 query_sentiment_detection_mapper: "), std::string::npos)
+      << shown.out;
+  const json monitored =
+      json::parse(Run({"monitor", "a", "--work-dir", Path("work"), "--json"}).out);
+  EXPECT_EQ(monitored["replica_plan"]["stages"][0]["replicas"], stage["replicas"]);
+  EXPECT_EQ(monitored["replica_plan"]["probe"]["cache_keys"][0], p["cache_key"]);
 
   // The same recipe again (a new job in the same work dir): reused.
   EXPECT_FALSE(Probed("b"));
@@ -288,6 +301,281 @@ TEST_F(PreflightCli, DisabledPreflightNeedsNumProcAndMemRequiredAndWritesNoProbe
   const json plan = json::parse(Read("work/fixed/dag_execution_plan.json"));
   EXPECT_EQ(plan["probe"]["enabled"], false);
   EXPECT_EQ(plan["stages"][plan["ops"][1]["stage_id"].get<size_t>()]["replicas"], 2);
+}
+
+// Elastic jobs (SPEC-checkpoints §10.5): the workers of a job share one
+// probe per cache key through <job_dir>/probe/<key>.json.
+class PreflightElasticCli : public PreflightCli {
+ protected:
+  // Three shards; a lease long enough that a slow start on a loaded machine
+  // still finds a failure record fresh.
+  void Prepare(const std::string& job) {
+    const CliResult r =
+        Run({"prepare", "--config", Path("recipe.yaml"), "--dataset-path", Path("in.jsonl"),
+             "--job-dir", Path("work/" + job), "--num-shards", "3", "--lease-secs", "10",
+             "--heartbeat-secs", "0.5", "--poll-interval-secs", "0.2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // A worker on its own hostname (UTS namespace); `extra` ends with its flags.
+  Spawned WorkerOn(const std::string& host, const std::string& job,
+                   const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"worker", "--job-dir", Path("work/" + job), "--device", "cpu"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    if (std::find(args.begin(), args.end(), "--threads") == args.end()) {
+      args.insert(args.end(), {"--threads", "1"});
+    }
+    return Spawn(args, {},
+                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+  }
+  // Three workers started at once, waited for.
+  std::vector<CliResult> ThreeWorkers(const std::string& job) {
+    std::vector<Spawned> spawned;
+    for (const char* host : {"node-a", "node-b", "node-c"}) spawned.push_back(WorkerOn(host, job));
+    std::vector<CliResult> results;
+    for (const Spawned& s : spawned) results.push_back(WaitFor(s));
+    return results;
+  }
+  // Every attempt.json of the job.
+  std::vector<json> Attempts(const std::string& job) const {
+    std::vector<json> out;
+    if (!Exists("work/" + job + "/attempts")) return out;
+    for (const auto& shard : fs::directory_iterator(Path("work/" + job + "/attempts"))) {
+      for (const auto& a : fs::directory_iterator(shard.path())) {
+        std::ifstream f(a.path() / "attempt.json");
+        std::stringstream text;
+        text << f.rdbuf();
+        out.push_back(json::parse(text.str()));
+      }
+    }
+    return out;
+  }
+  // Names in work/<job>/<rel>.
+  std::vector<std::string> Names(const std::string& job, const std::string& rel) const {
+    std::vector<std::string> out;
+    if (!Exists("work/" + job + "/" + rel)) return out;
+    for (const auto& e : fs::directory_iterator(Path("work/" + job + "/" + rel))) {
+      out.push_back(e.path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // The three workers of a job whose probe fails: each exits 2 naming the
+  // operator and `text`, one probe ran, and no shard was claimed.
+  void ExpectElasticJobStoppedBeforeAnyClaim(const std::string& job, const std::string& text) {
+    Prepare(job);
+    int readers = 0;
+    for (const CliResult& r : ThreeWorkers(job)) {
+      EXPECT_EQ(r.exit_code, 2) << r.err;
+      EXPECT_NE(r.err.find("query_sentiment_detection_mapper"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(text), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("recipe.yaml:"), std::string::npos) << r.err;
+      if (r.err.find(".failed.json") != std::string::npos) ++readers;
+    }
+    EXPECT_EQ(readers, 2);  // the other two read the prober's failure
+    EXPECT_EQ(Count(job, "probe_start"), 1);
+    EXPECT_EQ(Count(job, "probe_failed"), 1);
+    EXPECT_EQ(Count(job, "partition_start"), 0);
+    EXPECT_TRUE(Attempts(job).empty());
+    EXPECT_TRUE(Names(job, "attempts").empty());
+    EXPECT_TRUE(Names(job, "state/locks").empty());
+    EXPECT_TRUE(Names(job, "state/done").empty());
+    // The failure record, and at most the prober's work directory with the
+    // probe's log (the record names it).
+    std::vector<std::string> failures, work;
+    for (const std::string& name : Names(job, "probe")) {
+      (name.rfind("work.", 0) == 0 ? work : failures).push_back(name);
+    }
+    ASSERT_EQ(failures.size(), 1u) << ::testing::PrintToString(failures);
+    EXPECT_EQ(failures[0].size(), 64u + std::string(".failed.json").size()) << failures[0];
+    EXPECT_LE(work.size(), 1u) << ::testing::PrintToString(work);
+    const json failure = json::parse(Read("work/" + job + "/probe/" + failures[0]));
+    EXPECT_EQ(failure["op_name"], "query_sentiment_detection_mapper");
+    EXPECT_EQ(failure["error_message"].get<std::string>().empty(), false);
+    for (const std::string& w : work) {
+      for (const std::string& name : Names(job, "probe/" + w)) {
+        EXPECT_EQ(name.rfind("probe_op_", 0), 0u) << name;
+      }
+    }
+  }
+};
+
+TEST_F(PreflightElasticCli, ThreeWorkersStartedAtOnceProbeEachKeyOnceAndTheOthersReadTheRecord) {
+  WriteRecipe("");
+  Prepare("job");
+  int probers = 0;
+  for (const CliResult& r : ThreeWorkers("job")) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.err.find("(probed ordered)") != std::string::npos) ++probers;
+    // A worker that planned without probing read the prober's record.
+    if (r.err.find("Replica plan") != std::string::npos &&
+        r.err.find("(probed ") == std::string::npos) {
+      EXPECT_NE(r.err.find("(probe record of node-"), std::string::npos) << r.err;
+    }
+  }
+  EXPECT_EQ(probers, 1);
+  // prepare's plan says the workers probe; the keys are per node.
+  const json dag = json::parse(Read("work/job/dag_execution_plan.json"));
+  EXPECT_EQ(dag["probe"]["enabled"], true);
+  EXPECT_EQ(dag["ops"][1]["kind"], "model");
+  EXPECT_EQ(Count("job", "probe_start"), 1);
+  EXPECT_EQ(Count("job", "probe_complete"), 1);
+  EXPECT_EQ(Count("job", "probe_failed"), 0);
+  // One record per key, no lock or work directory left.
+  const json index = json::parse(Read("work/job/gpu_probe_results.json"));
+  ASSERT_EQ(index["probes"].size(), 1u);
+  const std::string key = index["probes"][0]["cache_key"];
+  EXPECT_EQ(Names("job", "probe"), std::vector<std::string>{key + ".json"});
+  const json record = json::parse(Read("work/job/probe/" + key + ".json"));
+  EXPECT_EQ(record["op_name"], "query_sentiment_detection_mapper");
+  EXPECT_GT(record["steady_rows_per_sec"].get<double>(), 0);
+  EXPECT_EQ(record["hostname"].get<std::string>().rfind("node-", 0), 0u);
+  // Every attempt carries its node's replica plan.
+  const std::vector<json> attempts = Attempts("job");
+  ASSERT_EQ(attempts.size(), 3u);
+  for (const json& a : attempts) {
+    ASSERT_TRUE(a.contains("plan")) << a.dump(2);
+    const json& plan = a["plan"];
+    EXPECT_EQ(plan["hostname"], a["hostname"]);
+    EXPECT_EQ(plan["probe"]["cache_keys"], json::array({key}));
+    EXPECT_EQ(plan["probe"]["records"], json::array({"probe/" + key + ".json"}));
+    EXPECT_EQ(plan["stages"][1]["kind"], "model");
+    EXPECT_GE(plan["stages"][1]["replicas"].get<int>(), 1);
+    EXPECT_EQ(plan["execution_groups"][0]["stage_ids"], json::array({1}));
+  }
+  // monitor shows each node's replica plan.
+  const CliResult shown = Run({"monitor", Path("work/job")});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("replica plan of node-"), std::string::npos) << shown.out;
+  const json monitored = json::parse(Run({"monitor", Path("work/job"), "--json"}).out);
+  ASSERT_GE(monitored["replica_plans"].size(), 1u) << monitored.dump(2);
+  for (const json& node : monitored["replica_plans"]) {
+    EXPECT_EQ(node["hostname"].get<std::string>().rfind("node-", 0), 0u);
+    EXPECT_EQ(node["stages"][0]["op_name"], "query_sentiment_detection_mapper");
+    EXPECT_EQ(node["probe"]["cache_keys"], json::array({key}));
+  }
+  const CliResult merged =
+      Run({"merge", "--job-dir", Path("work/job"), "--output", Path("m.jsonl")});
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_TRUE(Contains("m.jsonl", "query_sentiment_label"));
+}
+
+TEST_F(PreflightElasticCli, ASecondRunOfTheJobAndALaterJobReuseTheRecord) {
+  WriteRecipe("");
+  Prepare("job");
+  const CliResult first = WaitFor(WorkerOn("node-a", "job", {"--max-shards", "1"}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(Count("job", "probe_start"), 1);
+  // The same job again, on another node: the record is read, not re-probed.
+  const CliResult second = WaitFor(WorkerOn("node-b", "job"));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("(probe record of node-a)"), std::string::npos) << second.err;
+  EXPECT_EQ(Count("job", "probe_start"), 1);
+  for (const json& a : Attempts("job")) {
+    if (a["hostname"] == "node-b") {
+      EXPECT_EQ(a["plan"]["probe"]["probed"], json::array());
+    }
+  }
+  // A later job of the same recipe and data in the same work dir reuses it too.
+  Prepare("again");
+  const CliResult later = WaitFor(WorkerOn("node-c", "again"));
+  ASSERT_EQ(later.exit_code, 0) << later.err;
+  EXPECT_EQ(Count("again", "probe_start"), 0);
+  EXPECT_NE(later.err.find("probe reused"), std::string::npos) << later.err;
+}
+
+TEST_F(PreflightElasticCli, AProbeLockOfAKilledProberIsTakenOverAfterTheLease) {
+  // Enough steady batches that the probe runs for a while.
+  WriteRecipe("  gpu_probe_steady_batches: 3000\n");
+  Prepare("job");
+  const Spawned a = WorkerOn("node-a", "job");
+  std::string lock;
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const std::string& name : Names("job", "probe")) {
+      if (name.size() > 5 && name.ends_with(".lock")) lock = name;
+    }
+    // Its probe started (the lock comes just before the event).
+    return !lock.empty() && Count("job", "probe_start") == 1;
+  }));
+  ASSERT_EQ(::kill(a.pid, SIGKILL), 0);
+  EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
+  EXPECT_TRUE(Exists("work/job/probe/" + lock));
+  // node-b waits for node-a's probe until its lock is older than the lease,
+  // then removes the lock and probes itself.
+  const CliResult b = WaitFor(WorkerOn("node-b", "job", {"--lease-secs", "2"}));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("waiting for node-a:"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("(probed ordered)"), std::string::npos) << b.err;
+  EXPECT_FALSE(Exists("work/job/probe/" + lock));
+  const std::string key = lock.substr(0, lock.size() - 5);
+  EXPECT_EQ(json::parse(Read("work/job/probe/" + key + ".json"))["hostname"], "node-b");
+  EXPECT_EQ(Count("job", "probe_start"), 2);  // node-a's, then node-b's
+  EXPECT_EQ(Count("job", "probe_complete"), 1);
+}
+
+TEST_F(PreflightElasticCli, DjshardStopEndsTheProberAndTheWaitersWithNothingLeft) {
+  WriteRecipe("  gpu_probe_steady_batches: 3000\n");
+  Prepare("job");
+  const Spawned a = WorkerOn("node-a", "job");
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const std::string& name : Names("job", "probe")) {
+      if (name.ends_with(".lock")) return Count("job", "probe_start") == 1;
+    }
+    return false;
+  }));
+  const Spawned b = WorkerOn("node-b", "job");
+  ASSERT_TRUE(
+      WaitUntil([&] { return ErrSoFar(b).find("waiting for node-a:") != std::string::npos; }));
+  const CliResult stop = Run({"stop", Path("work/job")});
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  for (const Spawned& w : {a, b}) {
+    const CliResult r = WaitFor(w);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("preflight interrupted; claimed nothing"), std::string::npos) << r.err;
+  }
+  // The probe was killed: no record, no failure, no lock, no work directory.
+  EXPECT_TRUE(Names("job", "probe").empty()) << ::testing::PrintToString(Names("job", "probe"));
+  EXPECT_TRUE(Names("job", "attempts").empty());
+  // node-b may have taken the lock node-a released before it saw the stop.
+  EXPECT_GE(Count("job", "probe_start"), 1);
+  EXPECT_EQ(Count("job", "probe_complete"), 0);
+  EXPECT_EQ(Count("job", "probe_failed"), 0);
+}
+
+TEST_F(PreflightElasticCli, AProbeThatRaisesStopsEveryWorkerBeforeAnyClaim) {
+  WriteRecipe("", "      skip_op_error: false\n");
+  std::string r = Read("recipe.yaml");
+  r.replace(r.find("query_key: text"), 15, "query_key: nothere");
+  Write("recipe.yaml", r);
+  ExpectElasticJobStoppedBeforeAnyClaim("raise", "nothere");
+}
+
+TEST_F(PreflightElasticCli, AMapperThatReturnsNothingStopsEveryWorkerBeforeAnyClaim) {
+  WriteRecipe("");
+  std::string r = Read("recipe.yaml");
+  r.replace(r.find("query_key: text"), 15, "query_key: nothere");
+  Write("recipe.yaml", r);
+  ExpectElasticJobStoppedBeforeAnyClaim("empty", "returned no rows");
+}
+
+TEST_F(PreflightElasticCli, AProbePastItsTimeoutStopsEveryWorkerBeforeAnyClaim) {
+  WriteRecipe("  gpu_probe_timeout_seconds: 0.001\n");
+  ExpectElasticJobStoppedBeforeAnyClaim("slow", "gpu_probe_timeout_seconds");
+}
+
+TEST_F(PreflightElasticCli, DisabledPreflightProbesNothingAndPlansFromNumProc) {
+  WriteRecipe("  gpu_preflight_enabled: false\n", "      num_proc: 2\n      mem_required: 100MB\n");
+  Prepare("fixed");
+  const CliResult r = WaitFor(WorkerOn("node-a", "fixed", {"--threads", "2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(Exists("work/fixed/probe"));
+  EXPECT_FALSE(Exists("work/fixed/gpu_probe_results.json"));
+  EXPECT_EQ(Count("fixed", "probe_start"), 0);
+  const std::vector<json> attempts = Attempts("fixed");
+  ASSERT_EQ(attempts.size(), 3u);
+  for (const json& a : attempts) {
+    EXPECT_EQ(a["plan"]["probe"]["enabled"], false);
+    EXPECT_EQ(a["plan"]["stages"][1]["replicas"], 2);
+  }
 }
 
 TEST_F(PreflightCli, ProbeOpIsHiddenFromHelp) {

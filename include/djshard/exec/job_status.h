@@ -35,10 +35,21 @@ struct RunJobView {
   std::optional<double> eta_secs;
   std::vector<PartitionView> partitions;
   nlohmann::json op_totals = nlohmann::json::array();  // per op: name, rows_in, rows_out, secs
+  // The model stages' replicas from dag_execution_plan.json (ReplicaPlanOf); null: none.
+  nlohmann::json replica_plan;
   int64_t start_ns = 0;
 
   nlohmann::json ToJson(bool detailed) const;
 };
+
+// The replica plan in a plan document (dag_execution_plan.json, or the `plan`
+// of an elastic attempt.json), as `monitor` shows it: {stages: [{stage_id,
+// op_name, replicas, devices, batch_size, bound}] of the model stages, probe}.
+// Null when the document has no model stage.
+nlohmann::json ReplicaPlanOf(const nlohmann::json& plan);
+
+// One line per model stage of a ReplicaPlanOf value, for people.
+std::vector<std::string> ReplicaPlanLines(const nlohmann::json& replica_plan);
 
 // Reads one job directory. Throws Error when it has no job_summary.json.
 RunJobView ReadRunJob(const std::string& job_dir);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,20 @@ struct PreflightContext {
   uint64_t num_partitions = 1;
   // Appends one event (probe_start, probe_complete, probe_failed).
   std::function<void(const std::string& type, nlohmann::json fields)> emit;
+  // An elastic job (worker, dlc): the probes are shared through
+  // <job_dir>/probe/<cache_key>.json, one prober per key (ProbeRecords); the
+  // lease and heartbeat are the workers' claim lease and heartbeat. Unset for run.
+  struct Shared {
+    double lease_secs = 60;
+    double heartbeat_secs = 10;
+    double poll_secs = 0.25;  // between looks at a key another worker probes
+  };
+  std::optional<Shared> shared;
+  // Called while probes run and while waiting for another prober: throws
+  // (a stop request, a signal) to end preflight; running probes are killed.
+  std::function<void()> check_stop;
+  // Lines for the user while preflight waits (another worker's probe).
+  std::function<void(const std::string&)> say;
 };
 
 // What preflight decided. `plan_fields` holds the dag_execution_plan.json
@@ -41,10 +56,12 @@ struct PreflightResult {
 };
 
 // Probes (or reuses the cached probe of) every model operator of the plan and
-// plans its replicas. Throws Error (exit 2) naming the operator when a probe
-// fails, times out, or a mapper returns no rows; with preflight disabled, when
-// a model operator lacks num_proc or mem_required; and when a stage fits on
-// no device (with the table).
+// plans its replicas. Shared (elastic): a key with a record is read, a key
+// whose lock another worker holds is waited for, a key with a failure record
+// younger than the lease stops this worker as the failed probe did. Throws Error (exit 2) naming
+// the operator when a probe fails, times out, or a mapper returns no rows; with preflight disabled,
+// when a model operator lacks num_proc or mem_required; and when a stage fits on no device (with
+// the table).
 PreflightResult RunPreflight(const PreflightContext& context);
 
 // Puts preflight's stages, execution groups and probe keys into a plan

@@ -113,8 +113,10 @@ class ClaimStore {
   // removes the lock. False when lost.
   bool Release(const Claim& claim, const std::optional<FailedRecord>& failed = std::nullopt);
 
-  // Writes a new attempt record (status running) for a claim just made.
-  void StartAttempt(const Claim& claim, const std::string& input_path);
+  // Writes a new attempt record (status running) for a claim just made, with
+  // the worker's replica plan (`plan`, null when it has none).
+  void StartAttempt(const Claim& claim, const std::string& input_path,
+                    const nlohmann::json& plan = nullptr);
 
   // Sets the status (and error, when not empty) of the attempt in
   // `attempt_dir`, keeping its other fields. A "stale" status set by a

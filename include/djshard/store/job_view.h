@@ -62,6 +62,9 @@ struct ElasticJobView {
   nlohmann::json stop;                                     // the stop request, or null
   nlohmann::json shard_details = nlohmann::json::array();  // per shard: id, status, owner, rows
   nlohmann::json op_totals = nlohmann::json::array();      // per op over done shards
+  // Per node that ran or runs attempts with model stages: {hostname, pid,
+  // threads, stages, probe} from its latest attempt's `plan` (ReplicaPlanOf).
+  nlohmann::json replica_plans = nlohmann::json::array();
 
   nlohmann::json ToJson(bool detailed) const;
 };

@@ -61,6 +61,9 @@ struct AttemptRecord {
   // commit, origin_attempt_token}. Null when the shard is not checkpointed.
   nlohmann::json partitions;
   nlohmann::json resumed_from;
+  // This node's replica plan of the job's model stages (SPEC-checkpoints §8,
+  // §10: stages, execution_groups, probe). Null without model operators.
+  nlohmann::json plan;
 
   std::string ToJson() const;
   static AttemptRecord FromJson(const std::string& text, const std::string& path);

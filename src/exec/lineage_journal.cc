@@ -58,8 +58,8 @@ std::string JournalLine(const JournaledParent& p) {
     error = lines.back();
     lines.pop_back();
   }
-  std::string out = "{\"row\":" + std::to_string(p.row) + ",\"state\":\"" + StateName(p.state) +
-                    "\",\"record\":";
+  std::string out =
+      "{\"row\":" + std::to_string(p.row) + ",\"state\":\"" + StateName(p.state) + "\",\"record\":";
   out += p.state == JournalState::kPresent ? std::string_view(p.record) : "null";
   out += ",\"error\":";
   out += error.empty() ? std::string_view("null") : error;

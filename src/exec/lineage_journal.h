@@ -71,7 +71,7 @@ class GatherJournal {
 // The committed segments of a journal, verified.
 struct LoadedJournal {
   std::unordered_map<uint64_t, JournaledParent> parents;  // by row
-  uint64_t next_segment = 0;  // the first segment number no record uses
+  uint64_t next_segment = 0;                              // the first segment number no record uses
 };
 
 // Reads every commit record of `scope`'s journal and verifies it (region,
@@ -79,11 +79,10 @@ struct LoadedJournal {
 // sha256, rows and count). A record that fails is handed to `reject(path,
 // record, why)` and its parents are left out (recomputed); `loaded(fields)`
 // is called for each segment used.
-LoadedJournal LoadJournal(
-    const JournalScope& scope,
-    const std::function<void(const std::string&, const nlohmann::json&, const std::string&)>&
-        reject,
-    const std::function<void(const nlohmann::json&)>& loaded);
+LoadedJournal LoadJournal(const JournalScope& scope,
+                          const std::function<void(const std::string&, const nlohmann::json&,
+                                                   const std::string&)>& reject,
+                          const std::function<void(const nlohmann::json&)>& loaded);
 
 // Removes every file of the journal `stem` in `checkpoints` (commit records
 // first, then data of any attempt): a later parent-level tap committed.

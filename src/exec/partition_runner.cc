@@ -422,8 +422,9 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           disk.Stat(c_.checkpoints + "/" + rel)) {
         disk.Rename(c_.checkpoints + "/" + rel, rejected + "/" + rel);
       }
-      json fields = {{"error_message", why},
-                     {"metadata", {{"commit", name}, {"moved_to", "rejected/" + name + "." + c_.token}}}};
+      json fields = {
+          {"error_message", why},
+          {"metadata", {{"commit", name}, {"moved_to", "rejected/" + name + "." + c_.token}}}};
       if (record.is_object()) {
         fields["partition_id"] = record.value("partition_id", json());
         fields["checkpoint_path"] = record.value("data_path", json());
@@ -590,8 +591,8 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       scope.input_tap_sha256 =
           from.resumed ? from.commit.value("sha256", "") : set.digests[p].sha256;
       scope.engine_version = version();
-      loaded[r] = LoadJournal(scope, reject,
-                              [&](const json& fields) { Emit("lineage_load", fields); });
+      loaded[r] =
+          LoadJournal(scope, reject, [&](const json& fields) { Emit("lineage_load", fields); });
       journals[r] = std::make_unique<GatherJournal>(
           scope, disk, loaded[r].next_segment,
           static_cast<uint64_t>(region.gather->journal_flush_parents),

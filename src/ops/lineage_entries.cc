@@ -252,7 +252,9 @@ const std::vector<BuiltinOperator>& LineageEntries() {
        MakeExpandEntry,
        "Lineage: splits each record (the parent) into ordered children; the entries up to the "
        "gather of the same name run on the children (SPEC-lineage)",
-       {{"name", "(required)", "pairs this expand with the gather of the same name; unique"},
+       {{"name", "(required)",
+         "pairs this expand with the gather of the same name; unique; letters, digits, . _ - "
+         "(it names the region's journal files)"},
         {"by", "(required)",
          "paragraph (blank-line runs), sentence (. ! ? … 。！？ then closers, or a line break), "
          "lines (each \\n), chars:N (N code points), field:KEY (one child per element of list "

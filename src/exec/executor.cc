@@ -179,19 +179,22 @@ class BatchRun {
     return chunk_.first_line + level.top_row[k];
   }
 
-  // Appends errors-file text a region wrote for batch row `top_row`, when
-  // gathered parents are journaled (their errors go into the journal too).
+  // Keeps the errors-file text a region wrote for batch row `top_row` from
+  // `from` on: a top-level region writes its rows' errors in row order once it
+  // is done, so that parents taken from a journal keep their place.
   void KeepRowErrors(uint64_t top_row, size_t from) {
-    if (!options_.journal_sink) return;
     if (row_errors_.size() <= top_row) row_errors_.resize(s_.lines.size());
     row_errors_[top_row].append(r_->errors, from, std::string::npos);
+    row_errors_bytes_ += r_->errors.size() - from;
   }
 
   const Plan& plan_;
   const io::LineChunk& chunk_;
   const uint64_t first_row_;
-  // Per batch row: what the regions wrote to the errors file for it (journaling only).
+  // Per batch row: what the top-level region running now wrote to the errors
+  // file for it, and those bytes in all.
   std::vector<std::string> row_errors_;
+  size_t row_errors_bytes_ = 0;
   const std::string& file_;
   Scratch& s_;
   BatchResult* r_;
@@ -328,6 +331,11 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
   }
   const bool journal = top && static_cast<bool>(options_.journal_sink);
   std::vector<JournaledParent> gathered;
+  const size_t errors_at = r_->errors.size();
+  if (top) {
+    for (std::string& e : row_errors_) e.clear();
+    row_errors_bytes_ = 0;
+  }
   // The parents go through the region in groups (max_inflight_parents,
   // max_inflight_children); operators hear a batch leave once, after the last.
   const bool may_leave = may_leave_;
@@ -409,7 +417,7 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
           j.state = outcomes[k] == GatherOutcome::kDropped ? JournalState::kDropped
                                                            : JournalState::kFailed;
         }
-        if (k < row_errors_.size()) j.errors = std::move(row_errors_[k]);
+        if (k < row_errors_.size()) j.errors = row_errors_[k];
         gathered.push_back(std::move(j));
       }
     }
@@ -427,7 +435,6 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
     if (j == nullptr) continue;
     ++counters.parents_in;
     ++counters.parents_from_journal;
-    r_->errors.append(j->errors);
     switch (j->state) {
       case JournalState::kPresent: {
         io::Record& record = *parents.records_of[k];
@@ -446,6 +453,22 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
         ++cg.errors;
         ++r_->error_count;
         break;
+    }
+  }
+  if (top && r_->errors.size() - errors_at == row_errors_bytes_) {
+    // Every line the region wrote is some row's: they go in row order, each
+    // row's as it wrote them (dropped children's, then the parent's).
+    r_->errors.resize(errors_at);
+    for (size_t k = 0; k < parents.samples.size(); ++k) {
+      if (k < from_journal.size() && from_journal[k] != nullptr) {
+        r_->errors.append(from_journal[k]->errors);
+      } else if (k < row_errors_.size()) {
+        r_->errors.append(row_errors_[k]);
+      }
+    }
+  } else {
+    for (const JournaledParent* j : from_journal) {
+      if (j != nullptr) r_->errors.append(j->errors);
     }
   }
   may_leave_ = may_leave;

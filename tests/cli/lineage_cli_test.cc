@@ -550,6 +550,7 @@ class DurableLineageCli : public LineageCli {
            "  - text_length_filter: {min_len: 10}\n"
            "  - expand: {name: p, by: \"chars:7\", max_inflight_parents: 4}\n"
            "  - djshard_test_delay_mapper: {seed: 5, max_ms: 1}\n"
+           "  - djshard_test_poison_mapper: {marker: xyz}\n"
            "  - text_length_filter: {min_len: 4}\n"
            "  - gather: {name: p, journal_flush_parents: 4}\n"
            "  - whitespace_normalization_mapper:\n",
@@ -605,6 +606,8 @@ TEST_F(DurableLineageCli, KilledRunResumesFromTheGatherJournalWithTheSameBytes) 
   WriteDurableRecipe();
   ASSERT_EQ(RunJob({"--job_id", "ref"}).exit_code, 0);
   const std::string reference = Read("out.jsonl");
+  const std::string reference_errors = Read("out.jsonl.errors.jsonl");
+  EXPECT_GE(ErrorLines("out.jsonl").size(), 3u);
   uint64_t all = 0;
   for (int i = 0; i < rows; ++i) all += ChildrenOf(i);
   EXPECT_EQ(Stats("out.jsonl")["regions"]["p"]["children_expanded"], all);
@@ -623,6 +626,8 @@ TEST_F(DurableLineageCli, KilledRunResumesFromTheGatherJournalWithTheSameBytes) 
   const CliResult resumed = RunJob({"--resume", "j"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_TRUE(Read("out.jsonl") == reference);
+  // Failed parents from the journal keep their errors lines, in their place.
+  EXPECT_TRUE(Read("out.jsonl.errors.jsonl") == reference_errors);
   const json region = Stats("out.jsonl")["regions"]["p"];
   EXPECT_EQ(region["parents_from_journal"].get<size_t>(), journaled.size());
   EXPECT_EQ(region["children_expanded"].get<uint64_t>(), ChildrenOfAllBut(rows, journaled));

@@ -12,8 +12,14 @@
 # of 1% of the parents with >= 16 children (seed 11); m2 costs 2 ms/call and
 # 1 ms/item; with and without sibling suppression.
 #
+# W2 (reported, not gated): the same three modes with a real model stage,
+# djshard_bench_torch_op running bench/make_w2_mlp.py's TorchScript MLP (3 x
+# Linear 1024, fp32, CPU, one intra-op thread) on --w2-parents parents of the
+# W1 distribution; skipped when /usr/bin/python3 has no torch.
+#
 #   bench/lineage_bench.sh [--workdir DIR] [--parents 20000] [--poison-parents 20000]
-#                          [--bench PATH]   (default: build/bin/djshard_lineage_bench)
+#                          [--w2-parents 1000] [--bench PATH]
+#                          (default bench: build/bin/djshard_lineage_bench)
 #
 # Goals (W1): (c) >= 2x (a) and >= 1.2x (b) in parents/s; (c)'s p99 latency
 # below (b)'s; poison: >= 90% of the poisoned parents' siblings never reach m2.
@@ -22,14 +28,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 workdir=/tmp/djshard-lineage-bench
 parents=20000
 poison_parents=20000
+w2_parents=1000
 threads=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --workdir) workdir=$2; shift 2 ;;
     --parents) parents=$2; shift 2 ;;
     --poison-parents) poison_parents=$2; shift 2 ;;
+    --w2-parents) w2_parents=$2; shift 2 ;;
     --bench) bench=$2; shift 2 ;;
-    *) echo "usage: $0 [--workdir DIR] [--parents N] [--poison-parents N] [--bench PATH]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--workdir DIR] [--parents N] [--poison-parents N] [--w2-parents N]" \
+         "[--bench PATH]" >&2; exit 2 ;;
   esac
 done
 bench=${bench:-"$root/build/bin/djshard_lineage_bench"}
@@ -123,3 +132,39 @@ print("siblings kept from m2: %d of %d (%.1f%%); m2 item saving %.2f%%, wall-tim
 if not identical:
     sys.exit("non-poisoned parents differ from the clean run")
 PY
+
+# W2: a real model stage (reported, not gated).
+if [ "$w2_parents" -gt 0 ] && $py -c "import torch" 2>/dev/null; then
+  $py "$root/bench/make_w2_mlp.py" w2_mlp
+  $py "$root/tests/cli/tools/lineage_expected.py" w1_corpus w2.jsonl "$w2_parents" 7 512 > w2.counts.json
+  w2op="djshard_bench_torch_op: {model: $PWD/w2_mlp, batch_size: 64"
+  printf 'process:\n  - expand: {name: p, by: paragraph}\n  - %s, batching_policy: single_parent}\n  - %s\n' "$w2op" "$gather" > w2a.yaml
+  printf 'process:\n  - expand: {name: p, by: paragraph}\n  - %s}\n  - %s\n' "$w2op" "$gather" > w2c.yaml
+  printf 'process:\n  - %s}\n' "$w2op" > w2b.yaml
+  "$bench" run w2a.yaml w2.jsonl w2a.jsonl "$threads" > w2a.json
+  "$bench" flat w2b.yaml w2.jsonl w2b.jsonl "$threads" > w2b.json
+  "$bench" run w2c.yaml w2.jsonl w2c.jsonl "$threads" > w2c.json
+  $py - <<'PY'
+import json, sys
+a, b, c = (json.load(open("w2" + m + ".json")) for m in "abc")
+counts = json.load(open("w2.counts.json"))
+same = a["sha256"] == b["sha256"] == c["sha256"]
+print()
+print("W2 (TorchScript MLP 3 x Linear 1024, fp32, CPU): %d parents, %d children; sha256 equal across modes: %s" %
+      (counts["parents"], counts["children"], same))
+print("| mode | wall s | parents/s | children/s | model calls | mean batch fill | peak RSS MB | p50 latency s | p99 latency s |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for name, r in (("(a) per-parent batching", a), ("(b) flat explode + regroup", b), ("(c) djshard lineage", c)):
+    m = r["model_ops"][0]
+    print("| %s | %.2f | %.0f | %.0f | %d | %.1f | %.0f | %.3f | %.3f |" % (
+        name, r["wall_s"], r["parents_per_s"], r["children_per_s"], m["calls"],
+        m["mean_batch_fill"], r["peak_rss_mb"], r["latency_p50_s"], r["latency_p99_s"]))
+print("ratios: (c)/(a) = %.2fx, (c)/(b) = %.2fx in parents/s; p99 (c) %.3f s vs (b) %.3f s" % (
+    c["parents_per_s"] / a["parents_per_s"], c["parents_per_s"] / b["parents_per_s"],
+    c["latency_p99_s"], b["latency_p99_s"]))
+if not same:
+    sys.exit("W2 modes wrote different bytes")
+PY
+elif [ "$w2_parents" -gt 0 ]; then
+  echo "W2 skipped: $py has no torch (apt-get install python3-torch)"
+fi

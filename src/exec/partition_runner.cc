@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "djshard/common/build_info.h"
@@ -449,7 +450,6 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
   // export is assembled from them at the end (so the output is written once
   // before that copy), a compressed one is written as the partitions finish.
   const bool assemble = c_.assemble;
-  std::vector<FinalTap> finals(set.bounds.size());
   auto append_final = [&](const FinalTap& done) {
     output.AppendFile(done.data);
     if (!done.errors.empty()) AppendFile(done.errors, errors);
@@ -464,10 +464,45 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
   // The input is read once, in order: a partition reads its rows when every
   // earlier one has read its own (its turn), so partitions overlap where
   // one drains and the next fills.
-  std::mutex mu;  // guards the counters, the summary, finals and the turn
+  std::mutex mu;  // guards the counters, the summary, the turn and the assembly
   std::condition_variable turn_cv;
   uint64_t turn = 0;
   bool aborted = false;
+  // The export grows while partitions run: the partition whose final tap
+  // completes the next run of consecutive partitions copies them in (one
+  // copier at a time, in partition order), so at the end only the last
+  // partitions are left to copy.
+  std::vector<std::optional<FinalTap>> finals(set.bounds.size());
+  uint64_t next_final = 0;
+  bool copying = false;
+  auto final_ready = [&](uint64_t p, const FinalTap& done) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finals[p] = done;
+      if (copying) return;  // the copier takes it in order
+      copying = true;
+    }
+    for (;;) {
+      FinalTap next;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next_final == finals.size() || !finals[next_final] || aborted) {
+          copying = false;
+          return;
+        }
+        next = *finals[next_final];
+      }
+      try {
+        append_final(next);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        copying = false;
+        throw;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      ++next_final;
+    }
+  };
   auto take_turn = [&](uint64_t p) {
     std::unique_lock<std::mutex> lock(mu);
     turn_cv.wait(lock, [&] { return turn == p || aborted; });
@@ -511,7 +546,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         done.errors = c_.checkpoints + "/" + rel;
       }
       if (assemble) {
-        finals[p] = done;  // its own slot: no lock needed
+        final_ready(p, done);
       } else {
         append_final(done);
       }
@@ -680,18 +715,27 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
                                               : json()}});
     };
     // With a final tap, the partition's errors are kept beside it, so that a
-    // resumed run writes them again.
+    // resumed run writes them again. Every tap of a partition is committed
+    // after the whole partition ran, so each commit names the errors of all
+    // its operators with the lines of the input: a partition resumed from an
+    // intermediate tap takes those (its operators after the tap would only
+    // repeat their own errors, with the tap's line numbers).
     std::unique_ptr<io::OutputStream> part_errors;
-    std::string errors_rel;
-    if (!open.empty() && open.back().op_idx == last_op) {
+    std::string errors_rel, errors_sha;
+    const bool committed_errors = from.resumed && !from.commit.value("errors_path", "").empty();
+    if (committed_errors) {
+      errors_rel = from.commit.value("errors_path", "");
+      errors_sha = from.commit.value("errors_sha256", "");
+    } else if (!open.empty() && open.back().op_idx == last_op) {
       errors_rel =
           RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." + token + ".errors.jsonl";
       part_errors = std::make_unique<io::OutputStream>(c_.checkpoints + "/" + errors_rel,
                                                        /*overwrite=*/false, disk);
     }
+    const bool has_errors = committed_errors || part_errors != nullptr;
     const ExecSummary part =
         Execute(plan, exec_inputs, final_rows != nullptr && assemble ? *final_rows : output,
-                part_errors ? part_errors.get() : &errors, options);
+                committed_errors ? nullptr : (part_errors ? part_errors.get() : &errors), options);
     // A partition commits only what it read whole.
     const uint64_t want_rows = from.resumed ? from.commit.value("rows", uint64_t{0}) : b.rows();
     if (part.rows_in != want_rows) {
@@ -700,7 +744,6 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
                       " rows of " + std::to_string(want_rows),
                   "the input changed while the job ran; resume it once nothing writes to it");
     }
-    std::string errors_sha;
     if (part_errors) {
       part_errors->Commit();
       errors_sha = io::Sha256OfFile(c_.checkpoints + "/" + errors_rel);
@@ -765,14 +808,14 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           {"engine", {{"version", version()}, {"git_commit", git_commit()}, {"libtorch", nullptr}}},
           {"model_devices", json::array()},
           {"counters", CountersJson(plan, cumulative, tap.op_idx, b.rows(), p_bytes)}};
-      if (tap.op_idx == last_op && part_errors) {
+      if (has_errors) {
         record["errors_path"] = errors_rel;
         record["errors_sha256"] = errors_sha;
       }
       const std::string commit_path = c_.checkpoints + "/" +
                                       RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
                                       ".commit.json";
-      FinalTap done{data, part_errors ? c_.checkpoints + "/" + errors_rel : ""};
+      FinalTap done{data, has_errors ? c_.checkpoints + "/" + errors_rel : ""};
       if (!publish(commit_path, record.dump(2) + "\n")) {
         // An earlier commit of the same tap stays (the same rows: output
         // never depends on the run); this data file is garbage.
@@ -785,7 +828,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       }
       if (tap.op_idx == last_op) {
         if (assemble) {
-          finals[p] = done;
+          final_ready(p, done);
         } else if (done.errors.size() > 0) {
           AppendFile(done.errors, errors);
         }
@@ -875,11 +918,10 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     for (std::thread& t : runners) t.join();
     if (failure) std::rethrow_exception(failure);
   }
-  if (assemble) {
-    // The export is the final taps one after another, copied by the kernel.
-    for (const FinalTap& done : finals) {
-      append_final(done);
-    }
+  if (assemble && next_final != finals.size()) {
+    // Every final tap is ready here; the last copier has taken them all
+    // unless the partitions ran one at a time.
+    throw Error("internal: the export lacks partition " + std::to_string(next_final));
   }
   total.bytes_out = output.bytes_in();
 }

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <span>
 #include <stdexcept>
 #include <thread>
 
 #include "djshard/common/signals.h"
+#include "djshard/model/device_model.h"
 #include "src/ops/builtin.h"
 
 namespace djshard::ops {
@@ -147,7 +149,75 @@ class BenchModelOp : public Mapper {
   mutable std::mutex replica_;  // one replica: calls take turns
 };
 
+// W2 of the lineage benchmark: a real model stage, a TorchScript package
+// (bench/lineage_bench.sh builds a 3 x Linear(1024) MLP) on the CPU with one
+// replica. Each row's `features` inputs are derived from its text's hash; the
+// package's first output becomes __dj__meta__.bench_score. A row's result
+// depends on the row alone (the CPU runs a TorchScript row by itself).
+class BenchTorchOp : public Mapper {
+ public:
+  BenchTorchOp(const recipe::OperatorSpec& spec, const std::string& key) : Mapper(spec, key) {
+    batch_size_ = static_cast<size_t>(std::max<int64_t>(1, args().GetInt("batch_size", 64)));
+    features_ = args().GetInt("features", 1024);
+    if (features_ < 1) args().Fail("features", "must be 1 or more", "");
+    const std::string dir = args().GetString("model", "");
+    if (dir.empty()) args().Fail("model", "is required", "a TorchScript package directory");
+    try {
+      model_ = model::DeviceModel::Get(dir, "cpu", model::ComputeDType::kFloat32);
+    } catch (const Error& e) {
+      args().Fail("model", e.what(), "bench/lineage_bench.sh builds the package");
+    }
+  }
+  bool processes_rows_together() const override { return true; }
+  size_t preferred_batch_rows() const override { return batch_size_; }
+  void Map(Sample& sample) const override {
+    Sample* rows[] = {&sample};
+    RowOutcome outcome;
+    ProcessRows(rows, std::span<RowOutcome>(&outcome, 1));
+  }
+  void ProcessRows(std::span<Sample* const> rows, std::span<RowOutcome>) const override {
+    const size_t dim = static_cast<size_t>(features_);
+    const size_t out_dim = static_cast<size_t>(model_->config().out_dim);
+    for (size_t begin = 0; begin < rows.size(); begin += batch_size_) {
+      const size_t n = std::min(rows.size(), begin + batch_size_) - begin;
+      std::vector<int64_t> ids(n * dim), mask(n * dim, 1);
+      for (size_t r = 0; r < n; ++r) {
+        uint64_t x = TextHash(rows[begin + r]->Text(text_key()), 7);
+        for (size_t k = 0; k < dim; ++k) {  // splitmix64
+          x += 0x9e3779b97f4a7c15ULL;
+          uint64_t z = x;
+          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+          z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+          ids[r * dim + k] = static_cast<int64_t>((z ^ (z >> 31)) % 65536);
+        }
+      }
+      std::vector<float> out(n * out_dim);
+      {
+        std::lock_guard<std::mutex> replica(replica_);
+        model_->Forward(ids.data(), mask.data(), nullptr, static_cast<int64_t>(n),
+                        static_cast<int64_t>(dim), out.data());
+      }
+      for (size_t r = 0; r < n; ++r) {
+        char score[32];
+        std::snprintf(score, sizeof score, "%.6g", static_cast<double>(out[r * out_dim]));
+        rows[begin + r]->SetMeta("bench_score", score);
+      }
+    }
+  }
+
+ private:
+  size_t batch_size_ = 64;
+  int64_t features_ = 1024;
+  std::shared_ptr<const model::DeviceModel> model_;
+  mutable std::mutex replica_;  // one replica: calls take turns
+};
+
 }  // namespace
+
+std::unique_ptr<Operator> MakeBenchTorchOp(const recipe::OperatorSpec& spec,
+                                           const std::string& text_key) {
+  return std::make_unique<BenchTorchOp>(spec, text_key);
+}
 
 std::unique_ptr<Operator> MakeTestSleepMapper(const recipe::OperatorSpec& spec,
                                               const std::string& text_key) {
@@ -195,6 +265,13 @@ const std::vector<BuiltinOperator>& TestOperators() {
         {"fail_marker", "''", "rows whose text contains it fail (empty: none)"},
         {"raise_marker", "''", "a whole call raises when one of its rows contains it"},
         {"raise_type", "''", "the error type of that raise (e.g. oom)"}}},
+      {"djshard_bench_torch_op",
+       MakeBenchTorchOp,
+       "Benchmark only: a TorchScript package on the CPU as one replica (W2 of the lineage "
+       "benchmark); each row's `features` inputs come from its text's hash, and the first "
+       "output is written as __dj__meta__.bench_score",
+       {{"model", "''", "the TorchScript package directory (required)"},
+        {"features", "1024", "inputs per row"}}},
   };
   return ops;
 }
@@ -205,6 +282,7 @@ const std::vector<CatalogueEntry>& TestOperatorCatalogue() {
       {"djshard_test_poison_mapper", OpKind::kMapper, "cpu"},
       {"djshard_test_delay_mapper", OpKind::kMapper, "cpu"},
       {"djshard_bench_model_op", OpKind::kMapper, "cpu"},
+      {"djshard_bench_torch_op", OpKind::kMapper, "cpu"},
   };
   return entries;
 }

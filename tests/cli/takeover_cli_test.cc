@@ -211,9 +211,14 @@ TEST_F(TakeoverCli, FrozenWorkerPastItsLeaseCommitsNoTapAfterSigcont) {
     return false;
   }));
   const std::string token_a = AttemptJson("job", kShard, 0)["token"];
+  // A commit's attempt: its attempt_token (a later commit may name an earlier
+  // attempt's files, as a partition resumed from an intermediate tap does).
+  auto by_a = [&](const std::string& n) {
+    return json::parse(Read(Checkpoints() + "/" + n)).value("attempt_token", "") == token_a;
+  };
   std::set<std::string> before;
   for (const std::string& n : CommitRecords()) {
-    if (Read(Checkpoints() + "/" + n).find(token_a) != std::string::npos) before.insert(n);
+    if (by_a(n)) before.insert(n);
   }
   // node-b takes the frozen worker's shard over after the lease and finishes it.
   const CliResult b = WaitFor(WorkerOn("node-b"));
@@ -225,7 +230,7 @@ TEST_F(TakeoverCli, FrozenWorkerPastItsLeaseCommitsNoTapAfterSigcont) {
   EXPECT_TRUE(status_a == "stale" || status_a == "lost") << status_a;
   // Every commit of the frozen attempt was there before it froze.
   for (const std::string& n : CommitRecords()) {
-    if (Read(Checkpoints() + "/" + n).find(token_a) != std::string::npos) {
+    if (by_a(n)) {
       EXPECT_TRUE(before.count(n)) << n << " was committed after SIGCONT";
     }
   }

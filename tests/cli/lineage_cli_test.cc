@@ -615,11 +615,15 @@ TEST_F(DurableLineageCli, KilledRunResumesFromTheGatherJournalWithTheSameBytes) 
   // The reference's journals went once its final taps committed.
   EXPECT_TRUE(Segments("ref").empty());
 
+  // Partition 0 (24 parents past the filter, in segments of 4) finishes;
+  // partition 1 is killed after its second segment.
   const CliResult killed =
-      RunJob({"--job_id", "j"}, {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@2"});
+      RunJob({"--job_id", "j"}, {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@8"});
   ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
   const auto segments = Segments("j");
-  ASSERT_GE(segments.size(), 2u);
+  ASSERT_EQ(segments.size(), 2u);
+  EXPECT_EQ(segments.begin()->first.rfind("lineage_p_partition_00001.", 0), 0u);
+  EXPECT_TRUE(Exists("work/j/checkpoints/checkpoint_op_0006_partition_00000.commit.json"));
   const std::set<int> journaled = JournaledRows("j", segments);
   EXPECT_GE(journaled.size(), 8u);
 
@@ -628,7 +632,9 @@ TEST_F(DurableLineageCli, KilledRunResumesFromTheGatherJournalWithTheSameBytes) 
   EXPECT_TRUE(Read("out.jsonl") == reference);
   // Failed parents from the journal keep their errors lines, in their place.
   EXPECT_TRUE(Read("out.jsonl.errors.jsonl") == reference_errors);
+  // Partition 0's counters come from its final tap's commit.
   const json region = Stats("out.jsonl")["regions"]["p"];
+  EXPECT_EQ(region["parents_in"], 48);
   EXPECT_EQ(region["parents_from_journal"].get<size_t>(), journaled.size());
   EXPECT_EQ(region["children_expanded"].get<uint64_t>(), ChildrenOfAllBut(rows, journaled));
   // lineage_load events name every committed segment; the journals are gone.

@@ -505,11 +505,12 @@ TEST_F(JournalTakeoverCli, TakeoverTakesTheKilledAttemptsJournalInsteadOfExpandi
 }
 
 TEST_F(JournalTakeoverCli, FrozenWorkerPastItsLeaseCommitsNoJournalSegment) {
-  WriteRegionJob(40, "djshard_test_sleep_mapper: {seconds: 0.02}");
+  WriteRegionJob(24, "djshard_test_sleep_mapper: {seconds: 0.02}");
   const std::string reference = ReferenceSha();
   Prepare("job", 1, "1.5", "0.3");
   const Spawned a = WorkerOn("node-a");
-  ASSERT_TRUE(WaitUntil([&] { return !SegmentRecords().empty(); }));
+  // A segment committed (its event follows the commit record).
+  ASSERT_TRUE(WaitUntil([&] { return LineageCommitEvents("node-a") >= 1; }));
   ASSERT_TRUE(WaitUntil([&] {
     if (::kill(a.pid, SIGSTOP) != 0) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

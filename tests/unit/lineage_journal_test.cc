@@ -132,5 +132,34 @@ TEST(GatherJournal, ASegmentOfAnotherRegionInputOrWithChangedBytesIsRejected) {
   EXPECT_TRUE(fs::is_empty(tmp.dir()));
 }
 
+TEST(GatherJournal, ALostClaimCommitsNothingAndLeavesNoSegmentData) {
+  testing::TempDir tmp;
+  GatherJournal journal(
+      ScopeIn(tmp.dir()), io::RealDisk(), 0, 4, 3600,
+      [](const std::string&, const std::string&) -> bool {
+        throw std::runtime_error("lost the claim");
+      },
+      [](const json&) { ADD_FAILURE() << "committed"; });
+  std::vector<JournaledParent> parents = Parents(0, 4);
+  EXPECT_THROW(journal.Add(parents), std::runtime_error);
+  EXPECT_TRUE(fs::is_empty(tmp.dir()));
+}
+
+TEST(GatherJournal, PendingParentsAreSealedOnceFlushSecsPassed) {
+  testing::TempDir tmp;
+  std::vector<std::string> committed;
+  GatherJournal journal(
+      ScopeIn(tmp.dir()), io::RealDisk(), 7, 256, 1e-9,
+      [&](const std::string& path, const std::string& record) {
+        committed.push_back(fs::path(path).filename().string());
+        return io::RealDisk().PublishLink(path, record, tmp.dir());
+      },
+      [](const json&) {});
+  std::vector<JournaledParent> parents = Parents(0, 2);
+  journal.Add(parents);
+  EXPECT_EQ(committed,
+            std::vector<std::string>({"lineage_p_partition_00001.seg00007.commit.json"}));
+}
+
 }  // namespace
 }  // namespace djshard::exec

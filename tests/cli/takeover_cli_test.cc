@@ -504,6 +504,43 @@ TEST_F(JournalTakeoverCli, TakeoverTakesTheKilledAttemptsJournalInsteadOfExpandi
   EXPECT_TRUE(SegmentRecords().empty());
 }
 
+TEST_F(JournalTakeoverCli, TakeoverRejectsADamagedSegmentAndRecomputesItsParents) {
+  const int rows = 60;
+  WriteRegionJob(rows, "djshard_test_delay_mapper: {seed: 5, max_ms: 1}");
+  const std::string reference = ReferenceSha();
+  Prepare("job", 1);
+  const CliResult a =
+      WaitFor(WorkerOn("node-a", "job", {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@3"}));
+  ASSERT_EQ(a.exit_code, 128 + SIGKILL) << a.err;
+  std::map<std::string, json> segments = SegmentRecords();
+  ASSERT_EQ(segments.size(), 3u);
+  // The last segment loses its tail.
+  const std::string bad = segments.rbegin()->first;
+  const std::string data =
+      Checkpoints() + "/" + segments.rbegin()->second["data_path"].get<std::string>();
+  const std::string bytes = Read(data);
+  Write(data, bytes.substr(0, bytes.size() - 3));
+  segments.erase(bad);
+  size_t kept = 0;
+  for (const auto& [name, c] : segments) kept += c["rows"].size();
+
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const json done = json::parse(Read("job/state/done/" + kShard + ".json"));
+  EXPECT_EQ(done["regions"]["p"]["parents_from_journal"].get<size_t>(), kept);
+  EXPECT_EQ(MergedSha(), reference);
+  bool logged = false;
+  for (const json& e : Events("job", "node-b")) {
+    if (e["event_type"] != "checkpoint_rejected") continue;
+    logged = true;
+    EXPECT_EQ(e["metadata"]["commit"], bad);
+  }
+  EXPECT_TRUE(logged);
+  bool moved = false;
+  for (const std::string& n : List(Checkpoints() + "/rejected")) moved |= n.rfind(bad, 0) == 0;
+  EXPECT_TRUE(moved);
+}
+
 TEST_F(JournalTakeoverCli, FrozenWorkerPastItsLeaseCommitsNoJournalSegment) {
   WriteRegionJob(24, "djshard_test_sleep_mapper: {seconds: 0.02}");
   const std::string reference = ReferenceSha();

@@ -145,29 +145,78 @@ GatherJournal::GatherJournal(JournalScope scope, io::Disk& disk, uint64_t first_
       publish_(std::move(publish)),
       committed_(std::move(committed)),
       next_segment_(first_segment),
-      last_seal_(MonotonicSeconds()) {}
+      last_seal_(MonotonicSeconds()) {
+  thread_ = std::thread([this] { CommitLoop(); });
+}
+
+GatherJournal::~GatherJournal() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
 
 void GatherJournal::Add(std::vector<JournaledParent>& parents) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (failure_) std::rethrow_exception(failure_);
   for (const JournaledParent& p : parents) pending_.emplace_back(p.row, JournalLine(p));
   while (pending_.size() >= flush_parents_) SealLocked(flush_parents_);
   if (!pending_.empty() && MonotonicSeconds() - last_seal_ >= flush_secs_) {
     SealLocked(pending_.size());
   }
+  // Back-pressure: the region waits while the disk is behind.
+  cv_.wait(lock, [this] { return queue_.size() <= kMaxQueued || failure_; });
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+void GatherJournal::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return (queue_.empty() && !committing_) || failure_; });
+  if (failure_) std::rethrow_exception(failure_);
 }
 
 void GatherJournal::SealLocked(size_t count) {
   last_seal_ = MonotonicSeconds();
-  const uint64_t segment = next_segment_++;
-  std::string lines;
-  json rows = json::array();
+  Sealed sealed;
+  sealed.segment = next_segment_++;
+  sealed.rows = json::array();
   for (size_t i = 0; i < count; ++i) {
-    lines += pending_[i].second;
-    rows.push_back(pending_[i].first);
+    sealed.lines += pending_[i].second;
+    sealed.rows.push_back(pending_[i].first);
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(count));
+  queue_.push_back(std::move(sealed));
+  cv_.notify_all();
+}
+
+void GatherJournal::CommitLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || (!queue_.empty() && !failure_); });
+    if (stop_) return;
+    Sealed sealed = std::move(queue_.front());
+    queue_.pop_front();
+    committing_ = true;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      Commit(sealed);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    committing_ = false;
+    if (error && !failure_) failure_ = error;
+    cv_.notify_all();
+  }
+}
+
+void GatherJournal::Commit(const Sealed& sealed) {
+  const uint64_t segment = sealed.segment;
   std::string stored;
-  io::AppendZstdFrame(lines, &stored);
+  io::AppendZstdFrame(sealed.lines, &stored);
   const std::string rel =
       scope_.stem + "." + scope_.token + "." + SegmentName(segment) + ".jsonl.zst";
   const std::string data = scope_.checkpoints + "/" + rel;
@@ -175,6 +224,7 @@ void GatherJournal::SealLocked(size_t count) {
   // record makes a segment exist (SPEC-checkpoints §5).
   disk_.WriteAtomic(data, stored);
   const std::string sha = Sha256Hex(stored);
+  const uint64_t count = sealed.rows.size();
   const json record = {{"schema_version", 1},
                        {"job_id", scope_.job_id},
                        {"shard_id", scope_.shard_id},
@@ -182,7 +232,7 @@ void GatherJournal::SealLocked(size_t count) {
                        {"partition_id", scope_.partition},
                        {"gather_idx", scope_.gather_idx},
                        {"segment", segment},
-                       {"rows", rows},
+                       {"rows", sealed.rows},
                        {"count", count},
                        {"data_path", rel},
                        {"compression", "zstd"},

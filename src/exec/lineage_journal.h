@@ -5,11 +5,15 @@
 // into attempt-owned segments and committed like checkpoint taps
 // (SPEC-checkpoints §5), so that a resumed partition expands only the parents
 // no committed segment holds.
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -35,7 +39,10 @@ struct JournalScope {
   std::string engine_version;
 };
 
-// Appends parents to segments and commits each sealed segment. Thread-safe.
+// Appends parents to segments and commits each sealed segment. Sealed
+// segments are written and committed in order by the journal's own thread,
+// so that their fsyncs overlap the region's work (at most kMaxQueued wait;
+// Add blocks beyond). Thread-safe.
 class GatherJournal {
  public:
   // `publish(path, record)` links a commit record first-writer-wins (true:
@@ -45,16 +52,31 @@ class GatherJournal {
                 double flush_secs,
                 std::function<bool(const std::string&, const std::string&)> publish,
                 std::function<void(const nlohmann::json&)> committed);
+  // Stops the thread: sealed segments not yet committed are left out.
+  ~GatherJournal();
   GatherJournal(const GatherJournal&) = delete;
   GatherJournal& operator=(const GatherJournal&) = delete;
 
   // Adds gathered parents; seals a segment of flush_parents parents as often
   // as they fill one, and all pending ones once flush_secs passed since the
-  // last seal. Throws what a commit throws.
+  // last seal. Throws what an earlier commit threw.
   void Add(std::vector<JournaledParent>& parents);
 
+  // Waits until every sealed segment is committed (parents not sealed stay
+  // out); throws what a commit threw.
+  void Flush();
+
+  static constexpr size_t kMaxQueued = 4;
+
  private:
+  struct Sealed {
+    uint64_t segment = 0;
+    std::string lines;
+    nlohmann::json rows;
+  };
   void SealLocked(size_t count);
+  void Commit(const Sealed& sealed);
+  void CommitLoop();
 
   const JournalScope scope_;
   io::Disk& disk_;
@@ -63,9 +85,15 @@ class GatherJournal {
   const std::function<bool(const std::string&, const std::string&)> publish_;
   const std::function<void(const nlohmann::json&)> committed_;
   std::mutex mu_;
+  std::condition_variable cv_;                             // the queue or the state changed
   std::vector<std::pair<uint64_t, std::string>> pending_;  // (row, journal line)
+  std::deque<Sealed> queue_;                               // sealed, not yet committed
+  bool committing_ = false;                                // the thread holds one from queue_
+  bool stop_ = false;
+  std::exception_ptr failure_;  // the first commit's error
   uint64_t next_segment_;
   double last_seal_;  // MonotonicSeconds
+  std::thread thread_;
 };
 
 // The committed segments of a journal, verified.

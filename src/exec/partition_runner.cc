@@ -736,6 +736,12 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     const ExecSummary part =
         Execute(plan, exec_inputs, final_rows != nullptr && assemble ? *final_rows : output,
                 committed_errors ? nullptr : (part_errors ? part_errors.get() : &errors), options);
+    // Sealed journal segments are committed before the taps, so that a
+    // resumed run finds what this one journaled (deleted once the final tap
+    // commits); parents not yet sealed need no segment any more.
+    for (const std::unique_ptr<GatherJournal>& journal : journals) {
+      if (journal) journal->Flush();
+    }
     // A partition commits only what it read whole.
     const uint64_t want_rows = from.resumed ? from.commit.value("rows", uint64_t{0}) : b.rows();
     if (part.rows_in != want_rows) {

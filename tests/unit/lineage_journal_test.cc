@@ -72,6 +72,7 @@ TEST(GatherJournal, SealsASegmentPerFlushParentsAndLoadsEveryByteBack) {
   std::vector<JournaledParent> first = Parents(0, 6), second = Parents(6, 3);
   journal.Add(first);   // one segment of 4, 2 pending
   journal.Add(second);  // 5 pending: one more segment, 1 pending
+  journal.Flush();
   ASSERT_EQ(published.records.size(), 2u);
   const json seg0 = json::parse(published.records.begin()->second);
   EXPECT_EQ(seg0["rows"], json({0, 1, 2, 3}));
@@ -103,6 +104,7 @@ TEST(GatherJournal, ASegmentOfAnotherRegionInputOrWithChangedBytesIsRejected) {
     GatherJournal journal = MakeJournal(scope, &published);
     std::vector<JournaledParent> parents = Parents(0, 8);
     journal.Add(parents);
+    journal.Flush();
   }
   // Segment 1's data changes.
   const json seg1 = json::parse(published.records.rbegin()->second);
@@ -141,6 +143,8 @@ TEST(GatherJournal, ALostClaimCommitsNothingAndLeavesNoSegmentData) {
       },
       [](const json&) { ADD_FAILURE() << "committed"; });
   std::vector<JournaledParent> parents = Parents(0, 4);
+  journal.Add(parents);
+  EXPECT_THROW(journal.Flush(), std::runtime_error);
   EXPECT_THROW(journal.Add(parents), std::runtime_error);
   EXPECT_TRUE(fs::is_empty(tmp.dir()));
 }
@@ -157,6 +161,7 @@ TEST(GatherJournal, PendingParentsAreSealedOnceFlushSecsPassed) {
       [](const json&) {});
   std::vector<JournaledParent> parents = Parents(0, 2);
   journal.Add(parents);
+  journal.Flush();
   EXPECT_EQ(committed,
             std::vector<std::string>({"lineage_p_partition_00001.seg00007.commit.json"}));
 }

@@ -32,6 +32,7 @@ namespace {
 // after it for the JSON parser. Lines are split by the thread that runs it.
 struct Batch {
   uint64_t seq = 0;
+  uint64_t first_row = 0;  // its first line's row among the rows the run reads
   io::LineChunk chunk;
 };
 
@@ -142,11 +143,13 @@ struct ChildScope;
 // once, whatever the nesting.
 class BatchRun {
  public:
-  BatchRun(const Plan& plan, const io::LineChunk& chunk, const std::string& file, Scratch& s,
-           BatchResult* r, const std::function<bool()>& stop_check, const ExecOptions& options,
+  BatchRun(const Plan& plan, const io::LineChunk& chunk, uint64_t first_row,
+           const std::string& file, Scratch& s, BatchResult* r,
+           const std::function<bool()>& stop_check, const ExecOptions& options,
            OperatorEdges* edges)
       : plan_(plan),
         chunk_(chunk),
+        first_row_(first_row),
         file_(file),
         s_(s),
         r_(r),
@@ -176,8 +179,22 @@ class BatchRun {
     return chunk_.first_line + level.top_row[k];
   }
 
+  // Keeps the errors-file text a region wrote for batch row `top_row` from
+  // `from` on: a top-level region writes its rows' errors in row order once it
+  // is done, so that parents taken from a journal keep their place.
+  void KeepRowErrors(uint64_t top_row, size_t from) {
+    if (row_errors_.size() <= top_row) row_errors_.resize(s_.lines.size());
+    row_errors_[top_row].append(r_->errors, from, std::string::npos);
+    row_errors_bytes_ += r_->errors.size() - from;
+  }
+
   const Plan& plan_;
   const io::LineChunk& chunk_;
+  const uint64_t first_row_;
+  // Per batch row: what the top-level region running now wrote to the errors
+  // file for it, and those bytes in all.
+  std::vector<std::string> row_errors_;
+  size_t row_errors_bytes_ = 0;
   const std::string& file_;
   Scratch& s_;
   BatchResult* r_;
@@ -248,9 +265,11 @@ void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_i
                               static_cast<int64_t>(level.ordinal[k])};
   if (gc.on_child_error == ops::OnChildError::kDropChild) {
     const std::string child(level.line(k));
+    const size_t from = r_->errors.size();
     AppendLineageError(&r_->errors, *scope->region, pl, failure,
                        RowJson(*scope->parents, p, scope->parent_scope), file_, LineOf(level, k),
                        &child, options_.shard_id);
+    KeepRowErrors(level.top_row[k], from);
     return;
   }
   if (pl.failed) return;
@@ -298,6 +317,25 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
   scope.parents = &parents;
   scope.parent_scope = outer;
   scope.lineage = &lineage;
+  // Durable lineage: at top level, parents whose result the journal holds
+  // are not expanded; they are hidden from the region and restored after it.
+  const bool top = outer == nullptr;
+  std::vector<const JournaledParent*> from_journal;
+  if (top && options_.journaled) {
+    from_journal.assign(parents.samples.size(), nullptr);
+    for (size_t k = 0; k < parents.samples.size(); ++k) {
+      if (!parents.alive[k]) continue;
+      from_journal[k] = options_.journaled(region_idx, first_row_ + k);
+      if (from_journal[k] != nullptr) parents.alive[k] = 0;
+    }
+  }
+  const bool journal = top && static_cast<bool>(options_.journal_sink);
+  std::vector<JournaledParent> gathered;
+  const size_t errors_at = r_->errors.size();
+  if (top) {
+    for (std::string& e : row_errors_) e.clear();
+    row_errors_bytes_ = 0;
+  }
   // The parents go through the region in groups (max_inflight_parents,
   // max_inflight_children); operators hear a batch leave once, after the last.
   const bool may_leave = may_leave_;
@@ -353,8 +391,10 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
           ++cg.errors;
           if (outer == nullptr) {
             // One errors line per failed input record, with its bytes as read.
+            const size_t from = r_->errors.size();
             AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer),
                                file_, LineOf(parents, k), nullptr, options_.shard_id);
+            KeepRowErrors(parents.top_row[k], from);
             parents.alive[k] = 0;
             ++r_->error_count;
           } else {
@@ -365,11 +405,72 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
           break;
         }
       }
+      if (journal) {
+        JournaledParent j;
+        j.row = first_row_ + k;
+        if (outcomes[k] == GatherOutcome::kOut || outcomes[k] == GatherOutcome::kOriginal) {
+          j.state = JournalState::kPresent;
+          io::Record copy = *parents.records_of[k];
+          parents.samples[k]->CommitTo(&copy, plan_.has_filter);
+          copy.Serialize(&j.record);
+        } else {
+          j.state = outcomes[k] == GatherOutcome::kDropped ? JournalState::kDropped
+                                                           : JournalState::kFailed;
+        }
+        if (k < row_errors_.size()) j.errors = row_errors_[k];
+        gathered.push_back(std::move(j));
+      }
+    }
+    if (journal && !gathered.empty()) {
+      options_.journal_sink(region_idx, gathered);
+      gathered.clear();
     }
     cg.seconds += MonotonicSeconds() - start;
     if (edges_ != nullptr && may_leave_) edges_->Leave(g, cg);
     begin = end;
   } while (begin < parents.samples.size());
+  // Parents from the journal, as their gather made them in an earlier run.
+  for (size_t k = 0; k < from_journal.size(); ++k) {
+    const JournaledParent* j = from_journal[k];
+    if (j == nullptr) continue;
+    ++counters.parents_in;
+    ++counters.parents_from_journal;
+    switch (j->state) {
+      case JournalState::kPresent: {
+        io::Record& record = *parents.records_of[k];
+        record.AssignView(j->record);
+        parents.samples[k]->Reset(&record);
+        parents.alive[k] = 1;
+        ++counters.parents_out;
+        ++cg.rows_out;
+        break;
+      }
+      case JournalState::kDropped:
+        ++counters.parents_dropped;
+        break;
+      case JournalState::kFailed:
+        ++counters.parents_failed;
+        ++cg.errors;
+        ++r_->error_count;
+        break;
+    }
+  }
+  if (top && r_->errors.size() - errors_at == row_errors_bytes_) {
+    // Every line the region wrote is some row's: they go in row order, each
+    // row's as it wrote them (dropped children's, then the parent's).
+    r_->errors.resize(errors_at);
+    for (size_t k = 0; k < parents.samples.size(); ++k) {
+      if (k < from_journal.size() && from_journal[k] != nullptr) {
+        r_->errors.append(from_journal[k]->errors);
+      } else if (k < row_errors_.size()) {
+        r_->errors.append(row_errors_[k]);
+      }
+    }
+  } else {
+    for (const JournaledParent* j : from_journal) {
+      if (j != nullptr) r_->errors.append(j->errors);
+    }
+  }
   may_leave_ = may_leave;
   return g;
 }
@@ -567,7 +668,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   }
   r->bytes_in = chunk.size;
   r->rows_in = n;
-  BatchRun run(plan, chunk, file, s, r, stop_check, options, edges);
+  BatchRun run(plan, chunk, batch.first_row, file, s, r, stop_check, options, edges);
   run.RunOps(level, options.first_op, plan.operators.size(), nullptr);
   r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
@@ -679,6 +780,7 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
                      : std::function<bool(io::LineChunk*)>(
                            [&chunker](io::LineChunk* c) { return chunker.Next(c); });
   uint64_t next_seq = 0;
+  uint64_t rows_read = 0;  // by the reading thread only
   ExecSummary summary;
   summary.operators.resize(plan.operators.size());
   for (size_t i = 0; i < plan.operators.size(); ++i) {
@@ -742,7 +844,11 @@ ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inp
           reading = true;
           lock.unlock();
           const bool got = read_next(&batch.chunk);
-          if (got) batch.seq = next_seq++;
+          if (got) {
+            batch.seq = next_seq++;
+            batch.first_row = rows_read;
+            rows_read += batch.chunk.lines;
+          }
           lock.lock();
           reading = false;
           if (!got) {
@@ -819,6 +925,7 @@ void RegionCounters::Add(const RegionCounters& o) {
   parents_out += o.parents_out;
   parents_dropped += o.parents_dropped;
   parents_failed += o.parents_failed;
+  parents_from_journal += o.parents_from_journal;
   children_expanded += o.children_expanded;
   children_present += o.children_present;
   children_dropped += o.children_dropped;
@@ -867,6 +974,7 @@ nlohmann::json RegionCountersJson(const std::vector<RegionCounters>& regions) {
                  {"parents_out", r.parents_out},
                  {"parents_dropped", r.parents_dropped},
                  {"parents_failed", r.parents_failed},
+                 {"parents_from_journal", r.parents_from_journal},
                  {"children_expanded", r.children_expanded},
                  {"children_present", r.children_present},
                  {"children_dropped", r.children_dropped},

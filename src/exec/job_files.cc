@@ -40,6 +40,12 @@ std::string RunJobPaths::TapStem(size_t op_idx, uint64_t partition, uint64_t num
   return "checkpoint_op_" + ZeroPad(op_idx, 4) + "_partition_" + ZeroPad(partition, width);
 }
 
+std::string RunJobPaths::JournalStem(const std::string& region, uint64_t partition,
+                                     uint64_t num_partitions) {
+  const int width = std::max(5, DecimalDigits(num_partitions));
+  return "lineage_" + region + "_partition_" + ZeroPad(partition, width);
+}
+
 EventLog::EventLog(std::string path, std::string job_id)
     : path_(std::move(path)), job_id_(std::move(job_id)), hostname_(HostName()) {
   if (path_.empty()) return;

@@ -29,6 +29,11 @@ struct RunJobPaths {
   // checkpoint_op_OOOO_partition_PPPPP (in Checkpoints()), to which the data
   // and commit suffixes are added.
   static std::string TapStem(size_t op_idx, uint64_t partition, uint64_t num_partitions);
+  // lineage_<region>_partition_PPPPP (in Checkpoints()): a region's gather
+  // journal in one partition, to which ".<token>.segNNNNN.jsonl.zst" (data)
+  // and ".segNNNNN.commit.json" (commit record) are added (SPEC-lineage §6).
+  static std::string JournalStem(const std::string& region, uint64_t partition,
+                                 uint64_t num_partitions);
 };
 
 // events_<ts>.jsonl of one process: one whole line per write(2), appended.

@@ -22,6 +22,7 @@
 #include "djshard/io/input.h"
 #include "djshard/io/sha256.h"
 #include "src/exec/job_files.h"
+#include "src/exec/lineage_journal.h"
 
 namespace djshard::exec {
 
@@ -55,20 +56,50 @@ uint64_t CountLines(const std::string& path, io::Sha256* stored = nullptr) {
   return lines + (last != '\n' ? 1 : 0);
 }
 
-// A partition's counters through operator op_idx, as a commit keeps them.
-json CountersJson(const ExecSummary& s, size_t op_idx, uint64_t rows_in, uint64_t bytes_in) {
+// A partition's counters through operator op_idx, as a commit keeps them:
+// the operators' and those of the lineage regions that end by op_idx.
+json CountersJson(const Plan& plan, const ExecSummary& s, size_t op_idx, uint64_t rows_in,
+                  uint64_t bytes_in) {
   json ops = json::array();
   for (size_t i = 0; i <= op_idx && i < s.operators.size(); ++i) {
     ops.push_back(OperatorCountersJson(s.operators[i]));
   }
-  return {{"rows_in", rows_in}, {"bytes_in", bytes_in}, {"operators", ops}};
+  std::vector<RegionCounters> regions;
+  for (size_t r = 0; r < plan.regions.size() && r < s.regions.size(); ++r) {
+    if (plan.regions[r].gather_idx <= op_idx) regions.push_back(s.regions[r]);
+  }
+  return {{"rows_in", rows_in},
+          {"bytes_in", bytes_in},
+          {"operators", ops},
+          {"regions", RegionCountersJson(regions)}};
 }
 
-// Counters stored in a commit, back as a summary (operators through op_idx).
-ExecSummary CountersFrom(const json& commit, size_t num_ops) {
+// Counters stored in a commit, back as a summary (operators through op_idx,
+// the regions it kept).
+ExecSummary CountersFrom(const Plan& plan, const json& commit, size_t num_ops) {
   ExecSummary s;
   s.operators.resize(num_ops);
   const json c = commit.value("counters", json::object());
+  s.regions.resize(plan.regions.size());
+  const json regions = c.value("regions", json::object());
+  for (size_t r = 0; r < plan.regions.size(); ++r) {
+    RegionCounters& rc = s.regions[r];
+    rc.name = plan.regions[r].name;
+    if (!regions.is_object() || !regions.contains(rc.name)) continue;
+    const json& j = regions[rc.name];
+    auto get = [&j](const char* key) { return j.value(key, uint64_t{0}); };
+    rc.parents_in = get("parents_in");
+    rc.parents_out = get("parents_out");
+    rc.parents_dropped = get("parents_dropped");
+    rc.parents_failed = get("parents_failed");
+    rc.parents_from_journal = get("parents_from_journal");
+    rc.children_expanded = get("children_expanded");
+    rc.children_present = get("children_present");
+    rc.children_dropped = get("children_dropped");
+    rc.children_failed = get("children_failed");
+    rc.children_suppressed = get("children_suppressed");
+    rc.late_discarded = get("late_discarded");
+  }
   const json ops = c.value("operators", json::array());
   for (size_t i = 0; i < ops.size() && i < num_ops; ++i) {
     s.operators[i].rows_in = ops[i].value("rows_in", uint64_t{0});
@@ -380,6 +411,34 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     for (const auto& [k, v] : c_.event_fields.items()) fields[k] = v;
     c_.events->Emit(type, std::move(fields));
   };
+  auto reject = c_.reject_commit;
+  if (!reject) {
+    reject = [&](const std::string& record_path, const json& record, const std::string& why) {
+      const std::string rejected = c_.checkpoints + "/rejected";
+      const std::string name = fs::path(record_path).filename().string();
+      disk.MakeDirs(rejected);
+      disk.Rename(record_path, rejected + "/" + name + "." + c_.token);
+      const std::string rel = record.is_object() ? record.value("data_path", "") : "";
+      if (!rel.empty() && rel.find('/') == std::string::npos &&
+          disk.Stat(c_.checkpoints + "/" + rel)) {
+        disk.Rename(c_.checkpoints + "/" + rel, rejected + "/" + rel);
+      }
+      json fields = {
+          {"error_message", why},
+          {"metadata", {{"commit", name}, {"moved_to", "rejected/" + name + "." + c_.token}}}};
+      if (record.is_object()) {
+        fields["partition_id"] = record.value("partition_id", json());
+        fields["checkpoint_path"] = record.value("data_path", json());
+        fields["checkpoint_sha256"] = record.value("sha256", json());
+      }
+      Emit("checkpoint_rejected", fields);
+    };
+  }
+  // The gather journals of a partition (SPEC-lineage §6): one per top-level
+  // region that runs in it, with checkpointing on.
+  auto journal_stem = [&](size_t r, uint64_t p) {
+    return RunJobPaths::JournalStem(plan.regions[r].name, p, set.bounds.size());
+  };
 
   ExecOptions base;
   base.threads = threads;
@@ -475,6 +534,10 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     }
     if (from.resumed && from.op_idx == last_op) {
       // A finished partition: its final tap is the output, concatenated.
+      // Journal files left by a run that died right after that commit go.
+      for (size_t r = 0; r < plan.regions.size(); ++r) {
+        if (plan.regions[r].parent < 0) DeleteJournal(c_.checkpoints, journal_stem(r, p), disk);
+      }
       skip_rows(p, b.rows());
       Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
       FinalTap done{from.data_path, ""};
@@ -491,7 +554,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
                                {"op_idx", from.op_idx},
                                {"checkpoint_path", from.commit.value("data_path", "")},
                                {"checkpoint_sha256", from.commit.value("sha256", "")}});
-      ExecSummary part = CountersFrom(from.commit, num_ops);
+      ExecSummary part = CountersFrom(plan, from.commit, num_ops);
       part.rows_out = from.commit.value("rows", uint64_t{0});
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -540,6 +603,47 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       };
     }
     Emit("partition_start", {{"partition_id", p}, {"input_rows", b.rows()}});
+    // Durable lineage: committed journal segments of an earlier run are
+    // verified and their parents taken instead of expanded again; rows are
+    // numbered in this partition's stream from its start point, which no
+    // commit moved since (taps commit when the partition ends).
+    std::vector<LoadedJournal> loaded(plan.regions.size());
+    std::vector<std::unique_ptr<GatherJournal>> journals(plan.regions.size());
+    bool journaling = false;
+    for (size_t r = 0; r < plan.regions.size() && !taps.empty(); ++r) {
+      const LineageRegion& region = plan.regions[r];
+      if (region.parent >= 0 || region.expand_idx < options.first_op) continue;
+      JournalScope scope;
+      scope.checkpoints = c_.checkpoints;
+      scope.stem = journal_stem(r, p);
+      scope.region = region.name;
+      scope.partition = p;
+      scope.gather_idx = region.gather_idx;
+      scope.job_id = job_id;
+      scope.shard_id = c_.shard_id;
+      scope.token = token;
+      scope.region_ops_sha256 = OpsPrefixSha256(root, region.gather_idx);
+      scope.input_tap_sha256 =
+          from.resumed ? from.commit.value("sha256", "") : set.digests[p].sha256;
+      scope.engine_version = version();
+      loaded[r] =
+          LoadJournal(scope, reject, [&](const json& fields) { Emit("lineage_load", fields); });
+      journals[r] = std::make_unique<GatherJournal>(
+          scope, disk, loaded[r].next_segment,
+          static_cast<uint64_t>(region.gather->journal_flush_parents),
+          region.gather->journal_flush_secs, publish,
+          [&](const json& fields) { Emit("lineage_commit", fields); });
+      journaling = true;
+    }
+    if (journaling) {
+      options.journaled = [&loaded](size_t r, uint64_t row) -> const JournaledParent* {
+        const auto it = loaded[r].parents.find(row);
+        return it == loaded[r].parents.end() ? nullptr : &it->second;
+      };
+      options.journal_sink = [&journals](size_t r, std::vector<JournaledParent>& parents) {
+        if (journals[r]) journals[r]->Add(parents);
+      };
+    }
     std::vector<OpenTap> open;
     for (const size_t t : taps) {
       if (t < options.first_op) continue;
@@ -632,6 +736,12 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     const ExecSummary part =
         Execute(plan, exec_inputs, final_rows != nullptr && assemble ? *final_rows : output,
                 committed_errors ? nullptr : (part_errors ? part_errors.get() : &errors), options);
+    // Sealed journal segments are committed before the taps, so that a
+    // resumed run finds what this one journaled (deleted once the final tap
+    // commits); parents not yet sealed need no segment any more.
+    for (const std::unique_ptr<GatherJournal>& journal : journals) {
+      if (journal) journal->Flush();
+    }
     // A partition commits only what it read whole.
     const uint64_t want_rows = from.resumed ? from.commit.value("rows", uint64_t{0}) : b.rows();
     if (part.rows_in != want_rows) {
@@ -645,7 +755,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       errors_sha = io::Sha256OfFile(c_.checkpoints + "/" + errors_rel);
     }
     // Ops before the tap resumed from count what the commit recorded.
-    ExecSummary earlier = from.resumed ? CountersFrom(from.commit, num_ops) : ExecSummary{};
+    ExecSummary earlier = from.resumed ? CountersFrom(plan, from.commit, num_ops) : ExecSummary{};
     std::unique_lock<std::mutex> counters_lock(mu);
     if (from.resumed) {
       for (size_t i = 0; i < options.first_op; ++i) {
@@ -654,6 +764,8 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         total.operators[i].errors += earlier.operators[i].errors;
         total.operators[i].seconds += earlier.operators[i].seconds;
       }
+      // Regions that ended before the tap resumed from: as the commit kept them.
+      AddRegionCounters(total, earlier);
     }
     AddCounters(total, part, options.first_op);
     rows_computed_ += part.rows_in;
@@ -662,6 +774,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     for (size_t i = 0; i < options.first_op && from.resumed; ++i) {
       cumulative.operators[i] = earlier.operators[i];
     }
+    if (from.resumed) AddRegionCounters(cumulative, earlier);
     // Commits, earliest operator first: only a commit record makes a checkpoint.
     for (OpenTap& tap : open) {
       std::string sha;
@@ -700,7 +813,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           {"attempt_token", token},
           {"engine", {{"version", version()}, {"git_commit", git_commit()}, {"libtorch", nullptr}}},
           {"model_devices", json::array()},
-          {"counters", CountersJson(cumulative, tap.op_idx, b.rows(), p_bytes)}};
+          {"counters", CountersJson(plan, cumulative, tap.op_idx, b.rows(), p_bytes)}};
       if (has_errors) {
         record["errors_path"] = errors_rel;
         record["errors_sha256"] = errors_sha;
@@ -753,6 +866,10 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           }
         }
       }
+    }
+    // The final tap is committed: the partition's journals are not needed.
+    for (size_t r = 0; r < journals.size(); ++r) {
+      if (journals[r]) DeleteJournal(c_.checkpoints, journal_stem(r, p), disk);
     }
     const double secs = MonotonicSeconds() - p_start;
     Emit("partition_complete", {{"partition_id", p},

@@ -1,4 +1,5 @@
 // The `expand` and `gather` entries: their keys, defaults and checks.
+#include <cctype>
 #include <stdexcept>
 
 #include "djshard/ops/lineage.h"
@@ -54,6 +55,13 @@ std::string RequiredName(const recipe::OperatorArgs& args, const std::string& en
   }
   const std::string name = args.GetString("name", "");
   if (name.empty()) args.FailAtColumn("name", "must be a non-empty string", entry);
+  // The name is part of the region's journal file names (SPEC-lineage §6).
+  for (const char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
+      args.FailAtColumn("name", "'" + name + "' has a character other than A-Z a-z 0-9 . _ -",
+                        "the name is part of file names");
+    }
+  }
   return name;
 }
 
@@ -213,6 +221,15 @@ GatherEntry::GatherEntry(const recipe::OperatorSpec& spec, const std::string& te
     a.FailAtColumn("on_child_error", "'" + on_error + "' is unknown", "fail_parent or drop_child");
   }
   config_.suppress_siblings = a.GetBool("suppress_siblings", true);
+  config_.journal_flush_parents = a.GetInt("journal_flush_parents", 256);
+  if (config_.journal_flush_parents < 1) {
+    a.FailAtColumn("journal_flush_parents", "must be at least 1",
+                   "got " + std::to_string(config_.journal_flush_parents));
+  }
+  config_.journal_flush_secs = a.GetDouble("journal_flush_secs", 30.0);
+  if (!(config_.journal_flush_secs > 0.0)) {
+    a.FailAtColumn("journal_flush_secs", "must be more than 0", "seconds, e.g. 30");
+  }
 }
 
 void GatherEntry::Map(Sample&) const {
@@ -235,7 +252,9 @@ const std::vector<BuiltinOperator>& LineageEntries() {
        MakeExpandEntry,
        "Lineage: splits each record (the parent) into ordered children; the entries up to the "
        "gather of the same name run on the children (SPEC-lineage)",
-       {{"name", "(required)", "pairs this expand with the gather of the same name; unique"},
+       {{"name", "(required)",
+         "pairs this expand with the gather of the same name; unique; letters, digits, . _ - "
+         "(it names the region's journal files)"},
         {"by", "(required)",
          "paragraph (blank-line runs), sentence (. ! ? … 。！？ then closers, or a line break), "
          "lines (each \\n), chars:N (N code points), field:KEY (one child per element of list "
@@ -275,7 +294,12 @@ const std::vector<BuiltinOperator>& LineageEntries() {
          "dispatched are suppressed); drop_child: the child is dropped and reported"},
         {"suppress_siblings", "true",
          "false lets the siblings of a failed parent run anyway, results discarded "
-         "(measurement)"}}},
+         "(measurement)"},
+        {"journal_flush_parents", "256",
+         "with checkpointing on, gathered parents are committed to the region's journal in "
+         "segments of this many, so a resumed partition does not expand them again"},
+        {"journal_flush_secs", "30",
+         "... or, when parents complete, once this many seconds passed since the last segment"}}},
   };
   return entries;
 }

@@ -820,6 +820,7 @@ class Worker {
     config.event_fields = event_fields;
     config.disk = &disk;
     config.publish_commit = publish_fenced;
+    config.reject_commit = reject;
     // A job stop starts no more partitions; those in flight finish and commit.
     config.before_partition = [] {
       if (StopRequested() || JobStopRequested()) {

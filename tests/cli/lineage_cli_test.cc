@@ -2,10 +2,12 @@
 // expected outputs from an independent Python model of the spec
 // (tests/cli/tools/lineage_expected.py), never from djshard itself.
 #include <openssl/sha.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -515,6 +517,199 @@ TEST_F(LineageCli, ElasticWorkersWriteTheSameBytesAsRun) {
     EXPECT_TRUE(e["source"]["shard_id"].get<std::string>().starts_with("part-")) << e["source"];
     EXPECT_TRUE(e["source"]["row"].is_number_unsigned()) << e["source"];
   }
+}
+
+// §8.12, durable lineage. `rows` parents of plain ASCII text: short ones
+// (under 6 characters) that the filter before the region drops, longer ones
+// (15 to 89) that the region splits into chars:7 children.
+class DurableLineageCli : public LineageCli {
+ protected:
+  void WriteDurableCorpus(int rows) {
+    std::string docs;
+    for (int i = 0; i < rows; ++i) {
+      docs += "{\"id\":" + std::to_string(i) + ",\"text\":\"" + TextOf(i) + "\"}\n";
+    }
+    Write("docs.jsonl", docs);
+  }
+  static std::string TextOf(int i) {
+    const int len = i % 5 == 0 ? i % 6 : 15 + (i * 37) % 75;
+    std::string t;
+    for (int k = 0; k < len; ++k) {
+      t += (k % 6 == 5 && k + 1 < len) ? ' ' : static_cast<char>('a' + (i + k) % 26);
+    }
+    return t;
+  }
+  // Children of parent i: its text in runs of 7 code points, none when the
+  // filter before the region drops it (independent of djshard).
+  static uint64_t ChildrenOf(int i) {
+    const size_t len = TextOf(i).size();
+    return len < 10 ? 0 : (len + 6) / 7;
+  }
+  void WriteDurableRecipe(const std::string& extra = "") {
+    Recipe("docs.jsonl",
+           "  - text_length_filter: {min_len: 10}\n"
+           "  - expand: {name: p, by: \"chars:7\", max_inflight_parents: 4}\n"
+           "  - djshard_test_delay_mapper: {seed: 5, max_ms: 1}\n"
+           "  - djshard_test_poison_mapper: {marker: xyz}\n"
+           "  - text_length_filter: {min_len: 4}\n"
+           "  - gather: {name: p, journal_flush_parents: 4}\n"
+           "  - whitespace_normalization_mapper:\n",
+           "work_dir: work\npartition: {mode: manual, num_of_partitions: 2, "
+           "max_concurrent_partitions: 1}\n" +
+               extra);
+  }
+  CliResult RunJob(const std::vector<std::string>& more, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> args = {"run", "--config",      "recipe.yaml", "--threads",
+                                     "1",   "--export-path", "out.jsonl"};
+    args.insert(args.end(), more.begin(), more.end());
+    std::vector<std::string> e = kTestOps;
+    e.insert(e.end(), env.begin(), env.end());
+    return WaitFor(Spawn(args, e));
+  }
+  // The committed segments of job `job`: commit record name -> partition-relative rows.
+  std::map<std::string, std::vector<uint64_t>> Segments(const std::string& job) const {
+    std::map<std::string, std::vector<uint64_t>> out;
+    const std::string dir = "work/" + job + "/checkpoints";
+    for (const std::string& n : List(dir)) {
+      if (n.rfind("lineage_p_partition_", 0) != 0 || n.find(".commit.json") == std::string::npos) {
+        continue;
+      }
+      const json c = json::parse(Read(dir + "/" + n));
+      EXPECT_EQ(c["count"].get<size_t>(), c["rows"].size());
+      out[n] = c["rows"].get<std::vector<uint64_t>>();
+    }
+    return out;
+  }
+  // Input rows (0-based) of the parents in `segments`, from the partition bounds.
+  std::set<int> JournaledRows(const std::string& job,
+                              const std::map<std::string, std::vector<uint64_t>>& segments) const {
+    const json info = json::parse(Read("work/" + job + "/checkpoints/partitioning_info.json"));
+    std::set<int> rows;
+    for (const auto& [name, list] : segments) {
+      const json c = json::parse(Read("work/" + job + "/checkpoints/" + name));
+      const uint64_t start =
+          info["partitions"][c["partition_id"].get<size_t>()]["start_row"].get<uint64_t>();
+      for (const uint64_t r : list) rows.insert(static_cast<int>(start + r));
+    }
+    return rows;
+  }
+  uint64_t ChildrenOfAllBut(int rows, const std::set<int>& journaled) const {
+    uint64_t n = 0;
+    for (int i = 0; i < rows; ++i) n += journaled.count(i) ? 0 : ChildrenOf(i);
+    return n;
+  }
+};
+
+TEST_F(DurableLineageCli, KilledRunResumesFromTheGatherJournalWithTheSameBytes) {
+  const int rows = 60;
+  WriteDurableCorpus(rows);
+  WriteDurableRecipe();
+  ASSERT_EQ(RunJob({"--job_id", "ref"}).exit_code, 0);
+  const std::string reference = Read("out.jsonl");
+  const std::string reference_errors = Read("out.jsonl.errors.jsonl");
+  EXPECT_GE(ErrorLines("out.jsonl").size(), 3u);
+  uint64_t all = 0;
+  for (int i = 0; i < rows; ++i) all += ChildrenOf(i);
+  EXPECT_EQ(Stats("out.jsonl")["regions"]["p"]["children_expanded"], all);
+  EXPECT_EQ(Stats("out.jsonl")["regions"]["p"]["parents_from_journal"], 0);
+  // The reference's journals went once its final taps committed.
+  EXPECT_TRUE(Segments("ref").empty());
+
+  // Partition 0 (24 parents past the filter, in segments of 4) finishes;
+  // partition 1 is killed after its second segment.
+  const CliResult killed =
+      RunJob({"--job_id", "j"}, {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@8"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  const auto segments = Segments("j");
+  ASSERT_EQ(segments.size(), 2u);
+  EXPECT_EQ(segments.begin()->first.rfind("lineage_p_partition_00001.", 0), 0u);
+  EXPECT_TRUE(Exists("work/j/checkpoints/checkpoint_op_0006_partition_00000.commit.json"));
+  const std::set<int> journaled = JournaledRows("j", segments);
+  EXPECT_GE(journaled.size(), 8u);
+
+  const CliResult resumed = RunJob({"--resume", "j"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(Read("out.jsonl") == reference);
+  // Failed parents from the journal keep their errors lines, in their place.
+  EXPECT_TRUE(Read("out.jsonl.errors.jsonl") == reference_errors);
+  // Partition 0's counters come from its final tap's commit.
+  const json region = Stats("out.jsonl")["regions"]["p"];
+  EXPECT_EQ(region["parents_in"], 48);
+  EXPECT_EQ(region["parents_from_journal"].get<size_t>(), journaled.size());
+  EXPECT_EQ(region["children_expanded"].get<uint64_t>(), ChildrenOfAllBut(rows, journaled));
+  // lineage_load events name every committed segment; the journals are gone.
+  size_t loads = 0;
+  for (const std::string& n : List("work/j")) {
+    if (n.rfind("events_", 0) != 0) continue;
+    std::istringstream in(Read("work/j/" + n));
+    for (std::string line; std::getline(in, line);) {
+      loads += json::parse(line)["event_type"] == "lineage_load";
+    }
+  }
+  EXPECT_EQ(loads, segments.size());
+  EXPECT_TRUE(Segments("j").empty());
+}
+
+TEST_F(DurableLineageCli, CorruptedJournalSegmentIsRejectedAndItsParentsRecomputed) {
+  const int rows = 60;
+  WriteDurableCorpus(rows);
+  WriteDurableRecipe();
+  ASSERT_EQ(RunJob({"--job_id", "ref"}).exit_code, 0);
+  const std::string reference = Read("out.jsonl");
+  const CliResult killed =
+      RunJob({"--job_id", "j"}, {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@3"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  auto segments = Segments("j");
+  ASSERT_GE(segments.size(), 3u);
+  // One byte of the first segment's data changes.
+  const std::string bad = segments.begin()->first;
+  const json record = json::parse(Read("work/j/checkpoints/" + bad));
+  const std::string data = "work/j/checkpoints/" + record["data_path"].get<std::string>();
+  std::string bytes = Read(data);
+  bytes[bytes.size() / 2] ^= 0x20;
+  Write(data, bytes);
+  segments.erase(segments.begin());
+  const std::set<int> journaled = JournaledRows("j", segments);
+
+  const CliResult resumed = RunJob({"--resume", "j"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(Read("out.jsonl") == reference);
+  const json region = Stats("out.jsonl")["regions"]["p"];
+  EXPECT_EQ(region["parents_from_journal"].get<size_t>(), journaled.size());
+  EXPECT_EQ(region["children_expanded"].get<uint64_t>(), ChildrenOfAllBut(rows, journaled));
+  EXPECT_TRUE(Exists("work/j/checkpoints/rejected/" + record["data_path"].get<std::string>()));
+  bool logged = false;
+  for (const std::string& n : List("work/j")) {
+    if (n.rfind("events_", 0) != 0) continue;
+    std::istringstream in(Read("work/j/" + n));
+    for (std::string line; std::getline(in, line);) {
+      const json e = json::parse(line);
+      if (e["event_type"] == "checkpoint_rejected") {
+        logged = true;
+        EXPECT_NE(e["error_message"].get<std::string>().find("sha256 differs"), std::string::npos)
+            << e;
+      }
+    }
+  }
+  EXPECT_TRUE(logged);
+}
+
+// The journal keys are checked at load, like the gather's others.
+TEST_F(DurableLineageCli, JournalKeysAreCheckedAtLoad) {
+  WriteDurableCorpus(5);
+  for (const std::string& bad :
+       {std::string("journal_flush_parents: 0"), std::string("journal_flush_secs: -1")}) {
+    Recipe("docs.jsonl",
+           "  - expand: {name: p, by: lines}\n  - gather:\n      name: p\n      " + bad + "\n");
+    const CliResult r = RunRecipe("out.jsonl");
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("recipe.yaml:6:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(bad.substr(0, bad.find(':'))), std::string::npos) << r.err;
+  }
+  Recipe("docs.jsonl", "  - expand: {name: a/b, by: lines}\n  - gather: {name: a/b}\n");
+  const CliResult r = RunRecipe("out.jsonl");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("character other than"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -493,5 +493,169 @@ TEST_F(TakeoverCli, RetryKeepsCheckpointsUnlessAskedToDiscardThem) {
   EXPECT_FALSE(Exists(ckpt));
 }
 
+// SPEC-lineage §8.12-13 for workers: a region's gather journal in a shard's
+// checkpoints. Parents of plain ASCII text: short ones (under 6 characters)
+// that the filter before the region drops, longer ones (15 to 89) split into
+// chars:7 children.
+class JournalTakeoverCli : public TakeoverCli {
+ protected:
+  static std::string TextOf(int i) {
+    const int len = i % 5 == 0 ? i % 6 : 15 + (i * 37) % 75;
+    std::string t;
+    for (int k = 0; k < len; ++k) {
+      t += (k % 6 == 5 && k + 1 < len) ? ' ' : static_cast<char>('a' + (i + k) % 26);
+    }
+    return t;
+  }
+  // Children of parent i, computed here (not by djshard).
+  static uint64_t ChildrenOf(int i) {
+    const size_t len = TextOf(i).size();
+    return len < 10 ? 0 : (len + 6) / 7;
+  }
+  void WriteRegionJob(int rows, const std::string& child_op) {
+    std::string docs;
+    for (int i = 0; i < rows; ++i) {
+      docs += "{\"id\":" + std::to_string(i) + ",\"text\":\"" + TextOf(i) + "\"}\n";
+    }
+    Write("data.jsonl", docs);
+    Write("recipe.yaml",
+          "dataset_path: data.jsonl\n"
+          "partition: {mode: manual, num_of_partitions: 2, max_concurrent_partitions: 1}\n"
+          "checkpoint: {keep_after_done: true}\n"
+          "process:\n"
+          "  - text_length_filter: {min_len: 10}\n"
+          "  - expand: {name: p, by: \"chars:7\", max_inflight_parents: 4}\n"
+          "  - " +
+              child_op +
+              "\n"
+              "  - text_length_filter: {min_len: 4}\n"
+              "  - gather: {name: p, journal_flush_parents: 4}\n"
+              "  - whitespace_normalization_mapper:\n");
+  }
+  // Journal segment commit records in the shard's checkpoints: name -> record.
+  std::map<std::string, json> SegmentRecords() const {
+    std::map<std::string, json> out;
+    for (const std::string& n : CommitRecords()) {
+      if (n.rfind("lineage_p_partition_", 0) == 0) {
+        out[n] = json::parse(Read(Checkpoints() + "/" + n));
+      }
+    }
+    return out;
+  }
+  size_t LineageCommitEvents(const std::string& host) const {
+    size_t n = 0;
+    for (const json& e : Events("job", host)) n += e["event_type"] == "lineage_commit";
+    return n;
+  }
+};
+
+TEST_F(JournalTakeoverCli, TakeoverTakesTheKilledAttemptsJournalInsteadOfExpandingAgain) {
+  const int rows = 60;
+  WriteRegionJob(rows, "djshard_test_delay_mapper: {seed: 5, max_ms: 1}");
+  const std::string reference = ReferenceSha();
+  Prepare("job", 1);
+  const CliResult a =
+      WaitFor(WorkerOn("node-a", "job", {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@2"}));
+  ASSERT_EQ(a.exit_code, 128 + SIGKILL) << a.err;
+  const std::map<std::string, json> segments = SegmentRecords();
+  ASSERT_GE(segments.size(), 2u);
+  const json info = json::parse(Read(Checkpoints() + "/partitioning_info.json"));
+  std::set<int> journaled;
+  for (const auto& [name, c] : segments) {
+    const uint64_t start =
+        info["partitions"][c["partition_id"].get<size_t>()]["start_row"].get<uint64_t>();
+    for (const json& r : c["rows"]) journaled.insert(static_cast<int>(start + r.get<uint64_t>()));
+  }
+  uint64_t others = 0;
+  for (int i = 0; i < rows; ++i) others += journaled.count(i) ? 0 : ChildrenOf(i);
+
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("took over stale lock"), std::string::npos) << b.err;
+  const json done = json::parse(Read("job/state/done/" + kShard + ".json"));
+  EXPECT_EQ(done["regions"]["p"]["parents_from_journal"].get<size_t>(), journaled.size());
+  EXPECT_EQ(done["regions"]["p"]["children_expanded"].get<uint64_t>(), others);
+  size_t loads = 0;
+  for (const json& e : Events("job", "node-b")) loads += e["event_type"] == "lineage_load";
+  EXPECT_EQ(loads, segments.size());
+  EXPECT_EQ(MergedSha(), reference);
+  // Each partition's journal went once its final tap committed.
+  EXPECT_TRUE(SegmentRecords().empty());
+}
+
+TEST_F(JournalTakeoverCli, TakeoverRejectsADamagedSegmentAndRecomputesItsParents) {
+  const int rows = 60;
+  WriteRegionJob(rows, "djshard_test_delay_mapper: {seed: 5, max_ms: 1}");
+  const std::string reference = ReferenceSha();
+  Prepare("job", 1);
+  const CliResult a =
+      WaitFor(WorkerOn("node-a", "job", {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@3"}));
+  ASSERT_EQ(a.exit_code, 128 + SIGKILL) << a.err;
+  std::map<std::string, json> segments = SegmentRecords();
+  ASSERT_EQ(segments.size(), 3u);
+  // The last segment loses its tail.
+  const std::string bad = segments.rbegin()->first;
+  const std::string data =
+      Checkpoints() + "/" + segments.rbegin()->second["data_path"].get<std::string>();
+  const std::string bytes = Read(data);
+  Write(data, bytes.substr(0, bytes.size() - 3));
+  segments.erase(bad);
+  size_t kept = 0;
+  for (const auto& [name, c] : segments) kept += c["rows"].size();
+
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const json done = json::parse(Read("job/state/done/" + kShard + ".json"));
+  EXPECT_EQ(done["regions"]["p"]["parents_from_journal"].get<size_t>(), kept);
+  EXPECT_EQ(MergedSha(), reference);
+  bool logged = false;
+  for (const json& e : Events("job", "node-b")) {
+    if (e["event_type"] != "checkpoint_rejected") continue;
+    logged = true;
+    EXPECT_EQ(e["metadata"]["commit"], bad);
+  }
+  EXPECT_TRUE(logged);
+  bool moved = false;
+  for (const std::string& n : List(Checkpoints() + "/rejected")) moved |= n.rfind(bad, 0) == 0;
+  EXPECT_TRUE(moved);
+}
+
+TEST_F(JournalTakeoverCli, FrozenWorkerPastItsLeaseCommitsNoJournalSegment) {
+  WriteRegionJob(24, "djshard_test_sleep_mapper: {seconds: 0.02}");
+  const std::string reference = ReferenceSha();
+  Prepare("job", 1, "1.5", "0.3");
+  const Spawned a = WorkerOn("node-a");
+  // A segment committed (its event follows the commit record).
+  ASSERT_TRUE(WaitUntil([&] { return LineageCommitEvents("node-a") >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] {
+    if (::kill(a.pid, SIGSTOP) != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!HoldsFlock(a.pid)) return true;
+    ::kill(a.pid, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return false;
+  }));
+  const std::string token_a = AttemptJson("job", kShard, 0)["token"];
+  std::set<std::string> before;
+  for (const auto& [name, c] : SegmentRecords()) {
+    if (c["attempt_token"] == token_a) before.insert(name);
+  }
+  const size_t commits_before = LineageCommitEvents("node-a");
+  ASSERT_GE(commits_before, 1u);
+  const CliResult b = WaitFor(WorkerOn("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  ASSERT_EQ(::kill(a.pid, SIGCONT), 0);
+  const CliResult ra = WaitFor(a);
+  const std::string status_a = AttemptJson("job", kShard, 0)["status"];
+  EXPECT_TRUE(status_a == "stale" || status_a == "lost") << status_a << ra.err;
+  EXPECT_EQ(LineageCommitEvents("node-a"), commits_before);
+  for (const auto& [name, c] : SegmentRecords()) {
+    if (c["attempt_token"] == token_a) {
+      EXPECT_TRUE(before.count(name)) << name << " was committed after SIGCONT";
+    }
+  }
+  EXPECT_EQ(MergedSha(), reference);
+}
+
 }  // namespace
 }  // namespace djshard::testing

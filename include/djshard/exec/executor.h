@@ -32,6 +32,7 @@ struct RegionCounters {
   uint64_t parents_out = 0;
   uint64_t parents_dropped = 0;
   uint64_t parents_failed = 0;
+  uint64_t parents_from_journal = 0;  // taken from the region's committed journal, not expanded
   uint64_t children_expanded = 0;
   uint64_t children_present = 0;
   uint64_t children_dropped = 0;
@@ -51,6 +52,16 @@ struct ExecSummary {
   double seconds = 0;
   std::vector<OperatorCounters> operators;
   std::vector<RegionCounters> regions;  // one per expand/gather pair, in plan order
+};
+
+// What a top-level expand/gather region made of one parent, as its gather
+// journal keeps it (SPEC-lineage §6).
+enum class JournalState : uint8_t { kPresent, kDropped, kFailed };
+struct JournaledParent {
+  uint64_t row = 0;  // the parent's row among the rows the run reads (0-based)
+  JournalState state = JournalState::kPresent;
+  std::string record;  // kPresent: the gathered parent, __dj__stats__/__dj__meta__ kept
+  std::string errors;  // errors-file lines the region wrote for it, each ending in \n
 };
 
 struct ExecOptions {
@@ -95,6 +106,14 @@ struct ExecOptions {
   // leaves it. Called from any thread, one call at a time; an operator's
   // start always comes before its end. A run that fails ends no operator.
   std::function<void(size_t op_idx, const OperatorCounters* done)> op_event;
+  // Durable lineage (SPEC-lineage §6), top-level regions only. `journaled`
+  // gives a parent's known result by region and row (null: none): such a
+  // parent is not expanded, its result is taken as if its gather made it.
+  // The pointee must stay unchanged while the run lasts.
+  std::function<const JournaledParent*(size_t region_idx, uint64_t row)> journaled;
+  // Called from any thread with the parents a top-level region gathered
+  // (not those `journaled` gave), in row order within a call.
+  std::function<void(size_t region_idx, std::vector<JournaledParent>& parents)> journal_sink;
 };
 
 // Runs `plan` over the input files in order, as batches, on `threads` new

@@ -137,6 +137,12 @@ struct PartitionRunConfig {
   // one was linked, false when one existed. Throws when the caller may not
   // publish any more (a worker that lost its claim). Default: Disk::PublishLink.
   std::function<bool(const std::string& path, const std::string& record)> publish_commit;
+  // Moves a commit record that failed verification (and the files it names)
+  // aside, with `why` (a lineage journal segment: SPEC-lineage §6). Default:
+  // into <checkpoints>/rejected/, logged as checkpoint_rejected.
+  std::function<void(const std::string& record_path, const nlohmann::json& record,
+                     const std::string& why)>
+      reject_commit;
   // Before each partition starts (may throw to start no more).
   std::function<void()> before_partition;
   // After each commit, under the runner's lock, with its time.

@@ -60,6 +60,11 @@ struct GatherConfig {
   OnEmpty on_empty = OnEmpty::kDrop;
   OnChildError on_child_error = OnChildError::kFailParent;
   bool suppress_siblings = true;
+  // Durable lineage (SPEC-lineage §6, with checkpointing on): a journal
+  // segment of gathered parents is sealed and committed once it holds this
+  // many parents, or once this many seconds passed since the last seal.
+  int64_t journal_flush_parents = 256;
+  double journal_flush_secs = 30.0;
 
   bool Has(GatherInto what) const;
 };

@@ -1,0 +1,366 @@
+#include "src/exec/lineage_journal.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
+#include "djshard/common/error.h"
+#include "djshard/common/text.h"
+#include "djshard/exec/checkpoint.h"
+#include "djshard/io/input.h"
+#include "djshard/io/json_text.h"
+#include "djshard/io/output.h"
+#include "djshard/io/sha256.h"
+#include "src/exec/job_files.h"
+
+namespace djshard::exec {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const char* StateName(JournalState s) {
+  switch (s) {
+    case JournalState::kPresent:
+      return "PRESENT";
+    case JournalState::kDropped:
+      return "DROPPED";
+    case JournalState::kFailed:
+      return "FAILED";
+  }
+  return "PRESENT";
+}
+
+std::string SegmentName(uint64_t segment) {
+  std::string n = std::to_string(segment);
+  if (n.size() < 5) n.insert(0, 5 - n.size(), '0');
+  return "seg" + n;
+}
+
+// One journal line: {"row", "state", "record", "error", "child_errors"}, the
+// record and the errors-file lines embedded as they are (raw bytes kept).
+// The parent-level error is the last errors line of a FAILED parent; lines
+// before it are its dropped children's.
+std::string JournalLine(const JournaledParent& p) {
+  std::vector<std::string_view> lines;
+  for (size_t at = 0; at < p.errors.size();) {
+    const size_t nl = p.errors.find('\n', at);
+    const size_t end = nl == std::string::npos ? p.errors.size() : nl;
+    if (end > at) lines.push_back(std::string_view(p.errors).substr(at, end - at));
+    at = end + 1;
+  }
+  std::string_view error;
+  if (p.state == JournalState::kFailed && !lines.empty()) {
+    error = lines.back();
+    lines.pop_back();
+  }
+  std::string out =
+      "{\"row\":" + std::to_string(p.row) + ",\"state\":\"" + StateName(p.state) + "\",\"record\":";
+  out += p.state == JournalState::kPresent ? std::string_view(p.record) : "null";
+  out += ",\"error\":";
+  out += error.empty() ? std::string_view("null") : error;
+  out += ",\"child_errors\":[";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += ',';
+    out += lines[i];
+  }
+  out += "]}\n";
+  return out;
+}
+
+// A journal line back as a parent; false when it is not one.
+bool ParseJournalLine(std::string_view line, JournaledParent* p) {
+  if (!json::accept(line)) return false;
+  std::string_view row, state, record, error, child_errors;
+  for (const io::JsonMember& m : io::SplitObject(line)) {
+    if (m.key_literal == "\"row\"") row = m.value;
+    if (m.key_literal == "\"state\"") state = m.value;
+    if (m.key_literal == "\"record\"") record = m.value;
+    if (m.key_literal == "\"error\"") error = m.value;
+    if (m.key_literal == "\"child_errors\"") child_errors = m.value;
+  }
+  if (row.empty() || row.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  p->row = std::stoull(std::string(row));
+  if (state == "\"PRESENT\"") {
+    p->state = JournalState::kPresent;
+  } else if (state == "\"DROPPED\"") {
+    p->state = JournalState::kDropped;
+  } else if (state == "\"FAILED\"") {
+    p->state = JournalState::kFailed;
+  } else {
+    return false;
+  }
+  if (p->state == JournalState::kPresent && (record.empty() || record.front() != '{')) return false;
+  p->record = p->state == JournalState::kPresent ? std::string(record) : std::string();
+  p->errors.clear();
+  if (!child_errors.empty() && child_errors.front() == '[') {
+    for (const std::string_view e : io::SplitArray(child_errors)) {
+      p->errors.append(e);
+      p->errors.push_back('\n');
+    }
+  }
+  if (!error.empty() && error != "null") {
+    p->errors.append(error);
+    p->errors.push_back('\n');
+  }
+  return true;
+}
+
+// Commit records of one journal: (segment number, path).
+std::vector<std::pair<uint64_t, std::string>> SegmentRecords(const std::string& checkpoints,
+                                                             const std::string& stem) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  const std::string prefix = stem + ".seg";
+  const std::string suffix = ".commit.json";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    out.emplace_back(std::stoull(digits), e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+GatherJournal::GatherJournal(JournalScope scope, io::Disk& disk, uint64_t first_segment,
+                             uint64_t flush_parents, double flush_secs,
+                             std::function<bool(const std::string&, const std::string&)> publish,
+                             std::function<void(const json&)> committed)
+    : scope_(std::move(scope)),
+      disk_(disk),
+      flush_parents_(std::max<uint64_t>(1, flush_parents)),
+      flush_secs_(flush_secs),
+      publish_(std::move(publish)),
+      committed_(std::move(committed)),
+      next_segment_(first_segment),
+      last_seal_(MonotonicSeconds()) {
+  thread_ = std::thread([this] { CommitLoop(); });
+}
+
+GatherJournal::~GatherJournal() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+void GatherJournal::Add(std::vector<JournaledParent>& parents) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (failure_) std::rethrow_exception(failure_);
+  for (const JournaledParent& p : parents) pending_.emplace_back(p.row, JournalLine(p));
+  while (pending_.size() >= flush_parents_) SealLocked(flush_parents_);
+  if (!pending_.empty() && MonotonicSeconds() - last_seal_ >= flush_secs_) {
+    SealLocked(pending_.size());
+  }
+  // Back-pressure: the region waits while the disk is behind.
+  cv_.wait(lock, [this] { return queue_.size() <= kMaxQueued || failure_; });
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+void GatherJournal::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return (queue_.empty() && !committing_) || failure_; });
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+void GatherJournal::SealLocked(size_t count) {
+  last_seal_ = MonotonicSeconds();
+  Sealed sealed;
+  sealed.segment = next_segment_++;
+  sealed.rows = json::array();
+  for (size_t i = 0; i < count; ++i) {
+    sealed.lines += pending_[i].second;
+    sealed.rows.push_back(pending_[i].first);
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(count));
+  queue_.push_back(std::move(sealed));
+  cv_.notify_all();
+}
+
+void GatherJournal::CommitLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || (!queue_.empty() && !failure_); });
+    if (stop_) return;
+    Sealed sealed = std::move(queue_.front());
+    queue_.pop_front();
+    committing_ = true;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      Commit(sealed);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    committing_ = false;
+    if (error && !failure_) failure_ = error;
+    cv_.notify_all();
+  }
+}
+
+void GatherJournal::Commit(const Sealed& sealed) {
+  const uint64_t segment = sealed.segment;
+  std::string stored;
+  io::AppendZstdFrame(sealed.lines, &stored);
+  const std::string rel =
+      scope_.stem + "." + scope_.token + "." + SegmentName(segment) + ".jsonl.zst";
+  const std::string data = scope_.checkpoints + "/" + rel;
+  // Data first (temp, fsync, rename), then the commit record: only a commit
+  // record makes a segment exist (SPEC-checkpoints §5).
+  disk_.WriteAtomic(data, stored);
+  const std::string sha = Sha256Hex(stored);
+  const uint64_t count = sealed.rows.size();
+  const json record = {{"schema_version", 1},
+                       {"job_id", scope_.job_id},
+                       {"shard_id", scope_.shard_id},
+                       {"region", scope_.region},
+                       {"partition_id", scope_.partition},
+                       {"gather_idx", scope_.gather_idx},
+                       {"segment", segment},
+                       {"rows", sealed.rows},
+                       {"count", count},
+                       {"data_path", rel},
+                       {"compression", "zstd"},
+                       {"size_bytes", stored.size()},
+                       {"sha256", sha},
+                       {"region_ops_sha256", scope_.region_ops_sha256},
+                       {"input_tap_sha256", scope_.input_tap_sha256},
+                       {"attempt_token", scope_.token},
+                       {"created_at", IsoMicros(NowNanos())},
+                       {"hostname", HostName()},
+                       {"pid", ::getpid()},
+                       {"engine", {{"version", scope_.engine_version}}}};
+  const std::string commit =
+      scope_.checkpoints + "/" + scope_.stem + "." + SegmentName(segment) + ".commit.json";
+  bool linked = false;
+  try {
+    linked = publish_(commit, record.dump(2) + "\n");
+  } catch (...) {
+    disk_.Unlink(data);  // never committed: garbage
+    throw;
+  }
+  if (!linked) {
+    // Another attempt committed this segment number: its parents stand, ours
+    // are in this run's output all the same.
+    disk_.Unlink(data);
+    return;
+  }
+  committed_({{"partition_id", scope_.partition},
+              {"op_idx", scope_.gather_idx},
+              {"checkpoint_path", rel},
+              {"checkpoint_sha256", sha},
+              {"output_rows", count},
+              {"metadata", {{"region", scope_.region}, {"segment", segment}}}});
+  CrashPoint("lineage_segment_committed");
+}
+
+LoadedJournal LoadJournal(
+    const JournalScope& scope,
+    const std::function<void(const std::string&, const json&, const std::string&)>& reject,
+    const std::function<void(const json&)>& loaded) {
+  LoadedJournal out;
+  for (const auto& [segment, path] : SegmentRecords(scope.checkpoints, scope.stem)) {
+    out.next_segment = std::max(out.next_segment, segment + 1);
+    const json record = json::parse(io::ReadFile(path), nullptr, false);
+    std::vector<JournaledParent> parents;
+    std::string why;
+    const std::string rel = record.is_object() ? record.value("data_path", "") : "";
+    const std::string data = scope.checkpoints + "/" + rel;
+    if (!record.is_object() || !record.contains("rows") || !record["rows"].is_array()) {
+      why = "not a journal commit record";
+    } else if (record.value("region", "") != scope.region ||
+               record.value("partition_id", json()) != json(scope.partition) ||
+               record.value("segment", json()) != json(segment)) {
+      why = "made for another region, partition or segment";
+    } else if (record.value("region_ops_sha256", "") != scope.region_ops_sha256) {
+      why = "its operators differ from the recipe's (region_ops_sha256)";
+    } else if (record.value("input_tap_sha256", "") != scope.input_tap_sha256) {
+      why = "made from another region input (input_tap_sha256)";
+    } else if (record.value("engine", json::object()).value("version", "") !=
+               scope.engine_version) {
+      why = "made by another djshard version";
+    } else if (rel.empty() || rel.find('/') != std::string::npos || !fs::exists(data)) {
+      why = rel + ": missing";
+    } else if (fs::file_size(data) != record.value("size_bytes", uint64_t{0})) {
+      why = rel + ": size " + std::to_string(fs::file_size(data)) + ", the commit says " +
+            std::to_string(record.value("size_bytes", uint64_t{0}));
+    } else {
+      // One read: the stored bytes hashed, the lines decoded and parsed.
+      io::Sha256 stored;
+      std::string text;
+      try {
+        std::unique_ptr<io::ByteSource> in = io::OpenInput(data, &stored);
+        std::vector<char> buf(1 << 16);
+        for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) text.append(buf.data(), n);
+      } catch (const Error& e) {
+        why = rel + ": unreadable: " + e.what();
+      }
+      if (why.empty() && stored.HexDigest() != record.value("sha256", "")) {
+        why = rel + ": sha256 differs";
+      }
+      for (size_t at = 0; why.empty() && at < text.size();) {
+        const size_t nl = text.find('\n', at);
+        const size_t end = nl == std::string::npos ? text.size() : nl;
+        JournaledParent p;
+        if (!ParseJournalLine(std::string_view(text).substr(at, end - at), &p)) {
+          why = rel + ": line " + std::to_string(parents.size() + 1) + " is not a journal entry";
+        }
+        parents.push_back(std::move(p));
+        at = end + 1;
+      }
+      if (why.empty()) {
+        json rows = json::array();
+        for (const JournaledParent& p : parents) rows.push_back(p.row);
+        if (parents.size() != record.value("count", uint64_t{0}) || rows != record["rows"]) {
+          why = rel + ": its parents differ from the commit's rows and count";
+        }
+      }
+    }
+    if (!why.empty()) {
+      reject(path, record, why);
+      continue;
+    }
+    for (JournaledParent& p : parents) {
+      const uint64_t row = p.row;
+      out.parents.emplace(row, std::move(p));
+    }
+    loaded({{"partition_id", scope.partition},
+            {"op_idx", scope.gather_idx},
+            {"checkpoint_path", rel},
+            {"checkpoint_sha256", record.value("sha256", "")},
+            {"output_rows", record.value("count", uint64_t{0})},
+            {"metadata",
+             {{"region", scope.region},
+              {"segment", segment},
+              {"origin_attempt_token", record.value("attempt_token", json())}}}});
+  }
+  return out;
+}
+
+void DeleteJournal(const std::string& checkpoints, const std::string& stem, io::Disk& disk) {
+  for (const auto& [segment, path] : SegmentRecords(checkpoints, stem)) disk.Unlink(path);
+  std::error_code ec;
+  std::vector<std::string> data;
+  for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(stem + ".", 0) == 0) data.push_back(e.path().string());
+  }
+  for (const std::string& path : data) disk.Unlink(path);
+}
+
+}  // namespace djshard::exec

@@ -43,11 +43,15 @@ void AddGcCommand(CLI::App& app, int* exit_code) {
                           {"removed", r.removed},
                           {"bytes", r.bytes},
                           {"commits_kept", r.commits_kept},
-                          {"skipped_shards", r.skipped_shards}};
+                          {"skipped_shards", r.skipped_shards},
+                          {"skipped_probe", r.skipped_probe}};
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       for (const std::string& shard : r.skipped_shards) {
         std::printf("left %s alone: a live attempt holds it\n", shard.c_str());
+      }
+      for (const std::string& what : r.skipped_probe) {
+        std::printf("kept %s\n", what.c_str());
       }
       for (const std::string& path : r.removed) {
         std::printf("%s %s\n", opt->dry_run ? "would remove" : "removed", path.c_str());

@@ -118,7 +118,18 @@ ProbeRecords::Look ProbeRecords::TryKey(const std::string& key) {
   return look;
 }
 
-bool ProbeRecords::RemoveStale(const std::string& key) {
+bool ProbeRecords::LockIsStale(const std::string& key) {
+  const std::optional<double> age = AgeSecs(LockPath(key));
+  return age && *age > lease_secs_;
+}
+
+bool ProbeRecords::RemoveStaleLock(const std::string& key) {
+  bool unlinked = false;
+  RemoveStale(key, &unlinked);
+  return unlinked;
+}
+
+bool ProbeRecords::RemoveStale(const std::string& key, bool* unlinked) {
   const std::string path = LockPath(key);
   const io::ScopedFd fd(disk_.OpenExisting(path));
   if (fd.get() < 0) return true;  // released meanwhile
@@ -132,6 +143,7 @@ bool ProbeRecords::RemoveStale(const std::string& key) {
     if (by_path && by_fd.SameFile(*by_path) &&
         static_cast<double>(FilesystemNowNanos() - by_path->mtime_ns) / 1e9 > lease_secs_) {
       removed = disk_.Unlink(path);
+      if (unlinked != nullptr) *unlinked = removed;
     }
   } catch (...) {
     disk_.Unflock(fd.get());

@@ -68,6 +68,13 @@ class ProbeRecords {
   }
   std::string LockPath(const std::string& key) const { return dir_ + "/" + key + ".lock"; }
 
+  // Whether the key's lock exists and is older than the lease by the
+  // filesystem's clock: its holder stopped refreshing it (`djshard gc`).
+  bool LockIsStale(const std::string& key);
+  // Removes the key's lock when it is stale (under flock, inode re-checked,
+  // as a worker that looks at the key does); true when this call unlinked it.
+  bool RemoveStaleLock(const std::string& key);
+
  private:
   struct Held {
     int fd = -1;
@@ -84,8 +91,9 @@ class ProbeRecords {
   bool Settled(const std::string& key, Look* look);
   // Removes the key's lock when it is still ours, and closes it.
   void Unlock(const std::string& key);
-  // Removes a lock older than the lease; true when it was removed.
-  bool RemoveStale(const std::string& key);
+  // Removes a lock older than the lease; true when it was removed (or is
+  // gone); `unlinked` tells whether this call removed it.
+  bool RemoveStale(const std::string& key, bool* unlinked = nullptr);
 
   std::string dir_;
   double lease_secs_, heartbeat_secs_;

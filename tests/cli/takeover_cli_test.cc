@@ -3,6 +3,7 @@
 // a worker that takes a shard over after kill -9 resumes from the commits of
 // the dead attempt, rejects damaged ones, and the merged output never changes.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -491,6 +492,80 @@ TEST_F(TakeoverCli, RetryKeepsCheckpointsUnlessAskedToDiscardThem) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Discarded checkpoints"), std::string::npos) << r.out;
   EXPECT_FALSE(Exists(ckpt));
+}
+
+// gc in probe/ (SPEC-checkpoints §10.5): the work directory of a worker of
+// this host that is gone goes, but for the log a failure record names; a live
+// worker's, another host's, the records and a lock younger than the lease
+// stay; a lock older than the lease goes.
+TEST_F(TakeoverCli, GcRemovesDeadWorkersProbeFilesAndStaleProbeLocksOnly) {
+  WriteCorpus(8);
+  WriteRecipe(1, 0);
+  Prepare("job", 1, "30", "5");
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  // A pid that is gone: a child that exited and was reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const std::string dead = "job/probe/work." + std::string(host) + "." + std::to_string(child);
+  const std::string live = "job/probe/work." + std::string(host) + "." + std::to_string(::getpid());
+  const std::string remote = "job/probe/work.node-elsewhere.12345";
+  Write(dead + "/sample.jsonl", "{}\n");
+  Write(dead + "/probe_op_1.log", "ERROR: out of memory\n");
+  Write(dead + "/probe_op_2.log", "half a log\n");
+  Write(dead + "/work_op_2/scratch.bin", "scratch");
+  Write(live + "/sample.jsonl", "{}\n");
+  Write(remote + "/sample.jsonl", "{}\n");
+  Write("job/probe/k1.json", "{\"cache_key\": \"k1\"}\n");
+  const std::string kept_log = dead.substr(4) + "/probe_op_1.log";
+  Write("job/probe/k2.failed.json", json({{"cache_key", "k2"}, {"log", kept_log}}).dump() + "\n");
+  fs::last_write_time(Path("job/probe/k2.failed.json"),
+                      fs::file_time_type::clock::now() - std::chrono::hours(1));
+  Write("job/probe/k3.lock", "{\"cache_key\": \"k3\", \"pid\": 1}\n");
+  fs::last_write_time(Path("job/probe/k3.lock"),
+                      fs::file_time_type::clock::now() - std::chrono::minutes(10));
+  Write("job/probe/k4.lock", "{\"cache_key\": \"k4\", \"pid\": 1}\n");
+  const std::set<std::string> garbage = {
+      Path(dead + "/sample.jsonl"), Path(dead + "/probe_op_2.log"),
+      Path(dead + "/work_op_2/scratch.bin"), Path("job/probe/k3.lock")};
+
+  CliResult r = Run({"gc", Path("job"), "--dry-run", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json gc = json::parse(r.out);
+  std::set<std::string> removed;
+  for (const json& p : gc["removed"])
+    removed.insert(fs::path(p.get<std::string>()).lexically_normal());
+  EXPECT_EQ(removed, garbage) << r.out;
+  for (const std::string& p : garbage) EXPECT_TRUE(fs::exists(p)) << p;
+
+  r = Run({"gc", Path("job"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  gc = json::parse(r.out);
+  removed.clear();
+  for (const json& p : gc["removed"])
+    removed.insert(fs::path(p.get<std::string>()).lexically_normal());
+  EXPECT_EQ(removed, garbage) << r.out;
+  for (const std::string& p : garbage) EXPECT_FALSE(fs::exists(p)) << p;
+  EXPECT_FALSE(Exists(dead + "/work_op_2"));
+  // Kept: the log the failure names (and so its directory), the live and the
+  // remote workers' directories, the records and the fresh lock.
+  EXPECT_EQ(Read(dead + "/probe_op_1.log"), "ERROR: out of memory\n");
+  EXPECT_TRUE(Exists(live + "/sample.jsonl"));
+  EXPECT_TRUE(Exists(remote + "/sample.jsonl"));
+  EXPECT_TRUE(Exists("job/probe/k1.json"));
+  EXPECT_TRUE(Exists("job/probe/k2.failed.json"));
+  EXPECT_TRUE(Exists("job/probe/k4.lock"));
+  EXPECT_EQ(gc["skipped_probe"].size(), 3u) << r.out;
+
+  // Once the failure record is gone, the dead worker's directory goes whole.
+  fs::remove(Path("job/probe/k2.failed.json"));
+  r = Run({"gc", Path("job")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kept " + Path(live)), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(dead));
 }
 
 // SPEC-lineage §8.12-13 for workers: a region's gather journal in a shard's

@@ -80,16 +80,17 @@ Claim::~Claim() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-template <typename Fn>
-bool ClaimStore::WithIdleLock(const std::string& path, Fn&& fn) {
+template <typename Look, typename Fenced>
+bool ClaimStore::WithIdleLock(const std::string& path, Look&& look, Fenced&& fenced) {
   const io::ScopedFd lock(disk_.OpenExisting(path));
   if (lock.get() < 0) return false;
+  if (!look(lock.get(), disk_.StatFd(lock.get(), path))) return false;
   FlockGuard guard(disk_, lock.get(), /*blocking=*/false);
   if (!guard.held()) return false;
   const io::FileStat by_fd = disk_.StatFd(lock.get(), path);
   const std::optional<io::FileStat> by_path = disk_.Stat(path);
   if (!by_path || !by_fd.SameFile(*by_path)) return false;
-  return fn(lock.get(), by_fd);
+  return fenced(lock.get(), by_fd);
 }
 
 template <typename Fn>
@@ -155,22 +156,33 @@ std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
 
 bool ClaimStore::ClearFinishedLock(const std::string& shard_id) {
   const std::string path = job_.LockPath(shard_id);
-  // The lock is opened before the records are looked at: a lock made after a
-  // failed record was moved away by `retry` then never counts as leftover.
-  return WithIdleLock(path, [&](int fd, const io::FileStat&) {
-    const bool done = disk_.Stat(job_.DonePath(shard_id)).has_value();
-    if (!done && !disk_.Stat(job_.FailedPath(shard_id))) return false;
-    const LockRecord lock = ReadLock(fd, path);
-    const std::string attempt_dir = AttemptDirOf(job_, lock);
-    if (!attempt_dir.empty()) {
-      std::optional<AttemptStatus> status;
-      try {
-        const std::string record = JobPaths::AttemptRecordPath(attempt_dir);
-        status = AttemptRecord::FromJson(disk_.Read(record), record).status;
-      } catch (const Error&) {
-        // No record: the claimant died before its attempt started.
-      }
-      if (status == AttemptStatus::kRunning) {
+  // Everything is read, and the attempt's new record staged, before the
+  // flock: the fenced section only re-checks (the lock's inode, the shard's
+  // record, the attempt record the staged one was made from) and renames the
+  // staged record into place and unlinks the lock. A worker frozen before the
+  // fence holds no flock; one frozen inside it holds it for a rename.
+  std::optional<StagedAttempt> staged;
+  std::string attempt_dir;
+  bool done = false;
+  const bool cleared = WithIdleLock(
+      path,
+      [&](int fd, const io::FileStat&) {
+        // The lock is opened before the records are looked at: a lock made
+        // after a failed record was moved away by `retry` then never counts
+        // as leftover.
+        done = disk_.Stat(job_.DonePath(shard_id)).has_value();
+        if (!done && !disk_.Stat(job_.FailedPath(shard_id))) return false;
+        const LockRecord lock = ReadLock(fd, path);
+        attempt_dir = AttemptDirOf(job_, lock);
+        if (attempt_dir.empty()) return true;
+        std::optional<AttemptStatus> status;
+        try {
+          const std::string record = JobPaths::AttemptRecordPath(attempt_dir);
+          status = AttemptRecord::FromJson(disk_.Read(record), record).status;
+        } catch (const Error&) {
+          // No record: the claimant died before its attempt started.
+        }
+        if (status != AttemptStatus::kRunning) return true;
         std::string published_by;
         if (done) {
           try {
@@ -182,17 +194,27 @@ bool ClaimStore::ClearFinishedLock(const std::string& shard_id) {
           }
         }
         if (!lock.token.empty() && published_by == lock.token) {
-          SetAttemptStatus(attempt_dir, AttemptStatus::kDone);
+          staged = StageAttemptStatus(attempt_dir, AttemptStatus::kDone, "");
         } else {
-          SetAttemptStatus(attempt_dir, AttemptStatus::kLost,
-                           "the shard was finished by another attempt");
+          staged = StageAttemptStatus(attempt_dir, AttemptStatus::kLost,
+                                      "the shard was finished by another attempt");
         }
-      }
-    }
-    disk_.Unlink(path);
-    disk_.SyncDir(job_.LocksDir());
-    return true;
-  });
+        CrashPoint("clear_lock_staged");
+        return true;
+      },
+      [&](int, const io::FileStat&) {
+        if (!disk_.Stat(done ? job_.DonePath(shard_id) : job_.FailedPath(shard_id))) return false;
+        if (staged && !staged->Unchanged(disk_)) return false;
+        if (staged) {
+          disk_.Rename(staged->path, staged->record);
+          staged.reset();
+        }
+        disk_.Unlink(path);
+        return true;
+      });
+  if (staged) disk_.Unlink(staged->path);  // not used: the lock or the record changed
+  if (cleared) disk_.SyncDir(job_.LocksDir());
+  return cleared;
 }
 
 std::optional<double> ClaimStore::LockAge(const std::string& shard_id, int64_t fs_now_ns) const {
@@ -203,23 +225,66 @@ std::optional<double> ClaimStore::LockAge(const std::string& shard_id, int64_t f
 
 bool ClaimStore::TakeOverStale(const std::string& shard_id, double lease_secs) {
   const std::string path = job_.LockPath(shard_id);
-  return WithIdleLock(path, [&](int fd, const io::FileStat& lock) {
-    // Re-check the age now that the lock is ours to inspect.
-    const double age = static_cast<double>(job_.FilesystemNowNanos() - lock.mtime_ns) / 1e9;
-    if (age <= lease_secs) return false;
-    // The old attempt is marked before the lock disappears, so its owner, if
-    // it is still alive, finds "stale" when it looks.
-    const std::string attempt_dir = AttemptDirOf(job_, ReadLock(fd, path));
-    if (!attempt_dir.empty()) {
-      SetAttemptStatus(attempt_dir, AttemptStatus::kStale,
-                       "lease expired after " + std::to_string(static_cast<int64_t>(age)) +
-                           " s without heartbeat");
-    }
-    disk_.Rename(path, job_.StaleLockPath(
-                           shard_id, std::to_string(NowNanos() / 1000000000) + "." + RandomHex(8)));
-    disk_.SyncDir(job_.LocksDir());
-    return true;
-  });
+  // SPEC-elastic-sharding: the old attempt is marked "stale" before the lock
+  // disappears, so its owner, if it is still alive, finds "stale" when it
+  // looks. The mark is staged before the flock: the attempt's new record is
+  // written and fsynced (with its directory) beside attempt.json. Under the
+  // flock, once the inode, the age and the attempt record it was made from
+  // are re-checked, one rename puts it in place and a second moves the lock
+  // into state/stale_locks/; both directories are fsynced after the flock.
+  // Crash consistency: a crash before the first rename leaves a staged file
+  // in the attempt's directory and the stale lock where it was (the next
+  // worker takes it over); between the renames, an attempt marked stale whose
+  // lock is still stale (the same). The renames are issued in that order, and
+  // a shared filesystem applies metadata operations in order (NFS commits
+  // each rename before it answers; a journaling local filesystem commits its
+  // journal in order), so no crash leaves the lock moved and the mark lost;
+  // a filesystem that broke this would at worst leave the old attempt
+  // "running" without a lock, uncounted as a failure, never a wrong output.
+  // A taker frozen anywhere holds the flock for at most these renames, so
+  // another worker can take the shard over meanwhile; this one then finds
+  // another lock (or none) at the path, or an attempt record that changed,
+  // and gives up, removing its staged file.
+  int64_t fs_now = 0;
+  double age = 0;
+  std::optional<StagedAttempt> staged;
+  std::string attempt_dir;
+  bool marked = false;  // the stale mark was renamed into place
+  const bool taken = WithIdleLock(
+      path,
+      [&](int fd, const io::FileStat& lock) {
+        fs_now = job_.FilesystemNowNanos();
+        age = static_cast<double>(fs_now - lock.mtime_ns) / 1e9;
+        if (age <= lease_secs) return false;
+        attempt_dir = AttemptDirOf(job_, ReadLock(fd, path));
+        if (!attempt_dir.empty()) {
+          staged = StageAttemptStatus(attempt_dir, AttemptStatus::kStale,
+                                      "lease expired after " +
+                                          std::to_string(static_cast<int64_t>(age)) +
+                                          " s without heartbeat");
+        }
+        CrashPoint("takeover_staged");
+        return true;
+      },
+      [&](int, const io::FileStat& lock) {
+        // Re-check the age now that the lock is ours to inspect (against the
+        // clock read before: a heartbeat since then makes it younger).
+        if (static_cast<double>(fs_now - lock.mtime_ns) / 1e9 <= lease_secs) return false;
+        if (staged && !staged->Unchanged(disk_)) return false;
+        if (staged) {
+          disk_.Rename(staged->path, staged->record);
+          staged.reset();
+          marked = true;
+        }
+        disk_.Rename(path, job_.StaleLockPath(shard_id, std::to_string(NowNanos() / 1000000000) +
+                                                            "." + RandomHex(8)));
+        return true;
+      });
+  if (staged) disk_.Unlink(staged->path);  // not used: the lock or the record changed
+  if (!taken) return false;
+  if (marked) disk_.SyncDir(attempt_dir);
+  disk_.SyncDir(job_.LocksDir());
+  return true;
 }
 
 bool ClaimStore::Heartbeat(const Claim& claim) {
@@ -334,29 +399,68 @@ void ClaimStore::StartAttempt(const Claim& claim, const std::string& input_path,
   disk_.WriteReplace(JobPaths::AttemptRecordPath(claim.attempt_dir()), record.ToJson());
 }
 
-void ClaimStore::SetAttemptStatus(const std::string& attempt_dir, AttemptStatus status,
-                                  const std::string& error) {
+std::optional<std::string> ClaimStore::AttemptWithStatus(const std::string& attempt_dir,
+                                                         AttemptStatus status,
+                                                         const std::string& error,
+                                                         std::optional<io::FileStat>* read) {
   const std::string path = JobPaths::AttemptRecordPath(attempt_dir);
   AttemptRecord record;
   try {
+    const std::optional<io::FileStat> st = disk_.Stat(path);
     record = AttemptRecord::FromJson(disk_.Read(path), path);
+    if (read != nullptr) *read = st;
   } catch (const Error&) {
     // No readable record (a crash right after the claim): write a new one, if
     // the attempt's directory exists at all.
     const std::optional<io::FileStat> dir = disk_.Stat(attempt_dir);
-    if (!dir || !dir->is_directory) return;
+    if (!dir || !dir->is_directory) return std::nullopt;
+    if (read != nullptr) *read = disk_.Stat(path);
   }
-  if (record.status == AttemptStatus::kStale && status != AttemptStatus::kStale) return;
+  if (record.status == AttemptStatus::kStale && status != AttemptStatus::kStale) {
+    return std::nullopt;
+  }
   record.status = status;
   if (!error.empty()) record.error = error;
   record.finished_at = FormatUtcIso8601(NowNanos());
+  return record.ToJson();
+}
+
+void ClaimStore::SetAttemptStatus(const std::string& attempt_dir, AttemptStatus status,
+                                  const std::string& error) {
+  const std::optional<std::string> content = AttemptWithStatus(attempt_dir, status, error, nullptr);
+  if (!content) return;
+  const std::string path = JobPaths::AttemptRecordPath(attempt_dir);
   // Failures and takeovers are durable (they count toward retries); the rest
   // is a record for people.
   if (CountsAsFailure(status)) {
-    disk_.WriteAtomic(path, record.ToJson());
+    disk_.WriteAtomic(path, *content);
   } else {
-    disk_.WriteReplace(path, record.ToJson());
+    disk_.WriteReplace(path, *content);
   }
+}
+
+std::optional<ClaimStore::StagedAttempt> ClaimStore::StageAttemptStatus(
+    const std::string& attempt_dir, AttemptStatus status, const std::string& error) {
+  StagedAttempt staged;
+  const std::optional<std::string> content =
+      AttemptWithStatus(attempt_dir, status, error, &staged.read);
+  if (!content) return std::nullopt;
+  staged.record = JobPaths::AttemptRecordPath(attempt_dir);
+  staged.path = staged.record + ".staged." + RandomHex(8);
+  // Written whole (and, for a status that counts as a failure, fsynced with
+  // its directory) before any rename makes it the attempt's record.
+  if (CountsAsFailure(status)) {
+    disk_.WriteAtomic(staged.path, *content);
+  } else {
+    disk_.WriteReplace(staged.path, *content);
+  }
+  return staged;
+}
+
+bool ClaimStore::StagedAttempt::Unchanged(io::Disk& disk) const {
+  const std::optional<io::FileStat> now = disk.Stat(record);
+  if (!now || !read) return !now && !read;
+  return now->SameFile(*read) && now->mtime_ns == read->mtime_ns && now->size == read->size;
 }
 
 int64_t ClaimStore::CountFailures(const std::string& shard_id) const {

@@ -219,5 +219,97 @@ TEST_F(ClaimStoreTest, ADoneRecordStagedBeforeATakeoverIsNeverPublished) {
   EXPECT_EQ(fs::last_write_time(job_->LockPath(shard_)), before);
 }
 
+AttemptStatus StatusOf(const std::string& attempt_dir) {
+  const std::string path = JobPaths::AttemptRecordPath(attempt_dir);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return AttemptRecord::FromJson(text, path).status;
+}
+
+size_t StagedFiles(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    n += e.path().filename().string().find(".staged.") != std::string::npos;
+  }
+  return n;
+}
+
+size_t Entries(const std::string& dir) {
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(ClaimStoreTest, TakeoversWriteAndFsyncOutsideTheFencedSection) {
+  std::optional<Claim> owner = store_->TryClaim(shard_);
+  ASSERT_TRUE(owner.has_value());
+  store_->StartAttempt(*owner, "shards/x.jsonl");
+  FenceWatchDisk disk;
+  ClaimStore taker(*job_, disk);
+  ASSERT_TRUE(taker.TakeOverStale(shard_, -1));
+  EXPECT_FALSE(fs::exists(job_->LockPath(shard_)));
+  EXPECT_EQ(Entries(job_->StaleLocksDir()), 1u);
+  // The old attempt is marked stale: staged first, renamed under the fence.
+  EXPECT_EQ(StatusOf(owner->attempt_dir()), AttemptStatus::kStale);
+  EXPECT_TRUE(Mentions(disk.unfenced, "write " + owner->attempt_dir()));
+  EXPECT_TRUE(Mentions(disk.unfenced, "fsync " + job_->LocksDir()));
+  EXPECT_TRUE(disk.fenced.empty()) << disk.fenced.front();
+  EXPECT_EQ(StagedFiles(owner->attempt_dir()), 0u);
+  EXPECT_FALSE(store_->Heartbeat(*owner));
+}
+
+// A taker frozen after staging the stale mark, before its fence, holds no
+// flock: another worker takes the shard over; the first then finds another
+// lock at the path, moves nothing and removes its staged record.
+TEST_F(ClaimStoreTest, ATakerFrozenBeforeItsFenceLetsAnotherTakeTheShardOver) {
+  std::optional<Claim> owner = store_->TryClaim(shard_);
+  ASSERT_TRUE(owner.has_value());
+  store_->StartAttempt(*owner, "shards/x.jsonl");
+  FenceWatchDisk disk;
+  ClaimStore frozen(*job_, disk);
+  std::optional<Claim> next;
+  disk.after_write = [&](const std::string& path) {
+    if (path.find(".staged.") == std::string::npos) return;
+    ASSERT_TRUE(store_->TakeOverStale(shard_, -1));
+    next = store_->TryClaim(shard_);
+    ASSERT_TRUE(next.has_value());
+  };
+  EXPECT_FALSE(frozen.TakeOverStale(shard_, -1));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(Entries(job_->StaleLocksDir()), 1u);
+  EXPECT_TRUE(store_->Heartbeat(*next));
+  EXPECT_EQ(StatusOf(owner->attempt_dir()), AttemptStatus::kStale);
+  EXPECT_EQ(StagedFiles(owner->attempt_dir()), 0u);
+  EXPECT_TRUE(disk.fenced.empty()) << disk.fenced.front();
+}
+
+// The owner published its done record and died before removing its lock:
+// the leftover lock goes and the attempt becomes done, with its record
+// staged before the fence.
+TEST_F(ClaimStoreTest, ClearingAFinishedLockWritesAndFsyncsOutsideTheFencedSection) {
+  std::optional<Claim> owner = store_->TryClaim(shard_);
+  ASSERT_TRUE(owner.has_value());
+  store_->StartAttempt(*owner, "shards/x.jsonl");
+  DoneRecord done;
+  done.shard_id = shard_;
+  done.token = owner->token();
+  std::ofstream(job_->DonePath(shard_)) << done.ToJson();
+  FenceWatchDisk disk;
+  ClaimStore clearer(*job_, disk);
+  ASSERT_TRUE(clearer.ClearFinishedLock(shard_));
+  EXPECT_FALSE(fs::exists(job_->LockPath(shard_)));
+  EXPECT_EQ(StatusOf(owner->attempt_dir()), AttemptStatus::kDone);
+  EXPECT_TRUE(Mentions(disk.unfenced, "replace " + owner->attempt_dir()));
+  EXPECT_TRUE(Mentions(disk.unfenced, "fsync " + job_->LocksDir()));
+  EXPECT_TRUE(disk.fenced.empty()) << disk.fenced.front();
+  EXPECT_EQ(StagedFiles(owner->attempt_dir()), 0u);
+  // The shard stays finished.
+  EXPECT_FALSE(store_->TryClaim(shard_).has_value());
+}
+
 }  // namespace
 }  // namespace djshard::store

@@ -78,9 +78,11 @@ class ClaimStore {
   // (`fs_now_ns` from JobDir::FilesystemNowNanos); nullopt when there is none.
   std::optional<double> LockAge(const std::string& shard_id, int64_t fs_now_ns) const;
 
-  // Takes over a lock older than the lease: under flock (busy: not stale),
-  // with the inode and the age re-checked, marks the old attempt "stale" and
-  // moves the lock into state/stale_locks/. True when the lock was moved.
+  // Takes over a lock older than the lease: stages the old attempt's record
+  // marked "stale" (written and fsynced), then under flock (busy: not
+  // stale), with the inode, the age and the attempt record re-checked,
+  // renames it into place and moves the lock into state/stale_locks/. True
+  // when the lock was moved.
   bool TakeOverStale(const std::string& shard_id, double lease_secs);
 
   // Removes a lock left beside the shard's done or failed record by an owner
@@ -150,10 +152,30 @@ class ClaimStore {
   template <typename Fn>
   std::optional<bool> PublishFenced(const Claim& claim, const std::string& record,
                                     const std::string& content, Fn&& then);
-  // Opens the lock at `path` and runs fn(fd, stat) under its flock when no one
-  // else holds the flock and the path still names the opened file.
-  template <typename Fn>
-  bool WithIdleLock(const std::string& path, Fn&& fn);
+  // Opens the lock at `path` and runs look(fd, stat) without the flock (the
+  // reads and the staged writes); then, when look returned true, no one else
+  // holds the flock and the path still names the opened file, fenced(fd,
+  // stat) under the flock (checks, renames, unlinks only). False when either
+  // returns false or the lock is busy or gone.
+  template <typename Look, typename Fenced>
+  bool WithIdleLock(const std::string& path, Look&& look, Fenced&& fenced);
+
+  // An attempt's record with a new status, written beside attempt.json
+  // (`path`), to be renamed onto it (`record`) under a fence when the record
+  // it was made from (`read`, nullopt: none) is still there.
+  struct StagedAttempt {
+    std::string path, record;
+    std::optional<io::FileStat> read;
+    bool Unchanged(io::Disk& disk) const;
+  };
+  // The attempt's record with `status` (and `error`) as SetAttemptStatus
+  // would write it; nullopt when it would write nothing. `read`: the stat of
+  // the record it was made from.
+  std::optional<std::string> AttemptWithStatus(const std::string& attempt_dir, AttemptStatus status,
+                                               const std::string& error,
+                                               std::optional<io::FileStat>* read);
+  std::optional<StagedAttempt> StageAttemptStatus(const std::string& attempt_dir,
+                                                  AttemptStatus status, const std::string& error);
 
   const JobDir& job_;
   io::Disk& disk_;

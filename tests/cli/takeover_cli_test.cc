@@ -317,6 +317,51 @@ TEST_F(TakeoverCli, WorkerFrozenWithItsDoneRecordWrittenPublishesNothingAfterATa
   EXPECT_EQ(MergedSha(), reference);
 }
 
+// A taker frozen during its takeover, with the old attempt's stale mark
+// staged, holds no flock: a third worker takes the shard over and finishes
+// it; after SIGCONT the frozen taker moves nothing, its staged record goes,
+// and it finds every shard done.
+TEST_F(TakeoverCli, TakerFrozenInItsTakeoverDoesNotBlockAnotherTakeover) {
+  WriteCorpus(12);
+  WriteRecipe(2, 0.2);
+  const std::string reference = ReferenceSha();
+  const double lease = 1.5;
+  Prepare("job", 1, "1.5", "0.3");
+  const Spawned a = WorkerOn("node-a", "job", {"DJSHARD_TEST_STOP_AT=heartbeat_write"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(a.pid); })) << ErrSoFar(a);
+  const Spawned b = WorkerOn("node-b", "job", {"DJSHARD_TEST_STOP_AT=takeover_staged"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(b.pid); },
+                        std::chrono::milliseconds(static_cast<int>((lease + 15) * 1000))))
+      << ErrSoFar(b);
+  EXPECT_FALSE(HoldsFlock(b.pid));
+  const std::string first = "job/attempts/" + kShard + "/" + Attempts("job", kShard).at(0);
+  size_t staged = 0;
+  for (const std::string& n : List(first)) staged += n.find(".staged.") != std::string::npos;
+  EXPECT_EQ(staged, 1u);
+  EXPECT_TRUE(Exists("job/state/locks/" + kShard + ".lock"));
+
+  const CliResult c = WaitFor(WorkerOn("node-c"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("took over stale lock"), std::string::npos) << c.err;
+  ASSERT_EQ(Attempts("job", kShard).size(), 2u);
+  const json second = AttemptJson("job", kShard, 1);
+  EXPECT_EQ(second["hostname"], "node-c");
+  EXPECT_EQ(second["status"], "done");
+
+  ASSERT_EQ(::kill(b.pid, SIGCONT), 0);
+  const CliResult rb = WaitFor(b);
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_EQ(rb.err.find("took over stale lock"), std::string::npos) << rb.err;
+  ASSERT_EQ(::kill(a.pid, SIGCONT), 0);
+  EXPECT_EQ(WaitFor(a).exit_code, 0);
+  EXPECT_EQ(AttemptJson("job", kShard, 0)["status"], "stale");
+  EXPECT_EQ(Attempts("job", kShard).size(), 2u);
+  EXPECT_EQ(List("job/state/stale_locks").size(), 1u);
+  for (const std::string& n : List(first)) EXPECT_EQ(n.find(".staged."), std::string::npos) << n;
+  EXPECT_EQ(json::parse(Read("job/state/done/" + kShard + ".json"))["token"], second["token"]);
+  EXPECT_EQ(MergedSha(), reference);
+}
+
 TEST_F(TakeoverCli, DamagedCommitIsRejectedAndItsPartitionRecomputed) {
   WriteCorpus(48);
   WriteRecipe(8, 0.02, "  compression: none\n  keep_after_done: true\n");

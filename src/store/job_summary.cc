@@ -3,12 +3,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/text.h"
 #include "djshard/exec/checkpoint.h"
+#include "djshard/io/disk.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/job_view.h"
 #include "djshard/store/records.h"
@@ -42,6 +44,34 @@ json CheckpointingJson(const JobDir& job) {
     // The summary is for people; the workers refuse a broken recipe.
   }
   return c;
+}
+
+// The newest created_at of the commit records (taps and gather-journal
+// segments) in the shards' checkpoint directories under `root`, or `floor`
+// when none is newer (the summary's earlier value: a done shard's
+// checkpoints are deleted). Null when there is neither.
+json LastCheckpointTime(const std::string& root, const json& floor) {
+  std::string last = floor.is_string() ? floor.get<std::string>() : "";
+  std::error_code ec;
+  for (const auto& shard : fs::directory_iterator(root, ec)) {
+    std::error_code ec2;
+    if (!shard.is_directory(ec2)) continue;
+    for (const auto& e : fs::directory_iterator(shard.path(), ec2)) {
+      const std::string name = e.path().filename().string();
+      if (!name.ends_with(".commit.json")) continue;
+      std::string text;
+      try {
+        text = io::ReadFile(e.path().string());
+      } catch (const std::exception&) {
+        continue;  // deleted meanwhile (keep: latest, a done shard)
+      }
+      const json c = json::parse(text, nullptr, false);
+      if (c.is_object() && c.value("created_at", json()).is_string()) {
+        last = std::max(last, c["created_at"].get<std::string>());
+      }
+    }
+  }
+  return last.empty() ? json() : json(last);
 }
 
 }  // namespace
@@ -81,6 +111,14 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
             {"reason", update.stop->reason.empty() ? json() : json(update.stop->reason)},
             {"requested_by", update.stop->hostname + ":" + std::to_string(update.stop->pid)}};
   }
+  json checkpointing = CheckpointingJson(job);
+  if (checkpointing["strategy"] != "disabled") {
+    checkpointing["last_checkpoint_time"] = LastCheckpointTime(
+        checkpointing["checkpoint_dir"].get<std::string>(),
+        old.is_object() && old.contains("checkpointing") && old["checkpointing"].is_object()
+            ? old["checkpointing"].value("last_checkpoint_time", json())
+            : json());
+  }
   const json summary = {
       {"job_id", m.job_id},
       {"executor_type", "djshard"},
@@ -112,7 +150,7 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
         {"per_shard", partitions.per_shard},
         {"unsized_shards", partitions.unsized_shards}}},
       {"rows", {{"in", m.total_rows}, {"out", rows_out}}},
-      {"checkpointing", CheckpointingJson(job)},
+      {"checkpointing", checkpointing},
       {"stop", stop}};
   job.disk().WriteAtomic(path, summary.dump(2) + "\n");
 }

@@ -362,6 +362,36 @@ TEST_F(TakeoverCli, TakerFrozenInItsTakeoverDoesNotBlockAnotherTakeover) {
   EXPECT_EQ(MergedSha(), reference);
 }
 
+// The job summary's checkpointing.last_checkpoint_time (SPEC-checkpoints §8):
+// null before any commit, then the newest commit record's created_at across
+// the shards' checkpoints when merge writes the summary.
+TEST_F(TakeoverCli, JobSummaryNamesTheLastCheckpointTime) {
+  WriteCorpus(24);
+  WriteRecipe(3, 0, "  keep_after_done: true\n");
+  Prepare("job", 2);
+  EXPECT_TRUE(
+      json::parse(Read("job/job_summary.json"))["checkpointing"]["last_checkpoint_time"].is_null());
+  const CliResult w = WaitFor(WorkerOn("node-a"));
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  std::string newest;
+  size_t commits = 0;
+  for (const std::string& shard : List("job/checkpoints")) {
+    if (!fs::is_directory(Path("job/checkpoints/" + shard))) continue;
+    for (const std::string& n : List("job/checkpoints/" + shard)) {
+      if (n.find(".commit.json") == std::string::npos) continue;
+      ++commits;
+      newest = std::max(
+          newest,
+          json::parse(Read("job/checkpoints/" + shard + "/" + n))["created_at"].get<std::string>());
+    }
+  }
+  ASSERT_GE(commits, 2u);
+  MergedSha();
+  const json summary = json::parse(Read("job/job_summary.json"));
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["checkpointing"]["last_checkpoint_time"], newest) << summary.dump(2);
+}
+
 TEST_F(TakeoverCli, DamagedCommitIsRejectedAndItsPartitionRecomputed) {
   WriteCorpus(48);
   WriteRecipe(8, 0.02, "  compression: none\n  keep_after_done: true\n");

@@ -86,6 +86,9 @@ class ProbeRecords {
   void Unlock(const std::string& key);
   // Removes a lock older than the lease; true when it was removed.
   bool RemoveStale(const std::string& key);
+  // Removes the work directory of a stale lock's holder when it ran on this
+  // host and is gone.
+  void RemoveDeadWorkDir(const nlohmann::json& holder);
 
   std::string dir_;
   double lease_secs_, heartbeat_secs_;

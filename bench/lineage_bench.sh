@@ -84,13 +84,17 @@ done
 "$bench" run poison_true.yaml poison.jsonl suppress.jsonl "$threads" > suppress.json
 "$bench" run poison_false.yaml poison.jsonl nosuppress.jsonl "$threads" > nosuppress.json
 
-$py - "$root" <<'PY'
-import json, subprocess, sys
-a, b, c = (json.load(open(m + ".json")) for m in "abc")
-counts = json.load(open("w1.counts.json"))
+# modes_table PREFIX TITLE: the table of modes (a), (b), (c) from PREFIX{a,b,c}.json
+# and PREFIX.counts.json; fails when the modes wrote different bytes.
+modes_table() {
+  $py - "$1" "$2" <<'PY'
+import json, sys
+prefix, title = sys.argv[1], sys.argv[2]
+a, b, c = (json.load(open(prefix + m + ".json")) for m in "abc")
+counts = json.load(open((prefix or "w1") + ".counts.json"))
 same = a["sha256"] == b["sha256"] == c["sha256"]
-print("W1: %d parents, %d children; sha256 equal across modes: %s (%s)" %
-      (counts["parents"], counts["children"], same, c["sha256"][:16]))
+print("%s: %d parents, %d children; sha256 equal across modes: %s (%s)" %
+      (title, counts["parents"], counts["children"], same, c["sha256"][:16]))
 print("| mode | wall s | parents/s | children/s | model calls | mean batch fill | peak RSS MB | p50 latency s | p99 latency s |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for name, r in (("(a) per-parent batching", a), ("(b) flat explode + regroup", b), ("(c) djshard lineage", c)):
@@ -102,8 +106,14 @@ print("ratios: (c)/(a) = %.2fx, (c)/(b) = %.2fx in parents/s; p99 (c) %.3f s vs 
     c["parents_per_s"] / a["parents_per_s"], c["parents_per_s"] / b["parents_per_s"],
     c["latency_p99_s"], b["latency_p99_s"]))
 if not same:
-    sys.exit("modes wrote different bytes")
+    sys.exit(title + ": modes wrote different bytes")
+PY
+}
 
+modes_table "" W1
+
+$py - "$root" <<'PY'
+import json, subprocess, sys
 meta = json.load(open("poison.meta.json"))
 clean, sup, nosup = (json.load(open(n + ".json")) for n in ("clean", "suppress", "nosuppress"))
 def items(r, k):
@@ -144,27 +154,8 @@ if [ "$w2_parents" -gt 0 ] && $py -c "import torch" 2>/dev/null; then
   "$bench" run w2a.yaml w2.jsonl w2a.jsonl "$threads" > w2a.json
   "$bench" flat w2b.yaml w2.jsonl w2b.jsonl "$threads" > w2b.json
   "$bench" run w2c.yaml w2.jsonl w2c.jsonl "$threads" > w2c.json
-  $py - <<'PY'
-import json, sys
-a, b, c = (json.load(open("w2" + m + ".json")) for m in "abc")
-counts = json.load(open("w2.counts.json"))
-same = a["sha256"] == b["sha256"] == c["sha256"]
-print()
-print("W2 (TorchScript MLP 3 x Linear 1024, fp32, CPU): %d parents, %d children; sha256 equal across modes: %s" %
-      (counts["parents"], counts["children"], same))
-print("| mode | wall s | parents/s | children/s | model calls | mean batch fill | peak RSS MB | p50 latency s | p99 latency s |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for name, r in (("(a) per-parent batching", a), ("(b) flat explode + regroup", b), ("(c) djshard lineage", c)):
-    m = r["model_ops"][0]
-    print("| %s | %.2f | %.0f | %.0f | %d | %.1f | %.0f | %.3f | %.3f |" % (
-        name, r["wall_s"], r["parents_per_s"], r["children_per_s"], m["calls"],
-        m["mean_batch_fill"], r["peak_rss_mb"], r["latency_p50_s"], r["latency_p99_s"]))
-print("ratios: (c)/(a) = %.2fx, (c)/(b) = %.2fx in parents/s; p99 (c) %.3f s vs (b) %.3f s" % (
-    c["parents_per_s"] / a["parents_per_s"], c["parents_per_s"] / b["parents_per_s"],
-    c["latency_p99_s"], b["latency_p99_s"]))
-if not same:
-    sys.exit("W2 modes wrote different bytes")
-PY
+  echo
+  modes_table w2 "W2 (TorchScript MLP 3 x Linear 1024, fp32, CPU)"
 elif [ "$w2_parents" -gt 0 ]; then
   echo "W2 skipped: $py has no torch (apt-get install python3-torch)"
 fi

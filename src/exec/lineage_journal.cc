@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "djshard/common/clock.h"
@@ -83,7 +84,9 @@ bool ParseJournalLine(std::string_view line, JournaledParent* p) {
     if (m.key_literal == "\"error\"") error = m.value;
     if (m.key_literal == "\"child_errors\"") child_errors = m.value;
   }
-  if (row.empty() || row.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  if (row.empty() || row.size() > 19 ||
+      row.find_first_not_of("0123456789") != std::string_view::npos)
+    return false;
   p->row = std::stoull(std::string(row));
   if (state == "\"PRESENT\"") {
     p->state = JournalState::kPresent;
@@ -162,10 +165,14 @@ void GatherJournal::Add(std::vector<JournaledParent>& parents) {
   std::unique_lock<std::mutex> lock(mu_);
   if (failure_) std::rethrow_exception(failure_);
   for (const JournaledParent& p : parents) pending_.emplace_back(p.row, JournalLine(p));
-  while (pending_.size() >= flush_parents_) SealLocked(flush_parents_);
-  if (!pending_.empty() && MonotonicSeconds() - last_seal_ >= flush_secs_) {
+  // Segments end where an Add ends (a group of parents that went through the
+  // region together), so that a resumed run that skips journaled parents
+  // rebuilds every other group, and its model calls, as this run did.
+  if (pending_.size() >= flush_parents_ ||
+      (!pending_.empty() && MonotonicSeconds() - last_seal_ >= flush_secs_)) {
     SealLocked(pending_.size());
   }
+  cv_.notify_all();  // the commit thread times the seal of what is pending
   // Back-pressure: the region waits while the disk is behind.
   cv_.wait(lock, [this] { return queue_.size() <= kMaxQueued || failure_; });
   if (failure_) std::rethrow_exception(failure_);
@@ -194,8 +201,26 @@ void GatherJournal::SealLocked(size_t count) {
 void GatherJournal::CommitLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || (!queue_.empty() && !failure_); });
+    // Parents that wait flush_secs are sealed here, even while the region
+    // is busy with a long group and adds nothing.
+    const auto ready = [this] { return stop_ || (!queue_.empty() && !failure_); };
+    if (pending_.empty() || failure_) {
+      cv_.wait(lock, [&] { return ready() || (!pending_.empty() && !failure_); });
+    } else {
+      const auto due = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(
+                               std::max(0.0, last_seal_ + flush_secs_ - MonotonicSeconds())));
+      cv_.wait_until(lock, due, ready);
+    }
     if (stop_) return;
+    if (queue_.empty()) {
+      if (!pending_.empty() && !failure_ && MonotonicSeconds() - last_seal_ >= flush_secs_) {
+        SealLocked(pending_.size());
+      } else {
+        continue;
+      }
+    }
     Sealed sealed = std::move(queue_.front());
     queue_.pop_front();
     committing_ = true;
@@ -251,7 +276,17 @@ void GatherJournal::Commit(const Sealed& sealed) {
   try {
     linked = publish_(commit, record.dump(2) + "\n");
   } catch (...) {
-    disk_.Unlink(data);  // never committed: garbage
+    // Garbage unless the link happened before the failure (a directory
+    // fsync, say): then the commit names it.
+    json standing;
+    try {
+      standing = json::parse(io::ReadFile(commit), nullptr, false);
+    } catch (const Error&) {
+      // no commit record
+    }
+    if (!standing.is_object() || standing.value("data_path", json()) != json(rel)) {
+      disk_.Unlink(data);
+    }
     throw;
   }
   if (!linked) {
@@ -279,9 +314,21 @@ LoadedJournal LoadJournal(
     const json record = json::parse(io::ReadFile(path), nullptr, false);
     std::vector<JournaledParent> parents;
     std::string why;
-    const std::string rel = record.is_object() ? record.value("data_path", "") : "";
+    // Every field read below with its type: an edited record is rejected,
+    // never the resume.
+    const bool typed = record.is_object() && record.contains("rows") && record["rows"].is_array() &&
+                       record.value("data_path", json()).is_string() &&
+                       record.value("size_bytes", json()).is_number_unsigned() &&
+                       record.value("count", json()).is_number_unsigned() &&
+                       record.value("sha256", json()).is_string() &&
+                       record.value("region", json()).is_string() &&
+                       record.value("region_ops_sha256", json()).is_string() &&
+                       record.value("input_tap_sha256", json()).is_string() &&
+                       record.value("engine", json()).is_object() &&
+                       record["engine"].value("version", json()).is_string();
+    const std::string rel = typed ? record.value("data_path", "") : "";
     const std::string data = scope.checkpoints + "/" + rel;
-    if (!record.is_object() || !record.contains("rows") || !record["rows"].is_array()) {
+    if (!typed) {
       why = "not a journal commit record";
     } else if (record.value("region", "") != scope.region ||
                record.value("partition_id", json()) != json(scope.partition) ||
@@ -352,13 +399,30 @@ LoadedJournal LoadJournal(
   return out;
 }
 
+bool IsJournalData(const std::string& name, const std::string& stem) {
+  // <stem>.<token>.segNNNNN.jsonl.zst, or a temporary file of one: the
+  // token is hex, so another region's stem (region names may hold dots)
+  // never matches.
+  if (name.size() <= stem.size() + 1 || name.compare(0, stem.size(), stem) != 0 ||
+      name[stem.size()] != '.') {
+    return false;
+  }
+  const size_t token = stem.size() + 1;
+  const size_t dot = name.find('.', token);
+  if (dot == std::string::npos || dot == token ||
+      name.find_first_not_of("0123456789abcdef", token) != dot) {
+    return false;
+  }
+  return name.compare(dot, 4, ".seg") == 0;
+}
+
 void DeleteJournal(const std::string& checkpoints, const std::string& stem, io::Disk& disk) {
   for (const auto& [segment, path] : SegmentRecords(checkpoints, stem)) disk.Unlink(path);
   std::error_code ec;
   std::vector<std::string> data;
   for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(stem + ".", 0) == 0) data.push_back(e.path().string());
+    if (IsJournalData(name, stem)) data.push_back(e.path().string());
   }
   for (const std::string& path : data) disk.Unlink(path);
 }

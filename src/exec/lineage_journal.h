@@ -116,4 +116,7 @@ LoadedJournal LoadJournal(const JournalScope& scope,
 // first, then data of any attempt): a later parent-level tap committed.
 void DeleteJournal(const std::string& checkpoints, const std::string& stem, io::Disk& disk);
 
+// Whether `name` is a data file (or its temporary file) of the journal `stem`.
+bool IsJournalData(const std::string& name, const std::string& stem);
+
 }  // namespace djshard::exec

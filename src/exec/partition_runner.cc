@@ -867,9 +867,13 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         }
       }
     }
-    // The final tap is committed: the partition's journals are not needed.
-    for (size_t r = 0; r < journals.size(); ++r) {
-      if (journals[r]) DeleteJournal(c_.checkpoints, journal_stem(r, p), disk);
+    // The final tap is committed: the partition's journals are not needed,
+    // those of an earlier run too (resumed from a tap after the region).
+    for (size_t r = 0; r < plan.regions.size() && !open.empty(); ++r) {
+      // (A directory scan each: only where a journal may be.)
+      if (plan.regions[r].parent < 0 && (journals[r] || from.resumed)) {
+        DeleteJournal(c_.checkpoints, journal_stem(r, p), disk);
+      }
     }
     const double secs = MonotonicSeconds() - p_start;
     Emit("partition_complete", {{"partition_id", p},

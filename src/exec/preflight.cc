@@ -544,7 +544,10 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
     const Sample sample = DrawSample(cx.inputs, st, rows);
     for (const std::string& w : sample.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
     if (sample.count == 0) {
-      throw Error("preflight: the probe sample is empty (no rows after gpu_probe_sample_offset " +
+      std::string names;
+      for (size_t t : targets) names += (names.empty() ? "" : ", ") + recipe.process[t].name;
+      throw Error("preflight: the probe sample of " + names +
+                      " is empty (no rows after gpu_probe_sample_offset " +
                       std::to_string(st.sample_offset) + ")",
                   "lower partition.gpu_probe_sample_offset");
     }
@@ -699,6 +702,10 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
         }
         std::error_code ec;
         fs::remove_all(r.work, ec);
+        if (r.pid != bad.pid) {  // only the failed probe's log stays: its failure names it
+          fs::remove(r.log, ec);
+          fs::remove(r.out_path, ec);
+        }
       }
       const recipe::OperatorSpec& spec = recipe.process[all[bad.n].t];
       cx.emit("probe_failed", {{"op_idx", all[bad.n].t},
@@ -728,13 +735,14 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                       spec.name + " failed: " + msg,
                   hint);
     };
-    auto finish = [&](const Running& r) {
+    auto finish = [&](std::vector<Running>& group, const Running& r) {
       Target& g = all[r.n];
-      const recipe::OperatorSpec& spec = recipe.process[g.t];
       const json measured = json::parse(ReadText(r.out_path), nullptr, false);
       if (!measured.is_object()) {
-        throw Error(recipe.path, spec.line, "preflight probe of " + spec.name + " wrote no result");
+        // A failure like any other: the workers waiting on the key read it.
+        fail(group, r, "exception", "the probe wrote no result", "see the probe's log");
       }
+      const recipe::OperatorSpec& spec = recipe.process[g.t];
       std::error_code ec;
       fs::remove_all(r.work, ec);
       fs::remove(r.out_path, ec);
@@ -842,7 +850,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
           }
           if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
-        for (const Running& r : group) finish(r);
+        for (const Running& r : group) finish(group, r);
       }
     };
     std::vector<size_t> pending;

@@ -4,6 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <filesystem>
+
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
@@ -125,14 +129,15 @@ bool ProbeRecords::LockIsStale(const std::string& key) {
 
 bool ProbeRecords::RemoveStaleLock(const std::string& key) {
   bool unlinked = false;
-  RemoveStale(key, &unlinked);
+  RemoveStale(key, &unlinked, /*dead_work_dir=*/false);
   return unlinked;
 }
 
-bool ProbeRecords::RemoveStale(const std::string& key, bool* unlinked) {
+bool ProbeRecords::RemoveStale(const std::string& key, bool* unlinked, bool dead_work_dir) {
   const std::string path = LockPath(key);
   const io::ScopedFd fd(disk_.OpenExisting(path));
   if (fd.get() < 0) return true;  // released meanwhile
+  const json holder = ReadJson(path);
   // The flock orders the workers that find the same stale lock: the second
   // finds another file (or none) at the path once the first removed it.
   if (!disk_.Flock(fd.get(), /*blocking=*/false)) return false;
@@ -150,13 +155,42 @@ bool ProbeRecords::RemoveStale(const std::string& key, bool* unlinked) {
     throw;
   }
   disk_.Unflock(fd.get());
+  if (removed && dead_work_dir) RemoveDeadWorkDir(holder);
   return removed;
+}
+
+void ProbeRecords::RemoveDeadWorkDir(const json& holder) {
+  // Only a holder on this host can be known dead (other hosts' are left to
+  // `djshard gc`): a live one, merely slow, still works in its directory.
+  if (!holder.is_object() || holder.value("hostname", "") != HostName()) return;
+  const int64_t pid = holder.value("pid", int64_t{0});
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return;
+  std::error_code ec;
+  std::filesystem::remove_all(dir_ + "/work." + HostName() + "." + std::to_string(pid), ec);
 }
 
 void ProbeRecords::Refresh() {
   if (held_.empty() || MonotonicSeconds() - last_refresh_ < heartbeat_secs_) return;
   last_refresh_ = MonotonicSeconds();
-  for (auto& [key, h] : held_) disk_.Rewrite(h.fd, h.content, LockPath(key));
+  for (auto it = held_.begin(); it != held_.end();) {
+    const std::string path = LockPath(it->first);
+    bool ours = false;
+    try {
+      const std::optional<io::FileStat> now = disk_.Stat(path);
+      ours = now && now->SameFile(it->second.file);
+      if (ours) disk_.Rewrite(it->second.fd, it->second.content, path);
+    } catch (const Error&) {
+      ours = false;  // removed under us (ESTALE on NFS)
+    }
+    if (ours) {
+      ++it;
+      continue;
+    }
+    // Removed as stale while this process was slow: another prober may be
+    // at work. This probe goes on; the first record published stands.
+    ::close(it->second.fd);
+    it = held_.erase(it);
+  }
 }
 
 void ProbeRecords::Unlock(const std::string& key) {
@@ -165,9 +199,23 @@ void ProbeRecords::Unlock(const std::string& key) {
   const Held h = it->second;
   held_.erase(it);
   const io::ScopedFd fd(h.fd);
-  const std::optional<io::FileStat> now = disk_.Stat(LockPath(key));
-  // Removed as stale (and maybe taken by another prober): not ours to remove.
-  if (now && now->SameFile(h.file)) disk_.Unlink(LockPath(key));
+  // Under the lock's flock, as RemoveStale looks at it: the path cannot
+  // change between the look and the unlink. While a worker examines the
+  // lock (briefly), wait; one that holds it longer takes it as stale anyway.
+  bool locked = false;
+  for (int i = 0; i < 100 && !(locked = disk_.Flock(fd.get(), /*blocking=*/false)); ++i) {
+    ::usleep(10000);
+  }
+  if (!locked) return;
+  try {
+    const std::optional<io::FileStat> now = disk_.Stat(LockPath(key));
+    // Removed as stale (and maybe taken by another prober): not ours to remove.
+    if (now && now->SameFile(h.file)) disk_.Unlink(LockPath(key));
+  } catch (...) {
+    disk_.Unflock(fd.get());
+    throw;
+  }
+  disk_.Unflock(fd.get());
 }
 
 json ProbeRecords::Publish(const std::string& key, const json& entry) {

@@ -73,6 +73,8 @@ class ProbeRecords {
   bool LockIsStale(const std::string& key);
   // Removes the key's lock when it is stale (under flock, inode re-checked,
   // as a worker that looks at the key does); true when this call unlinked it.
+  // Its holder's work directory is left to the caller (`djshard gc` keeps
+  // the logs that records name).
   bool RemoveStaleLock(const std::string& key);
 
  private:
@@ -92,8 +94,13 @@ class ProbeRecords {
   // Removes the key's lock when it is still ours, and closes it.
   void Unlock(const std::string& key);
   // Removes a lock older than the lease; true when it was removed (or is
-  // gone); `unlinked` tells whether this call removed it.
-  bool RemoveStale(const std::string& key, bool* unlinked = nullptr);
+  // gone); `unlinked` tells whether this call removed it. With
+  // `dead_work_dir`, then removes its holder's work directory
+  // (RemoveDeadWorkDir).
+  bool RemoveStale(const std::string& key, bool* unlinked = nullptr, bool dead_work_dir = true);
+  // Removes the work directory of a stale lock's holder when it ran on this
+  // host and is gone.
+  void RemoveDeadWorkDir(const nlohmann::json& holder);
 
   std::string dir_;
   double lease_secs_, heartbeat_secs_;

@@ -84,6 +84,19 @@ void Disk::WriteReplace(const std::string& path, std::string_view content) {
   }
 }
 
+namespace {
+
+// link() over NFS can answer EEXIST for a link it made (the request was
+// sent again after its reply was lost): then `to` is `from`'s inode.
+bool SameInode(const std::string& from, const std::string& to) {
+  struct stat a {
+  }, b{};
+  return ::stat(from.c_str(), &a) == 0 && ::stat(to.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+}  // namespace
+
 bool Disk::PublishLink(const std::string& path, std::string_view content,
                        const std::string& temp_dir) {
   const std::string tmp =
@@ -93,8 +106,9 @@ bool Disk::PublishLink(const std::string& path, std::string_view content,
   WriteNewFile(tmp, content);
   const int rc = ::link(tmp.c_str(), path.c_str());
   const int err = errno;
+  const bool ours = rc != 0 && err == EEXIST && SameInode(tmp, path);
   ::unlink(tmp.c_str());
-  if (rc != 0) {
+  if (rc != 0 && !ours) {
     if (err == EEXIST) return false;
     errno = err;
     ThrowSystemError(path, "cannot publish");
@@ -105,7 +119,7 @@ bool Disk::PublishLink(const std::string& path, std::string_view content,
 
 bool Disk::Link(const std::string& from, const std::string& to) {
   if (::link(from.c_str(), to.c_str()) == 0) return true;
-  if (errno == EEXIST) return false;
+  if (errno == EEXIST) return SameInode(from, to);
   ThrowSystemError(to, "cannot link " + from);
 }
 

@@ -90,6 +90,14 @@ class TestDelayMapper : public Mapper {
   double max_ms_ = 5.0;
 };
 
+// Runs one row through an operator that processes rows together.
+void MapAlone(const Operator& op, Sample& sample) {
+  Sample* rows[] = {&sample};
+  RowOutcome outcome;
+  op.ProcessRows(rows, std::span<RowOutcome>(&outcome, 1));
+  if (!outcome.error.empty()) throw std::runtime_error(outcome.error);
+}
+
 // A batched model stage with one replica: each call of up to batch_size rows
 // holds the replica for call_overhead_us + item_us per row, sleeping (an
 // accelerator's time, no CPU). Writes __dj__meta__.bench_score, a function of
@@ -108,12 +116,7 @@ class BenchModelOp : public Mapper {
   }
   bool processes_rows_together() const override { return true; }
   size_t preferred_batch_rows() const override { return batch_size_; }
-  void Map(Sample& sample) const override {
-    Sample* rows[] = {&sample};
-    RowOutcome outcome;
-    ProcessRows(rows, std::span<RowOutcome>(&outcome, 1));
-    if (!outcome.error.empty()) throw std::runtime_error(outcome.error);
-  }
+  void Map(Sample& sample) const override { MapAlone(*this, sample); }
   void ProcessRows(std::span<Sample* const> rows, std::span<RowOutcome> outcomes) const override {
     for (size_t begin = 0; begin < rows.size(); begin += batch_size_) {
       const size_t end = std::min(rows.size(), begin + batch_size_);
@@ -170,11 +173,7 @@ class BenchTorchOp : public Mapper {
   }
   bool processes_rows_together() const override { return true; }
   size_t preferred_batch_rows() const override { return batch_size_; }
-  void Map(Sample& sample) const override {
-    Sample* rows[] = {&sample};
-    RowOutcome outcome;
-    ProcessRows(rows, std::span<RowOutcome>(&outcome, 1));
-  }
+  void Map(Sample& sample) const override { MapAlone(*this, sample); }
   void ProcessRows(std::span<Sample* const> rows, std::span<RowOutcome>) const override {
     const size_t dim = static_cast<size_t>(features_);
     const size_t out_dim = static_cast<size_t>(model_->config().out_dim);

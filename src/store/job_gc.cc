@@ -136,7 +136,7 @@ void CollectCheckpointDir(const std::string& dir, int64_t last_op, bool dry_run,
 // process counts: gc then keeps what it could have removed).
 bool MayBeAlive(int64_t pid) {
   if (pid <= 0 || pid > INT32_MAX) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
 }
 
 // Files and directories under `dir`, deepest first.

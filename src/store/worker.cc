@@ -434,6 +434,9 @@ class Worker {
     const ShardScan& scan = search.scan;
     std::optional<int64_t> fs_now;
     for (const ShardEntry& s : job_.manifest().shards) {
+      // The shard this process is publishing: its lock goes with the record
+      // (on NFS, flock is per process, so this thread would get it).
+      if (pending_ && pending_->attempt->claim.shard_id() == s.id) continue;
       if (scan.finished(s.id)) {
         // A lock beside a record: its owner died between the two.
         if (scan.locked.count(s.id) && store_.ClearFinishedLock(s.id)) {
@@ -441,7 +444,6 @@ class Worker {
         }
         continue;
       }
-      if (pending_ && pending_->attempt->claim.shard_id() == s.id) continue;
       if (!scan.locked.count(s.id) && scan.attempted.count(s.id) &&
           policy_.retry_backoff_secs > 0) {
         // A shard that failed waits out its retry backoff; others go first.

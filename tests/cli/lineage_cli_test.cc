@@ -650,6 +650,24 @@ TEST_F(DurableLineageCli, KilledRunResumesFromTheGatherJournalWithTheSameBytes) 
   EXPECT_TRUE(Segments("j").empty());
 }
 
+TEST_F(DurableLineageCli, APartitionResumedFromATapAfterItsRegionLeavesNoJournal) {
+  WriteDurableCorpus(60);
+  WriteDurableRecipe("checkpoint: {strategy: every_op}\n");
+  ASSERT_EQ(RunJob({"--job_id", "ref"}).exit_code, 0);
+  const std::string reference = Read("out.jsonl");
+  // Partition 0 committed its taps after op 0 and after the gather, not its
+  // final tap: it resumes from the gather's tap, past the region.
+  const CliResult killed = RunJob({"--job_id", "j"}, {"DJSHARD_TEST_KILL_AT=tap_committed@2"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  ASSERT_FALSE(Segments("j").empty());
+  const CliResult resumed = RunJob({"--resume", "j"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(Read("out.jsonl") == reference);
+  for (const std::string& n : List("work/j/checkpoints")) {
+    EXPECT_NE(n.rfind("lineage_", 0), 0u) << n << " outlived its partition's final tap";
+  }
+}
+
 TEST_F(DurableLineageCli, CorruptedJournalSegmentIsRejectedAndItsParentsRecomputed) {
   const int rows = 60;
   WriteDurableCorpus(rows);

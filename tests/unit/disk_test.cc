@@ -102,6 +102,18 @@ TEST_F(DiskTest, AFailedPublishLeavesItsTemporaryNowhere) {
   EXPECT_EQ(tmp_.List("attempt"), (std::vector<std::string>{"keep"}));
 }
 
+TEST_F(DiskTest, LinkIsFirstWriterWinsAndALinkAlreadyMadeIsOurs) {
+  disk_.WriteAtomic(tmp_.Path("a"), "a");
+  disk_.WriteAtomic(tmp_.Path("b"), "b");
+  EXPECT_TRUE(disk_.Link(tmp_.Path("a"), tmp_.Path("record")));
+  // Another file at the target: someone else's.
+  EXPECT_FALSE(disk_.Link(tmp_.Path("b"), tmp_.Path("record")));
+  // The same inode at the target: our own link, answered EEXIST as NFS does
+  // when it sends the request again after a lost reply.
+  EXPECT_TRUE(disk_.Link(tmp_.Path("a"), tmp_.Path("record")));
+  EXPECT_EQ(tmp_.Read("record"), "a");
+}
+
 TEST_F(DiskTest, RenameMovesAndNamesBothPathsOnFailure) {
   tmp_.Write("a", "x");
   disk_.Rename(tmp_.Path("a"), tmp_.Path("b"));

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "djshard/io/disk.h"
 #include "tests/unit/temp_dir.h"
@@ -26,7 +28,7 @@ JournalScope ScopeIn(const std::string& dir) {
   s.partition = 1;
   s.gather_idx = 3;
   s.job_id = "job";
-  s.token = "tok";
+  s.token = "0a1b2c3d";
   s.region_ops_sha256 = "ops";
   s.input_tap_sha256 = "input";
   s.engine_version = "1.0";
@@ -64,19 +66,20 @@ GatherJournal MakeJournal(const JournalScope& scope, Published* published, uint6
       [](const json&) {});
 }
 
-TEST(GatherJournal, SealsASegmentPerFlushParentsAndLoadsEveryByteBack) {
+TEST(GatherJournal, SealsWholeAddsOnceFlushParentsArePendingAndLoadsEveryByteBack) {
   testing::TempDir tmp;
   const JournalScope scope = ScopeIn(tmp.dir());
   Published published;
   GatherJournal journal = MakeJournal(scope, &published);
-  std::vector<JournaledParent> first = Parents(0, 6), second = Parents(6, 3);
-  journal.Add(first);   // one segment of 4, 2 pending
-  journal.Add(second);  // 5 pending: one more segment, 1 pending
+  std::vector<JournaledParent> first = Parents(0, 2), second = Parents(2, 4), third = Parents(6, 3);
+  journal.Add(first);   // 2 pending
+  journal.Add(second);  // 6 pending: one segment of all 6 (a group is never split)
+  journal.Add(third);   // 3 pending
   journal.Flush();
-  ASSERT_EQ(published.records.size(), 2u);
+  ASSERT_EQ(published.records.size(), 1u);
   const json seg0 = json::parse(published.records.begin()->second);
-  EXPECT_EQ(seg0["rows"], json({0, 1, 2, 3}));
-  EXPECT_EQ(seg0["count"], 4);
+  EXPECT_EQ(seg0["rows"], json({0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(seg0["count"], 6);
   EXPECT_EQ(seg0["input_tap_sha256"], "input");
 
   std::vector<std::string> rejected;
@@ -85,9 +88,9 @@ TEST(GatherJournal, SealsASegmentPerFlushParentsAndLoadsEveryByteBack) {
       [&](const std::string& path, const json&, const std::string&) { rejected.push_back(path); },
       [](const json&) {});
   EXPECT_TRUE(rejected.empty());
-  EXPECT_EQ(loaded.next_segment, 2u);
-  ASSERT_EQ(loaded.parents.size(), 8u);
-  const std::vector<JournaledParent> want = Parents(0, 8);
+  EXPECT_EQ(loaded.next_segment, 1u);
+  ASSERT_EQ(loaded.parents.size(), 6u);
+  const std::vector<JournaledParent> want = Parents(0, 6);
   for (const JournaledParent& p : want) {
     const JournaledParent& got = loaded.parents.at(p.row);
     EXPECT_EQ(got.state, p.state) << p.row;
@@ -102,8 +105,9 @@ TEST(GatherJournal, ASegmentOfAnotherRegionInputOrWithChangedBytesIsRejected) {
   Published published;
   {
     GatherJournal journal = MakeJournal(scope, &published);
-    std::vector<JournaledParent> parents = Parents(0, 8);
-    journal.Add(parents);
+    std::vector<JournaledParent> first = Parents(0, 4), second = Parents(4, 4);
+    journal.Add(first);
+    journal.Add(second);
     journal.Flush();
   }
   // Segment 1's data changes.
@@ -164,6 +168,41 @@ TEST(GatherJournal, PendingParentsAreSealedOnceFlushSecsPassed) {
   journal.Flush();
   EXPECT_EQ(committed,
             std::vector<std::string>({"lineage_p_partition_00001.seg00007.commit.json"}));
+}
+
+TEST(GatherJournal, TheCommitThreadSealsParentsThatWaitedFlushSecs) {
+  testing::TempDir tmp;
+  std::vector<std::string> committed;  // written by the commit thread, read after Flush
+  GatherJournal journal(
+      ScopeIn(tmp.dir()), io::RealDisk(), 0, 256, 0.3,
+      [&](const std::string& path, const std::string& record) {
+        committed.push_back(fs::path(path).filename().string());
+        return io::RealDisk().PublishLink(path, record, tmp.dir());
+      },
+      [](const json&) {});
+  std::vector<JournaledParent> parents = Parents(0, 2);
+  journal.Add(parents);  // under flush_parents, before flush_secs: pending
+  // No more parents come (a long group elsewhere): the journal seals on its own.
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  journal.Flush();
+  EXPECT_EQ(committed,
+            std::vector<std::string>({"lineage_p_partition_00001.seg00000.commit.json"}));
+}
+
+TEST(GatherJournal, DeletingAJournalLeavesAnotherRegionsFilesWhoseNameItPrefixes) {
+  testing::TempDir tmp;
+  const std::string stem = "lineage_p_partition_00001";
+  const std::vector<std::string> mine = {stem + ".0a1b.seg00000.jsonl.zst",
+                                         stem + ".0a1b.seg00001.jsonl.zst.tmp.ffee",
+                                         stem + ".seg00000.commit.json"};
+  // Region "p_partition_00001.x" (names may hold dots) of partition 1.
+  const std::vector<std::string> other = {stem + ".x_partition_00001.0a1b.seg00000.jsonl.zst",
+                                          stem + ".x_partition_00001.seg00000.commit.json"};
+  for (const std::string& n : mine) io::RealDisk().WriteAtomic(tmp.dir() + "/" + n, "x");
+  for (const std::string& n : other) io::RealDisk().WriteAtomic(tmp.dir() + "/" + n, "x");
+  DeleteJournal(tmp.dir(), stem, io::RealDisk());
+  for (const std::string& n : mine) EXPECT_FALSE(fs::exists(tmp.dir() + "/" + n)) << n;
+  for (const std::string& n : other) EXPECT_TRUE(fs::exists(tmp.dir() + "/" + n)) << n;
 }
 
 }  // namespace

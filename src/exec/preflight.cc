@@ -1022,6 +1022,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
 
   // The replica plan and the execution groups.
   const ReplicaPlan rp = PlanReplicas(planner_stages, devices, limits);
+  if (on_cpu) result.cpu_threads = CpuExecutorThreads(rp, cx.threads);
   for (const std::string& w : rp.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
   json stages_json = json::array();
   json model_stage_ids = json::array();
@@ -1237,11 +1238,11 @@ void ProbeOperator(const ProbeRequest& r) {
 
 namespace djshard::exec {
 
-void RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
-                     const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
-                     int threads, uint64_t num_partitions,
-                     const std::function<nlohmann::json()>& plan_json, EventLog& events,
-                     io::Disk& disk) {
+int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
+                    const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
+                    int threads, bool threads_explicit, uint64_t num_partitions,
+                    const std::function<nlohmann::json()>& plan_json, EventLog& events,
+                    io::Disk& disk) {
   PreflightContext cx;
   cx.recipe = &recipe;
   cx.plan = &plan;
@@ -1255,11 +1256,27 @@ void RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSe
     events.Emit(type, std::move(fields));
   };
   const PreflightResult result = RunPreflight(cx);
-  if (!result.has_model_ops) return;
+  if (!result.has_model_ops) return threads;
   nlohmann::json doc = plan_json();
   AddPreflightToPlan(result, &doc);
+  int run_threads = threads;
+  if (result.cpu_threads > 0 && result.cpu_threads < threads) {
+    if (threads_explicit) {
+      std::fprintf(stderr,
+                   "WARNING: the CPU memory holds %d model replicas (the replica plan); the "
+                   "explicit thread count %d runs more\n",
+                   result.cpu_threads, threads);
+    } else {
+      run_threads = result.cpu_threads;
+    }
+  }
   disk.WriteAtomic(job_dir + "/dag_execution_plan.json", doc.dump(2) + "\n");
   for (const std::string& line : result.printout) std::fprintf(stderr, "%s\n", line.c_str());
+  if (run_threads != threads) {
+    std::fprintf(stderr, "  executor threads: %d (every core would be %d: memory)\n", run_threads,
+                 threads);
+  }
+  return run_threads;
 }
 
 }  // namespace djshard::exec

@@ -53,6 +53,10 @@ struct PreflightResult {
   std::vector<std::string> printout;  // lines for the user, before the job starts
   // Per operator: its input_columns / output_columns contracts (null: unknown).
   nlohmann::json op_columns = nlohmann::json::array();
+  // The executor threads the plan feeds on the CPU (CpuExecutorThreads):
+  // below PreflightContext::threads when memory holds fewer model replicas.
+  // 0 when the model stages are not on the CPU.
+  int cpu_threads = 0;
 };
 
 // Probes (or reuses the cached probe of) every model operator of the plan and

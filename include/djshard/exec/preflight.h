@@ -85,8 +85,11 @@ struct ProbeRequest {
 };
 
 // Replays the ancestors, initializes the operator once and times warmup and
-// steady batches of batch_size rows (survivors cycled). Throws Error when the
-// operator raises or a mapper returns no rows.
+// steady batches of batch_size rows (survivors cycled); measures the host
+// memory its initialization keeps and the peak its batches add
+// (`host_memory` {weights_bytes, activation_peak_bytes}; null when the kernel
+// does not report it). Throws Error when the operator raises or a mapper
+// returns no rows.
 void ProbeOperator(const ProbeRequest& request);
 
 }  // namespace djshard::exec

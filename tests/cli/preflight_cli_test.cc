@@ -519,9 +519,12 @@ TEST_F(PreflightElasticCli, AProbeLockOfAKilledProberIsTakenOverAfterTheLease) {
   ASSERT_EQ(::kill(a.pid, SIGKILL), 0);
   EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
   EXPECT_TRUE(Exists("work/job/probe/" + lock));
+  // As if node-a had just rewritten its lock (a heartbeat), so that node-b
+  // finds it live however long node-a took to die on a loaded machine.
+  fs::last_write_time(Path("work/job/probe/" + lock), fs::file_time_type::clock::now());
   // node-b waits for node-a's probe until its lock is older than the lease,
   // then removes the lock and probes itself.
-  const CliResult b = WaitFor(WorkerOn("node-b", "job", {"--lease-secs", "2"}));
+  const CliResult b = WaitFor(WorkerOn("node-b", "job", {"--lease-secs", "5"}));
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_NE(b.err.find("waiting for node-a:"), std::string::npos) << b.err;
   EXPECT_NE(b.err.find("(probed ordered)"), std::string::npos) << b.err;

@@ -26,22 +26,7 @@ while [ $# -gt 0 ]; do
 done
 bin="$root/build/bin/djshard"
 [ -x "$bin" ] || { echo "build it first: scripts/build.sh" >&2; exit 2; }
-py=/usr/bin/python3
-mkdir -p "$workdir"
-model="$workdir/models/roberta-sentiment-st"
-[ -d "$model" ] || $py "$root/tools/tiny_models.py" make "$workdir/models" --size distilroberta
-echo "BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
-# Queries of 4-60 words (log-normal around 14 words), seed 5.
-$py - "$workdir/queries.jsonl" "$rows" <<'PY'
-import json, math, random, sys
-rng = random.Random(5)
-words = ("market rates profit loss growth bank stock quarter news the a of and to in is for on "
-         "with company shares investors report sales record fell rose sharply strong weak").split()
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        k = max(4, min(60, int(rng.lognormvariate(math.log(14), 0.6))))
-        f.write(json.dumps({"id": i, "query": " ".join(rng.choice(words) for _ in range(k))}) + "\n")
-PY
+. "$root/bench/model_bench_input.sh"
 cat >"$workdir/recipe.yaml" <<YAML
 process:
   - query_sentiment_detection_mapper:
@@ -49,9 +34,6 @@ process:
       zh_to_en_hf_model: null
       batch_size: 64
 YAML
-# Warm the page cache with the weights, then time djshard end to end
-# (model load included).
-cat "$model/model.safetensors" >/dev/null
 /usr/bin/time -f "%e %M" -o "$workdir/djshard.time" "$bin" run --config "$workdir/recipe.yaml" \
   --dataset-path "$workdir/queries.jsonl" --export-path "$workdir/djshard.jsonl" \
   --threads "$threads" --device cpu >/dev/null

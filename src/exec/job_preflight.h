@@ -19,11 +19,14 @@ namespace djshard::exec {
 // Runs preflight for a job whose directory is `job_dir`; when the recipe has
 // model operators, rewrites dag_execution_plan.json (`plan_json` makes the
 // job's document) with the replica plan and prints the plan to stderr.
-// Throws Error (exit 2) as RunPreflight does.
-void RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
-                     const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
-                     int threads, uint64_t num_partitions,
-                     const std::function<nlohmann::json()>& plan_json, EventLog& events,
-                     io::Disk& disk);
+// Returns the executor threads the job runs: `threads`, or on the CPU the
+// replicas the plan's memory holds when fewer and `threads_explicit` is false
+// (an explicit count is kept, with a warning). Throws Error (exit 2) as
+// RunPreflight does.
+int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
+                    const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
+                    int threads, bool threads_explicit, uint64_t num_partitions,
+                    const std::function<nlohmann::json()>& plan_json, EventLog& events,
+                    io::Disk& disk);
 
 }  // namespace djshard::exec

@@ -225,6 +225,63 @@ uint64_t AvailableMemory() {
   return PhysicalMemory();
 }
 
+// A field of /proc/self/status in bytes ("VmRSS:", "VmHWM:", "RssAnon:");
+// nullopt when the kernel does not report it.
+std::optional<uint64_t> StatusBytes(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(field, 0) != 0) continue;
+    std::istringstream in(line.substr(field.size()));
+    uint64_t kb = 0;
+    if (in >> kb) return kb * 1024;
+  }
+  return std::nullopt;
+}
+
+// Resets the process's peak RSS (VmHWM) to its current RSS (Linux 4.0+);
+// false when the kernel refuses.
+bool ResetPeakRss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+// The probe record's memory (SPEC-checkpoints §10.4). On the CPU: the host
+// memory the probe child measured, plus 10% as memory_fraction of the
+// machine's memory; context_bytes and scheduled_share are GPU notions (null).
+// On a GPU this build measures no device memory: every byte is null and the
+// share is 1/max_gpu_workers_per_device.
+json ProbeMemory(const std::string& device, const json& measured, uint64_t max_workers) {
+  json m = {{"weights_bytes", nullptr},
+            {"activation_peak_bytes", nullptr},
+            {"context_bytes", nullptr},
+            {"memory_fraction", nullptr},
+            {"scheduled_share", nullptr}};
+  if (device != "cpu") {
+    m["scheduled_share"] = 1.0 / static_cast<double>(max_workers);
+    return m;
+  }
+  const json host = measured.value("host_memory", json::object());
+  m["weights_bytes"] = host.value("weights_bytes", json(nullptr));
+  m["activation_peak_bytes"] = host.value("activation_peak_bytes", json(nullptr));
+  const uint64_t total = PhysicalMemory();
+  if (m["weights_bytes"].is_number() && m["activation_peak_bytes"].is_number() && total > 0) {
+    const double needed =
+        m["weights_bytes"].get<double>() + m["activation_peak_bytes"].get<double>();
+    m["memory_fraction"] = 1.1 * needed / static_cast<double>(total);
+  }
+  return m;
+}
+
+// Bytes as "12.3 MB" for the printed plan.
+std::string Megabytes(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
 // The probe sample (SPEC-checkpoints §10.1).
 struct Sample {
   std::string rows;  // JSONL, each line ending in '\n'
@@ -614,7 +671,10 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                                {"warmup_batches", st.warmup_batches},
                                {"steady_batches", st.steady_batches},
                                {"max_gpu_workers_per_device", st.max_gpu_workers_per_device},
-                               {"sample", sample.meta}};
+                               {"sample", sample.meta},
+                               // What a probe measures: records of builds that
+                               // measured less are not reused.
+                               {"measures", "rows_per_sec,host_memory"}};
       g.key = Sha256Hex(key_fields.dump());
       probe_json["cache_keys"].push_back(g.key);
       if (!sample.reusable) continue;
@@ -768,15 +828,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                  {"steady_rows_per_sec", measured["steady_rows_per_sec"]},
                  {"output_ratio", measured["output_ratio"]},
                  {"input_ratio", measured["input_ratio"]},
-                 {"memory",
-                  {{"weights_bytes", nullptr},
-                   {"activation_peak_bytes", nullptr},
-                   {"context_bytes", nullptr},
-                   {"memory_fraction", nullptr},
-                   {"scheduled_share",
-                    g.md.device == "cpu"
-                        ? json(nullptr)
-                        : json(1.0 / static_cast<double>(st.max_gpu_workers_per_device))}}},
+                 {"memory", ProbeMemory(g.md.device, measured, st.max_gpu_workers_per_device)},
                  {"warnings", warnings},
                  {"reusable", sample.reusable},
                  {"created_at", UtcNow()},
@@ -926,6 +978,19 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       if (g.md.device != "cpu") {
         ps.min_share = 1.0 / static_cast<double>(st.max_gpu_workers_per_device);
       }
+      // Measured host memory, plus 10%: the weights once (the replicas of a
+      // process share them), the activations per replica.
+      const json memory = g.entry.value("memory", json::object());
+      std::string memory_note;
+      if (g.md.device == "cpu" && memory.value("weights_bytes", json()).is_number() &&
+          memory.value("activation_peak_bytes", json()).is_number()) {
+        const auto w = memory["weights_bytes"].get<uint64_t>();
+        const auto a = memory["activation_peak_bytes"].get<uint64_t>();
+        ps.weights_bytes = static_cast<uint64_t>(std::ceil(1.1 * static_cast<double>(w)));
+        ps.replica_bytes = static_cast<uint64_t>(std::ceil(1.1 * static_cast<double>(a)));
+        memory_note =
+            ", weights " + Megabytes(w) + " + activations " + Megabytes(a) + " per replica";
+      }
       if (spec.args.Has("num_proc") && !spec.args.Raw("num_proc").IsNull() &&
           spec.args.GetInt("num_proc", -1) > 0) {
         ps.fixed_replicas = static_cast<int>(spec.args.GetInt("num_proc", 1));
@@ -935,7 +1000,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                        (!g.prober.empty() ? "probe record of " + g.prober
                         : g.reused        ? "probe reused"
                                           : "probed " + g.replay.mode) +
-                       ")";
+                       ")" + memory_note;
     }
     probe_json["probed"] = probed_here;
     if (records) {
@@ -965,6 +1030,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
 
   // The replica plan and the execution groups.
   const ReplicaPlan rp = PlanReplicas(planner_stages, devices, limits);
+  if (on_cpu) result.cpu_threads = CpuExecutorThreads(rp, cx.threads);
   for (const std::string& w : rp.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
   json stages_json = json::array();
   json model_stage_ids = json::array();
@@ -1096,13 +1162,21 @@ void ProbeOperator(const ProbeRequest& r) {
     survivors = sample_rows;
   }
 
-  // Initialize once.
+  // Initialize once. Host memory (SPEC-checkpoints §10.4 on the CPU): the
+  // weights are the anonymous memory the operator's initialization keeps
+  // (the model's tensors are copied out of the file, so file-backed pages such
+  // as libtorch's code are not counted); a replica's activations are the peak
+  // RSS over the warmup and steady batches above the RSS after initialization.
+  const std::optional<uint64_t> anon_before = StatusBytes("RssAnon:");
   double t0 = Now();
   Plan target;
   target.keep_stats = true;
   target.text_key = recipe.text_key;
   target.operators.push_back(build(r.op_idx));
   const double init_secs = Now() - t0;
+  const std::optional<uint64_t> anon_loaded = StatusBytes("RssAnon:");
+  const std::optional<uint64_t> rss_loaded = StatusBytes("VmRSS:");
+  const bool peak_reset = ResetPeakRss();
   const ops::Operator& op = *target.operators.front().op;
   const std::optional<ops::Operator::ModelDescription> md = op.model_description();
   const uint64_t batch = md ? static_cast<uint64_t>(md->batch_size) : survivors;
@@ -1133,6 +1207,18 @@ void ProbeOperator(const ProbeRequest& r) {
     in_rows += s.rows_in;
     out_rows += s.rows_out;
   }
+  json memory = {{"weights_bytes", nullptr}, {"activation_peak_bytes", nullptr}};
+  if (anon_before && anon_loaded) {
+    memory["weights_bytes"] = *anon_loaded > *anon_before ? *anon_loaded - *anon_before : 0;
+  }
+  const std::optional<uint64_t> peak = StatusBytes("VmHWM:");
+  if (peak_reset && peak && rss_loaded) {
+    memory["activation_peak_bytes"] = *peak > *rss_loaded ? *peak - *rss_loaded : 0;
+  } else {
+    warnings.push_back(
+        "the kernel does not reset the peak RSS (/proc/self/clear_refs): activations are not "
+        "measured");
+  }
   if (in_rows > 0 && out_rows == 0) {
     if (op.kind() == ops::OpKind::kMapper) {
       throw Error(op.name() + " returned no rows for the " + std::to_string(in_rows) +
@@ -1151,6 +1237,7 @@ void ProbeOperator(const ProbeRequest& r) {
       {"output_ratio", in_rows > 0 ? static_cast<double>(out_rows) / in_rows : 0.0},
       {"input_ratio", sample_rows > 0 ? static_cast<double>(survivors) / sample_rows : 1.0},
       {"rows", sample_rows},
+      {"host_memory", memory},
       {"warnings", warnings}};
   WriteText(r.result, result.dump(2) + "\n");
 }
@@ -1159,11 +1246,11 @@ void ProbeOperator(const ProbeRequest& r) {
 
 namespace djshard::exec {
 
-void RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
-                     const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
-                     int threads, uint64_t num_partitions,
-                     const std::function<nlohmann::json()>& plan_json, EventLog& events,
-                     io::Disk& disk) {
+int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
+                    const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
+                    int threads, bool threads_explicit, uint64_t num_partitions,
+                    const std::function<nlohmann::json()>& plan_json, EventLog& events,
+                    io::Disk& disk) {
   PreflightContext cx;
   cx.recipe = &recipe;
   cx.plan = &plan;
@@ -1177,11 +1264,27 @@ void RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSe
     events.Emit(type, std::move(fields));
   };
   const PreflightResult result = RunPreflight(cx);
-  if (!result.has_model_ops) return;
+  if (!result.has_model_ops) return threads;
   nlohmann::json doc = plan_json();
   AddPreflightToPlan(result, &doc);
+  int run_threads = threads;
+  if (result.cpu_threads > 0 && result.cpu_threads < threads) {
+    if (threads_explicit) {
+      std::fprintf(stderr,
+                   "WARNING: the CPU memory holds %d model replicas (the replica plan); the "
+                   "explicit thread count %d runs more\n",
+                   result.cpu_threads, threads);
+    } else {
+      run_threads = result.cpu_threads;
+    }
+  }
   disk.WriteAtomic(job_dir + "/dag_execution_plan.json", doc.dump(2) + "\n");
   for (const std::string& line : result.printout) std::fprintf(stderr, "%s\n", line.c_str());
+  if (run_threads != threads) {
+    std::fprintf(stderr, "  executor threads: %d (every core would be %d: memory)\n", run_threads,
+                 threads);
+  }
+  return run_threads;
 }
 
 }  // namespace djshard::exec

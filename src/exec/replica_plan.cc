@@ -182,4 +182,15 @@ ReplicaPlan PlanReplicas(const std::vector<PlannerStage>& stages,
   return plan;
 }
 
+int CpuExecutorThreads(const ReplicaPlan& plan, int threads) {
+  int replicas = 0;
+  bool memory_bound = false;
+  for (const StagePlacement& p : plan.stages) {
+    replicas += p.replicas;
+    memory_bound = memory_bound || p.bound == "memory";
+  }
+  if (!memory_bound || replicas < 1) return threads;
+  return std::min(threads, replicas);
+}
+
 }  // namespace djshard::exec

@@ -416,7 +416,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
   if (request.job_started) request.job_started(job_id, st.checkpointing());
   const RunStop stop(paths.dir, events);  // djshard stop (SPEC-checkpoints §9)
 
-  const int threads = outcome.threads;
+  int threads = outcome.threads;
   double last_summary = MonotonicSeconds();
   PartitionRunConfig config;
   config.plan = &plan;
@@ -462,13 +462,18 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
   try {
     // Model preflight (SPEC-checkpoints §10): probes and the replica plan,
     // before any partition starts.
-    RunJobPreflight(
-        recipe, plan, st, inputs, paths.dir, threads, set.bounds.size(),
+    // The thread count is the user's when --threads, np or a num_proc says
+    // it; otherwise the replica plan may lower it (CPU memory).
+    const bool threads_explicit = request.threads || recipe.np || plan.num_proc > 0;
+    threads = RunJobPreflight(
+        recipe, plan, st, inputs, paths.dir, threads, threads_explicit, set.bounds.size(),
         [&] {
           return ExecutionPlanJson(plan, job_id, config_sha, taps, st,
                                    {{"mode", set.mode}, {"num_partitions", set.bounds.size()}});
         },
         events, disk);
+    runner.set_threads(threads);
+    outcome.threads = threads;
     io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
     io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
     runner.Run(output, errors);

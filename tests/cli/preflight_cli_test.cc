@@ -147,6 +147,24 @@ TEST_F(PreflightCli, CpuProbeRecordsTimingsAndACacheKeyThatARerunReuses) {
   EXPECT_EQ(p["timings"]["steady_secs"].size(), 3u);
   EXPECT_GT(p["steady_rows_per_sec"].get<double>(), 0);
   EXPECT_EQ(p["output_ratio"], 1.0);
+  // Host memory on the CPU: the model's weights, a replica's activations,
+  // 10% more as a fraction of the machine; the GPU-only fields are null.
+  const json& memory = p["memory"];
+  EXPECT_GT(memory["weights_bytes"].get<uint64_t>(), 0u) << memory;
+  EXPECT_LT(memory["weights_bytes"].get<uint64_t>(), 1ull << 30) << memory;
+  EXPECT_TRUE(memory["activation_peak_bytes"].is_number_unsigned()) << memory;
+  EXPECT_GT(memory["memory_fraction"].get<double>(), 0) << memory;
+  EXPECT_LT(memory["memory_fraction"].get<double>(), 1) << memory;
+  EXPECT_NEAR(
+      memory["memory_fraction"].get<double>() *
+          static_cast<double>(p["device"]["total_memory_bytes"]),
+      1.1 * (memory["weights_bytes"].get<double>() + memory["activation_peak_bytes"].get<double>()),
+      1e3)
+      << memory;
+  EXPECT_TRUE(memory["context_bytes"].is_null()) << memory;
+  EXPECT_TRUE(memory["scheduled_share"].is_null()) << memory;
+  EXPECT_NE(r.err.find(" per replica"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("weights "), std::string::npos) << r.err;
   EXPECT_TRUE(p["reusable"].get<bool>());
   EXPECT_EQ(Count("a", "probe_start"), 1);
   EXPECT_EQ(Count("a", "probe_complete"), 1);
@@ -161,6 +179,8 @@ TEST_F(PreflightCli, CpuProbeRecordsTimingsAndACacheKeyThatARerunReuses) {
   EXPECT_GE(stage["replicas"].get<int>(), 1);
   EXPECT_EQ(stage["devices"].size(), stage["replicas"].get<size_t>());
   EXPECT_EQ(plan["execution_groups"][0]["partitions"].size(), 2u);
+  // On the CPU every executor thread runs a replica: the threads are the plan's.
+  EXPECT_EQ(json::parse(Read("out/a.jsonl.stats.json"))["threads"], stage["replicas"]);
   // The output is the model's.
   EXPECT_TRUE(Contains("out/a.jsonl", "query_sentiment_label"));
   // monitor shows the replica plan.
@@ -499,9 +519,12 @@ TEST_F(PreflightElasticCli, AProbeLockOfAKilledProberIsTakenOverAfterTheLease) {
   ASSERT_EQ(::kill(a.pid, SIGKILL), 0);
   EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
   EXPECT_TRUE(Exists("work/job/probe/" + lock));
+  // As if node-a had just rewritten its lock (a heartbeat), so that node-b
+  // finds it live however long node-a took to die on a loaded machine.
+  fs::last_write_time(Path("work/job/probe/" + lock), fs::file_time_type::clock::now());
   // node-b waits for node-a's probe until its lock is older than the lease,
   // then removes the lock and probes itself.
-  const CliResult b = WaitFor(WorkerOn("node-b", "job", {"--lease-secs", "2"}));
+  const CliResult b = WaitFor(WorkerOn("node-b", "job", {"--lease-secs", "5"}));
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_NE(b.err.find("waiting for node-a:"), std::string::npos) << b.err;
   EXPECT_NE(b.err.find("(probed ordered)"), std::string::npos) << b.err;

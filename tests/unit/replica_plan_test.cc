@@ -150,4 +150,30 @@ TEST(ReplicaPlan, StagesThatFitAloneButNotTogetherAreRefused) {
 }
 
 }  // namespace
+TEST(ReplicaPlan, CpuMemoryHoldingFewerReplicasThanThreadsLowersTheExecutorThreads) {
+  // Measured on the CPU: 4 GiB of weights once, 2 GiB of activations per
+  // replica; 10 GiB free holds 3 replicas of the 8 threads.
+  PlannerLimits limits;
+  limits.max_workers_per_device = 8;
+  limits.cpu_threads = 8;
+  limits.max_batches_in_flight = 16;
+  const ReplicaPlan p = PlanReplicas({Stage(1, 50, 4 * kGiB, 2 * kGiB, 0.0)},
+                                     {{"cpu", 16 * kGiB, 10 * kGiB}}, limits);
+  EXPECT_EQ(p.stages[0].replicas, 3);
+  EXPECT_EQ(p.stages[0].bound, "memory");
+  EXPECT_EQ(CpuExecutorThreads(p, 8), 3);
+}
+
+TEST(ReplicaPlan, CpuPlanBoundByThreadsKeepsTheExecutorThreads) {
+  PlannerLimits limits;
+  limits.max_workers_per_device = 2;
+  limits.cpu_threads = 2;
+  limits.max_batches_in_flight = 4;
+  const ReplicaPlan p = PlanReplicas({Stage(1, 50, 400 << 20, 70 << 20, 0.0)},
+                                     {{"cpu", 16 * kGiB, 10 * kGiB}}, limits);
+  EXPECT_EQ(p.stages[0].replicas, 2);
+  EXPECT_EQ(CpuExecutorThreads(p, 2), 2);
+  EXPECT_EQ(CpuExecutorThreads(ReplicaPlan{}, 4), 4);  // no model stage
+}
+
 }  // namespace djshard::exec

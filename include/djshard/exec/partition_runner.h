@@ -166,6 +166,9 @@ class PartitionRunner {
   // The first error stops the partitions in flight and is rethrown.
   void Run(io::OutputStream& output, io::OutputStream& errors);
 
+  // The executor threads of the partitions (before Run).
+  void set_threads(int threads) { c_.threads = threads; }
+
   // Counters so far (also after a failure).
   const ExecSummary& total() const { return total_; }
   uint64_t completed() const { return completed_; }

@@ -53,6 +53,10 @@ struct PreflightResult {
   std::vector<std::string> printout;  // lines for the user, before the job starts
   // Per operator: its input_columns / output_columns contracts (null: unknown).
   nlohmann::json op_columns = nlohmann::json::array();
+  // The executor threads the plan feeds on the CPU (CpuExecutorThreads):
+  // below PreflightContext::threads when memory holds fewer model replicas.
+  // 0 when the model stages are not on the CPU.
+  int cpu_threads = 0;
 };
 
 // Probes (or reuses the cached probe of) every model operator of the plan and
@@ -81,8 +85,11 @@ struct ProbeRequest {
 };
 
 // Replays the ancestors, initializes the operator once and times warmup and
-// steady batches of batch_size rows (survivors cycled). Throws Error when the
-// operator raises or a mapper returns no rows.
+// steady batches of batch_size rows (survivors cycled); measures the host
+// memory its initialization keeps and the peak its batches add
+// (`host_memory` {weights_bytes, activation_peak_bytes}; null when the kernel
+// does not report it). Throws Error when the operator raises or a mapper
+// returns no rows.
 void ProbeOperator(const ProbeRequest& request);
 
 }  // namespace djshard::exec

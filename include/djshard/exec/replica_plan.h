@@ -61,4 +61,10 @@ struct ReplicaPlan {
 ReplicaPlan PlanReplicas(const std::vector<PlannerStage>& stages,
                          const std::vector<PlannerDevice>& devices, const PlannerLimits& limits);
 
+// The executor threads a CPU plan feeds: on the CPU every executor thread
+// runs the model stages' replicas itself, so a plan whose memory holds fewer
+// replicas than `threads` lowers them to its replicas (summed over the model
+// stages); otherwise `threads`.
+int CpuExecutorThreads(const ReplicaPlan& plan, int threads);
+
 }  // namespace djshard::exec

@@ -819,6 +819,9 @@ std::vector<size_t> QueuedOperators(const Plan& plan) {
 // Thrown in a thread that notices another thread failed the run.
 struct RunFailed {};
 
+// Full calls' worth of children a ready queue holds before reading stops.
+constexpr size_t kQueuedCalls = 4;
+
 // One model operator's FIFO ready queue (SPEC-lineage §4). Batches hand their
 // children over in reader-batch order, whatever order their threads reach
 // the operator in (a later batch's submission waits in `pending`), so the
@@ -958,8 +961,18 @@ class Executor {
     ++active_;
   }
 
+  // A batch may be read: not more than max_in_flight_ ahead of the writer,
+  // and no ready queue already holds kQueuedCalls full calls (more children
+  // read now would only wait there, adding latency and memory; a queue that
+  // full can always make a call, so this never forces a partial one).
   bool CanRead() const {
-    return !reading_ && !end_of_input_ && read_count_ - writer_.written() < max_in_flight_;
+    if (reading_ || end_of_input_ || read_count_ - writer_.written() >= max_in_flight_) {
+      return false;
+    }
+    for (const ReadyQueue& q : queues_) {
+      if (q.alive >= kQueuedCalls * plan_.operators[q.op_idx].call_rows) return false;
+    }
+    return true;
   }
 
   // No other thread holds a token or is about to take one with work to do:

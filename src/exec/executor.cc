@@ -926,13 +926,13 @@ class Executor {
     Scratch scratch;
     std::unique_lock<std::mutex> lock(mu_);
     try {
-      while (active_ >= threads_ && !failed_) cv_.wait(lock);
+      TakeToken(lock);
       --free_idle_;
-      ++active_;
       for (;;) {
         if (failed_) return;
         if (end_of_input_ && writer_.written() == read_count_) {
           --active_;
+          token_cv_.notify_one();
           cv_.notify_all();
           return;
         }
@@ -949,15 +949,22 @@ class Executor {
         failure_ = std::current_exception();
       }
       cv_.notify_all();
+      token_cv_.notify_all();
     }
   }
 
   // Gives the CPU token back, waits for a change, and takes a token again.
+  // Handing a token back wakes one thread that waits for a token, not every
+  // thread: idle threads would otherwise wake each other without end.
   void Sleep(std::unique_lock<std::mutex>& lock) {
     --active_;
-    cv_.notify_all();
+    token_cv_.notify_one();
     cv_.wait(lock);
-    while (active_ >= threads_ && !failed_) cv_.wait(lock);
+    TakeToken(lock);
+  }
+
+  void TakeToken(std::unique_lock<std::mutex>& lock) {
+    while (active_ >= threads_ && !failed_) token_cv_.wait(lock);
     ++active_;
   }
 
@@ -1195,8 +1202,9 @@ class Executor {
   uint64_t next_seq_ = 0;
   uint64_t rows_read_ = 0;  // by the reading thread only
 
-  std::mutex mu_;               // guards everything below, and submitted batches' rows
-  std::condition_variable cv_;  // a step became possible, or the run ended
+  std::mutex mu_;                     // guards everything below, and submitted batches' rows
+  std::condition_variable cv_;        // a step became possible, or the run ended
+  std::condition_variable token_cv_;  // a CPU token was handed back
   OrderedWriter writer_;
   // Buffers go round (read -> processed -> written -> read again) instead of
   // being allocated for every batch: fresh memory costs page faults.

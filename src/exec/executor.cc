@@ -900,6 +900,9 @@ class Executor {
   // See SubmitAndWait.
   void Submit(size_t op_idx, Submission* sub) {
     std::unique_lock<std::mutex> lock(mu_);
+    // Once the run failed, no thread touches a queue again: their
+    // submissions may be gone with the stacks of the threads that failed.
+    if (failed_) throw RunFailed{};
     ReadyQueue& q = *queue_of_[op_idx];
     if (sub->seq == q.turn) {
       Enqueue(q, sub);
@@ -1043,6 +1046,7 @@ class Executor {
     ProcessBatch(plan_, inputs_, batch, scratch, &result, stop_check_, options_, edges_.get(),
                  this);
     lock.lock();
+    if (failed_) throw RunFailed{};
     CloseBatch(batch.seq);
     writer_.Add(batch.seq, std::move(result));
     spare_.push_back(std::move(batch.chunk.data));
@@ -1105,6 +1109,7 @@ class Executor {
   // or a partial one when no more rows can come before the batch at the tail
   // submits again, or when `force`.
   bool TryCall(std::unique_lock<std::mutex>& lock, bool force) {
+    if (failed_) return false;
     for (ReadyQueue& q : queues_) {
       if (q.calling || q.alive == 0) continue;
       const PlannedOperator& planned = plan_.operators[q.op_idx];
@@ -1159,6 +1164,7 @@ class Executor {
     }
     call.seconds = MonotonicSeconds() - start;
     lock.lock();
+    if (failed_) throw RunFailed{};
     // Outcomes go to each row's batch, in queue order; a failure suppresses
     // its siblings still in the queue before the next call is taken.
     for (const Part& part : parts) {

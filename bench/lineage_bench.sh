@@ -6,7 +6,7 @@
 # batch_size 64, --threads 2. Modes:
 #   (a) coarse per-parent batching (batching_policy: single_parent),
 #   (b) flat explode + regroup with barriers (bench/lineage_bench.cc flat),
-#   (c) djshard lineage (any_parent, per-batch gather).
+#   (c) djshard lineage (any_parent, one ready queue across reader batches).
 # All three must write the same bytes (sha256 checked first). Then the poison
 # experiment: m1 (2 ms/call, 10 us/item) raises on a poison child at ordinal 0
 # of 1% of the parents with >= 16 children (seed 11); m2 costs 2 ms/call and

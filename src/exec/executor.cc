@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -12,6 +13,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -136,6 +139,28 @@ class OperatorEdges {
 };
 
 struct ChildScope;
+class BatchRun;
+class Executor;
+
+// A batch's live children for one model operator inside a region, handed to
+// the operator's ready queue in canonical order (SPEC-lineage §4). Every
+// field is guarded by the executor's mutex once submitted; the batch's thread
+// waits, touching nothing of its batch, until `done`.
+struct Submission {
+  BatchRun* run = nullptr;
+  RowLevel* level = nullptr;
+  ChildScope* scope = nullptr;
+  uint64_t seq = 0;          // the reader batch's sequence number
+  std::vector<size_t> rows;  // rows of `level`, canonical order
+  size_t next = 0;           // rows before it have left the queue
+  bool last = true;          // the batch's last submission to this operator
+  bool done = false;         // every row left the queue and its call's outcome is applied
+  bool parked = false;       // the batch's thread waits for it without a CPU token
+};
+
+// Queues `sub` for operator op_idx of `executor` and returns once it is done;
+// the caller holds a CPU token and not the executor's mutex.
+void SubmitAndWait(Executor* executor, size_t op_idx, Submission* sub);
 
 // Runs a batch's operators over its rows and, at each expand, over the
 // children of its parents (SPEC-lineage): one call per operator per batch at
@@ -146,8 +171,10 @@ class BatchRun {
   BatchRun(const Plan& plan, const io::LineChunk& chunk, uint64_t first_row,
            const std::string& file, Scratch& s, BatchResult* r,
            const std::function<bool()>& stop_check, const ExecOptions& options,
-           OperatorEdges* edges)
-      : plan_(plan),
+           OperatorEdges* edges, Executor* executor, uint64_t seq)
+      : executor_(executor),
+        seq_(seq),
+        plan_(plan),
         chunk_(chunk),
         first_row_(first_row),
         file_(file),
@@ -163,6 +190,13 @@ class BatchRun {
 
   // Tees the surviving rows after operator i into its tap (batch rows only).
   void TapAfter(RowLevel& level, size_t i);
+
+  // Applies the outcome of one model call of operator i to rows `ks` of
+  // `level` (this batch's part of the call, canonical order). Called with the
+  // executor's mutex held while the batch's thread waits.
+  void ApplyCall(size_t i, RowLevel& level, ChildScope* scope, std::span<const size_t> ks,
+                 std::span<const ops::RowOutcome> outcomes);
+  OperatorCounters& counters(size_t i) { return r_->counters[i]; }
 
  private:
   void RunOne(RowLevel& level, size_t i, ChildScope* scope);
@@ -188,6 +222,8 @@ class BatchRun {
     row_errors_bytes_ += r_->errors.size() - from;
   }
 
+  Executor* const executor_;  // owns the ready queues
+  const uint64_t seq_;
   const Plan& plan_;
   const io::LineChunk& chunk_;
   const uint64_t first_row_;
@@ -526,6 +562,24 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
   };
   if (op.processes_rows_together()) {
     if (stop_check_) StopIfAsked(stop_check_);
+    if (scope != nullptr) {
+      // Children go to the operator's ready queue, shared by every batch of
+      // the run; the batch waits until each of them left it.
+      Submission sub;
+      sub.run = this;
+      sub.level = &level;
+      sub.scope = scope;
+      sub.seq = seq_;
+      sub.last = may_leave_;
+      for (size_t k = 0; k < n; ++k) {
+        if (level.alive[k]) sub.rows.push_back(k);
+      }
+      c.seconds += MonotonicSeconds() - start;
+      SubmitAndWait(executor_, i, &sub);
+      if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
+      return;
+    }
+    // Batch rows go to the operator at once (it batches them for its device).
     s_.live.clear();
     s_.live_index.clear();
     for (size_t k = 0; k < n; ++k) {
@@ -533,61 +587,23 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
       s_.live.push_back(level.samples[k]);
       s_.live_index.push_back(k);
     }
-    // Batch rows go to the operator at once (it batches them for its device);
-    // children go in calls of call_rows, in canonical order, taken from the
-    // head of the queue whatever their parent (any_parent) or one parent's
-    // at a time (single_parent).
-    size_t pos = 0;
-    while (pos < s_.live.size()) {
-      size_t stop = s_.live.size();
-      if (scope != nullptr) {
-        stop = std::min(stop, pos + planned.call_rows);
-        if (planned.single_parent) {
-          const uint32_t parent = level.parent[s_.live_index[pos]];
-          size_t e = pos + 1;
-          while (e < stop && level.parent[s_.live_index[e]] == parent) ++e;
-          stop = e;
-        }
+    if (!s_.live.empty()) {
+      s_.outcomes.assign(s_.live.size(), ops::RowOutcome{});
+      op.ProcessRows(s_.live, s_.outcomes);
+      c.calls += (s_.live.size() + planned.call_rows - 1) / planned.call_rows;
+      c.items += s_.live.size();
+    }
+    for (size_t j = 0; j < s_.live.size(); ++j) {
+      const size_t k = s_.live_index[j];
+      ++c.rows_in;
+      if (!s_.outcomes[j].error.empty()) {
+        ++c.errors;
+        FailRow(level, scope, k, i, op.name(), s_.outcomes[j].error, s_.outcomes[j].error_type, k,
+                k);
+        continue;
       }
-      if (stop_check_) StopIfAsked(stop_check_);
-      const std::span<ops::Sample* const> rows(s_.live.data() + pos, stop - pos);
-      s_.outcomes.assign(rows.size(), ops::RowOutcome{});
-      if (scope == nullptr) {
-        op.ProcessRows(rows, std::span<ops::RowOutcome>(s_.outcomes.data(), rows.size()));
-        c.calls += (rows.size() + planned.call_rows - 1) / planned.call_rows;
-        c.items += rows.size();
-      } else {
-        size_t budget = planned.max_isolation_calls;
-        CallIsolating(op, rows, std::span<ops::RowOutcome>(s_.outcomes.data(), rows.size()),
-                      &budget, &c);
-      }
-      const size_t lo = s_.live_index[pos], hi = s_.live_index[stop - 1];
-      for (size_t j = 0; j < rows.size(); ++j) {
-        const size_t k = s_.live_index[pos + j];
-        ++c.rows_in;
-        if (!level.alive[k]) continue;  // discarded: its parent failed during this call
-        if (!s_.outcomes[j].error.empty()) {
-          ++c.errors;
-          FailRow(level, scope, k, i, op.name(), s_.outcomes[j].error, s_.outcomes[j].error_type,
-                  lo, hi);
-          continue;
-        }
-        if (!s_.outcomes[j].keep) drop(k);
-        if (level.alive[k]) ++c.rows_out;
-      }
-      pos = stop;
-      if (scope != nullptr) {
-        // Compact the queue: suppressed rows leave it before the next call.
-        size_t w = pos;
-        for (size_t j = pos; j < s_.live.size(); ++j) {
-          if (!level.alive[s_.live_index[j]]) continue;
-          s_.live[w] = s_.live[j];
-          s_.live_index[w] = s_.live_index[j];
-          ++w;
-        }
-        s_.live.resize(w);
-        s_.live_index.resize(w);
-      }
+      if (!s_.outcomes[j].keep) drop(k);
+      if (level.alive[k]) ++c.rows_out;
     }
     c.seconds += MonotonicSeconds() - start;
     if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
@@ -618,13 +634,35 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
   if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
 }
 
+void BatchRun::ApplyCall(size_t i, RowLevel& level, ChildScope* scope, std::span<const size_t> ks,
+                         std::span<const ops::RowOutcome> outcomes) {
+  const std::string& name = plan_.operators[i].op->name();
+  OperatorCounters& c = r_->counters[i];
+  const size_t lo = ks.front(), hi = ks.back();
+  for (size_t j = 0; j < ks.size(); ++j) {
+    const size_t k = ks[j];
+    ++c.rows_in;
+    if (!level.alive[k]) continue;  // discarded: its parent failed during this call
+    if (!outcomes[j].error.empty()) {
+      ++c.errors;
+      FailRow(level, scope, k, i, name, outcomes[j].error, outcomes[j].error_type, lo, hi);
+      continue;
+    }
+    if (!outcomes[j].keep) {
+      level.alive[k] = 0;
+      level.state[k] = ChildState::kDropped;
+    }
+    if (level.alive[k]) ++c.rows_out;
+  }
+}
+
 // `stop_check`, when set, is asked before the batch and every few records:
 // true stops the batch. `edges`, when set, hears each operator's batch enter
 // and leave.
 void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
                   const Batch& batch, Scratch& s, BatchResult* r,
                   const std::function<bool()>& stop_check, const ExecOptions& options,
-                  OperatorEdges* edges) {
+                  OperatorEdges* edges, Executor* executor) {
   r->taps.resize(options.taps.size());
   r->tap_rows.assign(options.taps.size(), 0);
   for (std::string& t : r->taps) t.clear();
@@ -668,7 +706,8 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   }
   r->bytes_in = chunk.size;
   r->rows_in = n;
-  BatchRun run(plan, chunk, batch.first_row, file, s, r, stop_check, options, edges);
+  BatchRun run(plan, chunk, batch.first_row, file, s, r, stop_check, options, edges, executor,
+               batch.seq);
   run.RunOps(level, options.first_op, plan.operators.size(), nullptr);
   r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
@@ -764,131 +803,439 @@ class OrderedWriter {
   bool writing_ = false;
 };
 
+// The operators a ready queue serves: model operators inside a region.
+std::vector<size_t> QueuedOperators(const Plan& plan) {
+  std::vector<bool> inside(plan.operators.size(), false);
+  for (const LineageRegion& r : plan.regions) {
+    for (size_t i = r.expand_idx + 1; i < r.gather_idx; ++i) inside[i] = true;
+  }
+  std::vector<size_t> out;
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    if (inside[i] && plan.operators[i].op->processes_rows_together()) out.push_back(i);
+  }
+  return out;
+}
+
+// Thrown in a thread that notices another thread failed the run.
+struct RunFailed {};
+
+// Full calls' worth of children a ready queue holds before reading stops.
+constexpr size_t kQueuedCalls = 4;
+
+// One model operator's FIFO ready queue (SPEC-lineage §4). Batches hand their
+// children over in reader-batch order, whatever order their threads reach
+// the operator in (a later batch's submission waits in `pending`), so the
+// queue holds every batch's children in canonical order; calls take
+// call_rows of them from the head, one call at a time.
+struct ReadyQueue {
+  size_t op_idx = 0;
+  std::deque<Submission*> subs;
+  size_t alive = 0;                         // queued rows still alive, not yet dispatched
+  uint64_t turn = 0;                        // the batch whose rows enter next
+  std::set<uint64_t> closed;                // later batches that will submit nothing more
+  std::map<uint64_t, Submission*> pending;  // later batches' submissions, waiting for their turn
+  bool calling = false;
+};
+
+// Every thread does every kind of work, one step at a time: write the next
+// result in input order, run a model call that a ready queue can make, else
+// read a batch and run it. Reading and writing are each done by one thread at
+// a time. A batch whose children wait in a ready queue keeps its thread; so
+// that later batches can still be read and fill the queue, the executor has
+// more threads than `threads`, but only `threads` of them hold a CPU token
+// (run anything) at a time. When no thread can do anything else, the ready
+// queue of the lowest operator is flushed with a partial call: at the end of
+// the input, or when every thread waits.
+class Executor {
+ public:
+  Executor(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+           io::OutputStream& output, io::OutputStream* errors, const ExecOptions& options)
+      : plan_(plan),
+        inputs_(inputs),
+        options_(options),
+        threads_(std::max(1, options.threads)),
+        start_(MonotonicSeconds()),
+        chunker_(inputs.size(), options.batch_bytes, plan.batch_rows,
+                 [&inputs](size_t i) { return io::OpenInput(inputs[i].path); }),
+        writer_(output, errors, summary_, options, start_) {
+    read_next_ = options.source ? options.source
+                                : std::function<bool(io::LineChunk*)>(
+                                      [this](io::LineChunk* c) { return chunker_.Next(c); });
+    summary_.operators.resize(plan.operators.size());
+    for (size_t i = 0; i < plan.operators.size(); ++i) {
+      summary_.operators[i].name = plan.operators[i].op->name();
+    }
+    summary_.regions.resize(plan.regions.size());
+    for (size_t i = 0; i < plan.regions.size(); ++i)
+      summary_.regions[i].name = plan.regions[i].name;
+    queue_of_.assign(plan.operators.size(), nullptr);
+    const std::vector<size_t> queued = QueuedOperators(plan);
+    queues_.resize(queued.size());
+    for (size_t q = 0; q < queued.size(); ++q) {
+      queues_[q].op_idx = queued[q];
+      queue_of_[queued[q]] = &queues_[q];
+    }
+    // Waiting batches hold threads: a few more than run at once, so that the
+    // next batches can be read while earlier ones wait for a full call.
+    pool_size_ = queues_.empty() ? threads_ : 2 * threads_ + 2;
+    max_in_flight_ = queues_.empty() ? static_cast<uint64_t>(threads_) * 2
+                                     : static_cast<uint64_t>(pool_size_ + threads_);
+    if (options.op_event) edges_ = std::make_unique<OperatorEdges>(plan, options);
+    stop_check_ = [&options] {
+      return StopRequested() || (options.cancel != nullptr && options.cancel->load());
+    };
+  }
+
+  ExecSummary Run() {
+    std::vector<std::thread> pool;
+    // A thread is idle from before it starts until it first holds a token.
+    free_idle_ = pool_size_;
+    for (int t = 0; t < pool_size_; ++t) pool.emplace_back([this] { RunThread(); });
+    for (std::thread& t : pool) t.join();
+    if (failure_) std::rethrow_exception(failure_);
+    summary_.seconds = MonotonicSeconds() - start_;
+    return summary_;
+  }
+
+  // See SubmitAndWait.
+  void Submit(size_t op_idx, Submission* sub) {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Once the run failed, no thread touches a queue again: their
+    // submissions may be gone with the stacks of the threads that failed.
+    if (failed_) throw RunFailed{};
+    ReadyQueue& q = *queue_of_[op_idx];
+    if (sub->seq == q.turn) {
+      Enqueue(q, sub);
+      Advance(q);
+    } else {
+      q.pending.emplace(sub->seq, sub);
+    }
+    cv_.notify_all();
+    while (!sub->done) {
+      if (failed_) throw RunFailed{};
+      if (TryWrite(lock) || TryCall(lock, false)) continue;
+      if (Quiet() && TryCall(lock, true)) continue;
+      sub->parked = true;
+      Sleep(lock);
+      if (sub->parked) {
+        sub->parked = false;
+        if (sub->done) --ready_;
+      }
+    }
+  }
+
+ private:
+  void RunThread() {
+    Scratch scratch;
+    std::unique_lock<std::mutex> lock(mu_);
+    try {
+      TakeToken(lock);
+      --free_idle_;
+      for (;;) {
+        if (failed_) return;
+        if (end_of_input_ && writer_.written() == read_count_) {
+          --active_;
+          token_cv_.notify_one();
+          cv_.notify_all();
+          return;
+        }
+        if (TryWrite(lock) || TryCall(lock, false) || TryRead(lock, scratch)) continue;
+        if (Quiet() && TryCall(lock, true)) continue;
+        ++free_idle_;
+        Sleep(lock);
+        --free_idle_;
+      }
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      if (!failed_) {
+        failed_ = true;
+        failure_ = std::current_exception();
+      }
+      cv_.notify_all();
+      token_cv_.notify_all();
+    }
+  }
+
+  // Gives the CPU token back, waits for a change, and takes a token again.
+  // Handing a token back wakes one thread that waits for a token, not every
+  // thread: idle threads would otherwise wake each other without end.
+  void Sleep(std::unique_lock<std::mutex>& lock) {
+    --active_;
+    token_cv_.notify_one();
+    cv_.wait(lock);
+    TakeToken(lock);
+  }
+
+  void TakeToken(std::unique_lock<std::mutex>& lock) {
+    while (active_ >= threads_ && !failed_) token_cv_.wait(lock);
+    ++active_;
+  }
+
+  // A batch may be read: not more than max_in_flight_ ahead of the writer,
+  // and no ready queue already holds kQueuedCalls full calls (more children
+  // read now would only wait there, adding latency and memory; a queue that
+  // full can always make a call, so this never forces a partial one).
+  bool CanRead() const {
+    if (reading_ || end_of_input_ || read_count_ - writer_.written() >= max_in_flight_) {
+      return false;
+    }
+    for (const ReadyQueue& q : queues_) {
+      if (q.alive >= kQueuedCalls * plan_.operators[q.op_idx].call_rows) return false;
+    }
+    return true;
+  }
+
+  // No other thread holds a token or is about to take one with work to do:
+  // only a partial call can move the run on.
+  bool Quiet() const { return active_ == 1 && ready_ == 0 && !(CanRead() && free_idle_ > 0); }
+
+  // Writes the next result in input order, if it is here.
+  bool TryWrite(std::unique_lock<std::mutex>& lock) {
+    if (!writer_.CanWrite()) return false;
+    BatchResult done = writer_.TakeNext();
+    lock.unlock();
+    writer_.Write(done);
+    lock.lock();
+    writer_.Written();
+    spare_.push_back(std::move(done.output));
+    cv_.notify_all();
+    return true;
+  }
+
+  std::string TakeSpare() {
+    std::string b;
+    if (!spare_.empty()) {
+      b = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    b.clear();
+    return b;
+  }
+
+  // Reads a batch and runs it on this thread, where its bytes are already in
+  // the cache; never more than max_in_flight_ batches ahead of the writer, so
+  // memory stays bounded.
+  bool TryRead(std::unique_lock<std::mutex>& lock, Scratch& scratch) {
+    if (!CanRead()) return false;
+    Batch batch;
+    batch.chunk.data = TakeSpare();
+    BatchResult result;
+    result.output = TakeSpare();
+    reading_ = true;
+    lock.unlock();
+    const bool got = read_next_(&batch.chunk);
+    if (got) {
+      batch.seq = next_seq_++;
+      batch.first_row = rows_read_;
+      rows_read_ += batch.chunk.lines;
+    }
+    lock.lock();
+    reading_ = false;
+    if (!got) {
+      end_of_input_ = true;
+      if (edges_) edges_->EndOfInput(read_count_);
+      spare_.push_back(std::move(batch.chunk.data));
+      spare_.push_back(std::move(result.output));
+      cv_.notify_all();
+      return true;
+    }
+    ++read_count_;
+    // Another thread may read the next batch meanwhile.
+    cv_.notify_all();
+    lock.unlock();
+    ProcessBatch(plan_, inputs_, batch, scratch, &result, stop_check_, options_, edges_.get(),
+                 this);
+    lock.lock();
+    if (failed_) throw RunFailed{};
+    CloseBatch(batch.seq);
+    writer_.Add(batch.seq, std::move(result));
+    spare_.push_back(std::move(batch.chunk.data));
+    cv_.notify_all();
+    return true;
+  }
+
+  void Complete(Submission* sub) {
+    sub->done = true;
+    if (sub->parked) ++ready_;
+    cv_.notify_all();
+  }
+
+  // Puts the rows of `sub`, whose batch's turn it is, at the queue's tail.
+  void Enqueue(ReadyQueue& q, Submission* sub) {
+    if (sub->rows.empty()) {
+      Complete(sub);
+    } else {
+      q.subs.push_back(sub);
+      q.alive += sub->rows.size();
+    }
+    if (sub->last) ++q.turn;
+  }
+
+  // Lets in the submissions of the batches whose turn came.
+  void Advance(ReadyQueue& q) {
+    for (;;) {
+      auto closed = q.closed.find(q.turn);
+      if (closed != q.closed.end()) {
+        q.closed.erase(closed);
+        ++q.turn;
+        continue;
+      }
+      auto next = q.pending.find(q.turn);
+      if (next == q.pending.end()) return;
+      Submission* sub = next->second;
+      q.pending.erase(next);
+      Enqueue(q, sub);
+      if (!sub->last) return;
+    }
+  }
+
+  // Batch `seq` is done: it submits nothing more to any queue.
+  void CloseBatch(uint64_t seq) {
+    for (ReadyQueue& q : queues_) {
+      if (seq < q.turn) continue;
+      q.closed.insert(seq);
+      Advance(q);
+    }
+  }
+
+  size_t AliveFrom(const Submission& sub) const {
+    size_t n = 0;
+    for (size_t j = sub.next; j < sub.rows.size(); ++j) n += sub.level->alive[sub.rows[j]] ? 1 : 0;
+    return n;
+  }
+
+  // Runs the next call of the lowest queue that can make one: a full one
+  // (call_rows rows; single_parent: the head parent's rows, up to call_rows),
+  // or a partial one when no more rows can come before the batch at the tail
+  // submits again, or when `force`.
+  bool TryCall(std::unique_lock<std::mutex>& lock, bool force) {
+    if (failed_) return false;
+    for (ReadyQueue& q : queues_) {
+      if (q.calling || q.alive == 0) continue;
+      const PlannedOperator& planned = plan_.operators[q.op_idx];
+      const bool ready =
+          planned.single_parent || q.alive >= planned.call_rows || !q.subs.back()->last || force;
+      if (!ready) continue;
+      RunCall(lock, q, planned);
+      return true;
+    }
+    return false;
+  }
+
+  void RunCall(std::unique_lock<std::mutex>& lock, ReadyQueue& q, const PlannedOperator& planned) {
+    // Take the rows from the head.
+    std::vector<ops::Sample*> rows;
+    std::vector<size_t> ks;
+    struct Part {
+      Submission* sub;
+      size_t begin, end;  // in rows
+    };
+    std::vector<Part> parts;
+    for (Submission* sub : q.subs) {
+      if (rows.size() >= planned.call_rows) break;
+      const RowLevel& level = *sub->level;
+      if (planned.single_parent && !rows.empty()) break;  // one parent, one submission
+      const size_t begin = rows.size();
+      while (sub->next < sub->rows.size() && rows.size() < planned.call_rows) {
+        const size_t k = sub->rows[sub->next];
+        if (!level.alive[k]) {
+          ++sub->next;
+          continue;
+        }
+        if (planned.single_parent && rows.size() > begin &&
+            level.parent[k] != level.parent[ks[begin]])
+          break;
+        rows.push_back(level.samples[k]);
+        ks.push_back(k);
+        ++sub->next;
+        --q.alive;
+      }
+      if (rows.size() > begin) parts.push_back({sub, begin, rows.size()});
+    }
+    q.calling = true;
+    lock.unlock();
+    if (stop_check_) StopIfAsked(stop_check_);
+    std::vector<ops::RowOutcome> outcomes(rows.size());
+    OperatorCounters call;
+    const double start = MonotonicSeconds();
+    if (!rows.empty()) {
+      size_t budget = planned.max_isolation_calls;
+      CallIsolating(*planned.op, rows, outcomes, &budget, &call);
+    }
+    call.seconds = MonotonicSeconds() - start;
+    lock.lock();
+    if (failed_) throw RunFailed{};
+    // Outcomes go to each row's batch, in queue order; a failure suppresses
+    // its siblings still in the queue before the next call is taken.
+    for (const Part& part : parts) {
+      Submission& sub = *part.sub;
+      const size_t before = AliveFrom(sub);
+      sub.run->ApplyCall(
+          q.op_idx, *sub.level, sub.scope,
+          std::span<const size_t>(ks.data() + part.begin, part.end - part.begin),
+          std::span<const ops::RowOutcome>(outcomes.data() + part.begin, part.end - part.begin));
+      q.alive -= before - AliveFrom(sub);
+    }
+    if (!parts.empty()) {
+      OperatorCounters& c = parts.front().sub->run->counters(q.op_idx);
+      c.calls += call.calls;
+      c.items += call.items;
+      c.seconds += call.seconds;
+    }
+    while (!q.subs.empty()) {
+      Submission* sub = q.subs.front();
+      while (sub->next < sub->rows.size() && !sub->level->alive[sub->rows[sub->next]]) ++sub->next;
+      if (sub->next < sub->rows.size()) break;
+      q.subs.pop_front();
+      Complete(sub);
+    }
+    q.calling = false;
+    cv_.notify_all();
+  }
+
+  const Plan& plan_;
+  const std::vector<io::InputCandidate>& inputs_;
+  const ExecOptions& options_;
+  const int threads_;  // threads that run at once (CPU tokens)
+  const double start_;
+  io::LineChunker chunker_;
+  std::function<bool(io::LineChunk*)> read_next_;
+  std::function<bool()> stop_check_;
+  std::unique_ptr<OperatorEdges> edges_;
+  ExecSummary summary_;
+  int pool_size_ = 1;
+  uint64_t max_in_flight_ = 2;
+  uint64_t next_seq_ = 0;
+  uint64_t rows_read_ = 0;  // by the reading thread only
+
+  std::mutex mu_;                     // guards everything below, and submitted batches' rows
+  std::condition_variable cv_;        // a step became possible, or the run ended
+  std::condition_variable token_cv_;  // a CPU token was handed back
+  OrderedWriter writer_;
+  // Buffers go round (read -> processed -> written -> read again) instead of
+  // being allocated for every batch: fresh memory costs page faults.
+  std::vector<std::string> spare_;
+  std::vector<ReadyQueue> queues_;     // by operator index
+  std::vector<ReadyQueue*> queue_of_;  // per operator, null for most
+  int active_ = 0;                     // threads holding a CPU token
+  int ready_ = 0;                      // waiting batches whose submission is done
+  int free_idle_ = 0;                  // threads without a batch, waiting
+  uint64_t read_count_ = 0;
+  bool end_of_input_ = false, reading_ = false, failed_ = false;
+  std::exception_ptr failure_;
+};
+
+void SubmitAndWait(Executor* executor, size_t op_idx, Submission* sub) {
+  executor->Submit(op_idx, sub);
+}
+
 }  // namespace
 
 ExecSummary Execute(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
                     io::OutputStream& output, io::OutputStream* errors,
                     const ExecOptions& options) {
-  const int threads = std::max(1, options.threads);
-  const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2;
-  const double start = MonotonicSeconds();
-
-  io::LineChunker chunker(inputs.size(), options.batch_bytes, plan.batch_rows,
-                          [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
-  const std::function<bool(io::LineChunk*)> read_next =
-      options.source ? options.source
-                     : std::function<bool(io::LineChunk*)>(
-                           [&chunker](io::LineChunk* c) { return chunker.Next(c); });
-  uint64_t next_seq = 0;
-  uint64_t rows_read = 0;  // by the reading thread only
-  ExecSummary summary;
-  summary.operators.resize(plan.operators.size());
-  for (size_t i = 0; i < plan.operators.size(); ++i) {
-    summary.operators[i].name = plan.operators[i].op->name();
-  }
-  summary.regions.resize(plan.regions.size());
-  for (size_t i = 0; i < plan.regions.size(); ++i) summary.regions[i].name = plan.regions[i].name;
-
-  // Every thread does every kind of work, one step at a time: write the next
-  // result in input order, else read a batch and run it. Reading and writing
-  // are each done by one thread at a time, so one thread runs the whole
-  // pipeline alone and N threads keep N cores busy.
-  std::mutex mu;
-  std::condition_variable cv;  // a step became possible, or the run ended
-  OrderedWriter writer(output, errors, summary, options, start);
-  // Buffers go round (read -> processed -> written -> read again) instead of
-  // being allocated for every batch: fresh memory costs page faults.
-  std::vector<std::string> spare;
-  auto take_spare = [&]() {
-    std::string b;
-    if (!spare.empty()) {
-      b = std::move(spare.back());
-      spare.pop_back();
-    }
-    b.clear();
-    return b;
-  };
-  std::unique_ptr<OperatorEdges> edges;
-  if (options.op_event) edges = std::make_unique<OperatorEdges>(plan, options);
-  uint64_t read_count = 0;
-  bool end_of_input = false, reading = false, failed = false;
-  std::exception_ptr failure;
-
-  const std::function<bool()> stop_check = [&options] {
-    return StopRequested() || (options.cancel != nullptr && options.cancel->load());
-  };
-  auto run_steps = [&]() {
-    Scratch scratch;
-    std::unique_lock<std::mutex> lock(mu);
-    try {
-      for (;;) {
-        if (failed) return;
-        if (writer.CanWrite()) {
-          BatchResult done = writer.TakeNext();
-          lock.unlock();
-          writer.Write(done);
-          lock.lock();
-          writer.Written();
-          spare.push_back(std::move(done.output));
-          cv.notify_all();
-          continue;
-        }
-        // Read a batch and run it on this thread, where its bytes are
-        // already in the cache; never more than max_in_flight batches ahead
-        // of the writer, so memory stays bounded.
-        if (!reading && !end_of_input && read_count - writer.written() < max_in_flight) {
-          Batch batch;
-          batch.chunk.data = take_spare();
-          BatchResult result;
-          result.output = take_spare();
-          reading = true;
-          lock.unlock();
-          const bool got = read_next(&batch.chunk);
-          if (got) {
-            batch.seq = next_seq++;
-            batch.first_row = rows_read;
-            rows_read += batch.chunk.lines;
-          }
-          lock.lock();
-          reading = false;
-          if (!got) {
-            end_of_input = true;
-            if (edges) edges->EndOfInput(read_count);
-            spare.push_back(std::move(batch.chunk.data));
-            spare.push_back(std::move(result.output));
-            cv.notify_all();
-            continue;
-          }
-          ++read_count;
-          // Another thread may read the next batch meanwhile.
-          cv.notify_all();
-          lock.unlock();
-          ProcessBatch(plan, inputs, batch, scratch, &result, stop_check, options, edges.get());
-          lock.lock();
-          writer.Add(batch.seq, std::move(result));
-          spare.push_back(std::move(batch.chunk.data));
-          cv.notify_all();
-          continue;
-        }
-        if (end_of_input && writer.written() == read_count) return;
-        cv.wait(lock);
-      }
-    } catch (...) {
-      if (!lock.owns_lock()) lock.lock();
-      if (!failed) {
-        failed = true;
-        failure = std::current_exception();
-      }
-      cv.notify_all();
-    }
-  };
-
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(run_steps);
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-  summary.seconds = MonotonicSeconds() - start;
-  return summary;
+  Executor executor(plan, inputs, output, errors, options);
+  return executor.Run();
 }
 
 std::string SummaryJson(const ExecSummary& s, int threads) {

@@ -117,7 +117,9 @@ struct ExecOptions {
 };
 
 // Runs `plan` over the input files in order, as batches, on `threads` new
-// threads; the caller waits. Each thread writes the next result when it is
+// threads (more when a region holds a model operator: a batch waiting for its
+// children's model calls keeps its thread, but only `threads` run at once);
+// the caller waits. Each thread writes the next result when it is
 // ready, else reads a batch and runs the fused stage on it; reading and
 // writing are done by one thread at a time, and results are written (output,
 // and operator errors as one JSON line each) in input order, so the bytes

@@ -40,15 +40,8 @@ ProbeRecords::~ProbeRecords() {
 }
 
 int64_t ProbeRecords::FilesystemNowNanos() {
-  const std::string path =
-      dir_ + "/.clock." + HostName() + "." + std::to_string(::getpid()) + "." + RandomHex(8);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return NowNanos();
-  struct stat st {};
-  const int rc = ::fstat(fd, &st);
-  ::close(fd);
-  ::unlink(path.c_str());
-  return rc == 0 ? MtimeNanos(st) : NowNanos();
+  return io::FilesystemNowNanos(dir_ + "/.clock." + HostName() + "." + std::to_string(::getpid()) +
+                                "." + RandomHex(8));
 }
 
 std::optional<double> ProbeRecords::AgeSecs(const std::string& path) {

@@ -195,6 +195,16 @@ Disk& RealDisk() {
   return disk;
 }
 
+int64_t FilesystemNowNanos(const std::string& probe_path) {
+  const int fd = ::open(probe_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return NowNanos();
+  struct stat st {};
+  const int rc = ::fstat(fd, &st);
+  ::close(fd);
+  ::unlink(probe_path.c_str());
+  return rc == 0 ? MtimeNanos(st) : NowNanos();
+}
+
 std::string ReadFile(const std::string& path) {
   const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) ThrowSystemError(path, "cannot open");

@@ -164,16 +164,8 @@ const ShardEntry* JobDir::FindShard(const std::string& shard_id) const {
 }
 
 int64_t JobDir::FilesystemNowNanos() const {
-  const std::string probe =
-      ClockProbePath(HostName() + "." + std::to_string(::getpid()) + "." + RandomHex(8));
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return NowNanos();
-  struct stat st {};
-  const int rc = ::fstat(fd, &st);
-  ::close(fd);
-  ::unlink(probe.c_str());
-  if (rc != 0) return NowNanos();
-  return MtimeNanos(st);
+  return io::FilesystemNowNanos(
+      ClockProbePath(HostName() + "." + std::to_string(::getpid()) + "." + RandomHex(8)));
 }
 
 namespace {

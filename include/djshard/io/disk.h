@@ -95,6 +95,11 @@ Disk& RealDisk();
 // Reads a whole (small) file from the real filesystem. Throws Error naming the path.
 std::string ReadFile(const std::string& path);
 
+// The clock of the filesystem that holds `probe_path`: the mtime of a file
+// created there now (then removed), so that hosts with skewed clocks agree on
+// ages; this host's clock when the file cannot be made.
+int64_t FilesystemNowNanos(const std::string& probe_path);
+
 // Whether `path` is a regular file on the real filesystem (following links).
 bool IsRegularFile(const std::string& path);
 

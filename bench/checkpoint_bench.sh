@@ -43,20 +43,8 @@ while [ $# -gt 0 ]; do
        exit 2 ;;
   esac
 done
-bin="$root/build/bin/djshard"
-[ -x "$bin" ] || { echo "build djshard first: scripts/build.sh" >&2; exit 2; }
-gen="$shared/data/gen_corpus.py"
-[ -f "$gen" ] || { echo "gen_corpus.py not found at $gen (pass --shared)" >&2; exit 2; }
-
-mkdir -p "$workdir"
-if [ -z "$outdir" ]; then
-  outdir=$workdir/out-$$
-  [ -d /dev/shm ] && [ -w /dev/shm ] && outdir=/dev/shm/djshard-ckpt-bench-$$
-fi
-mkdir -p "$outdir"
-trap 'rm -rf "$outdir"' EXIT
-corpus="$workdir/corpus-${mb}mb-seed3.jsonl"
-[ -f "$corpus" ] || python3 "$gen" "$corpus" --mb "$mb" --seed 3 >&2
+seed=3 name=ckpt-bench
+. "$root/bench/corpus_setup.sh"
 bytes=$(stat -c %s "$corpus")
 cat "$corpus" >/dev/null
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "tests/cli/cli_harness.h"
 
@@ -198,6 +199,83 @@ TEST_F(PreflightCli, CpuProbeRecordsTimingsAndACacheKeyThatARerunReuses) {
   EXPECT_FALSE(Probed("b"));
   EXPECT_EQ(Probe("b")["cache_key"], p["cache_key"]);
   EXPECT_EQ(Probe("b")["created_at"], p["created_at"]);
+}
+
+// A host memory that holds one replica of the model (weights once, then
+// activations per replica) lowers the threads of `run` and of a worker to
+// one, unless the thread count was given.
+TEST_F(PreflightCli, MemoryForOneReplicaLowersTheThreadsOfRunAndOfAWorker) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two cores";
+  WriteRecipe("");
+  ASSERT_TRUE(Probed("roomy"));
+  const json memory = Probe("roomy")["memory"];
+  const auto weights = static_cast<uint64_t>(1.1 * memory["weights_bytes"].get<double>()) + 1;
+  const auto replica =
+      static_cast<uint64_t>(1.1 * memory["activation_peak_bytes"].get<double>()) + 1;
+  const std::vector<std::string> env = {
+      "DJSHARD_ENABLE_TEST_OPERATORS=1",
+      "DJSHARD_TEST_HOST_MEMORY_BYTES=" + std::to_string(weights + replica + replica / 2)};
+  auto run = [&](const std::string& job, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run",
+                                     "--config",
+                                     Path("recipe.yaml"),
+                                     "--dataset-path",
+                                     Path("in.jsonl"),
+                                     "--export-path",
+                                     Path("out/" + job + ".jsonl"),
+                                     "--device",
+                                     "cpu",
+                                     "--work-dir",
+                                     Path("work"),
+                                     "--job_id",
+                                     job};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return WaitFor(Spawn(args, env));
+  };
+  const CliResult lean = run("lean", {});
+  ASSERT_EQ(lean.exit_code, 0) << lean.err;
+  EXPECT_NE(lean.err.find("executor threads: 1 (every core would be"), std::string::npos)
+      << lean.err;
+  EXPECT_EQ(json::parse(Read("out/lean.jsonl.stats.json"))["threads"], 1);
+  const json plan = json::parse(Read("work/lean/dag_execution_plan.json"));
+  const json& stage = plan["stages"][plan["ops"][1]["stage_id"].get<size_t>()];
+  EXPECT_EQ(stage["replicas"], 1) << stage;
+  EXPECT_EQ(stage["bound"], "memory") << stage;
+  EXPECT_EQ(Read("out/lean.jsonl"), Read("out/roomy.jsonl"));
+  // An explicit thread count is kept, with a warning.
+  const CliResult given = run("given", {"--threads", "2"});
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_NE(given.err.find("WARNING: the CPU memory holds 1 model replicas"), std::string::npos)
+      << given.err;
+  EXPECT_EQ(json::parse(Read("out/given.jsonl.stats.json"))["threads"], 2);
+  EXPECT_EQ(Read("out/given.jsonl"), Read("out/roomy.jsonl"));
+
+  // A worker of an elastic job plans the same and runs its shards on one thread.
+  ASSERT_EQ(Run({"prepare", "--config", Path("recipe.yaml"), "--dataset-path", Path("in.jsonl"),
+                 "--job-dir", Path("work/elastic"), "--num-shards", "2"})
+                .exit_code,
+            0);
+  const CliResult worker =
+      WaitFor(Spawn({"worker", "--job-dir", Path("work/elastic"), "--device", "cpu"}, env));
+  ASSERT_EQ(worker.exit_code, 0) << worker.err;
+  EXPECT_NE(worker.err.find("executor threads: 1 (every core would be"), std::string::npos)
+      << worker.err;
+  size_t attempts = 0;
+  for (const auto& shard : fs::directory_iterator(Path("work/elastic/attempts"))) {
+    for (const auto& a : fs::directory_iterator(shard.path())) {
+      std::ifstream f(a.path() / "attempt.json");
+      std::stringstream text;
+      text << f.rdbuf();
+      const json attempt = json::parse(text.str());
+      EXPECT_EQ(attempt["plan"]["threads"], 1) << attempt;
+      ++attempts;
+    }
+  }
+  EXPECT_EQ(attempts, 2u);
+  const CliResult merged =
+      Run({"merge", "--job-dir", Path("work/elastic"), "--output", Path("out/elastic.jsonl")});
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_EQ(Read("out/elastic.jsonl"), Read("out/roomy.jsonl"));
 }
 
 TEST_F(PreflightCli, BatchSizeOffsetAndSeedChangesReprobeAndShuffleWithoutSeedNeverReuses) {

@@ -142,8 +142,9 @@ struct ChildScope;
 class BatchRun;
 class Executor;
 
-// A batch's live children for one model operator inside a region, handed to
-// the operator's ready queue in canonical order (SPEC-lineage §4). Every
+// A batch's live rows (its own, or children of its parents inside a region)
+// for one model operator, handed to the operator's ready queue in canonical
+// order (SPEC-lineage §4). Every
 // field is guarded by the executor's mutex once submitted; the batch's thread
 // waits, touching nothing of its batch, until `done`.
 struct Submission {
@@ -153,6 +154,7 @@ struct Submission {
   uint64_t seq = 0;          // the reader batch's sequence number
   std::vector<size_t> rows;  // rows of `level`, canonical order
   size_t next = 0;           // rows before it have left the queue
+  size_t in_calls = 0;       // calls running with some of its rows
   bool last = true;          // the batch's last submission to this operator
   bool done = false;         // every row left the queue and its call's outcome is applied
   bool parked = false;       // the batch's thread waits for it without a CPU token
@@ -562,50 +564,19 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
   };
   if (op.processes_rows_together()) {
     if (stop_check_) StopIfAsked(stop_check_);
-    if (scope != nullptr) {
-      // Children go to the operator's ready queue, shared by every batch of
-      // the run; the batch waits until each of them left it.
-      Submission sub;
-      sub.run = this;
-      sub.level = &level;
-      sub.scope = scope;
-      sub.seq = seq_;
-      sub.last = may_leave_;
-      for (size_t k = 0; k < n; ++k) {
-        if (level.alive[k]) sub.rows.push_back(k);
-      }
-      c.seconds += MonotonicSeconds() - start;
-      SubmitAndWait(executor_, i, &sub);
-      if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
-      return;
-    }
-    // Batch rows go to the operator at once (it batches them for its device).
-    s_.live.clear();
-    s_.live_index.clear();
+    // Rows go to the operator's ready queue, shared by every batch of the
+    // run; the batch waits until each of them left it.
+    Submission sub;
+    sub.run = this;
+    sub.level = &level;
+    sub.scope = scope;
+    sub.seq = seq_;
+    sub.last = may_leave_;
     for (size_t k = 0; k < n; ++k) {
-      if (!level.alive[k]) continue;
-      s_.live.push_back(level.samples[k]);
-      s_.live_index.push_back(k);
-    }
-    if (!s_.live.empty()) {
-      s_.outcomes.assign(s_.live.size(), ops::RowOutcome{});
-      op.ProcessRows(s_.live, s_.outcomes);
-      c.calls += (s_.live.size() + planned.call_rows - 1) / planned.call_rows;
-      c.items += s_.live.size();
-    }
-    for (size_t j = 0; j < s_.live.size(); ++j) {
-      const size_t k = s_.live_index[j];
-      ++c.rows_in;
-      if (!s_.outcomes[j].error.empty()) {
-        ++c.errors;
-        FailRow(level, scope, k, i, op.name(), s_.outcomes[j].error, s_.outcomes[j].error_type, k,
-                k);
-        continue;
-      }
-      if (!s_.outcomes[j].keep) drop(k);
-      if (level.alive[k]) ++c.rows_out;
+      if (level.alive[k]) sub.rows.push_back(k);
     }
     c.seconds += MonotonicSeconds() - start;
+    SubmitAndWait(executor_, i, &sub);
     if (edges_ != nullptr && may_leave_) edges_->Leave(i, c);
     return;
   }
@@ -650,7 +621,7 @@ void BatchRun::ApplyCall(size_t i, RowLevel& level, ChildScope* scope, std::span
     }
     if (!outcomes[j].keep) {
       level.alive[k] = 0;
-      level.state[k] = ChildState::kDropped;
+      if (scope != nullptr) level.state[k] = ChildState::kDropped;
     }
     if (level.alive[k]) ++c.rows_out;
   }
@@ -805,13 +776,9 @@ class OrderedWriter {
 
 // The operators a ready queue serves: model operators inside a region.
 std::vector<size_t> QueuedOperators(const Plan& plan) {
-  std::vector<bool> inside(plan.operators.size(), false);
-  for (const LineageRegion& r : plan.regions) {
-    for (size_t i = r.expand_idx + 1; i < r.gather_idx; ++i) inside[i] = true;
-  }
   std::vector<size_t> out;
   for (size_t i = 0; i < plan.operators.size(); ++i) {
-    if (inside[i] && plan.operators[i].op->processes_rows_together()) out.push_back(i);
+    if (plan.operators[i].op->processes_rows_together()) out.push_back(i);
   }
   return out;
 }
@@ -819,22 +786,31 @@ std::vector<size_t> QueuedOperators(const Plan& plan) {
 // Thrown in a thread that notices another thread failed the run.
 struct RunFailed {};
 
-// Full calls' worth of children a ready queue holds before reading stops.
+// Full calls' worth of rows a ready queue holds before reading stops (twice
+// its calls at once, if more).
 constexpr size_t kQueuedCalls = 4;
 
 // One model operator's FIFO ready queue (SPEC-lineage §4). Batches hand their
-// children over in reader-batch order, whatever order their threads reach
-// the operator in (a later batch's submission waits in `pending`), so the
-// queue holds every batch's children in canonical order; calls take
-// call_rows of them from the head, one call at a time.
+// rows over in reader-batch order, whatever order their threads reach the
+// operator in (a later batch's submission waits in `pending`), so the queue
+// holds every batch's rows in canonical order; calls take `take_rows` of them
+// from the head. Inside a region one call runs at a time, so that a failure
+// suppresses the siblings still queued before the next call takes them; at
+// parent level (no siblings) up to `max_calls` run at once, one per executor
+// thread (on the CPU each thread runs a replica), and their outcomes are
+// applied in the order the calls took their rows.
 struct ReadyQueue {
   size_t op_idx = 0;
+  size_t take_rows = 64;  // rows per call
+  int max_calls = 1;      // calls at once
+  int calling = 0;        // calls running
+  uint64_t taken = 0;     // calls that took rows
+  uint64_t applied = 0;   // calls whose outcomes are applied
   std::deque<Submission*> subs;
   size_t alive = 0;                         // queued rows still alive, not yet dispatched
   uint64_t turn = 0;                        // the batch whose rows enter next
   std::set<uint64_t> closed;                // later batches that will submit nothing more
   std::map<uint64_t, Submission*> pending;  // later batches' submissions, waiting for their turn
-  bool calling = false;
 };
 
 // Every thread does every kind of work, one step at a time: write the next
@@ -872,7 +848,15 @@ class Executor {
     const std::vector<size_t> queued = QueuedOperators(plan);
     queues_.resize(queued.size());
     for (size_t q = 0; q < queued.size(); ++q) {
+      const PlannedOperator& planned = plan.operators[queued[q]];
       queues_[q].op_idx = queued[q];
+      queues_[q].take_rows = planned.call_rows;
+      if (planned.region < 0) {
+        // A parent-level operator takes what it asks its reader batches to
+        // hold (on a GPU several calls' worth, so that its length buckets fill).
+        queues_[q].take_rows = std::max(planned.call_rows, planned.op->preferred_batch_rows());
+        queues_[q].max_calls = threads_;
+      }
       queue_of_[queued[q]] = &queues_[q];
     }
     // Waiting batches hold threads: a few more than run at once, so that the
@@ -980,7 +964,8 @@ class Executor {
       return false;
     }
     for (const ReadyQueue& q : queues_) {
-      if (q.alive >= kQueuedCalls * plan_.operators[q.op_idx].call_rows) return false;
+      const size_t calls = std::max<size_t>(kQueuedCalls, 2 * static_cast<size_t>(q.max_calls));
+      if (q.alive >= calls * q.take_rows) return false;
     }
     return true;
   }
@@ -1105,16 +1090,16 @@ class Executor {
   }
 
   // Runs the next call of the lowest queue that can make one: a full one
-  // (call_rows rows; single_parent: the head parent's rows, up to call_rows),
-  // or a partial one when no more rows can come before the batch at the tail
+  // (take_rows rows; single_parent: the head parent's rows, up to that), or
+  // a partial one when no more rows can come before the batch at the tail
   // submits again, or when `force`.
   bool TryCall(std::unique_lock<std::mutex>& lock, bool force) {
     if (failed_) return false;
     for (ReadyQueue& q : queues_) {
-      if (q.calling || q.alive == 0) continue;
+      if (q.calling >= q.max_calls || q.alive == 0) continue;
       const PlannedOperator& planned = plan_.operators[q.op_idx];
       const bool ready =
-          planned.single_parent || q.alive >= planned.call_rows || !q.subs.back()->last || force;
+          planned.single_parent || q.alive >= q.take_rows || !q.subs.back()->last || force;
       if (!ready) continue;
       RunCall(lock, q, planned);
       return true;
@@ -1132,11 +1117,11 @@ class Executor {
     };
     std::vector<Part> parts;
     for (Submission* sub : q.subs) {
-      if (rows.size() >= planned.call_rows) break;
+      if (rows.size() >= q.take_rows) break;
       const RowLevel& level = *sub->level;
       if (planned.single_parent && !rows.empty()) break;  // one parent, one submission
       const size_t begin = rows.size();
-      while (sub->next < sub->rows.size() && rows.size() < planned.call_rows) {
+      while (sub->next < sub->rows.size() && rows.size() < q.take_rows) {
         const size_t k = sub->rows[sub->next];
         if (!level.alive[k]) {
           ++sub->next;
@@ -1150,9 +1135,13 @@ class Executor {
         ++sub->next;
         --q.alive;
       }
-      if (rows.size() > begin) parts.push_back({sub, begin, rows.size()});
+      if (rows.size() > begin) {
+        parts.push_back({sub, begin, rows.size()});
+        ++sub->in_calls;
+      }
     }
-    q.calling = true;
+    const uint64_t turn = q.taken++;
+    ++q.calling;
     lock.unlock();
     if (stop_check_) StopIfAsked(stop_check_);
     std::vector<ops::RowOutcome> outcomes(rows.size());
@@ -1164,6 +1153,11 @@ class Executor {
     }
     call.seconds = MonotonicSeconds() - start;
     lock.lock();
+    // Outcomes are applied in the order the calls took their rows.
+    while (q.applied != turn) {
+      if (failed_) throw RunFailed{};
+      Sleep(lock);
+    }
     if (failed_) throw RunFailed{};
     // Outcomes go to each row's batch, in queue order; a failure suppresses
     // its siblings still in the queue before the next call is taken.
@@ -1175,6 +1169,7 @@ class Executor {
           std::span<const size_t>(ks.data() + part.begin, part.end - part.begin),
           std::span<const ops::RowOutcome>(outcomes.data() + part.begin, part.end - part.begin));
       q.alive -= before - AliveFrom(sub);
+      --sub.in_calls;
     }
     if (!parts.empty()) {
       OperatorCounters& c = parts.front().sub->run->counters(q.op_idx);
@@ -1185,11 +1180,12 @@ class Executor {
     while (!q.subs.empty()) {
       Submission* sub = q.subs.front();
       while (sub->next < sub->rows.size() && !sub->level->alive[sub->rows[sub->next]]) ++sub->next;
-      if (sub->next < sub->rows.size()) break;
+      if (sub->next < sub->rows.size() || sub->in_calls > 0) break;
       q.subs.pop_front();
       Complete(sub);
     }
-    q.calling = false;
+    ++q.applied;
+    --q.calling;
     cv_.notify_all();
   }
 

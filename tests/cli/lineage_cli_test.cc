@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -500,6 +501,53 @@ TEST_F(LineageCli, ModelCallsBatchChildrenOfManyParents) {
     EXPECT_TRUE(Read("eight.jsonl") == Read("w1.jsonl"));
     EXPECT_EQ(Stats("eight.jsonl")["operators"][1]["calls"].get<uint64_t>(), calls);
   }
+}
+
+// §4: a model operator at parent level has the same ready queue, so rows of
+// many reader batches share its calls (here a filter before it leaves about
+// half of each reader batch of batch_size rows).
+TEST_F(LineageCli, ParentLevelModelCallsTakeRowsOfManyReaderBatches) {
+  std::string rows;
+  size_t survivors = 0, failing = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const bool kept = i % 2 == 0 || i % 7 == 0;
+    const bool fails = kept && i % 97 == 0;
+    std::string text = "row ";
+    text += std::to_string(i);
+    if (fails) text += " FAILME";
+    text.append(kept ? 30 : 2, 'x');
+    rows += json({{"id", i}, {"text", text}}).dump() + "\n";
+    survivors += kept ? 1 : 0;
+    failing += fails ? 1 : 0;
+  }
+  Write("rows.jsonl", rows);
+  Recipe("rows.jsonl",
+         "  - text_length_filter: {min_len: 20}\n"
+         "  - djshard_bench_model_op: {batch_size: 64, call_overhead_us: 0, item_us: 0, "
+         "fail_marker: FAILME}\n",
+         "skip_op_error: true\n");
+  ASSERT_EQ(RunRecipe("two.jsonl").exit_code, 0);
+  const json op = Stats("two.jsonl")["operators"][1];
+  EXPECT_EQ(op["items"].get<size_t>(), survivors);
+  EXPECT_EQ(op["calls"].get<size_t>(), (survivors + 63) / 64);
+  EXPECT_GE(op["mean_batch_fill"].get<double>(), 0.95 * 64);
+  EXPECT_EQ(op["errors"].get<size_t>(), failing);
+  const std::vector<json> errors = ErrorLines("two.jsonl");
+  ASSERT_EQ(errors.size(), failing);
+  for (size_t j = 1; j < errors.size(); ++j) {
+    EXPECT_LT(errors[j - 1]["line"].get<uint64_t>(), errors[j]["line"].get<uint64_t>());
+  }
+  // Output, errors and calls are the same with one thread and with eight.
+  for (const std::string threads : {"1", "8"}) {
+    const std::string out = "t" + threads + ".jsonl";
+    ASSERT_EQ(RunRecipe(out, std::stoi(threads)).exit_code, 0);
+    EXPECT_TRUE(Read(out) == Read("two.jsonl")) << threads;
+    EXPECT_TRUE(Read(out + ".errors.jsonl") == Read("two.jsonl.errors.jsonl")) << threads;
+    EXPECT_EQ(Stats(out)["operators"][1]["calls"], op["calls"]) << threads;
+  }
+  const std::string written = Read("two.jsonl");
+  EXPECT_EQ(std::count(written.begin(), written.end(), '\n'),
+            static_cast<std::ptrdiff_t>(survivors - failing));
 }
 
 // Elastic workers run the same executor: same bytes as `djshard run`.

@@ -287,8 +287,9 @@ const std::vector<BuiltinOperator>& LineageEntries() {
         {"min_present", "1", "the parent survives only with at least this many PRESENT children"},
         {"min_present_ratio", "0.0", "... and at least this share of its children PRESENT"},
         {"on_empty", "drop",
-         "a parent with zero children: drop, keep (rebuilt from no children) or keep_original (as "
-         "it entered the expand)"},
+         "a parent with zero children: drop, keep (rebuilt from no children) or keep_original (the "
+         "parent exactly as read from the input: what operators before the expand changed is not "
+         "kept)"},
         {"on_child_error", "fail_parent",
          "fail_parent: a failing child fails its parent (one errors-file line, siblings not yet "
          "dispatched are suppressed); drop_child: the child is dropped and reported"},

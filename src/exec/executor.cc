@@ -203,11 +203,13 @@ class BatchRun {
  private:
   void RunOne(RowLevel& level, size_t i, ChildScope* scope);
   size_t RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* outer);
-  // A row failed at operator i; rows [in_flight_lo, in_flight_hi] of the level
-  // were in the same call.
+  // Row k failed at operator op_idx. Inside a region, the failure surfaced
+  // at entry `at_idx` of the level (op_idx, or a nested region's gather):
+  // rows [in_flight_lo, in_flight_hi] of the level were in the same call, and
+  // rows before `done_before` have been through that entry already.
   void FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_idx, const std::string& op,
                const std::string& message, const std::string& type, size_t in_flight_lo,
-               size_t in_flight_hi);
+               size_t in_flight_hi, size_t done_before, size_t at_idx);
   // The JSON of a parent as it entered its region: the line as read for a
   // batch row, the child's line for a child.
   std::string_view RowJson(const RowLevel& level, size_t k, const ChildScope* scope) const;
@@ -278,7 +280,8 @@ void BatchRun::TapAfter(RowLevel& level, size_t i) {
 
 void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_idx,
                        const std::string& op, const std::string& message, const std::string& type,
-                       size_t in_flight_lo, size_t in_flight_hi) {
+                       size_t in_flight_lo, size_t in_flight_hi, size_t done_before,
+                       size_t at_idx) {
   const PlannedOperator& planned = plan_.operators[op_idx];
   if (!planned.skip_op_error) {
     std::string where;
@@ -314,12 +317,15 @@ void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_i
   pl.failed = true;
   pl.failure = failure;
   if (!gc.suppress_siblings) return;
-  // Siblings not yet dispatched never run; those in the same call finish and
-  // are discarded.
+  // Siblings not yet dispatched never run (SUPPRESSED); those in the same
+  // call, and those already through the region's last entry, ran: their
+  // results are discarded (late_discarded). Siblings through this entry
+  // but waiting for a later one are not dispatched there: SUPPRESSED.
+  const bool at_last = at_idx + 1 == scope->region->gather_idx;
   for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
     if (c == k || !level.alive[c]) continue;
     level.alive[c] = 0;
-    if (c >= in_flight_lo && c <= in_flight_hi) {
+    if ((c >= in_flight_lo && c <= in_flight_hi) || (at_last && c < done_before)) {
       level.state[c] = ChildState::kLateDiscarded;
       ++pl.late_discarded;
     } else {
@@ -438,7 +444,7 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
           } else {
             // A failed parent is a failed child of the region around it: the
             // outer region reports it (once, for its own parent).
-            FailRow(parents, outer, k, f.op_idx, f.op, f.message, f.error_type, k, k);
+            FailRow(parents, outer, k, f.op_idx, f.op, f.message, f.error_type, k, k, end, g);
           }
           break;
         }
@@ -592,11 +598,11 @@ void BatchRun::RunOne(RowLevel& level, size_t i, ChildScope* scope) {
       }
     } catch (const ops::OpError& e) {
       ++c.errors;
-      FailRow(level, scope, k, i, op.name(), e.what(), e.type(), k, k);
+      FailRow(level, scope, k, i, op.name(), e.what(), e.type(), k, k, k, i);
       continue;
     } catch (const std::exception& e) {
       ++c.errors;
-      FailRow(level, scope, k, i, op.name(), e.what(), "", k, k);
+      FailRow(level, scope, k, i, op.name(), e.what(), "", k, k, k, i);
       continue;
     }
     if (level.alive[k]) ++c.rows_out;
@@ -616,7 +622,7 @@ void BatchRun::ApplyCall(size_t i, RowLevel& level, ChildScope* scope, std::span
     if (!level.alive[k]) continue;  // discarded: its parent failed during this call
     if (!outcomes[j].error.empty()) {
       ++c.errors;
-      FailRow(level, scope, k, i, name, outcomes[j].error, outcomes[j].error_type, lo, hi);
+      FailRow(level, scope, k, i, name, outcomes[j].error, outcomes[j].error_type, lo, hi, lo, i);
       continue;
     }
     if (!outcomes[j].keep) {
@@ -840,6 +846,7 @@ class Executor {
     summary_.operators.resize(plan.operators.size());
     for (size_t i = 0; i < plan.operators.size(); ++i) {
       summary_.operators[i].name = plan.operators[i].op->name();
+      summary_.operators[i].batched = plan.operators[i].op->processes_rows_together();
     }
     summary_.regions.resize(plan.regions.size());
     for (size_t i = 0; i < plan.regions.size(); ++i)
@@ -1255,10 +1262,11 @@ nlohmann::json OperatorCountersJson(const OperatorCounters& c) {
                       {"rows_out", c.rows_out},
                       {"errors", c.errors},
                       {"seconds", c.seconds}};
-  if (c.calls > 0) {
+  if (c.batched || c.calls > 0) {
     j["calls"] = c.calls;
     j["items"] = c.items;
-    j["mean_batch_fill"] = static_cast<double>(c.items) / static_cast<double>(c.calls);
+    j["mean_batch_fill"] =
+        c.calls > 0 ? static_cast<double>(c.items) / static_cast<double>(c.calls) : 0.0;
   }
   return j;
 }

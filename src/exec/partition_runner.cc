@@ -106,6 +106,8 @@ ExecSummary CountersFrom(const Plan& plan, const json& commit, size_t num_ops) {
     s.operators[i].rows_out = ops[i].value("rows_out", uint64_t{0});
     s.operators[i].errors = ops[i].value("errors", uint64_t{0});
     s.operators[i].seconds = ops[i].value("seconds", 0.0);
+    s.operators[i].calls = ops[i].value("calls", uint64_t{0});
+    s.operators[i].items = ops[i].value("items", uint64_t{0});
   }
   return s;
 }
@@ -337,6 +339,8 @@ void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
     total.operators[i].rows_out += part.operators[i].rows_out;
     total.operators[i].errors += part.operators[i].errors;
     total.operators[i].seconds += part.operators[i].seconds;
+    total.operators[i].calls += part.operators[i].calls;
+    total.operators[i].items += part.operators[i].items;
   }
   AddRegionCounters(total, part);
 }
@@ -381,7 +385,10 @@ json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::s
 PartitionRunner::PartitionRunner(PartitionRunConfig config) : c_(std::move(config)) {
   const size_t num_ops = c_.plan->operators.size();
   total_.operators.resize(num_ops);
-  for (size_t i = 0; i < num_ops; ++i) total_.operators[i].name = c_.plan->operators[i].op->name();
+  for (size_t i = 0; i < num_ops; ++i) {
+    total_.operators[i].name = c_.plan->operators[i].op->name();
+    total_.operators[i].batched = c_.plan->operators[i].op->processes_rows_together();
+  }
   if (!c_.publish_commit) {
     c_.publish_commit = [this](const std::string& path, const std::string& record) {
       return c_.disk->PublishLink(path, record, c_.checkpoints);
@@ -763,6 +770,8 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         total.operators[i].rows_out += earlier.operators[i].rows_out;
         total.operators[i].errors += earlier.operators[i].errors;
         total.operators[i].seconds += earlier.operators[i].seconds;
+        total.operators[i].calls += earlier.operators[i].calls;
+        total.operators[i].items += earlier.operators[i].items;
       }
       // Regions that ended before the tap resumed from: as the commit kept them.
       AddRegionCounters(total, earlier);

@@ -185,6 +185,11 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
         c.rows_out = io::IntegerField<uint64_t>(op, "rows_out", uint64_t{0});
         c.errors = io::IntegerField<uint64_t>(op, "errors", uint64_t{0});
         c.seconds = op.value("seconds", 0.0);
+        if (op.contains("calls")) {
+          c.batched = true;
+          c.calls = io::IntegerField<uint64_t>(op, "calls", uint64_t{0});
+          c.items = io::IntegerField<uint64_t>(op, "items", uint64_t{0});
+        }
         r.op_stats.push_back(std::move(c));
       }
     }

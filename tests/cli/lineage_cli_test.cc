@@ -412,6 +412,39 @@ TEST_F(LineageCli, ARaisingModelCallIsBisectedToTheFailingChild) {
   for (const json& e : budget) EXPECT_EQ(e["error_type"], "isolation_budget");
 }
 
+// §3, §5: a failed parent's siblings that ran (in the failing call, or
+// through the region's last operator) are late_discarded; those still
+// waiting for an operator are SUPPRESSED.
+TEST_F(LineageCli, SiblingsThatRanAreLateDiscardedAndThoseWaitingSuppressed) {
+  Write("six.jsonl", "{\"id\": 1, \"text\": \"s0. s1. s2. BAD3. s4. s5.\"}\n");
+  const std::string model =
+      "  - djshard_bench_model_op: {batch_size: 2, call_overhead_us: 0, item_us: 0, "
+      "raise_marker: BAD}\n";
+  struct Case {
+    std::string after;  // operators after the model op, inside the region
+    size_t suppressed, late;
+  };
+  // Calls [s0 s1], [s2 BAD3] (raises; bisected to BAD3), then s4 and s5
+  // would be next. With nothing after the model op, s0..s2 are done; with a
+  // filter after it, s0 and s1 still wait for the filter.
+  for (const Case& c : {Case{"", 2, 3}, Case{"  - text_length_filter: {min_len: 0}\n", 4, 1}}) {
+    Recipe("six.jsonl",
+           "  - expand: {name: p, by: sentence}\n" + model + c.after + "  - gather: {name: p}\n");
+    ASSERT_EQ(RunRecipe("out.jsonl").exit_code, 0) << c.after;
+    const std::vector<json> errors = ErrorLines("out.jsonl");
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0]["child_ordinal"], 3);
+    EXPECT_EQ(errors[0]["children_total"], 6);
+    EXPECT_EQ(errors[0]["children_suppressed"], c.suppressed) << c.after;
+    EXPECT_EQ(errors[0]["children_completed"], c.late) << c.after;
+    const json region = Stats("out.jsonl")["regions"]["p"];
+    EXPECT_EQ(region["children_suppressed"], c.suppressed) << c.after;
+    EXPECT_EQ(region["late_discarded"], c.late) << c.after;
+    EXPECT_EQ(region["children_failed"], 1);
+    EXPECT_EQ(Read("out.jsonl"), "");
+  }
+}
+
 // §8.8
 TEST_F(LineageCli, AChildFailureStopsTheRunWhenSkipOpErrorIsFalse) {
   Py("paragraphs_corpus docs.jsonl 20 4 7");
@@ -548,6 +581,28 @@ TEST_F(LineageCli, ParentLevelModelCallsTakeRowsOfManyReaderBatches) {
   const std::string written = Read("two.jsonl");
   EXPECT_EQ(std::count(written.begin(), written.end(), '\n'),
             static_cast<std::ptrdiff_t>(survivors - failing));
+  // A partitioned job reports its model calls too: the partitions' sum.
+  Recipe("rows.jsonl",
+         "  - text_length_filter: {min_len: 20}\n"
+         "  - djshard_bench_model_op: {batch_size: 64, call_overhead_us: 0, item_us: 0, "
+         "fail_marker: FAILME}\n",
+         "skip_op_error: true\npartition: {mode: manual, num_of_partitions: 3}\n");
+  ASSERT_EQ(RunRecipe("job.jsonl").exit_code, 0);
+  EXPECT_TRUE(Read("job.jsonl") == written);
+  const json job_op = Stats("job.jsonl")["operators"][1];
+  EXPECT_EQ(job_op["items"].get<size_t>(), survivors);
+  EXPECT_GE(job_op["calls"].get<size_t>(), (survivors + 63) / 64);
+  EXPECT_LE(job_op["calls"].get<size_t>(), (survivors + 63) / 64 + 2);
+  // A model operator that no row reaches still reports its calls (none).
+  Recipe("rows.jsonl",
+         "  - text_length_filter: {min_len: 100000}\n"
+         "  - djshard_bench_model_op: {batch_size: 64, call_overhead_us: 0, item_us: 0}\n");
+  ASSERT_EQ(RunRecipe("none.jsonl").exit_code, 0);
+  const json idle = Stats("none.jsonl")["operators"][1];
+  EXPECT_EQ(idle["calls"], 0);
+  EXPECT_EQ(idle["items"], 0);
+  EXPECT_EQ(idle["mean_batch_fill"], 0.0);
+  EXPECT_FALSE(Stats("none.jsonl")["operators"][0].contains("calls"));
 }
 
 // Elastic workers run the same executor: same bytes as `djshard run`.

@@ -20,9 +20,11 @@ struct OperatorCounters {
   uint64_t rows_out = 0;
   uint64_t errors = 0;
   double seconds = 0;  // summed over threads
-  // Operators that process rows together: calls made and rows in them.
+  // Operators that process rows together: calls made and rows in them
+  // (`batched`: such an operator, reported with its calls even when none).
   uint64_t calls = 0;
   uint64_t items = 0;
+  bool batched = false;
 };
 
 // One expand/gather region's lineage counters (SPEC-lineage §5).

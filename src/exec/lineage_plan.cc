@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "djshard/common/error.h"
@@ -23,6 +24,83 @@ std::string Where(const PlannedOperator& p) {
 }
 
 bool IsTextMode(const ops::SplitBy& by) { return by.mode != ops::SplitMode::kField; }
+
+// The first expand named `name` after entry `idx`, if any.
+const PlannedOperator* LaterExpand(const std::vector<PlannedOperator>& ops, size_t idx,
+                                   const std::string& name) {
+  for (size_t j = idx + 1; j < ops.size(); ++j) {
+    const auto* expand = dynamic_cast<const ops::ExpandEntry*>(ops[j].op.get());
+    if (expand != nullptr && expand->config().name == name) return &ops[j];
+  }
+  return nullptr;
+}
+
+// One name of an operator's input_columns or output_columns, with its position.
+struct Column {
+  std::string name;
+  int line = 0, column = 0;
+};
+
+// The operator's declared `key` contract (input_columns or output_columns);
+// nullopt when it declares none (unknown).
+std::optional<std::vector<Column>> DeclaredColumns(const recipe::OperatorSpec& spec,
+                                                   const std::string& key) {
+  const recipe::OperatorArgs& args = spec.args;
+  if (!args.Has(key) || args.Raw(key).IsNull()) return std::nullopt;
+  const YAML::Node value = args.Raw(key);
+  auto column_of = [&](const YAML::Node& item) {
+    if (!item.IsScalar() || item.Scalar().empty()) {
+      args.FailAtColumn(key, "must be a list of field names", "e.g. [text, __dj__meta__.score]");
+    }
+    Column c{item.Scalar(), args.LineOf(key), args.ColumnOf(key)};
+    if (item.Mark().line >= 0 && item.Mark().column >= 0) {
+      c.line = item.Mark().line + 1;
+      c.column = item.Mark().column + 1;
+    }
+    return c;
+  };
+  std::vector<Column> columns;
+  if (value.IsSequence()) {
+    for (const auto& item : value) columns.push_back(column_of(item));
+  } else {
+    columns.push_back(column_of(value));
+  }
+  return columns;
+}
+
+// The recipe entry of a planned operator (the plan may leave entries out).
+const recipe::OperatorSpec* SpecOf(const recipe::Recipe& recipe, const PlannedOperator& p) {
+  for (const recipe::OperatorSpec& spec : recipe.process) {
+    if (spec.line == p.line && spec.args.column() == p.column) return &spec;
+  }
+  return nullptr;
+}
+
+// The top-level field of a dotted path ("meta" of "meta.lang").
+std::string FieldOf(const std::string& path) { return path.substr(0, path.find('.')); }
+
+// Whether a declared output column writes top-level `field` (a trailing * in
+// the output's first part matches a prefix).
+bool WritesField(const std::string& output, const std::string& field) {
+  const std::string head = FieldOf(output);
+  if (!head.empty() && head.back() == '*') {
+    return field.compare(0, head.size() - 1, head, 0, head.size() - 1) == 0;
+  }
+  return head == field;
+}
+
+// Whether a declared output column can produce `path`: equal, one nested in
+// the other, or a trailing * matching a prefix (as preflight matches contracts).
+bool Produces(const std::string& output, const std::string& path) {
+  auto prefix_of = [](const std::string& p, const std::string& full) {
+    if (!p.empty() && p.back() == '*') {
+      return full.compare(0, p.size() - 1, p, 0, p.size() - 1) == 0;
+    }
+    return full == p ||
+           (full.size() > p.size() && full.compare(0, p.size(), p) == 0 && full[p.size()] == '.');
+  };
+  return prefix_of(output, path) || prefix_of(path, output);
+}
 
 // Names the checkpoint strategy `manual` taps after (checkpoint.op_names).
 std::vector<std::string> ManualTapNames(const recipe::Recipe& recipe) {
@@ -69,6 +147,19 @@ bool InsideLineageRegion(const recipe::Recipe& recipe, size_t op_idx) {
   return open > 0;
 }
 
+std::string EnclosingRegionName(const recipe::Recipe& recipe, size_t op_idx) {
+  std::vector<std::string> open;
+  for (size_t i = 0; i < recipe.process.size() && i < op_idx; ++i) {
+    const recipe::OperatorSpec& spec = recipe.process[i];
+    if (spec.name == ops::kExpandName) {
+      open.push_back(spec.args.GetString("name", ""));
+    } else if (spec.name == ops::kGatherName && !open.empty()) {
+      open.pop_back();
+    }
+  }
+  return open.empty() ? "" : open.back();
+}
+
 void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
   std::vector<PlannedOperator>& ops = plan->operators;
   struct Open {
@@ -107,11 +198,13 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
       const std::string& name = gather->config().name;
       if (stack.empty()) {
         const auto it = names.find(name);
-        Fail(recipe, p,
-             "gather '" + name + "' has no open expand" +
-                 (it != names.end() ? " (expand '" + name + "' at " + Where(ops[it->second]) +
-                                          " is already closed)"
-                                    : ""),
+        std::string why;
+        if (it != names.end()) {
+          why = " (expand '" + name + "' at " + Where(ops[it->second]) + " is already closed)";
+        } else if (const PlannedOperator* later = LaterExpand(ops, i, name)) {
+          why = ": the expand '" + name + "' at " + Where(*later) + " comes after it";
+        }
+        Fail(recipe, p, "gather '" + name + "' has no open expand" + why,
              "put an expand with name: " + name + " before it");
       }
       const Open& top = stack.back();
@@ -125,9 +218,13 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
                    Where(ops[it->idx]) + ")",
                "close the innermost expand first: pairs nest, they never cross");
         }
+        const PlannedOperator* later = LaterExpand(ops, i, name);
         Fail(recipe, p,
              "gather '" + name + "' names no open expand; the innermost open one is '" +
-                 top.expand->config().name + "' at " + Where(ops[top.idx]),
+                 top.expand->config().name + "' at " + Where(ops[top.idx]) +
+                 (later != nullptr
+                      ? " (the expand '" + name + "' at " + Where(*later) + " comes after it)"
+                      : ""),
              "a gather closes the innermost open expand and carries its name");
       }
       const ops::ExpandConfig& ec = top.expand->config();
@@ -229,6 +326,107 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
              known.empty() ? "add a filter that computes it inside the region"
                            : "stats produced there: " + known);
       }
+    }
+  }
+  // What children carry (rules 4 and 5): the kept fields, the split field,
+  // their own stats and meta, and what the region's operators write.
+  for (size_t r = 0; r < regions.size(); ++r) {
+    const LineageRegion& region = regions[r];
+    const ops::ExpandConfig& ec = *region.expand;
+    const std::string split_key = IsTextMode(ec.by) ? ec.text_key : ec.by.field;
+    std::set<std::string> kept(ec.keep_fields.begin(), ec.keep_fields.end());
+    kept.insert(split_key);
+    const std::string keep_hint = "keep_fields of expand '" + region.name + "' at " +
+                                  Where(ops[region.expand_idx]) +
+                                  " copies parent fields into every child";
+    std::vector<std::string> produced;  // output columns of the region's entries so far
+    bool contracts_known = true;        // every operator there declares output_columns
+    for (size_t i = region.expand_idx + 1; i < region.gather_idx; ++i) {
+      const PlannedOperator& p = ops[i];
+      if (p.region != static_cast<int>(r)) continue;  // inside a nested region
+      if (dynamic_cast<const ops::ExpandEntry*>(p.op.get()) != nullptr) continue;
+      if (const auto* gather = dynamic_cast<const ops::GatherEntry*>(p.op.get())) {
+        for (const LineageRegion& inner : regions) {
+          if (inner.gather_idx != i) continue;
+          produced.push_back(IsTextMode(inner.expand->by) ? inner.expand->text_key
+                                                          : inner.expand->by.field);
+        }
+        for (const ops::GatherList& l : gather->config().lists) produced.push_back(l.to);
+        for (const ops::GatherStat& st : gather->config().stats) {
+          produced.push_back(std::string(ops::kStatsKey) + "." + st.to);
+        }
+        continue;
+      }
+      const recipe::OperatorSpec* spec = SpecOf(recipe, p);
+      if (spec == nullptr) {
+        contracts_known = false;
+        continue;
+      }
+      if (const auto in = DeclaredColumns(*spec, "input_columns")) {
+        for (const Column& c : *in) {
+          const std::string field = FieldOf(c.name);
+          if (field.find('*') != std::string::npos || field == ops::kStatsKey ||
+              field == ops::kMetaKey || kept.count(field) > 0 ||
+              std::any_of(produced.begin(), produced.end(),
+                          [&](const std::string& o) { return WritesField(o, field); })) {
+            continue;
+          }
+          recipe::ThrowAtPosition(
+              recipe.path, c.line, c.column,
+              "operator '" + p.op->name() + "' inside region '" + region.name +
+                  "': input_columns names '" + c.name + "', but child records do not carry '" +
+                  field + "'; add it to keep_fields",
+              keep_hint +
+                  "; a field an earlier operator of the region writes must be in its "
+                  "output_columns");
+        }
+      }
+      const auto out = DeclaredColumns(*spec, "output_columns");
+      if (!out) {
+        contracts_known = false;
+      } else {
+        for (const Column& c : *out) produced.push_back(c.name);
+      }
+      if (const auto* f = dynamic_cast<const ops::Filter*>(p.op.get())) {
+        for (const std::string& k : f->stat_keys()) {
+          produced.push_back(std::string(ops::kStatsKey) + "." + k);
+        }
+      }
+    }
+    const recipe::OperatorSpec* gather_spec = SpecOf(recipe, ops[region.gather_idx]);
+    if (!contracts_known || gather_spec == nullptr) continue;
+    const recipe::OperatorArgs& gather_args = gather_spec->args;
+    const YAML::Node list_nodes = gather_args.Raw("list");
+    size_t j = 0;
+    for (const ops::GatherList& l : region.gather->lists) {
+      const size_t at = j++;
+      const std::string field = FieldOf(l.from);
+      if (kept.count(field) > 0 || l.from == ops::kStatsKey || l.from == ops::kMetaKey ||
+          std::any_of(produced.begin(), produced.end(),
+                      [&](const std::string& o) { return Produces(o, l.from); })) {
+        continue;
+      }
+      int line = gather_args.LineOf("list"), column = gather_args.ColumnOf("list");
+      if (list_nodes.IsSequence() && at < list_nodes.size()) {
+        const YAML::Node from = list_nodes[at]["from"];
+        if (from && from.Mark().line >= 0 && from.Mark().column >= 0) {
+          line = from.Mark().line + 1;
+          column = from.Mark().column + 1;
+        }
+      }
+      std::string written;
+      for (const std::string& o : std::set<std::string>(produced.begin(), produced.end())) {
+        written += (written.empty() ? "" : ", ") + o;
+      }
+      recipe::ThrowAtPosition(
+          recipe.path, line, column,
+          "gather '" + region.name + "': list.from '" + l.from +
+              "' is not produced inside region '" + region.name +
+              "' and is not a kept field or the split field '" + split_key + "'",
+          "the region's operators write " + (written.empty() ? "nothing" : written) + "; add '" +
+              field + "' to keep_fields of expand '" + region.name + "' at " +
+              Where(ops[region.expand_idx]) +
+              ", or to output_columns of the operator that writes it");
     }
   }
   // Checkpoint taps are parent-level only.

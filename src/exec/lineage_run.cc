@@ -131,6 +131,72 @@ bool GatherStat(const ops::GatherStat& stat, RowLevel& children, const ParentLin
   return true;
 }
 
+// Where a dotted path that was not found stops: the first part whose parent
+// value is neither an object nor null (empty when the path is simply absent).
+std::string NonObjectOnPath(const io::Record& record, std::string_view path, std::string* type) {
+  size_t dot = path.find('.');
+  std::optional<std::string_view> current = record.Find(path.substr(0, dot));
+  while (current && dot != std::string_view::npos) {
+    const std::string_view value = *current;
+    if (value.empty() || value == "null") return "";
+    if (value.front() != '{') {
+      const char c = value.front();
+      *type = c == '"'               ? "a string"
+              : c == '['             ? "an array"
+              : c == 't' || c == 'f' ? "a boolean"
+                                     : "a number";
+      return std::string(path.substr(0, dot));
+    }
+    const size_t next = path.find('.', dot + 1);
+    const std::string_view part = path.substr(
+        dot + 1, next == std::string_view::npos ? std::string_view::npos : next - dot - 1);
+    current.reset();
+    for (const io::JsonMember& m : io::SplitObject(value)) {
+      if (io::UnescapeJsonString(m.key_literal) == part) {
+        current = m.value;
+        break;
+      }
+    }
+    dot = next;
+  }
+  return "";
+}
+
+// One list entry over the children, as a JSON array: the value at `from` of
+// each PRESENT child (null where absent; null for dropped children with
+// keep_positions). False and *error set when a child's path goes through a
+// value that is not an object (SPEC-lineage §5: gather_error).
+bool GatherList(const ops::GatherList& l, RowLevel& children, const ParentLineage& pl,
+                std::string* out, std::string* error) {
+  std::string& list = *out;
+  list = "[";
+  bool first = true;
+  for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+    const bool live = children.state[c] == ChildState::kLive;
+    if (!live && !l.keep_positions) continue;
+    if (!first) list.push_back(',');
+    first = false;
+    if (!live) {
+      list.append("null");
+      continue;
+    }
+    children.samples[c]->Commit(true);
+    const std::optional<std::string> value = children.samples[c]->Field(l.from);
+    if (!value) {
+      std::string type;
+      const std::string blocked = NonObjectOnPath(*children.records_of[c], l.from, &type);
+      if (!blocked.empty()) {
+        *error = "list.from '" + l.from + "' of child " + std::to_string(c - pl.first) +
+                 " goes through '" + blocked + "', which is " + type + ", not an object";
+        return false;
+      }
+    }
+    list.append(value ? *value : "null");
+  }
+  list.push_back(']');
+  return true;
+}
+
 }  // namespace
 
 void RowLevel::ClearRows() {
@@ -185,7 +251,8 @@ size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents,
         fail("expand_error", "field '" + split_key + "' is not a JSON array");
         continue;
       }
-      const std::vector<std::string_view> items = io::SplitArray(*raw);
+      // Splitting stops at max_children + 1 elements (SPEC-lineage §3).
+      const std::vector<std::string_view> items = io::SplitArray(*raw, max_children + 1);
       if (items.size() > max_children) {
         fail("expand_limit", "field '" + split_key + "' has more than max_children " +
                                  std::to_string(max_children) + " elements");
@@ -326,6 +393,18 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
       }
       if (!raw.empty()) stats.emplace_back(s.to, raw);
     }
+    // Lists too: a path through a non-object fails the parent unchanged.
+    std::vector<std::string> lists;
+    for (const ops::GatherList& l : gc.lists) {
+      std::string list, error;
+      if (!GatherList(l, children, pl, &list, &error)) {
+        pl.failed = true;
+        pl.failure = {ops::kGatherName, region.gather_idx, "gather_error", error, -1};
+        gather_failed = true;
+        break;
+      }
+      lists.push_back(std::move(list));
+    }
     if (gather_failed) {
       out[k] = GatherOutcome::kFailed;
       ++counters->parents_failed;
@@ -367,25 +446,7 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
       list.push_back(']');
       if (!unchanged) record.Set(split_key, std::move(list));
     }
-    for (const ops::GatherList& l : gc.lists) {
-      std::string list = "[";
-      bool first = true;
-      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
-        const bool live = children.state[c] == ChildState::kLive;
-        if (!live && !l.keep_positions) continue;
-        if (!first) list.push_back(',');
-        first = false;
-        if (!live) {
-          list.append("null");
-          continue;
-        }
-        children.samples[c]->Commit(true);
-        const std::optional<std::string> value = children.samples[c]->Field(l.from);
-        list.append(value ? *value : "null");
-      }
-      list.push_back(']');
-      record.Set(l.to, std::move(list));
-    }
+    for (size_t j = 0; j < gc.lists.size(); ++j) record.Set(gc.lists[j].to, std::move(lists[j]));
     for (auto& [key, value] : stats) parent.SetStat(key, std::move(value));
     out[k] = GatherOutcome::kOut;
     ++counters->parents_out;

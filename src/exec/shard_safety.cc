@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "djshard/common/error.h"
+#include "djshard/exec/plan.h"
 
 namespace djshard::exec {
 
@@ -31,13 +32,28 @@ ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Regi
     }
   }
 
-  for (const recipe::OperatorSpec& op : recipe.process) {
+  for (size_t idx = 0; idx < recipe.process.size(); ++idx) {
+    const recipe::OperatorSpec& op = recipe.process[idx];
     const std::string where = "operator '" + op.name + "'";
+    // Between an expand and its gather only per-record operators run, on
+    // children (SPEC-lineage §2 rule 3).
+    const std::string region = EnclosingRegionName(recipe, idx);
+    const ops::OperatorInfo* info = registry.Find(op.name);
+    if (!region.empty() &&
+        (NeedsWholeDataset(op.name) || (info != nullptr && info->kind != ops::OpKind::kMapper &&
+                                        info->kind != ops::OpKind::kFilter))) {
+      recipe::ThrowAtPosition(
+          path, op.line, op.args.column(),
+          where + " inside region '" + region + "' is a " +
+              (info != nullptr ? ops::OpKindName(info->kind) : "whole-dataset operator") +
+              ", which needs whole-dataset semantics; only per-record Mappers and Filters (and "
+              "nested expand/gather pairs) run on children",
+          "run it on the merged output; djshard shards only Mappers and Filters");
+    }
     if (NeedsWholeDataset(op.name)) {
       throw Error(path, op.line, where + " requires whole-dataset semantics",
                   "run it on the merged output; djshard shards only Mappers and Filters");
     }
-    const ops::OperatorInfo* info = registry.Find(op.name);
     if (info == nullptr) {
       throw Error(path, op.line,
                   "Unknown operator '" + op.name + "'; cannot prove it is shard-safe",

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
@@ -253,9 +254,13 @@ std::vector<JsonMember> SplitObject(std::string_view object) {
 }
 
 std::vector<std::string_view> SplitArray(std::string_view array) {
+  return SplitArray(array, std::numeric_limits<size_t>::max());
+}
+
+std::vector<std::string_view> SplitArray(std::string_view array, size_t max_items) {
   std::vector<std::string_view> items;
   size_t i = SkipSpace(array, SkipSpace(array, 0) + 1);  // after '['
-  while (i < array.size() && array[i] != ']') {
+  while (i < array.size() && array[i] != ']' && items.size() < max_items) {
     const size_t end = SkipValue(array, i);
     size_t trimmed = end;
     while (trimmed > i && (array[trimmed - 1] == ' ' || array[trimmed - 1] == '\t' ||

@@ -260,7 +260,11 @@ const std::vector<BuiltinOperator>& LineageEntries() {
          "lines (each \\n), chars:N (N code points), field:KEY (one child per element of list "
          "KEY, holding KEY: [element])"},
         {"text_key", "recipe text_key", "the parent field that text modes split"},
-        {"keep_fields", "[]", "parent fields copied (raw bytes) into every child"},
+        {"keep_fields", "[]",
+         "parent fields copied (raw bytes) into every child; children carry only these, the "
+         "split field and their own stats and meta, so an operator in the region whose "
+         "input_columns name another parent field (not in an earlier operator's output_columns) "
+         "is an error at load"},
         {"max_children", "100000",
          "a parent with more children fails with expand_limit (splitting stops at "
          "max_children + 1)"},
@@ -283,7 +287,10 @@ const std::vector<BuiltinOperator>& LineageEntries() {
          "(count and sum of nothing are 0; mean, min and max of nothing are left out)"},
         {"list", "[]",
          "[{from: child path, to: parent field, keep_positions: false}]; keep_positions writes "
-         "null for dropped children"},
+         "null for dropped children; a path a child lacks gives null, a path through a value "
+         "that is not an object fails the parent with gather_error; when every operator in the "
+         "region declares output_columns, from must be one of them, a kept field or the split "
+         "field (checked at load)"},
         {"min_present", "1", "the parent survives only with at least this many PRESENT children"},
         {"min_present_ratio", "0.0", "... and at least this share of its children PRESENT"},
         {"on_empty", "drop",

@@ -164,6 +164,27 @@ TEST_F(LineageCli, MisplacedPairsAndBadKeysFailAtLoadWithPosition) {
       {"  - expand: {name: a, by: paragraph, batching_policy: single_parent}\n"
        "  - gather: {name: a}\n",
        "recipe.yaml:4:5:", "takes no batching_policy", ""},
+      // A gather before its expand names both entries.
+      {"  - gather: {name: a}\n  - expand: {name: a, by: paragraph}\n", "recipe.yaml:4:5:",
+       "gather 'a' has no open expand: the expand 'a' at line 5:5 comes after it", ""},
+      // Only Mappers and Filters run on children.
+      {"  - expand: {name: a, by: paragraph}\n  - frequency_specified_field_selector:\n"
+       "  - gather: {name: a}\n",
+       "recipe.yaml:5:5:", "'frequency_specified_field_selector' inside region 'a' is a selector",
+       ""},
+      // Rule 5: an input column children do not carry.
+      {"  - expand: {name: a, by: paragraph}\n"
+       "  - text_length_filter: {input_columns: [text, source]}\n  - gather: {name: a}\n",
+       "recipe.yaml:5:48:", "child records do not carry 'source'; add it to keep_fields", ""},
+      {"  - expand: {name: a, by: \"field:images\", keep_fields: [id]}\n"
+       "  - text_length_filter: {input_columns: [text]}\n  - gather: {name: a}\n",
+       "recipe.yaml:5:42:", "child records do not carry 'text'", ""},
+      // Rule 4: with every producer's output_columns declared, a list.from
+      // none produces and no kept field holds.
+      {"  - expand: {name: a, by: paragraph}\n"
+       "  - text_length_filter: {output_columns: [__dj__stats__.text_len]}\n"
+       "  - gather: {name: a, into: list, list: [{from: __dj__meta__.label, to: l}]}\n",
+       "recipe.yaml:6:49:", "list.from '__dj__meta__.label' is not produced inside region 'a'", ""},
   };
   for (const Case& c : cases) {
     Write("recipe.yaml", "dataset_path: data.jsonl\nexport_path: job/out.jsonl\n" + c.extra +
@@ -174,6 +195,59 @@ TEST_F(LineageCli, MisplacedPairsAndBadKeysFailAtLoadWithPosition) {
     EXPECT_NE(r.err.find(c.what), std::string::npos) << c.body << r.err;
     EXPECT_FALSE(Exists("job")) << c.body;
   }
+}
+
+// What children carry passes the contract checks: kept fields, the split
+// field, their own stats and meta, earlier output_columns, and list paths
+// whose producers declare no contract.
+TEST_F(LineageCli, ContractsNamingWhatChildrenCarryLoad) {
+  Write("data.jsonl", "{\"text\": \"a\\n\\nb\", \"source\": \"web\"}\n");
+  const std::vector<std::string> bodies = {
+      "  - expand: {name: a, by: paragraph, keep_fields: [source]}\n"
+      "  - text_length_filter: {input_columns: [text, source.x, __dj__meta__.y]}\n"
+      "  - gather: {name: a}\n",
+      "  - expand: {name: a, by: paragraph}\n"
+      "  - whitespace_normalization_mapper: {output_columns: [lang*]}\n"
+      "  - text_length_filter: {input_columns: [language, __dj__stats__.z]}\n"
+      "  - gather: {name: a}\n",
+      "  - expand: {name: a, by: paragraph}\n  - whitespace_normalization_mapper:\n"
+      "  - gather: {name: a, into: [text, list], list: [{from: __dj__meta__.label, to: l}]}\n",
+      "  - expand: {name: a, by: paragraph, keep_fields: [source]}\n"
+      "  - text_length_filter: {output_columns: [__dj__stats__.*]}\n"
+      "  - gather: {name: a, into: [text, list], list: [{from: __dj__stats__.text_len, to: l},"
+      " {from: source, to: s}, {from: text, to: t}]}\n",
+  };
+  for (const std::string& body : bodies) {
+    Recipe("data.jsonl", body);
+    const CliResult r = RunRecipe("out.jsonl");
+    EXPECT_EQ(r.exit_code, 0) << body << r.err;
+  }
+}
+
+// §5: a list path through a value that is not an object fails that parent
+// with gather_error; a path absent in a child is null.
+TEST_F(LineageCli, AListPathThroughANonObjectFailsTheParentWithGatherError) {
+  const std::string bad = "{\"id\":1,\"text\":\"c\",\"m\":\"str\"}";
+  Write("docs.jsonl", "{\"id\":0,\"text\":\"a\\n\\nb\",\"m\":{\"a\":1}}\n" + bad +
+                          "\n{\"id\":2,\"text\":\"d\"}\n");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph, keep_fields: [m]}\n"
+         "  - gather: {name: p, into: [text, list], list: [{from: m.a, to: l}]}\n");
+  const CliResult r = RunRecipe("out.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out.jsonl"),
+            "{\"id\":0,\"text\":\"a\\n\\nb\",\"m\":{\"a\":1},\"l\":[1,1]}\n"
+            "{\"id\":2,\"text\":\"d\",\"l\":[null]}\n");
+  const std::vector<json> errors = ErrorLines("out.jsonl");
+  ASSERT_EQ(errors.size(), 1u) << Read("out.jsonl.errors.jsonl");
+  EXPECT_EQ(errors[0]["error_type"], "gather_error");
+  EXPECT_EQ(errors[0]["op"], "gather");
+  EXPECT_EQ(errors[0]["level"], "parent");
+  EXPECT_NE(errors[0]["message"].get<std::string>().find("'m', which is a string"),
+            std::string::npos)
+      << errors[0]["message"];
+  EXPECT_EQ(errors[0]["record"].dump(), json::parse(bad).dump());
+  EXPECT_EQ(Stats("out.jsonl")["regions"]["p"]["parents_failed"], 1);
 }
 
 // §8.3
@@ -502,6 +576,25 @@ TEST_F(LineageCli, TooManyChildrenFailTheParentWithExpandLimit) {
   EXPECT_EQ(huge[0]["error_type"], "expand_limit");
   EXPECT_LT(r.peak_rss_kb, 300 * 1024) << "peak RSS " << r.peak_rss_kb << " KB";
   EXPECT_EQ(Read("huge_out.jsonl"), "{\"id\": 1, \"text\": \"small one\"}\n");
+  // So does a list of 6M elements split by field:KEY. What reading such a
+  // line costs is measured apart, by a run splitting a field no record has.
+  Py("huge_array array.jsonl 12");
+  const std::vector<std::string> array_run = {"run", "--config",      "recipe.yaml", "--threads",
+                                              "2",   "--export-path", "out.jsonl"};
+  Recipe("array.jsonl", "  - expand: {name: f, by: \"field:absent\"}\n  - gather: {name: f}\n");
+  const CliResult read = RunDjshard(array_run, dir_);
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  Recipe("array.jsonl", "  - expand: {name: f, by: \"field:images\"}\n  - gather: {name: f}\n");
+  const CliResult split = RunDjshard(array_run, dir_);
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  const std::vector<json> array_errors = ErrorLines("out.jsonl");
+  ASSERT_EQ(array_errors.size(), 1u);
+  EXPECT_EQ(array_errors[0]["error_type"], "expand_limit");
+  EXPECT_EQ(Read("out.jsonl"), "{\"id\": 1, \"images\": [\"a.jpg\"]}\n");
+  EXPECT_LT(split.peak_rss_kb, 300 * 1024) << "peak RSS " << split.peak_rss_kb << " KB";
+  EXPECT_LT(split.peak_rss_kb - read.peak_rss_kb, 40 * 1024)
+      << "splitting took " << split.peak_rss_kb << " KB, reading alone " << read.peak_rss_kb
+      << " KB";
 }
 
 // §8.11

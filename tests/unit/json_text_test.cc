@@ -34,6 +34,15 @@ TEST(JsonText, SplitsCompactObjectsAndArrays) {
   EXPECT_TRUE(SplitArray("[]").empty());
 }
 
+TEST(JsonText, SplitArrayStopsAtTheItemLimit) {
+  const auto two = SplitArray("[ \"a,]\" , [1,2], 3, 4 ]", 2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0], "\"a,]\"");
+  EXPECT_EQ(two[1], "[1,2]");
+  EXPECT_EQ(SplitArray("[1,2,3]", 5).size(), 3u);
+  EXPECT_TRUE(SplitArray("[1]", 0).empty());
+}
+
 TEST(JsonText, MinifyKeepsStringsIntact) {
   std::string out;
   MinifyJson("{ \"a b\" : \" x  y \" ,\n \"c\" : [ 1 , 2 ] }", &out);

@@ -116,6 +116,27 @@ TEST_F(LineagePlan, GatherKeysAreChecked) {
             std::string::npos);
 }
 
+// Rule 5 looks at the innermost region: its children carry that expand's
+// kept fields, not the outer one's; a nested gather's list and stats outputs
+// are fields of the outer children.
+TEST_F(LineagePlan, InputColumnsAreCheckedAgainstTheInnermostRegionsChildren) {
+  const std::string outer = "process:\n  - expand: {name: p, by: paragraph, keep_fields: [src]}\n";
+  const std::string inner_ops =
+      "  - text_length_filter: {input_columns: [text, src]}\n"
+      "  - gather: {name: s}\n  - gather: {name: p}\n";
+  const std::string refusal = Refusal(outer + "  - expand: {name: s, by: sentence}\n" + inner_ops);
+  EXPECT_NE(refusal.find("inside region 's'"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("do not carry 'src'"), std::string::npos) << refusal;
+  EXPECT_EQ(
+      Refusal(outer + "  - expand: {name: s, by: sentence, keep_fields: [src]}\n" + inner_ops), "");
+  EXPECT_EQ(
+      Refusal(outer + "  - expand: {name: s, by: sentence}\n  - text_length_filter:\n"
+                      "  - gather: {name: s, into: [text, list], list: [{from: text, to: sents}]}\n"
+                      "  - text_length_filter: {input_columns: [sents, src]}\n"
+                      "  - gather: {name: p}\n"),
+      "");
+}
+
 TEST_F(LineagePlan, TapsInsideARegionAreSkippedButTheGatherIsParentLevel) {
   const recipe::Recipe r = Load(
       "process:\n"

@@ -75,6 +75,11 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan);
 // is skipped; the gather itself is at parent level). Looks only at entry names.
 bool InsideLineageRegion(const recipe::Recipe& recipe, size_t op_idx);
 
+// The name of the innermost expand/gather region whose interior holds process
+// entry `op_idx` of `recipe` ("" at parent level). Looks only at entry names
+// and the expands' `name`, so it answers before the pairs are checked.
+std::string EnclosingRegionName(const recipe::Recipe& recipe, size_t op_idx);
+
 // The thread count of run, worker and dlc alike: `requested` (--threads), else
 // the recipe's np, else the largest num_proc of its operators, else every
 // core. Throws Error when the chosen value is below 1.

@@ -34,6 +34,9 @@ struct JsonMember {
 std::vector<JsonMember> SplitObject(std::string_view object);
 // Splits a valid JSON array into the raw text of its items.
 std::vector<std::string_view> SplitArray(std::string_view array);
+// The same, stopping once it holds `max_items` items (the rest is not read), so
+// a caller bounding a count never materializes a huge array.
+std::vector<std::string_view> SplitArray(std::string_view array, size_t max_items);
 
 // Validates lines of JSONL. One parser is reused across lines (not thread-safe).
 class JsonLineParser {

@@ -350,8 +350,18 @@ def huge_parent(path, megabytes):
         f.write('"}\n{"id": 1, "text": "small one"}\n')
 
 
+def huge_array(path, megabytes):
+    """A parent whose list `images` is `megabytes` MB of 0 elements, then a small one."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"id": 0, "images": [0')
+        chunk = ",0" * 512 * 1024
+        for _ in range(int(megabytes)):
+            f.write(chunk)
+        f.write(']}\n{"id": 1, "images": ["a.jpg"]}\n')
+
+
 if __name__ == "__main__":
     commands = {f.__name__: f for f in (corpus, paragraphs_corpus, images_corpus, w1_corpus, count,
                                          child_filter, child_stats, image_field, image_targets, drop_child,
-                                         huge_parent)}
+                                         huge_parent, huge_array)}
     commands[sys.argv[1]](*sys.argv[2:])

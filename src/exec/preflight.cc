@@ -992,7 +992,21 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       ps.rows_per_sec = g.entry.value("steady_rows_per_sec", 0.0);
       ps.input_ratio = g.entry.value("input_ratio", 1.0);
       if (g.md.device != "cpu") {
-        ps.min_share = 1.0 / static_cast<double>(st.max_gpu_workers_per_device);
+        std::optional<double> requested, measured;
+        for (const char* key : {"gpu_required", "num_gpus"}) {
+          if (spec.args.Has(key) && !spec.args.Raw(key).IsNull()) {
+            requested = spec.args.GetDouble(key, 0);
+          }
+        }
+        const json fraction =
+            g.entry.value("memory", json::object()).value("memory_fraction", json());
+        if (fraction.is_number()) measured = fraction.get<double>();
+        std::string warning;
+        ps.min_share =
+            GpuReplicaShare(requested, measured, st.max_gpu_workers_per_device, &warning);
+        if (!warning.empty()) {
+          std::fprintf(stderr, "WARNING: %s: %s\n", spec.name.c_str(), warning.c_str());
+        }
       }
       // Measured host memory, plus 10%: the weights once (the replicas of a
       // process share them), the activations per replica.

@@ -193,4 +193,24 @@ int CpuExecutorThreads(const ReplicaPlan& plan, int threads) {
   return std::min(threads, replicas);
 }
 
+double GpuReplicaShare(std::optional<double> requested, std::optional<double> measured,
+                       int max_workers_per_device, std::string* warning) {
+  const double floor = 1.0 / static_cast<double>(std::max(1, max_workers_per_device));
+  double share = measured.value_or(0);
+  if (requested && *requested > 0) {
+    share = *requested;
+    if (measured && *measured > *requested) {
+      share = *measured;
+      if (warning != nullptr) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf,
+                      "num_gpus %.3g is below the measured share %.3g of a device; raised to it",
+                      *requested, *measured);
+        *warning = buf;
+      }
+    }
+  }
+  return std::max(share, floor);
+}
+
 }  // namespace djshard::exec

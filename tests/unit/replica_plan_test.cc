@@ -177,3 +177,31 @@ TEST(ReplicaPlan, CpuPlanBoundByThreadsKeepsTheExecutorThreads) {
 }
 
 }  // namespace djshard::exec
+
+namespace djshard::exec {
+namespace {
+
+TEST(GpuReplicaShare, AnExplicitShareBelowTheMeasuredOneIsRaisedWithAWarning) {
+  std::string warning;
+  // Nothing asked, nothing measured: the per-device cap's floor.
+  EXPECT_DOUBLE_EQ(GpuReplicaShare(std::nullopt, std::nullopt, 5, &warning), 0.2);
+  EXPECT_TRUE(warning.empty());
+  // Measured: that fraction, at least the floor.
+  EXPECT_DOUBLE_EQ(GpuReplicaShare(std::nullopt, 0.35, 5, &warning), 0.35);
+  EXPECT_DOUBLE_EQ(GpuReplicaShare(std::nullopt, 0.05, 5, &warning), 0.2);
+  EXPECT_TRUE(warning.empty());
+  // Asked above the measured share: honoured.
+  EXPECT_DOUBLE_EQ(GpuReplicaShare(0.5, 0.35, 5, &warning), 0.5);
+  EXPECT_TRUE(warning.empty());
+  // Asked below it: raised, with a warning naming both.
+  EXPECT_DOUBLE_EQ(GpuReplicaShare(0.25, 0.35, 5, &warning), 0.35);
+  EXPECT_NE(warning.find("num_gpus 0.25 is below the measured share 0.35"), std::string::npos)
+      << warning;
+  // Asked, not measured (this build does not read device memory): as asked.
+  warning.clear();
+  EXPECT_DOUBLE_EQ(GpuReplicaShare(0.5, std::nullopt, 5, &warning), 0.5);
+  EXPECT_TRUE(warning.empty());
+}
+
+}  // namespace
+}  // namespace djshard::exec

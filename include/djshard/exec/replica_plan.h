@@ -67,4 +67,12 @@ ReplicaPlan PlanReplicas(const std::vector<PlannerStage>& stages,
 // stages); otherwise `threads`.
 int CpuExecutorThreads(const ReplicaPlan& plan, int threads);
 
+// A GPU replica's share of its device (SPEC-checkpoints §10.4, §10.6): the
+// measured memory fraction (when measured), else an explicit
+// `num_gpus`/`gpu_required` in (0, 1], at least 1 / max_workers_per_device.
+// An explicit value below the measured fraction is raised to it, and
+// `warning` says so.
+double GpuReplicaShare(std::optional<double> requested, std::optional<double> measured,
+                       int max_workers_per_device, std::string* warning);
+
 }  // namespace djshard::exec

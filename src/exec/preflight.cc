@@ -1276,6 +1276,16 @@ void ProbeOperator(const ProbeRequest& r) {
 
 namespace djshard::exec {
 
+int ThreadsAfterPlan(const PreflightResult& result, int threads, bool threads_explicit) {
+  if (result.cpu_threads <= 0 || result.cpu_threads >= threads) return threads;
+  if (!threads_explicit) return result.cpu_threads;
+  std::fprintf(stderr,
+               "WARNING: the CPU memory holds %d model replicas (the replica plan); the "
+               "explicit thread count %d runs more\n",
+               result.cpu_threads, threads);
+  return threads;
+}
+
 int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
                     const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
                     int threads, bool threads_explicit, uint64_t num_partitions,
@@ -1297,17 +1307,7 @@ int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSet
   if (!result.has_model_ops) return threads;
   nlohmann::json doc = plan_json();
   AddPreflightToPlan(result, &doc);
-  int run_threads = threads;
-  if (result.cpu_threads > 0 && result.cpu_threads < threads) {
-    if (threads_explicit) {
-      std::fprintf(stderr,
-                   "WARNING: the CPU memory holds %d model replicas (the replica plan); the "
-                   "explicit thread count %d runs more\n",
-                   result.cpu_threads, threads);
-    } else {
-      run_threads = result.cpu_threads;
-    }
-  }
+  const int run_threads = ThreadsAfterPlan(result, threads, threads_explicit);
   disk.WriteAtomic(job_dir + "/dag_execution_plan.json", doc.dump(2) + "\n");
   for (const std::string& line : result.printout) std::fprintf(stderr, "%s\n", line.c_str());
   if (run_threads != threads) {

@@ -365,21 +365,10 @@ class Worker {
       return e.end;
     }
     if (!result.has_model_ops) return std::nullopt;
-    // On the CPU each executor thread runs a replica: a memory that holds
-    // fewer replicas than threads lowers the threads, unless they were given.
-    const bool threads_explicit =
-        options_.threads.has_value() || recipe.np.has_value() || plan_->num_proc > 0;
     const int planned_threads = threads_;
-    if (result.cpu_threads > 0 && result.cpu_threads < threads_) {
-      if (threads_explicit) {
-        std::fprintf(stderr,
-                     "WARNING: the CPU memory holds %d model replicas (the replica plan); the "
-                     "explicit thread count %d runs more\n",
-                     result.cpu_threads, threads_);
-      } else {
-        threads_ = result.cpu_threads;
-      }
-    }
+    threads_ = exec::ThreadsAfterPlan(
+        result, threads_,
+        options_.threads.has_value() || recipe.np.has_value() || plan_->num_proc > 0);
     attempt_plan_ = result.plan_fields;
     attempt_plan_["hostname"] = HostName();
     attempt_plan_["pid"] = ::getpid();

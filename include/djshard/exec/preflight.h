@@ -72,6 +72,11 @@ PreflightResult RunPreflight(const PreflightContext& context);
 // document made by the job (a no-op without model operators).
 void AddPreflightToPlan(const PreflightResult& result, nlohmann::json* plan_json);
 
+// The executor threads a process runs after the plan: on the CPU each thread
+// runs a replica, so a memory that holds fewer replicas than `threads` lowers
+// them, unless they were given (`threads_explicit`: kept, with a warning).
+int ThreadsAfterPlan(const PreflightResult& result, int threads, bool threads_explicit);
+
 // `djshard probe-op`: the child side of one probe.
 struct ProbeRequest {
   std::string config;          // the recipe

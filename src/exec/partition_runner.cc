@@ -844,7 +844,13 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         total.operators[i].errors += earlier.operators[i].errors;
         total.operators[i].seconds += earlier.operators[i].seconds;
       }
-      total.errors += earlier.errors;  // kept by final and phase taps only
+      // Records dropped by errors before the tap: kept by final and phase
+      // taps; else, outside lineage regions, the operators' own counts.
+      if (from.commit.value("counters", json::object()).contains("errors")) {
+        total.errors += earlier.errors;
+      } else if (plan.regions.empty()) {
+        for (size_t i = 0; i < options.first_op; ++i) total.errors += earlier.operators[i].errors;
+      }
       // Regions that ended before the tap resumed from: as the commit kept them.
       AddRegionCounters(total, earlier);
     }
@@ -857,7 +863,12 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     }
     if (from.resumed) {
       AddRegionCounters(cumulative, earlier);
-      cumulative.errors += earlier.errors;
+      if (from.commit.value("counters", json::object()).contains("errors")) {
+        cumulative.errors += earlier.errors;
+      } else if (plan.regions.empty()) {
+        for (size_t i = 0; i < options.first_op; ++i)
+          cumulative.errors += earlier.operators[i].errors;
+      }
     }
     // Commits, earliest operator first: only a commit record makes a checkpoint.
     for (OpenTap& tap : open) {

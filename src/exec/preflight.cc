@@ -1107,6 +1107,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
   const double partition_rows =
       static_cast<double>(cx.total_rows) / static_cast<double>(num_partitions);
   std::vector<PhaseCost> costs;
+  std::vector<bool> cost_measured;
   for (size_t k = 0; k < rp.phases.size(); ++k) {
     const std::vector<size_t>& phase = rp.phases[k];
     PreflightResult::Phase ph;
@@ -1123,12 +1124,12 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
     c.secs_per_partition = PhaseSecondsPerPartition(planner_stages, rp, k, partition_rows);
     if (!measured) c = {1, 0};  // unknown: the whole run is one group
     costs.push_back(c);
+    cost_measured.push_back(measured);
   }
   uint64_t group = num_partitions;
   if (alternating) {
-    group = st.execution_group_size ? std::min(*st.execution_group_size, num_partitions)
-                                    : AutoExecutionGroupSize(costs, num_partitions,
-                                                             st.max_initialization_overhead_ratio);
+    group = ExecutionGroupSize(st.execution_group_size, costs, num_partitions,
+                               st.max_initialization_overhead_ratio);
   }
   result.group_size = group;
   json groups = json::array();
@@ -1189,8 +1190,9 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
           "  phase " + std::to_string(k) + ": loads " + stage_names(rp.phases[k]) + ", runs ops " +
           std::to_string(ph.first_op) + ".." + std::to_string(ph.last_op) +
           (k + 1 < rp.phases.size() ? ", forced tap after op " + std::to_string(ph.last_op) : "") +
-          " (init " + Fixed(costs[k].init_secs, 3) + " s, " +
-          Fixed(costs[k].secs_per_partition, 3) + " s per partition)");
+          (cost_measured[k] ? " (init " + Fixed(costs[k].init_secs, 3) + " s, " +
+                                  Fixed(costs[k].secs_per_partition, 3) + " s per partition)"
+                            : std::string(" (init not measured)")));
     }
   }
   json columns = json::array();

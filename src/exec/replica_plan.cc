@@ -234,6 +234,12 @@ double PhaseSecondsPerPartition(const std::vector<PlannerStage>& stages, const R
   return secs;
 }
 
+uint64_t ExecutionGroupSize(std::optional<uint64_t> given, const std::vector<PhaseCost>& phases,
+                            uint64_t partitions, double max_ratio) {
+  if (given) return std::clamp<uint64_t>(*given, 1, std::max<uint64_t>(1, partitions));
+  return AutoExecutionGroupSize(phases, partitions, max_ratio);
+}
+
 double InitializationOverheadRatio(const std::vector<PhaseCost>& phases, uint64_t group) {
   double worst = 0;
   for (const PhaseCost& c : phases) {

@@ -215,6 +215,14 @@ TEST(ExecutionGroupSize, AutoIsTheSmallestGroupUnderTheRatio) {
   EXPECT_EQ(AutoExecutionGroupSize(phases, 1000, 0.5), 10u);
 }
 
+TEST(ExecutionGroupSize, AnExplicitSizeIsUsedAsGivenUpToThePartitions) {
+  const std::vector<PhaseCost> phases = {{10, 2}, {1, 1}};
+  EXPECT_EQ(ExecutionGroupSize(3, phases, 1000, 0.1), 3u);
+  EXPECT_EQ(ExecutionGroupSize(3000, phases, 1000, 0.1), 1000u);
+  EXPECT_EQ(ExecutionGroupSize(std::nullopt, phases, 1000, 0.1), 50u);
+  EXPECT_DOUBLE_EQ(InitializationOverheadRatio(phases, 3), 10.0 / 6.0);
+}
+
 TEST(ExecutionGroupSize, AutoIsCappedAtThePartitions) {
   EXPECT_EQ(AutoExecutionGroupSize({{10, 2}}, 8, 0.1), 8u);
   EXPECT_EQ(AutoExecutionGroupSize({{10, 0}}, 8, 0.1), 8u);  // no measured time: everything

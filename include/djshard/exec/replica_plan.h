@@ -93,6 +93,10 @@ double PhaseSecondsPerPartition(const std::vector<PlannerStage>& stages, const R
 uint64_t AutoExecutionGroupSize(const std::vector<PhaseCost>& phases, uint64_t partitions,
                                 double max_ratio);
 
+// execution_group_size: `given` (an integer, capped at the partitions), else auto.
+uint64_t ExecutionGroupSize(std::optional<uint64_t> given, const std::vector<PhaseCost>& phases,
+                            uint64_t partitions, double max_ratio);
+
 // The largest init_secs / (group x secs_per_partition) over the phases (0
 // without phases; infinity when a phase has no measured time).
 double InitializationOverheadRatio(const std::vector<PhaseCost>& phases, uint64_t group);

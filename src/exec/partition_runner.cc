@@ -914,7 +914,10 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       if (has_errors) {
         record["errors_path"] = errors_rel;
         record["errors_sha256"] = errors_sha;
-        if (intermediate) record["errors_through_op"] = run_end;
+        // Through this pass's last operator, or as far as the errors taken
+        // from the tap it resumed from go.
+        const size_t through = committed_errors ? ErrorsThroughOp(from.commit, last_op) : run_end;
+        if (through < last_op) record["errors_through_op"] = through;
       }
       if (origins && tap.op_idx == run_end) record["origins_path"] = origins_rel;
       const std::string commit_path = c_.checkpoints + "/" +

@@ -44,6 +44,7 @@ struct BatchResult {
   std::string errors;
   std::vector<std::string> taps;  // rows after each tapped operator
   std::vector<uint64_t> tap_rows;
+  std::vector<std::string> tap_origins;  // ExecOptions::tap_origin_sink
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
   std::vector<RegionCounters> regions;
@@ -113,7 +114,8 @@ class OperatorEdges {
   void EndOfInput(uint64_t batches) {
     std::lock_guard<std::mutex> lock(mu_);
     batches_ = batches;
-    for (size_t i = options_.first_op; i < totals_.size(); ++i) EndLocked(i);
+    const size_t end = std::min(options_.end_op, totals_.size());
+    for (size_t i = options_.first_op; i < end; ++i) EndLocked(i);
   }
 
  private:
@@ -216,6 +218,18 @@ class BatchRun {
   uint64_t LineOf(const RowLevel& level, size_t k) const {
     return chunk_.first_line + level.top_row[k];
   }
+  // The file and line the errors file names for a row (ExecOptions::origin).
+  const RowOrigin* OriginOf(const RowLevel& level, size_t k) const {
+    return options_.origin ? options_.origin(LineOf(level, k)) : nullptr;
+  }
+  const std::string& WhereFile(const RowLevel& level, size_t k) const {
+    const RowOrigin* o = OriginOf(level, k);
+    return o != nullptr ? o->file : file_;
+  }
+  uint64_t WhereLine(const RowLevel& level, size_t k) const {
+    const RowOrigin* o = OriginOf(level, k);
+    return o != nullptr ? o->line : LineOf(level, k);
+  }
 
   // Keeps the errors-file text a region wrote for batch row `top_row` from
   // `from` on: a top-level region writes its rows' errors in row order once it
@@ -274,6 +288,11 @@ void BatchRun::TapAfter(RowLevel& level, size_t i) {
     copy.Serialize(&out);
     out.push_back('\n');
     ++r_->tap_rows[t];
+    if (options_.tap_origin_sink) {
+      r_->tap_origins[t] += nlohmann::json::array({WhereFile(level, k), WhereLine(level, k)})
+                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      r_->tap_origins[t].push_back('\n');
+    }
   }
   if (options_.compress_taps) io::AppendZstdFrame(rows, &r_->taps[t]);
 }
@@ -289,13 +308,14 @@ void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_i
       where = " on child " + std::to_string(level.ordinal[k]) + " of region '" +
               scope->region->name + "'";
     }
-    throw Error(file_, LineOf(level, k), "operator '" + op + "' failed" + where + ": " + message,
+    throw Error(WhereFile(level, k), WhereLine(level, k),
+                "operator '" + op + "' failed" + where + ": " + message,
                 "set skip_op_error: true to drop such records and keep going");
   }
   level.alive[k] = 0;
   if (scope == nullptr) {
     ++r_->error_count;
-    AppendError(&r_->errors, op, message, file_, LineOf(level, k), type);
+    AppendError(&r_->errors, op, message, WhereFile(level, k), WhereLine(level, k), type);
     return;
   }
   level.state[k] = ChildState::kFailed;
@@ -308,8 +328,8 @@ void BatchRun::FailRow(RowLevel& level, ChildScope* scope, size_t k, size_t op_i
     const std::string child(level.line(k));
     const size_t from = r_->errors.size();
     AppendLineageError(&r_->errors, *scope->region, pl, failure,
-                       RowJson(*scope->parents, p, scope->parent_scope), file_, LineOf(level, k),
-                       &child, options_.shard_id);
+                       RowJson(*scope->parents, p, scope->parent_scope), WhereFile(level, k),
+                       WhereLine(level, k), &child, options_.shard_id);
     KeepRowErrors(level.top_row[k], from);
     return;
   }
@@ -396,7 +416,7 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
       if (!lineage[k].expanded) continue;
       ++ce.rows_in;
       if (lineage[k].failed && !plan_.operators[expand_idx].skip_op_error) {
-        throw Error(file_, LineOf(parents, k),
+        throw Error(WhereFile(parents, k), WhereLine(parents, k),
                     "expand '" + region.name + "' failed (" + lineage[k].failure.error_type +
                         "): " + lineage[k].failure.message,
                     "set skip_op_error: true to report such records and keep going");
@@ -437,7 +457,8 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
             // One errors line per failed input record, with its bytes as read.
             const size_t from = r_->errors.size();
             AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer),
-                               file_, LineOf(parents, k), nullptr, options_.shard_id);
+                               WhereFile(parents, k), WhereLine(parents, k), nullptr,
+                               options_.shard_id);
             KeepRowErrors(parents.top_row[k], from);
             parents.alive[k] = 0;
             ++r_->error_count;
@@ -643,6 +664,8 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   r->taps.resize(options.taps.size());
   r->tap_rows.assign(options.taps.size(), 0);
   for (std::string& t : r->taps) t.clear();
+  r->tap_origins.resize(options.taps.size());
+  for (std::string& t : r->tap_origins) t.clear();
   r->counters.assign(plan.operators.size(), OperatorCounters{});
   for (size_t i = 0; i < plan.operators.size(); ++i)
     r->counters[i].name = plan.operators[i].op->name();
@@ -685,7 +708,11 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   r->rows_in = n;
   BatchRun run(plan, chunk, batch.first_row, file, s, r, stop_check, options, edges, executor,
                batch.seq);
-  run.RunOps(level, options.first_op, plan.operators.size(), nullptr);
+  run.RunOps(level, options.first_op, std::min(options.end_op, plan.operators.size()), nullptr);
+  if (options.discard_output) {
+    for (size_t k = 0; k < n; ++k) r->rows_out += level.alive[k] ? 1 : 0;
+    return;
+  }
   r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
     if (!level.alive[k]) continue;
@@ -729,13 +756,14 @@ class OrderedWriter {
   }
   // Appends a taken result to the streams and counts it.
   void Write(const BatchResult& done) {
-    output_.Append(done.output);
+    if (!options_.discard_output) output_.Append(done.output);
     if (options_.output_tee) {
       options_.output_tee(done.output, done.rows_out);
     }
     if (options_.tap_sink) {
       for (size_t t = 0; t < done.taps.size(); ++t) {
         options_.tap_sink(t, done.taps[t], done.tap_rows[t]);
+        if (options_.tap_origin_sink) options_.tap_origin_sink(t, done.tap_origins[t]);
       }
     }
     if (errors_ != nullptr && !done.errors.empty()) errors_->Append(done.errors);

@@ -9,6 +9,7 @@
 
 #include "djshard/exec/checkpoint.h"
 #include "djshard/exec/plan.h"
+#include "djshard/exec/preflight.h"
 #include "djshard/io/discover.h"
 #include "djshard/io/disk.h"
 #include "djshard/recipe/recipe.h"
@@ -16,17 +17,27 @@
 
 namespace djshard::exec {
 
+// What preflight decided for a run job.
+struct JobPreflight {
+  // The executor threads the job runs: `threads`, or on the CPU the replicas
+  // the plan's memory holds when fewer and not `threads_explicit` (an
+  // explicit count is kept, with a warning).
+  int threads = 1;
+  // More than one: the execution groups alternate these phases (SPEC-checkpoints §10.7).
+  std::vector<PreflightResult::Phase> phases;
+  uint64_t group_size = 0;  // partitions per execution group
+};
+
 // Runs preflight for a job whose directory is `job_dir`; when the recipe has
 // model operators, rewrites dag_execution_plan.json (`plan_json` makes the
 // job's document) with the replica plan and prints the plan to stderr.
-// Returns the executor threads the job runs: `threads`, or on the CPU the
-// replicas the plan's memory holds when fewer and `threads_explicit` is false
-// (an explicit count is kept, with a warning). Throws Error (exit 2) as
-// RunPreflight does.
-int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
-                    const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
-                    int threads, bool threads_explicit, uint64_t num_partitions,
-                    const std::function<nlohmann::json()>& plan_json, EventLog& events,
-                    io::Disk& disk);
+// Throws Error (exit 2) as RunPreflight does.
+JobPreflight RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan,
+                             const JobSettings& settings,
+                             const std::vector<io::InputCandidate>& inputs,
+                             const std::string& job_dir, int threads, bool threads_explicit,
+                             uint64_t num_partitions, uint64_t total_rows,
+                             const std::function<nlohmann::json()>& plan_json, EventLog& events,
+                             io::Disk& disk);
 
 }  // namespace djshard::exec

@@ -57,9 +57,11 @@ uint64_t CountLines(const std::string& path, io::Sha256* stored = nullptr) {
 }
 
 // A partition's counters through operator op_idx, as a commit keeps them:
-// the operators' and those of the lineage regions that end by op_idx.
+// the operators' and those of the lineage regions that end by op_idx; with
+// `exact`, the records dropped by errors too (they are the partition's
+// through op_idx only at its final tap and at a phase's forced tap).
 json CountersJson(const Plan& plan, const ExecSummary& s, size_t op_idx, uint64_t rows_in,
-                  uint64_t bytes_in) {
+                  uint64_t bytes_in, bool exact) {
   json ops = json::array();
   for (size_t i = 0; i <= op_idx && i < s.operators.size(); ++i) {
     ops.push_back(OperatorCountersJson(s.operators[i]));
@@ -68,10 +70,12 @@ json CountersJson(const Plan& plan, const ExecSummary& s, size_t op_idx, uint64_
   for (size_t r = 0; r < plan.regions.size() && r < s.regions.size(); ++r) {
     if (plan.regions[r].gather_idx <= op_idx) regions.push_back(s.regions[r]);
   }
-  return {{"rows_in", rows_in},
-          {"bytes_in", bytes_in},
-          {"operators", ops},
-          {"regions", RegionCountersJson(regions)}};
+  json out = {{"rows_in", rows_in},
+              {"bytes_in", bytes_in},
+              {"operators", ops},
+              {"regions", RegionCountersJson(regions)}};
+  if (exact) out["errors"] = s.errors;
+  return out;
 }
 
 // Counters stored in a commit, back as a summary (operators through op_idx,
@@ -80,6 +84,7 @@ ExecSummary CountersFrom(const Plan& plan, const json& commit, size_t num_ops) {
   ExecSummary s;
   s.operators.resize(num_ops);
   const json c = commit.value("counters", json::object());
+  s.errors = c.value("errors", uint64_t{0});
   s.regions.resize(plan.regions.size());
   const json regions = c.value("regions", json::object());
   for (size_t r = 0; r < plan.regions.size(); ++r) {
@@ -320,6 +325,9 @@ std::optional<CommitProblem> VerifyCommitFiles(const Commit& c, const std::strin
       c.record.value("input_partition_sha256", "") != set.digests[c.partition].sha256) {
     return CommitProblem{rel, "made from other input rows"};
   }
+  if (const std::string rel = c.record.value("origins_path", ""); !rel.empty()) {
+    if (::stat((checkpoints + "/" + rel).c_str(), &st) != 0) return CommitProblem{rel, "missing"};
+  }
   if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
     const std::string errors = checkpoints + "/" + errors_rel;
     if (::stat(errors.c_str(), &st) != 0 ||
@@ -328,6 +336,11 @@ std::optional<CommitProblem> VerifyCommitFiles(const Commit& c, const std::strin
     }
   }
   return std::nullopt;
+}
+
+size_t ErrorsThroughOp(const json& commit, size_t last_op) {
+  const json e = commit.is_object() ? commit.value("errors_through_op", json()) : json();
+  return e.is_number_unsigned() ? std::min(e.get<size_t>(), last_op) : last_op;
 }
 
 void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
@@ -453,6 +466,12 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
   io::LineChunker input(inputs.size(), base.batch_bytes, plan.batch_rows,
                         [&inputs](size_t i) { return io::OpenInput(inputs[i].path); });
   const size_t last_op = num_ops == 0 ? 0 : num_ops - 1;
+  // An execution group's phase ends at run_end with a forced tap; only the
+  // pass that runs to the last operator completes (and counts) a partition.
+  const size_t run_end = c_.phase_end_op ? std::min(*c_.phase_end_op, last_op) : last_op;
+  const bool intermediate = run_end < last_op;
+  const uint64_t first_p = std::min<uint64_t>(c_.first_partition, set.bounds.size());
+  const uint64_t end_p = std::max(first_p, std::min<uint64_t>(c_.end_partition, set.bounds.size()));
   // With checkpointing, each partition's output is its final tap; a plain
   // export is assembled from them at the end (so the output is written once
   // before that copy), a compressed one is written as the partitions finish.
@@ -467,20 +486,20 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
   // assembled at the end. A compressed export (or no final taps) is written
   // as partitions finish, one at a time.
   const uint64_t in_flight =
-      std::min<uint64_t>(assemble ? st.max_concurrent_partitions : 1, set.bounds.size());
+      std::min<uint64_t>(assemble ? st.max_concurrent_partitions : 1, end_p - first_p);
   // The input is read once, in order: a partition reads its rows when every
   // earlier one has read its own (its turn), so partitions overlap where
   // one drains and the next fills.
   std::mutex mu;  // guards the counters, the summary, the turn and the assembly
   std::condition_variable turn_cv;
-  uint64_t turn = 0;
+  uint64_t turn = first_p;
   bool aborted = false;
   // The export grows while partitions run: the partition whose final tap
   // completes the next run of consecutive partitions copies them in (one
   // copier at a time, in partition order), so at the end only the last
   // partitions are left to copy.
   std::vector<std::optional<FinalTap>> finals(set.bounds.size());
-  uint64_t next_final = 0;
+  uint64_t next_final = first_p;
   bool copying = false;
   auto final_ready = [&](uint64_t p, const FinalTap& done) {
     {
@@ -524,6 +543,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
   // partition reads (a job resumed whole from final taps reads nothing).
   // Touched by the partition whose turn it is only.
   uint64_t rows_to_skip = 0;
+  for (uint64_t p = 0; p < first_p; ++p) rows_to_skip += set.bounds[p].rows();  // other passes'
   auto skip_rows = [&](uint64_t p, uint64_t rows) {
     take_turn(p);
     rows_to_skip += rows;
@@ -534,7 +554,11 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     const StartPoint& from = starts[p];
     const double p_start = MonotonicSeconds();
     const uint64_t p_bytes = set.digests[p].size_bytes;
-    {
+    if (intermediate && from.resumed && from.op_idx >= run_end) {
+      skip_rows(p, b.rows());  // past this phase already: a later pass goes on
+      return;
+    }
+    if (!intermediate) {
       std::lock_guard<std::mutex> lock(mu);
       total.rows_in += b.rows();
       total.bytes_in += p_bytes;
@@ -588,11 +612,13 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           [&exec_inputs](size_t) { return io::OpenInput(exec_inputs[0].path); });
       options.source = [&tap_reader](io::LineChunk* c) { return tap_reader->Next(c); };
       options.first_op = from.op_idx + 1;
-      Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
-      Emit("checkpoint_load", {{"partition_id", p},
-                               {"op_idx", from.op_idx},
-                               {"checkpoint_path", from.commit.value("data_path", "")},
-                               {"checkpoint_sha256", from.commit.value("sha256", "")}});
+      if (!from.continued) {
+        Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
+        Emit("checkpoint_load", {{"partition_id", p},
+                                 {"op_idx", from.op_idx},
+                                 {"checkpoint_path", from.commit.value("data_path", "")},
+                                 {"checkpoint_sha256", from.commit.value("sha256", "")}});
+      }
     } else {
       options.source = [&, p, reading = false, done = false](io::LineChunk* c) mutable {
         if (done) return false;
@@ -609,7 +635,9 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         return false;
       };
     }
-    Emit("partition_start", {{"partition_id", p}, {"input_rows", b.rows()}});
+    if (!from.continued) Emit("partition_start", {{"partition_id", p}, {"input_rows", b.rows()}});
+    options.end_op = run_end + 1;
+    options.discard_output = intermediate;  // the forced tap holds the rows
     // Durable lineage: committed journal segments of an earlier run are
     // verified and their parents taken instead of expanded again; rows are
     // numbered in this partition's stream from its start point, which no
@@ -620,6 +648,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     for (size_t r = 0; r < plan.regions.size() && !taps.empty(); ++r) {
       const LineageRegion& region = plan.regions[r];
       if (region.parent >= 0 || region.expand_idx < options.first_op) continue;
+      if (region.gather_idx > run_end) continue;  // a later phase's
       JournalScope scope;
       scope.checkpoints = c_.checkpoints;
       scope.stem = journal_stem(r, p);
@@ -652,8 +681,14 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       };
     }
     std::vector<OpenTap> open;
+    std::vector<size_t> run_taps;
     for (const size_t t : taps) {
-      if (t < options.first_op) continue;
+      if (t >= options.first_op && t <= run_end) run_taps.push_back(t);
+    }
+    if (intermediate && (run_taps.empty() || run_taps.back() != run_end)) {
+      run_taps.push_back(run_end);  // the phase's forced tap
+    }
+    for (const size_t t : run_taps) {
       OpenTap tap;
       tap.op_idx = t;
       // The final tap is the partition's output as the export gets it, so
@@ -680,6 +715,42 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         open[i].hash->Update(bytes);
         open[i].rows += rows;
         CrashPoint("tap_append");
+      };
+    }
+    // A phase's forced tap keeps where each of its rows came from, so that
+    // the errors of the next phase name the input rows (ExecOptions::origin).
+    std::unique_ptr<io::AtomicFileWriter> origins;
+    std::string origins_rel;
+    if (intermediate) {
+      origins_rel =
+          RunJobPaths::TapStem(run_end, p, set.bounds.size()) + "." + token + ".origins.jsonl";
+      origins = std::make_unique<io::AtomicFileWriter>(c_.checkpoints + "/" + origins_rel,
+                                                       /*overwrite=*/false, disk);
+      options.tap_origin_sink = [&origins, forced = options.taps.size() - 1](
+                                    size_t i, std::string_view lines) {
+        if (i == forced) origins->Append(lines);
+      };
+    }
+    std::vector<RowOrigin> from_origins;
+    if (const std::string rel = from.resumed ? from.commit.value("origins_path", "") : "";
+        !rel.empty()) {
+      std::unique_ptr<io::ByteSource> in = io::OpenInput(c_.checkpoints + "/" + rel);
+      std::string text;
+      std::vector<char> buf(1 << 16);
+      for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) text.append(buf.data(), n);
+      for (size_t at = 0; at < text.size();) {
+        size_t nl = text.find('\n', at);
+        if (nl == std::string::npos) nl = text.size();
+        const json o = json::parse(text.substr(at, nl - at), nullptr, false);
+        if (!o.is_array() || o.size() != 2 || !o[0].is_string() || !o[1].is_number_unsigned()) {
+          throw Error(c_.checkpoints + "/" + rel, from_origins.size() + 1,
+                      "not a row origin [\"file\", line]", "start a new job");
+        }
+        from_origins.push_back({o[0].get<std::string>(), o[1].get<uint64_t>()});
+        at = nl + 1;
+      }
+      options.origin = [&from_origins](uint64_t line) -> const RowOrigin* {
+        return line >= 1 && line <= from_origins.size() ? &from_origins[line - 1] : nullptr;
       };
     }
     // The final tap: the partition's output itself when the export is
@@ -729,15 +800,21 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     // repeat their own errors, with the tap's line numbers).
     std::unique_ptr<io::OutputStream> part_errors;
     std::string errors_rel, errors_sha;
-    const bool committed_errors = from.resumed && !from.commit.value("errors_path", "").empty();
+    // A phase's taps keep the errors of the operators through the phase
+    // (errors_through_op): the pass that resumes from its forced tap copies
+    // them and adds those of its own operators.
+    const std::string from_errors = from.resumed ? from.commit.value("errors_path", "") : "";
+    const bool committed_errors =
+        !from_errors.empty() && ErrorsThroughOp(from.commit, last_op) >= run_end;
     if (committed_errors) {
-      errors_rel = from.commit.value("errors_path", "");
+      errors_rel = from_errors;
       errors_sha = from.commit.value("errors_sha256", "");
-    } else if (!open.empty() && open.back().op_idx == last_op) {
+    } else if (!open.empty() && (open.back().op_idx == last_op || intermediate)) {
       errors_rel =
-          RunJobPaths::TapStem(last_op, p, set.bounds.size()) + "." + token + ".errors.jsonl";
+          RunJobPaths::TapStem(run_end, p, set.bounds.size()) + "." + token + ".errors.jsonl";
       part_errors = std::make_unique<io::OutputStream>(c_.checkpoints + "/" + errors_rel,
                                                        /*overwrite=*/false, disk);
+      if (!from_errors.empty()) part_errors->AppendFile(c_.checkpoints + "/" + from_errors);
     }
     const bool has_errors = committed_errors || part_errors != nullptr;
     const ExecSummary part =
@@ -761,10 +838,13 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       part_errors->Commit();
       errors_sha = io::Sha256OfFile(c_.checkpoints + "/" + errors_rel);
     }
+    if (origins) origins->Commit();
     // Ops before the tap resumed from count what the commit recorded.
     ExecSummary earlier = from.resumed ? CountersFrom(plan, from.commit, num_ops) : ExecSummary{};
     std::unique_lock<std::mutex> counters_lock(mu);
-    if (from.resumed) {
+    if (intermediate) {
+      // Counted by the pass that completes the partition, from the commit.
+    } else if (from.resumed) {
       for (size_t i = 0; i < options.first_op; ++i) {
         total.operators[i].rows_in += earlier.operators[i].rows_in;
         total.operators[i].rows_out += earlier.operators[i].rows_out;
@@ -773,17 +853,32 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         total.operators[i].calls += earlier.operators[i].calls;
         total.operators[i].items += earlier.operators[i].items;
       }
+      // Records dropped by errors before the tap: kept by final and phase
+      // taps; else, outside lineage regions, the operators' own counts.
+      if (from.commit.value("counters", json::object()).contains("errors")) {
+        total.errors += earlier.errors;
+      } else if (plan.regions.empty()) {
+        for (size_t i = 0; i < options.first_op; ++i) total.errors += earlier.operators[i].errors;
+      }
       // Regions that ended before the tap resumed from: as the commit kept them.
       AddRegionCounters(total, earlier);
     }
-    AddCounters(total, part, options.first_op);
-    rows_computed_ += part.rows_in;
+    if (!intermediate) AddCounters(total, part, options.first_op);
+    if (!from.continued) rows_computed_ += part.rows_in;
     counters_lock.unlock();
     ExecSummary cumulative = part;
     for (size_t i = 0; i < options.first_op && from.resumed; ++i) {
       cumulative.operators[i] = earlier.operators[i];
     }
-    if (from.resumed) AddRegionCounters(cumulative, earlier);
+    if (from.resumed) {
+      AddRegionCounters(cumulative, earlier);
+      if (from.commit.value("counters", json::object()).contains("errors")) {
+        cumulative.errors += earlier.errors;
+      } else if (plan.regions.empty()) {
+        for (size_t i = 0; i < options.first_op; ++i)
+          cumulative.errors += earlier.operators[i].errors;
+      }
+    }
     // Commits, earliest operator first: only a commit record makes a checkpoint.
     for (OpenTap& tap : open) {
       std::string sha;
@@ -822,11 +917,18 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           {"attempt_token", token},
           {"engine", {{"version", version()}, {"git_commit", git_commit()}, {"libtorch", nullptr}}},
           {"model_devices", json::array()},
-          {"counters", CountersJson(plan, cumulative, tap.op_idx, b.rows(), p_bytes)}};
+          {"counters",
+           CountersJson(plan, cumulative, tap.op_idx, b.rows(), p_bytes,
+                        tap.op_idx == last_op || (intermediate && tap.op_idx == run_end))}};
       if (has_errors) {
         record["errors_path"] = errors_rel;
         record["errors_sha256"] = errors_sha;
+        // Through this pass's last operator, or as far as the errors taken
+        // from the tap it resumed from go.
+        const size_t through = committed_errors ? ErrorsThroughOp(from.commit, last_op) : run_end;
+        if (through < last_op) record["errors_through_op"] = through;
       }
+      if (origins && tap.op_idx == run_end) record["origins_path"] = origins_rel;
       const std::string commit_path = c_.checkpoints + "/" +
                                       RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
                                       ".commit.json";
@@ -873,17 +975,26 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           if (old.is_object() && old.value("data_path", json()).is_string()) {
             disk.Unlink(c_.checkpoints + "/" + old["data_path"].get<std::string>());
           }
+          // A phase's own errors and origins files (a later pass made new ones).
+          for (const char* key : {"errors_path", "origins_path"}) {
+            const std::string rel = old.is_object() ? old.value(key, "") : "";
+            if (!rel.empty() && rel != errors_rel && rel != origins_rel &&
+                disk.Stat(c_.checkpoints + "/" + rel)) {
+              disk.Unlink(c_.checkpoints + "/" + rel);
+            }
+          }
         }
       }
     }
     // The final tap is committed: the partition's journals are not needed,
     // those of an earlier run too (resumed from a tap after the region).
-    for (size_t r = 0; r < plan.regions.size() && !open.empty(); ++r) {
+    for (size_t r = 0; r < plan.regions.size() && !open.empty() && !intermediate; ++r) {
       // (A directory scan each: only where a journal may be.)
       if (plan.regions[r].parent < 0 && (journals[r] || from.resumed)) {
         DeleteJournal(c_.checkpoints, journal_stem(r, p), disk);
       }
     }
+    if (intermediate) return;  // a later pass completes it
     const double secs = MonotonicSeconds() - p_start;
     Emit("partition_complete", {{"partition_id", p},
                                 {"status", "completed"},
@@ -897,7 +1008,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     if (c_.on_partition_done) c_.on_partition_done(total, completed, resumed);
   };
   if (in_flight <= 1) {
-    for (uint64_t p = 0; p < set.bounds.size(); ++p) {
+    for (uint64_t p = first_p; p < end_p; ++p) {
       if (c_.before_partition) c_.before_partition();
       run_partition(p);
     }
@@ -905,13 +1016,13 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     // Partitions are taken in order. The first error stops the others
     // (those waiting for their turn at once); a stop request only keeps
     // new partitions from starting, so those in flight finish and commit.
-    std::atomic<uint64_t> next{0};
+    std::atomic<uint64_t> next{first_p};
     std::exception_ptr failure;
     bool no_more = false;
     std::vector<std::thread> runners;
     for (uint64_t k = 0; k < in_flight; ++k) {
       runners.emplace_back([&] {
-        for (uint64_t p; (p = next++) < set.bounds.size();) {
+        for (uint64_t p; (p = next++) < end_p;) {
           try {
             if (c_.before_partition) c_.before_partition();
           } catch (...) {
@@ -937,7 +1048,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     for (std::thread& t : runners) t.join();
     if (failure) std::rethrow_exception(failure);
   }
-  if (assemble && next_final != finals.size()) {
+  if (assemble && !intermediate && next_final != end_p) {
     // Every final tap is ready here; the last copier has taken them all
     // unless the partitions ran one at a time.
     throw Error("internal: the export lacks partition " + std::to_string(next_final));

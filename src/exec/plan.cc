@@ -5,6 +5,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/exec/shard_safety.h"
+#include "djshard/model/device.h"
 
 namespace djshard::exec {
 
@@ -69,6 +70,30 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
   plan.batch_rows = batch_size > 0 ? batch_size : 1000;  // Data-Juicer's default batch size
   CompileRegions(recipe, &plan);
   return plan;
+}
+
+std::vector<size_t> ModelOperators(const Plan& plan) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    if (plan.operators[i].op->model_description().has_value()) out.push_back(i);
+  }
+  return out;
+}
+
+void RebuildOperators(const recipe::Recipe& recipe, const ops::Registry& registry,
+                      const std::vector<size_t>& op_idxs, bool load, Plan* plan) {
+  for (size_t i : op_idxs) {
+    const recipe::OperatorSpec& spec = recipe.process.at(i);
+    const ops::OperatorInfo* info = registry.Find(spec.name);
+    std::unique_ptr<ops::Operator> op;
+    if (load) {
+      op = info->factory(spec, recipe.text_key);
+    } else {
+      const model::DeferWeightsScope deferred;
+      op = info->factory(spec, recipe.text_key);
+    }
+    plan->operators.at(i).op = std::move(op);
+  }
 }
 
 int ThreadCount(std::optional<int> requested, const recipe::Recipe& recipe, const Plan& plan) {

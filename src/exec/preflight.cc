@@ -557,6 +557,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
   std::vector<PlannerStage> planner_stages;
   json probe_json = {{"enabled", st.enabled}, {"cache_keys", json::array()}};
   std::vector<std::string> stage_notes(targets.size());
+  std::vector<double> init_secs(targets.size(), -1);  // per target; -1: not measured
 
   if (!st.enabled) {
     // Fixed-resource experiments: the recipe says everything.
@@ -1026,6 +1027,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
         ps.fixed_replicas = static_cast<int>(spec.args.GetInt("num_proc", 1));
       }
       planner_stages.push_back(ps);
+      init_secs[n] = g.entry.value("timings", json::object()).value("init_secs", -1.0);
       stage_notes[n] = Fixed(ps.rows_per_sec, 1) + " rows/s per replica (" +
                        (!g.prober.empty() ? "probe record of " + g.prober
                         : g.reused        ? "probe reused"
@@ -1090,17 +1092,123 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
   }
   json partitions = json::array();
   for (uint64_t p = 0; p < cx.num_partitions; ++p) partitions.push_back(p);
-  // Every model stage fits at once (PlanReplicas refuses otherwise), so the
-  // replicas live as long as the process: one group, the whole run.
-  // Elastic: the group is every partition of every shard this process runs.
-  const json groups =
-      json::array({{{"group_id", 0},
-                    {"stage_ids", model_stage_ids},
-                    {"partitions", cx.shared ? json("all") : partitions},
-                    {"size", cx.shared ? json(nullptr) : json(cx.num_partitions)}}});
-  result.printout.insert(result.printout.begin(),
-                         "Replica plan (" + std::string(st.enabled ? "preflight" : "explicit") +
-                             "; one execution group: replicas live for the whole run):");
+  // The execution groups (SPEC-checkpoints §10.7). When every model stage
+  // fits at once the replicas live as long as the process: one group, the
+  // whole run (elastic: every partition of every shard this process runs).
+  // Otherwise the groups alternate phases: each loads its model stages, runs
+  // its operators over the group's partitions up to a forced tap after its
+  // last model operator, and unloads them before the next phase loads.
+  const bool alternating = rp.phases.size() > 1;
+  auto stage_names = [&](const std::vector<size_t>& phase) {
+    std::string names;
+    for (size_t n : phase) {
+      names += (names.empty() ? "" : ", ") + std::string("stage ") +
+               std::to_string(planner_stages[n].stage_id) + " " + planner_stages[n].name;
+    }
+    return names;
+  };
+  if (alternating && cx.shared) {
+    std::string phases;
+    for (const std::vector<size_t>& phase : rp.phases) {
+      phases += (phases.empty() ? "" : "; ") + std::string("{") + stage_names(phase) + "}";
+    }
+    throw Error("the model stages do not fit on the devices together (" + phases +
+                    " fit only apart) and elastic workers do not alternate execution groups",
+                "run the recipe with `djshard run` (which alternates them), or give the workers "
+                "more device memory");
+  }
+  const uint64_t num_partitions = std::max<uint64_t>(1, cx.num_partitions);
+  const double partition_rows =
+      static_cast<double>(cx.total_rows) / static_cast<double>(num_partitions);
+  std::vector<PhaseCost> costs;
+  std::vector<bool> cost_measured;
+  for (size_t k = 0; k < rp.phases.size(); ++k) {
+    const std::vector<size_t>& phase = rp.phases[k];
+    PreflightResult::Phase ph;
+    ph.first_op = k == 0 ? 0 : result.phases.back().last_op + 1;
+    for (size_t n : phase) ph.model_ops.push_back(targets[n]);
+    ph.last_op = k + 1 == rp.phases.size() ? plan.operators.size() - 1 : ph.model_ops.back();
+    result.phases.push_back(ph);
+    PhaseCost c;
+    bool measured = true;
+    for (size_t n : phase) {
+      if (init_secs[n] < 0) measured = false;
+      c.init_secs += std::max(0.0, init_secs[n]);
+    }
+    c.secs_per_partition = PhaseSecondsPerPartition(planner_stages, rp, k, partition_rows);
+    if (!measured) c = {1, 0};  // unknown: the whole run is one group
+    costs.push_back(c);
+    cost_measured.push_back(measured);
+  }
+  uint64_t group = num_partitions;
+  if (alternating) {
+    group = ExecutionGroupSize(st.execution_group_size, costs, num_partitions,
+                               st.max_initialization_overhead_ratio);
+  }
+  result.group_size = group;
+  json groups = json::array();
+  if (cx.shared) {
+    groups.push_back({{"group_id", 0},
+                      {"stage_ids", model_stage_ids},
+                      {"partitions", "all"},
+                      {"phases", json::array({{{"stage_ids", model_stage_ids},
+                                               {"op_range", {0, plan.operators.size() - 1}},
+                                               {"forced_tap_op", nullptr}}})},
+                      {"size", nullptr}});
+  } else {
+    json phases_json = json::array();
+    for (size_t k = 0; k < rp.phases.size(); ++k) {
+      json ids = json::array();
+      for (size_t n : rp.phases[k]) ids.push_back(planner_stages[n].stage_id);
+      const PreflightResult::Phase& ph = result.phases[k];
+      phases_json.push_back(
+          {{"stage_ids", ids},
+           {"op_range", {ph.first_op, ph.last_op}},
+           {"forced_tap_op", k + 1 < rp.phases.size() ? json(ph.last_op) : json(nullptr)}});
+    }
+    for (uint64_t first = 0, id = 0; first < cx.num_partitions; first += group, ++id) {
+      json partitions = json::array();
+      const uint64_t end = std::min<uint64_t>(cx.num_partitions, first + group);
+      for (uint64_t p = first; p < end; ++p) partitions.push_back(p);
+      groups.push_back({{"group_id", id},
+                        {"stage_ids", model_stage_ids},
+                        {"partitions", partitions},
+                        {"phases", phases_json},
+                        {"size", end - first}});
+    }
+  }
+  if (!alternating) {
+    result.printout.insert(result.printout.begin(),
+                           "Replica plan (" + std::string(st.enabled ? "preflight" : "explicit") +
+                               "; one execution group: replicas live for the whole run):");
+  } else {
+    const double ratio = InitializationOverheadRatio(costs, group);
+    const double limit = st.max_initialization_overhead_ratio;
+    const std::string shown = std::isfinite(ratio) ? Fixed(ratio, 3) : std::string("unknown");
+    const std::string why =
+        st.execution_group_size
+            ? "execution_group_size " + std::to_string(*st.execution_group_size) +
+                  ", init/compute " + shown
+            : "execution_group_size auto, init/compute " + shown +
+                  (ratio <= limit ? " <= " + Fixed(limit, 3)
+                                  : " > " + Fixed(limit, 3) + " even with every partition");
+    const std::string head =
+        "Replica plan (" + std::string(st.enabled ? "preflight" : "explicit") +
+        "; the model stages do not fit together: " + std::to_string(groups.size()) +
+        " execution group(s) of " + std::to_string(group) + " partition(s) (" + why +
+        ") alternate " + std::to_string(rp.phases.size()) + " phases):";
+    result.printout.insert(result.printout.begin(), head);
+    for (size_t k = 0; k < rp.phases.size(); ++k) {
+      const PreflightResult::Phase& ph = result.phases[k];
+      result.printout.push_back(
+          "  phase " + std::to_string(k) + ": loads " + stage_names(rp.phases[k]) + ", runs ops " +
+          std::to_string(ph.first_op) + ".." + std::to_string(ph.last_op) +
+          (k + 1 < rp.phases.size() ? ", forced tap after op " + std::to_string(ph.last_op) : "") +
+          (cost_measured[k] ? " (init " + Fixed(costs[k].init_secs, 3) + " s, " +
+                                  Fixed(costs[k].secs_per_partition, 3) + " s per partition)"
+                            : std::string(" (init not measured)")));
+    }
+  }
   json columns = json::array();
   for (const recipe::OperatorSpec& spec : recipe.process) {
     const auto in = Columns(spec, "input_columns");
@@ -1286,11 +1394,13 @@ int ThreadsAfterPlan(const PreflightResult& result, int threads, bool threads_ex
   return threads;
 }
 
-int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSettings& settings,
-                    const std::vector<io::InputCandidate>& inputs, const std::string& job_dir,
-                    int threads, bool threads_explicit, uint64_t num_partitions,
-                    const std::function<nlohmann::json()>& plan_json, EventLog& events,
-                    io::Disk& disk) {
+JobPreflight RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan,
+                             const JobSettings& settings,
+                             const std::vector<io::InputCandidate>& inputs,
+                             const std::string& job_dir, int threads, bool threads_explicit,
+                             uint64_t num_partitions, uint64_t total_rows,
+                             const std::function<nlohmann::json()>& plan_json, EventLog& events,
+                             io::Disk& disk) {
   PreflightContext cx;
   cx.recipe = &recipe;
   cx.plan = &plan;
@@ -1300,11 +1410,16 @@ int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSet
   cx.threads = threads;
   cx.partitions_in_flight = settings.max_concurrent_partitions;
   cx.num_partitions = num_partitions;
+  cx.total_rows = total_rows;
   cx.emit = [&events](const std::string& type, nlohmann::json fields) {
     events.Emit(type, std::move(fields));
   };
   const PreflightResult result = RunPreflight(cx);
-  if (!result.has_model_ops) return threads;
+  JobPreflight out;
+  out.threads = threads;
+  if (!result.has_model_ops) return out;
+  out.phases = result.phases;
+  out.group_size = result.group_size;
   nlohmann::json doc = plan_json();
   AddPreflightToPlan(result, &doc);
   const int run_threads = ThreadsAfterPlan(result, threads, threads_explicit);
@@ -1314,7 +1429,8 @@ int RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan, const JobSet
     std::fprintf(stderr, "  executor threads: %d (every core would be %d: memory)\n", run_threads,
                  threads);
   }
-  return run_threads;
+  out.threads = run_threads;
+  return out;
 }
 
 }  // namespace djshard::exec

@@ -79,6 +79,69 @@ class Placer {
   std::vector<DeviceState> state_;
 };
 
+// Places the stages of one phase on the whole devices: one replica each,
+// then explicit num_proc, then the bottleneck grows.
+void PlanPhase(const std::vector<PlannerStage>& stages, const std::vector<PlannerDevice>& devices,
+               const PlannerLimits& limits, const std::vector<size_t>& phase, ReplicaPlan* out) {
+  ReplicaPlan& plan = *out;
+  Placer placer(stages, devices, limits);
+  for (size_t s : phase) {
+    const std::optional<size_t> d = placer.Pick(s, nullptr);
+    if (!d) throw Error("internal: stage " + std::to_string(stages[s].stage_id) + " lost its room");
+    placer.Place(s, *d, &plan.stages[s]);
+  }
+  int total = static_cast<int>(phase.size());
+  // Explicit num_proc: that many replicas, lowered to what fits.
+  for (size_t s : phase) {
+    if (!stages[s].fixed_replicas) continue;
+    StagePlacement& p = plan.stages[s];
+    p.bound = "fixed";
+    while (p.replicas < *stages[s].fixed_replicas) {
+      std::string why;
+      const std::optional<size_t> d = placer.Pick(s, &why);
+      if (!d) {
+        plan.warnings.push_back(stages[s].name + ": num_proc " +
+                                std::to_string(*stages[s].fixed_replicas) + " lowered to " +
+                                std::to_string(p.replicas) + " replicas (" + why + ")");
+        break;
+      }
+      placer.Place(s, *d, &p);
+      ++total;
+    }
+  }
+  // Grow the bottleneck while it can grow.
+  for (;;) {
+    size_t bottleneck = phase.front();
+    double lowest = INFINITY;
+    for (size_t s : phase) {
+      const double ratio = stages[s].input_ratio > 0 ? stages[s].input_ratio : 1e-9;
+      const double rate = plan.stages[s].replicas * stages[s].rows_per_sec / ratio;
+      if (rate < lowest) {
+        lowest = rate;
+        bottleneck = s;
+      }
+    }
+    StagePlacement& p = plan.stages[bottleneck];
+    if (stages[bottleneck].fixed_replicas) break;
+    if (total >= limits.cpu_threads) {
+      p.bound = "cpu";
+      break;
+    }
+    if (p.replicas >= limits.max_batches_in_flight) {
+      p.bound = "batches";
+      break;
+    }
+    std::string why;
+    const std::optional<size_t> d = placer.Pick(bottleneck, &why);
+    if (!d) {
+      p.bound = why;
+      break;
+    }
+    placer.Place(bottleneck, *d, &p);
+    ++total;
+  }
+}
+
 }  // namespace
 
 ReplicaPlan PlanReplicas(const std::vector<PlannerStage>& stages,
@@ -114,83 +177,92 @@ ReplicaPlan PlanReplicas(const std::vector<PlannerStage>& stages,
                 "max_gpu_workers_per_device's floor share");
   }
 
-  Placer placer(stages, devices, limits);
   plan.stages.resize(stages.size());
-  for (size_t s = 0; s < stages.size(); ++s) {
-    plan.stages[s].stage_id = stages[s].stage_id;
-    std::string why;
-    const std::optional<size_t> d = placer.Pick(s, &why);
-    if (!d) {
-      throw Error("the model stages do not fit on the devices together (stage " +
-                      std::to_string(stages[s].stage_id) + ", " + stages[s].name +
-                      ", finds no room after the stages before it)",
-                  "alternating execution groups are not supported by this build; run the model "
-                  "operators in separate jobs or on more devices");
-    }
-    placer.Place(s, *d, &plan.stages[s]);
-  }
-  int total = static_cast<int>(stages.size());
-  // Explicit num_proc: that many replicas, lowered to what fits.
-  for (size_t s = 0; s < stages.size(); ++s) {
-    if (!stages[s].fixed_replicas) continue;
-    StagePlacement& p = plan.stages[s];
-    p.bound = "fixed";
-    while (p.replicas < *stages[s].fixed_replicas) {
-      std::string why;
-      const std::optional<size_t> d = placer.Pick(s, &why);
-      if (!d) {
-        plan.warnings.push_back(stages[s].name + ": num_proc " +
-                                std::to_string(*stages[s].fixed_replicas) + " lowered to " +
-                                std::to_string(p.replicas) + " replicas (" + why + ")");
-        break;
-      }
-      placer.Place(s, *d, &p);
-      ++total;
-    }
-  }
-  // Grow the bottleneck while it can grow.
-  for (;;) {
-    size_t bottleneck = 0;
-    double lowest = INFINITY;
+  for (size_t s = 0; s < stages.size(); ++s) plan.stages[s].stage_id = stages[s].stage_id;
+  // The phases: consecutive stages whose first replicas fit together.
+  {
+    std::vector<size_t> phase;
+    std::optional<Placer> first;
+    first.emplace(stages, devices, limits);
     for (size_t s = 0; s < stages.size(); ++s) {
-      const double ratio = stages[s].input_ratio > 0 ? stages[s].input_ratio : 1e-9;
-      const double rate = plan.stages[s].replicas * stages[s].rows_per_sec / ratio;
-      if (rate < lowest) {
-        lowest = rate;
-        bottleneck = s;
+      StagePlacement scratch;
+      std::optional<size_t> d = first->Pick(s, nullptr);
+      if (!d) {
+        plan.phases.push_back(phase);
+        phase.clear();
+        first.emplace(stages, devices, limits);
+        d = first->Pick(s, nullptr);  // fits alone: checked above
       }
+      first->Place(s, *d, &scratch);
+      phase.push_back(s);
     }
-    StagePlacement& p = plan.stages[bottleneck];
-    if (stages[bottleneck].fixed_replicas) break;
-    if (total >= limits.cpu_threads) {
-      p.bound = "cpu";
-      break;
-    }
-    if (p.replicas >= limits.max_batches_in_flight) {
-      p.bound = "batches";
-      break;
-    }
-    std::string why;
-    const std::optional<size_t> d = placer.Pick(bottleneck, &why);
-    if (!d) {
-      p.bound = why;
-      break;
-    }
-    placer.Place(bottleneck, *d, &p);
-    ++total;
+    plan.phases.push_back(phase);
+  }
+  for (const std::vector<size_t>& phase : plan.phases) {
+    PlanPhase(stages, devices, limits, phase, &plan);
   }
   return plan;
 }
 
 int CpuExecutorThreads(const ReplicaPlan& plan, int threads) {
-  int replicas = 0;
-  bool memory_bound = false;
-  for (const StagePlacement& p : plan.stages) {
-    replicas += p.replicas;
-    memory_bound = memory_bound || p.bound == "memory";
+  std::vector<std::vector<size_t>> phases = plan.phases;
+  if (phases.empty()) {
+    phases.emplace_back();
+    for (size_t s = 0; s < plan.stages.size(); ++s) phases.back().push_back(s);
   }
-  if (!memory_bound || replicas < 1) return threads;
-  return std::min(threads, replicas);
+  int lowest = threads;
+  for (const std::vector<size_t>& phase : phases) {
+    int replicas = 0;
+    bool memory_bound = false;
+    for (size_t s : phase) {
+      replicas += plan.stages[s].replicas;
+      memory_bound = memory_bound || plan.stages[s].bound == "memory";
+    }
+    if (memory_bound && replicas >= 1) lowest = std::min(lowest, replicas);
+  }
+  return lowest;
+}
+
+double PhaseSecondsPerPartition(const std::vector<PlannerStage>& stages, const ReplicaPlan& plan,
+                                size_t phase, double rows) {
+  double secs = 0;
+  for (size_t s : plan.phases.at(phase)) {
+    const double rate = plan.stages[s].replicas * stages[s].rows_per_sec;
+    if (rate <= 0) continue;
+    secs = std::max(secs, rows * std::max(stages[s].input_ratio, 0.0) / rate);
+  }
+  return secs;
+}
+
+uint64_t ExecutionGroupSize(std::optional<uint64_t> given, const std::vector<PhaseCost>& phases,
+                            uint64_t partitions, double max_ratio) {
+  if (given) return std::clamp<uint64_t>(*given, 1, std::max<uint64_t>(1, partitions));
+  return AutoExecutionGroupSize(phases, partitions, max_ratio);
+}
+
+double InitializationOverheadRatio(const std::vector<PhaseCost>& phases, uint64_t group) {
+  double worst = 0;
+  for (const PhaseCost& c : phases) {
+    if (c.init_secs <= 0) continue;
+    const double compute = static_cast<double>(group) * c.secs_per_partition;
+    worst = std::max(worst, compute > 0 ? c.init_secs / compute : INFINITY);
+  }
+  return worst;
+}
+
+uint64_t AutoExecutionGroupSize(const std::vector<PhaseCost>& phases, uint64_t partitions,
+                                double max_ratio) {
+  const uint64_t cap = std::max<uint64_t>(1, partitions);
+  uint64_t g = 1;
+  for (const PhaseCost& c : phases) {
+    if (c.init_secs <= 0) continue;
+    if (c.secs_per_partition <= 0 || max_ratio <= 0) return cap;
+    // init / (g x secs) <= ratio  <=>  g >= init / (ratio x secs)
+    const double need = std::ceil(c.init_secs / (max_ratio * c.secs_per_partition) - 1e-9);
+    if (need >= static_cast<double>(cap)) return cap;
+    g = std::max<uint64_t>(g, static_cast<uint64_t>(std::max(1.0, need)));
+  }
+  return std::min(g, cap);
 }
 
 double GpuReplicaShare(std::optional<double> requested, std::optional<double> measured,

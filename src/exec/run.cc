@@ -4,6 +4,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/io/disk.h"
+#include "djshard/model/device.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
 #include "src/exec/run_job.h"
@@ -14,7 +15,22 @@ namespace fs = std::filesystem;
 
 RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
   const recipe::Recipe recipe = recipe::LoadRecipe(request.config_path);
-  const Plan plan = CompilePlan(recipe, ops::Registry::Global());
+  // A job's model operators are loaded after preflight when there are two or
+  // more (their stages may have to alternate, SPEC-checkpoints §10.7).
+  const bool job_mode = WantsJobMode(request, recipe);
+  Plan plan = [&] {
+    if (!job_mode) return CompilePlan(recipe, ops::Registry::Global());
+    const model::DeferWeightsScope deferred;
+    return CompilePlan(recipe, ops::Registry::Global());
+  }();
+  if (job_mode) {
+    const std::vector<size_t> model_ops = ModelOperators(plan);
+    if (model_ops.size() >= 2) {
+      plan.models_deferred = true;
+    } else {
+      RebuildOperators(recipe, ops::Registry::Global(), model_ops, true, &plan);
+    }
+  }
 
   const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
   const std::vector<io::InputCandidate> inputs = io::DiscoverInputs(dataset.path, dataset.display);
@@ -42,7 +58,7 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
 
   std::error_code ec;
   fs::create_directories(fs::path(outcome.export_path).parent_path(), ec);
-  if (WantsJobMode(request, recipe)) {
+  if (job_mode) {
     RunJob(request, recipe, plan, dataset, inputs, outcome, disk);
     return outcome;
   }

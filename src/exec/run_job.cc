@@ -125,6 +125,10 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
             c.record.value("ops_prefix_sha256", "") != OpsPrefixSha256(root, c.op_idx)) {
           continue;
         }
+        // A tap inside an execution group's phase, before its forced tap:
+        // its errors file holds errors of operators after it too.
+        const size_t errors_through = ErrorsThroughOp(c.record, num_ops - 1);
+        if (errors_through > c.op_idx && errors_through < num_ops - 1) continue;
         if (const std::optional<CommitProblem> problem = VerifyCommitFiles(c, checkpoints, set)) {
           RefuseResume(token, "checkpoints", problem->subject + ": " + problem->what,
                        "the committed checkpoint is damaged; start a new job");
@@ -196,6 +200,80 @@ class Heartbeat {
   std::thread thread_;
 };
 
+// Runs the partitions in execution groups that alternate model phases
+// (SPEC-checkpoints §10.7): per group of `pre.group_size` partitions, per
+// phase, the phase's model operators are loaded, its operators run over the
+// group's partitions up to its forced tap, and the operators are unloaded
+// before the next phase loads; the next phase resumes each partition from
+// that tap.
+void RunExecutionGroups(const recipe::Recipe& recipe, Plan& plan, const JobSettings& st,
+                        const std::vector<size_t>& taps, const JobPreflight& pre,
+                        const std::string& checkpoints, uint64_t num_partitions,
+                        PartitionRunner& runner, io::OutputStream& output,
+                        io::OutputStream& errors) {
+  if (!plan.models_deferred) {
+    throw Error("internal: an alternating run needs its model operators unloaded");
+  }
+  if (!st.checkpointing() || taps.empty()) {
+    throw Error(
+        "the model stages do not fit on the devices together and checkpointing is "
+        "disabled: alternating execution groups resume each phase from a forced tap",
+        "enable checkpoint (any strategy), or give the job more device memory");
+  }
+  for (const LineageRegion& r : plan.regions) {
+    for (const PreflightResult::Phase& ph : pre.phases) {
+      for (size_t op : ph.model_ops) {
+        if (op > r.expand_idx && op < r.gather_idx) {
+          throw Error(recipe.path, plan.operators[op].line,
+                      "the model stages do not fit on the devices together and " +
+                          recipe.process[op].name + " runs inside the expand/gather region '" +
+                          r.name + "', where no phase of an execution group can end",
+                      "give the job more device memory, or run the model operators in separate "
+                      "jobs");
+        }
+      }
+    }
+  }
+  const ops::Registry& registry = ops::Registry::Global();
+  const size_t last_op = plan.operators.size() - 1;
+  const uint64_t group = std::max<uint64_t>(1, pre.group_size);
+  std::vector<StartPoint> starts = runner.starts();
+  for (uint64_t first = 0; first < num_partitions; first += group) {
+    const uint64_t end = std::min(num_partitions, first + group);
+    for (size_t k = 0; k < pre.phases.size(); ++k) {
+      const PreflightResult::Phase& ph = pre.phases[k];
+      const bool last_phase = k + 1 == pre.phases.size();
+      const size_t phase_end = last_phase ? last_op : ph.last_op;
+      bool needed = false;  // a partition of the group still runs this phase's operators
+      for (uint64_t p = first; p < end; ++p) {
+        needed = needed || !starts[p].resumed || starts[p].op_idx < phase_end;
+      }
+      if (!needed && !last_phase) continue;
+      if (needed) RebuildOperators(recipe, registry, ph.model_ops, true, &plan);
+      runner.set_pass(first, end, last_phase ? std::nullopt : std::optional<size_t>(phase_end),
+                      starts);
+      try {
+        runner.Run(output, errors);
+      } catch (...) {
+        RebuildOperators(recipe, registry, ph.model_ops, false, &plan);
+        throw;
+      }
+      // Unloaded before the next phase loads.
+      RebuildOperators(recipe, registry, ph.model_ops, false, &plan);
+      if (last_phase) break;
+      for (uint64_t p = first; p < end; ++p) {
+        if (starts[p].resumed && starts[p].op_idx >= phase_end) continue;
+        const std::string record_path =
+            checkpoints + "/" + RunJobPaths::TapStem(phase_end, p, num_partitions) + ".commit.json";
+        const json record = json::parse(io::ReadFile(record_path), nullptr, false);
+        if (!record.is_object()) throw Error(record_path, 0, "not a commit record");
+        starts[p] = {true, phase_end, checkpoints + "/" + record.value("data_path", ""), record,
+                     /*continued=*/true};
+      }
+    }
+  }
+}
+
 bool IsCompressedName(const std::string& path) {
   return EndsWithIgnoreCase(path, ".gz") || EndsWithIgnoreCase(path, ".zst");
 }
@@ -208,7 +286,7 @@ bool WantsJobMode(const RunRequest& request, const recipe::Recipe& recipe) {
          (recipe.root["checkpoint"] && !recipe.root["checkpoint"].IsNull());
 }
 
-void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan& plan,
+void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
             const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
             RunOutcome& outcome, io::Disk& disk) {
   const YAML::Node root = ApplyOverrides(recipe.root, request.overrides);
@@ -345,6 +423,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
       for (const Commit& c : list) {
         referenced.push_back(c.record.value("data_path", ""));
         referenced.push_back(c.record.value("errors_path", ""));
+        referenced.push_back(c.record.value("origins_path", ""));
       }
     }
     for (const auto& e : fs::directory_iterator(paths.Checkpoints(), ec)) {
@@ -465,18 +544,29 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan&
     // The thread count is the user's when --threads, np or a num_proc says
     // it; otherwise the replica plan may lower it (CPU memory).
     const bool threads_explicit = request.threads || recipe.np || plan.num_proc > 0;
-    threads = RunJobPreflight(
+    const JobPreflight pre = RunJobPreflight(
         recipe, plan, st, inputs, paths.dir, threads, threads_explicit, set.bounds.size(),
+        set.total_rows,
         [&] {
           return ExecutionPlanJson(plan, job_id, config_sha, taps, st,
                                    {{"mode", set.mode}, {"num_partitions", set.bounds.size()}});
         },
         events, disk);
+    threads = pre.threads;
     runner.set_threads(threads);
     outcome.threads = threads;
     io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
     io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
-    runner.Run(output, errors);
+    if (pre.phases.size() <= 1) {
+      if (plan.models_deferred) {
+        RebuildOperators(recipe, ops::Registry::Global(), ModelOperators(plan), true, &plan);
+        plan.models_deferred = false;
+      }
+      runner.Run(output, errors);
+    } else {
+      RunExecutionGroups(recipe, plan, st, taps, pre, paths.Checkpoints(), set.bounds.size(),
+                         runner, output, errors);
+    }
     CrashPoint("before_export_commit");
     output.Commit();
     errors.Commit();

@@ -13,7 +13,9 @@ bool WantsJobMode(const RunRequest& request, const recipe::Recipe& recipe);
 
 // `djshard run` in job mode (SPEC-checkpoints §3-6, 8): `outcome` holds the
 // export, stats and errors paths and the thread count already.
-void RunJob(const RunRequest& request, const recipe::Recipe& recipe, const Plan& plan,
+// With plan.models_deferred the model operators are loaded after preflight:
+// all at once, or phase by phase when the execution groups alternate.
+void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
             const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
             RunOutcome& outcome, io::Disk& disk);
 

@@ -21,6 +21,11 @@ CheckOnlyScope::CheckOnlyScope() : previous_(Settings().check_only) {
 }
 CheckOnlyScope::~CheckOnlyScope() { Settings().check_only = previous_; }
 
+DeferWeightsScope::DeferWeightsScope() : previous_(Settings().defer_weights) {
+  Settings().defer_weights = true;
+}
+DeferWeightsScope::~DeferWeightsScope() { Settings().defer_weights = previous_; }
+
 std::optional<DeviceSettings::Request> ParseDeviceRequest(const std::string& name) {
   if (name == "cpu") return DeviceSettings::Request::kCpu;
   if (name == "cuda" || name == "gpu") return DeviceSettings::Request::kCuda;

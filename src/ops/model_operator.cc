@@ -158,6 +158,8 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
     }
   }
   if (devices.empty()) devices.push_back("cpu");
+  first_device_ = devices.front();
+  if (settings.defer_weights) return;
   // num_proc replicas go round-robin over the devices; replicas on one device
   // share its copy of the weights, so one batcher per device serves them all.
   const int64_t num_proc = args.Has("num_proc") && !args.Raw("num_proc").IsNull()
@@ -198,12 +200,12 @@ Operator::ModelDescription ModelRunner::description() const {
   d.dir = dir_;
   d.dtype = dtype_name_;
   d.batch_size = batch_size_;
-  d.device = replicas_.empty() ? "cpu" : replicas_.front()->model->device();
+  d.device = first_device_;
   return d;
 }
 
 size_t ModelRunner::preferred_batch_rows() const {
-  const bool gpu = !replicas_.empty() && replicas_.front()->model->device() != "cpu";
+  const bool gpu = first_device_ != "cpu";
   return static_cast<size_t>(batch_size_) * (gpu ? 8 : 1);
 }
 
@@ -245,7 +247,10 @@ void ModelRunner::Encode(std::string_view text, Encoded* out) const {
 
 void ModelRunner::Run(std::span<model::ModelRow> rows) const {
   if (replicas_.empty())
-    throw Error(op_name_ + ": the model was not loaded (prepare only checks it)", "");
+    throw Error(op_name_ +
+                    ": the model was not loaded (prepare only checks it; an alternating run "
+                    "loads it in its phase)",
+                "");
   // Each calling thread keeps to one replica, spread round-robin.
   static std::atomic<size_t> next{0};
   thread_local size_t slot = next++;

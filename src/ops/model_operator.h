@@ -63,6 +63,7 @@ class ModelRunner {
   int batch_size_ = 64;
   struct Replica;
   std::vector<std::unique_ptr<Replica>> replicas_;  // one per device
+  std::string first_device_ = "cpu";                // where the first replica runs (or would run)
 };
 
 // The arguments every model operator takes besides its own, for `djshard ops`.

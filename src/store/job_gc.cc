@@ -104,7 +104,7 @@ void CollectCheckpointDir(const std::string& dir, int64_t last_op, bool dry_run,
         continue;
       }
       ++result.commits_kept;
-      for (const char* key : {"data_path", "errors_path"}) {
+      for (const char* key : {"data_path", "errors_path", "origins_path"}) {
         if (record.value(key, json()).is_string()) named.insert(record[key].get<std::string>());
       }
       if (last_op >= 0 && record.value("op_idx", json()) == json(last_op) &&

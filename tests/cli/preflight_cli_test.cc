@@ -4,9 +4,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -677,6 +679,273 @@ TEST_F(PreflightElasticCli, DisabledPreflightProbesNothingAndPlansFromNumProc) {
     EXPECT_EQ(a["plan"]["probe"]["enabled"], false);
     EXPECT_EQ(a["plan"]["stages"][1]["replicas"], 2);
   }
+}
+
+// Two model operators that each fit in the host memory alone but not together
+// (SPEC-checkpoints §10.7): the run alternates execution groups.
+class ExecutionGroupsCli : public PreflightCli {
+ protected:
+  void SetUp() override {
+    PreflightCli::SetUp();
+    if (IsSkipped()) return;
+    // Rows without text fail in the first phase, rows without q2 in the second.
+    std::string rows;
+    for (int i = 0; i < 40; ++i) {
+      json row = {{"id", i}, {"text", "  profits fell  sharply in quarter " + std::to_string(i)}};
+      if (i % 7 != 5) row["q2"] = "topic " + std::to_string(i);
+      if (i == 9 || i == 18) row.erase("text");
+      rows += row.dump() + "\n";
+    }
+    Write("in.jsonl", rows);
+    std::string r =
+        "partition:\n  mode: manual\n  num_of_partitions: 4\n"
+        "  execution_group_size: 2\n"
+        "process:\n  - whitespace_normalization_mapper:\n";
+    r += "  - query_sentiment_detection_mapper:\n      hf_model: " + models_ +
+         "/roberta-sentiment-st\n      zh_to_en_hf_model: null\n      query_key: text\n" +
+         "      batch_size: 4\n";
+    r += "  - query_topic_detection_mapper:\n      hf_model: " + models_ +
+         "/roberta-topic-st\n      zh_to_en_hf_model: null\n      query_key: q2\n" +
+         "      batch_size: 4\n";
+    Write("recipe.yaml", r);
+  }
+
+  // Runs `job` with the host memory the planner sees set to `bytes` (0: the machine's).
+  CliResult RunWithMemory(const std::string& job, uint64_t bytes,
+                          const std::vector<std::string>& extra_env = {},
+                          const std::vector<std::string>& extra_args = {}) {
+    std::vector<std::string> env = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
+    if (bytes > 0) env.push_back("DJSHARD_TEST_HOST_MEMORY_BYTES=" + std::to_string(bytes));
+    for (const std::string& e : extra_env) env.push_back(e);
+    std::vector<std::string> args = {"run",
+                                     "--config",
+                                     Path("recipe.yaml"),
+                                     "--dataset-path",
+                                     Path("in.jsonl"),
+                                     "--export-path",
+                                     Path("out/" + job + ".jsonl"),
+                                     "--device",
+                                     "cpu",
+                                     "--work-dir",
+                                     Path("work"),
+                                     "--job_id",
+                                     job};
+    for (const std::string& a : extra_args) args.push_back(a);
+    return WaitFor(Spawn(args, env));
+  }
+
+  // What the planner charges the first replica of each model stage: its
+  // probe's weights and activations, 10% more.
+  std::vector<uint64_t> StageCosts(const std::string& job) const {
+    std::vector<uint64_t> costs;
+    const json j = json::parse(Read("work/" + job + "/gpu_probe_results.json"));
+    for (const json& p : j["probes"]) {
+      const json& m = p["memory"];
+      costs.push_back(
+          static_cast<uint64_t>(std::ceil(1.1 * m["weights_bytes"].get<double>())) +
+          static_cast<uint64_t>(std::ceil(1.1 * m["activation_peak_bytes"].get<double>())));
+    }
+    return costs;
+  }
+  // Memory where each stage fits alone but not both: the larger cost and half the smaller.
+  static uint64_t BindingMemory(const std::vector<uint64_t>& costs) {
+    return std::max(costs[0], costs[1]) + std::min(costs[0], costs[1]) / 2;
+  }
+  static bool Binds(const std::vector<uint64_t>& costs, uint64_t memory) {
+    return costs.size() == 2 && std::max(costs[0], costs[1]) <= memory &&
+           costs[0] + costs[1] > memory;
+  }
+
+  // The events of the job's first run, in order.
+  std::vector<json> EventList(const std::string& job) const {
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(Path("work/" + job))) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("events_", 0) == 0) files.push_back(name);
+    }
+    std::sort(files.begin(), files.end());
+    std::vector<json> out;
+    if (files.empty()) return out;
+    std::istringstream in(Read("work/" + job + "/" + files.front()));
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  }
+  static std::vector<std::string> SortedLines(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  }
+  // The stats file without timings and threads.
+  json Stats(const std::string& job) const {
+    json s = json::parse(Read("out/" + job + ".jsonl.stats.json"));
+    s.erase("seconds");
+    s.erase("threads");
+    for (json& op : s["operators"]) op.erase("seconds");
+    return s;
+  }
+
+  // Runs the alternating job `job` (retrying with new memory if its own
+  // probes measured differently enough that the memory does not bind).
+  uint64_t RunAlternating(const std::string& job, uint64_t memory) {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const std::string name = attempt == 0 ? job : job + std::to_string(attempt);
+      const CliResult r = RunWithMemory(name, memory);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      const std::vector<uint64_t> costs = StageCosts(name);
+      if (Binds(costs, memory)) {
+        if (name != job) {
+          fs::rename(Path("work/" + name), Path("work/" + job));
+          for (const char* ext : {".jsonl", ".jsonl.errors.jsonl", ".jsonl.stats.json"}) {
+            fs::rename(Path("out/" + name + ext), Path("out/" + job + ext));
+          }
+        }
+        last_err_ = r.err;
+        return memory;
+      }
+      memory = BindingMemory(costs);
+    }
+    ADD_FAILURE() << "no host memory binds the two model stages";
+    return memory;
+  }
+  std::string last_err_;
+};
+
+TEST_F(ExecutionGroupsCli, ModelStagesThatFitOnlyApartAlternateOverGroupsWithTheSameOutput) {
+  const CliResult plain = RunWithMemory("plain", 0);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("alternate"), std::string::npos) << plain.err;
+  const std::vector<uint64_t> costs = StageCosts("plain");
+  ASSERT_EQ(costs.size(), 2u);
+  RunAlternating("alt", BindingMemory(costs));
+  const std::string& err = last_err_;
+  EXPECT_NE(err.find("execution group(s) of 2 partition(s)"), std::string::npos) << err;
+  EXPECT_NE(err.find("alternate 2 phases"), std::string::npos) << err;
+  EXPECT_NE(err.find("phase 0: loads stage 1 query_sentiment_detection_mapper"), std::string::npos)
+      << err;
+
+  // The plan: two groups of two partitions, each alternating the two phases.
+  const json plan = json::parse(Read("work/alt/dag_execution_plan.json"));
+  const json& groups = plan["execution_groups"];
+  ASSERT_EQ(groups.size(), 2u) << plan.dump(2);
+  for (size_t g = 0; g < 2; ++g) {
+    EXPECT_EQ(groups[g]["group_id"], g);
+    EXPECT_EQ(groups[g]["size"], 2);
+    EXPECT_EQ(groups[g]["partitions"], json::array({2 * g, 2 * g + 1}));
+    const json& phases = groups[g]["phases"];
+    ASSERT_EQ(phases.size(), 2u);
+    EXPECT_EQ(phases[0]["stage_ids"], json::array({1}));
+    EXPECT_EQ(phases[0]["op_range"], json::array({0, 1}));
+    EXPECT_EQ(phases[0]["forced_tap_op"], 1);
+    EXPECT_EQ(phases[1]["stage_ids"], json::array({2}));
+    EXPECT_EQ(phases[1]["op_range"], json::array({2, 2}));
+    EXPECT_TRUE(phases[1]["forced_tap_op"].is_null());
+  }
+
+  // Phase 0 runs over the group's partitions before phase 1's model starts,
+  // and the next group starts after this one ends.
+  std::map<std::pair<int, int>, size_t> started, completed, saved;
+  const std::vector<json> events = EventList("alt");
+  for (size_t at = 0; at < events.size(); ++at) {
+    const json& e = events[at];
+    const std::string type = e["event_type"];
+    if (!e.contains("op_idx") || !e.contains("partition_id")) continue;
+    const std::pair<int, int> key{e["partition_id"].get<int>(), e["op_idx"].get<int>()};
+    if (type == "op_start") started[key] = at;
+    if (type == "op_complete") completed[key] = at;
+    if (type == "checkpoint_save") saved[key] = at;
+  }
+  for (int g = 0; g < 2; ++g) {
+    for (int p : {2 * g, 2 * g + 1}) {
+      ASSERT_TRUE(saved.count({p, 1})) << "no forced tap after op 1 of partition " << p;
+      for (int q : {2 * g, 2 * g + 1}) {
+        EXPECT_LT(completed.at({p, 1}), started.at({q, 2})) << p << " " << q;
+        EXPECT_LT(saved.at({p, 1}), started.at({q, 2})) << p << " " << q;
+      }
+      if (g == 0) {
+        EXPECT_LT(completed.at({p, 2}), started.at({2, 1}));
+        EXPECT_LT(completed.at({p, 2}), started.at({3, 1}));
+      }
+      ASSERT_TRUE(saved.count({p, 2}));
+    }
+  }
+  EXPECT_EQ(Count("alt", "partition_start"), 4);
+  EXPECT_EQ(Count("alt", "partition_complete"), 4);
+  EXPECT_EQ(Count("alt", "partition_resume"), 0);
+  EXPECT_EQ(Count("alt", "op_start"), 12);
+  EXPECT_EQ(Count("alt", "op_complete"), 12);
+
+  // The same bytes, errors and counters as the run that loads both at once.
+  EXPECT_EQ(Read("out/alt.jsonl"), Read("out/plain.jsonl"));
+  const std::string errors = Read("out/plain.jsonl.errors.jsonl");
+  EXPECT_NE(errors.find("query_topic_detection_mapper"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("whitespace_normalization_mapper"), std::string::npos) << errors;
+  EXPECT_EQ(SortedLines(Read("out/alt.jsonl.errors.jsonl")), SortedLines(errors));
+  EXPECT_EQ(Stats("alt"), Stats("plain"));
+}
+
+TEST_F(ExecutionGroupsCli, AKilledAlternatingRunResumesToTheSameBytes) {
+  const CliResult plain = RunWithMemory("plain", 0);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const uint64_t memory = RunAlternating("alt", BindingMemory(StageCosts("plain")));
+  // tap_committed hits: group 0 phase 0 (2), phase 1 (2), group 1 phase 0 (2)...
+  // @2: every phase-0 tap of group 0; @5: in the middle of group 1's phase 0.
+  for (const std::string at : {"2", "5"}) {
+    const std::string job = "killed" + at;
+    const CliResult killed =
+        RunWithMemory(job, memory, {"DJSHARD_TEST_KILL_AT=tap_committed@" + at});
+    ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+    EXPECT_NE(killed.err.find("alternate 2 phases"), std::string::npos) << killed.err;
+    const CliResult resumed = RunWithMemory(job, memory, {}, {"--resume", job});
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    EXPECT_EQ(Read("out/" + job + ".jsonl"), Read("out/plain.jsonl")) << job;
+    EXPECT_EQ(SortedLines(Read("out/" + job + ".jsonl.errors.jsonl")),
+              SortedLines(Read("out/plain.jsonl.errors.jsonl")))
+        << job;
+    EXPECT_EQ(Stats(job), Stats("plain")) << job;
+  }
+}
+
+TEST_F(ExecutionGroupsCli, AutoGroupSizeIsPrintedWithItsInitializationRatio) {
+  std::string r = Read("recipe.yaml");
+  r.replace(r.find("execution_group_size: 2"), 23, "execution_group_size: auto");
+  Write("recipe.yaml", r);
+  const CliResult plain = RunWithMemory("plain", 0);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  RunAlternating("alt", BindingMemory(StageCosts("plain")));
+  // Tiny partitions: the initialization outweighs them, so the group is every partition.
+  EXPECT_NE(last_err_.find("execution_group_size auto, init/compute "), std::string::npos)
+      << last_err_;
+  const json plan = json::parse(Read("work/alt/dag_execution_plan.json"));
+  ASSERT_EQ(plan["execution_groups"].size(), 1u);
+  EXPECT_EQ(plan["execution_groups"][0]["size"], 4);
+  EXPECT_EQ(Read("out/alt.jsonl"), Read("out/plain.jsonl"));
+}
+
+TEST_F(ExecutionGroupsCli, AWorkerRefusesStagesThatFitOnlyApartBeforeAnyClaim) {
+  const CliResult plain = RunWithMemory("plain", 0);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const uint64_t memory = BindingMemory(StageCosts("plain"));
+  const CliResult prepared =
+      Run({"prepare", "--config", Path("recipe.yaml"), "--dataset-path", Path("in.jsonl"),
+           "--job-dir", Path("work/elastic"), "--num-shards", "2"});
+  ASSERT_EQ(prepared.exit_code, 0) << prepared.err;
+  const CliResult r = WaitFor(
+      Spawn({"worker", "--job-dir", Path("work/elastic"), "--device", "cpu", "--threads", "1"},
+            {"DJSHARD_ENABLE_TEST_OPERATORS=1",
+             "DJSHARD_TEST_HOST_MEMORY_BYTES=" + std::to_string(memory)}));
+  if (r.exit_code == 0) {
+    // Only when the worker's own probes measured stages that fit together.
+    EXPECT_FALSE(Binds(StageCosts("elastic"), memory)) << r.err;
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("stage 1 query_sentiment_detection_mapper"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stage 2 query_topic_detection_mapper"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("djshard run"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists("work/elastic/attempts") && !fs::is_empty(Path("work/elastic/attempts")));
+  EXPECT_EQ(Count("elastic", "partition_start"), 0);
 }
 
 TEST_F(PreflightCli, ProbeOpIsHiddenFromHelp) {

@@ -142,11 +142,104 @@ TEST(ReplicaPlan, AStageNeeding90GiBIsRefusedWithTheTable) {
   }
 }
 
-TEST(ReplicaPlan, StagesThatFitAloneButNotTogetherAreRefused) {
+TEST(ReplicaPlan, StagesThatFitAloneButNotTogetherAlternateInPhases) {
   std::vector<PlannerDevice> one = {{"cuda:0", 80 * kGiB, 80 * kGiB}};
-  EXPECT_THROW(
-      PlanReplicas({Stage(1, 100, 50 * kGiB, 0, 0), Stage(2, 100, 50 * kGiB, 0, 0)}, one, Roomy()),
-      Error);
+  const ReplicaPlan p =
+      PlanReplicas({Stage(1, 100, 50 * kGiB, 0, 0), Stage(2, 100, 50 * kGiB, 0, 0)}, one, Roomy());
+  ASSERT_EQ(p.phases.size(), 2u);
+  EXPECT_EQ(p.phases[0], std::vector<size_t>{0});
+  EXPECT_EQ(p.phases[1], std::vector<size_t>{1});
+  // Each phase has the device to itself: its replicas share its weights up to the cap.
+  EXPECT_EQ(p.stages[0].replicas, 5);
+  EXPECT_EQ(p.stages[1].replicas, 5);
+  EXPECT_EQ(p.stages[0].bound, "device_cap");
+  EXPECT_EQ(PerDevice(p.stages[1]), (std::map<std::string, int>{{"cuda:0", 5}}));
+}
+
+TEST(ReplicaPlan, PhasesKeepOpOrderAndGroupStagesThatFitTogether) {
+  // 80 GiB: 30 + 30 fit, the third 30 does not; the fourth joins the third.
+  std::vector<PlannerDevice> one = {{"cuda:0", 80 * kGiB, 80 * kGiB}};
+  const ReplicaPlan p =
+      PlanReplicas({Stage(1, 100, 30 * kGiB, 0, 0), Stage(2, 100, 30 * kGiB, 0, 0),
+                    Stage(3, 100, 30 * kGiB, 0, 0), Stage(4, 100, 30 * kGiB, 0, 0)},
+                   one, Roomy());
+  ASSERT_EQ(p.phases.size(), 2u);
+  EXPECT_EQ(p.phases[0], (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(p.phases[1], (std::vector<size_t>{2, 3}));
+}
+
+TEST(ReplicaPlan, EachPhaseGrowsItsBottleneckInTheWholeMemory) {
+  // 50 GiB weights + 5 GiB per replica: alone, a stage holds 6 replicas in 80 GiB.
+  std::vector<PlannerDevice> one = {{"cuda:0", 80 * kGiB, 80 * kGiB}};
+  PlannerLimits l = Roomy();
+  l.max_workers_per_device = 100;
+  const ReplicaPlan p = PlanReplicas(
+      {Stage(1, 100, 50 * kGiB, 5 * kGiB, 0), Stage(2, 10, 50 * kGiB, 5 * kGiB, 0)}, one, l);
+  ASSERT_EQ(p.phases.size(), 2u);
+  EXPECT_EQ(p.stages[0].replicas, 6);
+  EXPECT_EQ(p.stages[1].replicas, 6);
+  EXPECT_EQ(p.stages[0].bound, "memory");
+  EXPECT_EQ(p.stages[1].bound, "memory");
+}
+
+TEST(ReplicaPlan, StagesThatFitTogetherMakeOnePhase) {
+  const ReplicaPlan p =
+      PlanReplicas({Stage(1, 100, kGiB, kGiB), Stage(2, 100, kGiB, kGiB)}, FourGpus(), Roomy());
+  ASSERT_EQ(p.phases.size(), 1u);
+  EXPECT_EQ(p.phases[0], (std::vector<size_t>{0, 1}));
+}
+
+TEST(ReplicaPlan, AStageTooLargeAloneIsStillRefusedWhenOthersAlternate) {
+  std::vector<PlannerDevice> one = {{"cuda:0", 80 * kGiB, 80 * kGiB}};
+  try {
+    PlanReplicas({Stage(1, 100, 50 * kGiB, 0, 0), Stage(2, 100, 50 * kGiB, 0, 0),
+                  Stage(3, 100, 90 * kGiB, 0, 0)},
+                 one, Roomy());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("op3"), std::string::npos) << m;
+    EXPECT_EQ(m.find("op1 "), std::string::npos) << m;
+  }
+}
+
+TEST(ExecutionGroupSize, AutoIsTheSmallestGroupUnderTheRatio) {
+  // Phase A: 10 s init, 2 s per partition -> 10 / (G x 2) <= 0.1 needs G >= 50.
+  // Phase B: 1 s init, 1 s per partition -> G >= 10.
+  const std::vector<PhaseCost> phases = {{10, 2}, {1, 1}};
+  EXPECT_EQ(AutoExecutionGroupSize(phases, 1000, 0.1), 50u);
+  EXPECT_LE(InitializationOverheadRatio(phases, 50), 0.1);
+  EXPECT_GT(InitializationOverheadRatio(phases, 49), 0.1);
+  EXPECT_DOUBLE_EQ(InitializationOverheadRatio(phases, 50), 0.1);
+  // A looser ratio needs fewer partitions.
+  EXPECT_EQ(AutoExecutionGroupSize(phases, 1000, 0.5), 10u);
+}
+
+TEST(ExecutionGroupSize, AnExplicitSizeIsUsedAsGivenUpToThePartitions) {
+  const std::vector<PhaseCost> phases = {{10, 2}, {1, 1}};
+  EXPECT_EQ(ExecutionGroupSize(3, phases, 1000, 0.1), 3u);
+  EXPECT_EQ(ExecutionGroupSize(3000, phases, 1000, 0.1), 1000u);
+  EXPECT_EQ(ExecutionGroupSize(std::nullopt, phases, 1000, 0.1), 50u);
+  EXPECT_DOUBLE_EQ(InitializationOverheadRatio(phases, 3), 10.0 / 6.0);
+}
+
+TEST(ExecutionGroupSize, AutoIsCappedAtThePartitions) {
+  EXPECT_EQ(AutoExecutionGroupSize({{10, 2}}, 8, 0.1), 8u);
+  EXPECT_EQ(AutoExecutionGroupSize({{10, 0}}, 8, 0.1), 8u);  // no measured time: everything
+  EXPECT_EQ(AutoExecutionGroupSize({{0, 2}}, 8, 0.1), 1u);   // free initialization
+  EXPECT_EQ(AutoExecutionGroupSize({}, 0, 0.1), 1u);
+}
+
+TEST(ExecutionGroupSize, PhaseSecondsComeFromItsSlowestStage) {
+  std::vector<PlannerDevice> one = {{"cuda:0", 80 * kGiB, 80 * kGiB}};
+  PlannerLimits l = Roomy();
+  l.cpu_threads = 1;  // one replica each
+  PlannerStage a = Stage(1, 100, 50 * kGiB, 0, 0), b = Stage(2, 50, 50 * kGiB, 0, 0);
+  b.input_ratio = 0.5;
+  const ReplicaPlan p = PlanReplicas({a, b}, one, l);
+  ASSERT_EQ(p.phases.size(), 2u);
+  EXPECT_DOUBLE_EQ(PhaseSecondsPerPartition({a, b}, p, 0, 1000), 10.0);  // 1000 / 100
+  EXPECT_DOUBLE_EQ(PhaseSecondsPerPartition({a, b}, p, 1, 1000), 10.0);  // 500 / 50
 }
 
 }  // namespace

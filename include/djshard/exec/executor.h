@@ -66,6 +66,12 @@ struct JournaledParent {
   std::string errors;  // errors-file lines the region wrote for it, each ending in \n
 };
 
+// Where a row came from, as the errors file names it.
+struct RowOrigin {
+  std::string file;
+  uint64_t line = 0;  // 1-based
+};
+
 struct ExecOptions {
   int threads = 1;
   // A batch closes at this many input bytes or plan.batch_rows rows. Smaller
@@ -89,6 +95,19 @@ struct ExecOptions {
   // Operators before this index are not run: the rows are the stream after
   // operator first_op - 1 (a checkpoint tap).
   size_t first_op = 0;
+  // Operators at or after this index are not run (an alternating execution
+  // group's phase): the output is the stream after operator end_op - 1.
+  size_t end_op = SIZE_MAX;
+  // The output is not written (nor serialized); rows are still counted and
+  // taps still teed.
+  bool discard_output = false;
+  // When set, the errors file names a row read at 1-based `line` of the
+  // source by what this returns (rows read from an execution group phase's
+  // forced tap name the input row they came from); null: its own file and line.
+  std::function<const RowOrigin*(uint64_t line)> origin;
+  // When set, called with each tapped batch's row origins, as tap_sink is
+  // with their bytes: one JSON line ["<file>", <line>] per row.
+  std::function<void(size_t tap_index, std::string_view origins)> tap_origin_sink;
   // Operators (ascending, at or after first_op) after which the stream is
   // teed to tap_sink: each surviving row as the output would write it if the
   // recipe ended there, with __dj__stats__/__dj__meta__ kept.

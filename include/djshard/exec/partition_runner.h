@@ -97,7 +97,15 @@ struct StartPoint {
   size_t op_idx = 0;      // the tap's operator
   std::string data_path;  // absolute
   nlohmann::json commit;
+  // The tap is the forced tap of this run's previous phase (an alternating
+  // execution group): the partition goes on without resume events.
+  bool continued = false;
 };
+
+// The operator through which a commit's errors file holds the partition's
+// operator errors: the recipe's last unless the commit says
+// `errors_through_op` (a tap committed by a phase of an execution group).
+size_t ErrorsThroughOp(const nlohmann::json& commit, size_t last_op);
 
 // dag_execution_plan.json (SPEC-checkpoints §8) of a plan, its taps and
 // `partitioning` ({mode, num_partitions}; a prepared elastic job gives each
@@ -128,6 +136,15 @@ struct PartitionRunConfig {
   // Whether the output is assembled from the final taps at the end (else it
   // is written as the partitions finish, one at a time).
   bool assemble = false;
+  // An alternating execution group's pass (SPEC-checkpoints §10.7): Run
+  // processes partitions [first_partition, end_partition) only (the others'
+  // rows are skipped), and with `phase_end_op` before the recipe's last
+  // operator it runs each of them through that operator only, ending with a
+  // forced tap there (committed with the errors so far); such a partition
+  // is neither counted nor complete until a later pass resumes it.
+  uint64_t first_partition = 0;
+  uint64_t end_partition = UINT64_MAX;
+  std::optional<size_t> phase_end_op;
   const std::atomic<bool>* cancel = nullptr;  // as ExecOptions::cancel
   EventLog* events = nullptr;
   nlohmann::json event_fields = nlohmann::json::object();  // added to every event
@@ -168,6 +185,17 @@ class PartitionRunner {
 
   // The executor threads of the partitions (before Run).
   void set_threads(int threads) { c_.threads = threads; }
+  // The next Run's pass (see PartitionRunConfig): its partitions, the
+  // operator it ends with (nullopt: the last), and where each partition
+  // starts. Counters go on adding up over the passes.
+  void set_pass(uint64_t first_partition, uint64_t end_partition,
+                std::optional<size_t> phase_end_op, std::vector<StartPoint> starts) {
+    c_.first_partition = first_partition;
+    c_.end_partition = end_partition;
+    c_.phase_end_op = phase_end_op;
+    c_.starts = std::move(starts);
+  }
+  const std::vector<StartPoint>& starts() const { return c_.starts; }
 
   // Counters so far (also after a failure).
   const ExecSummary& total() const { return total_; }

@@ -56,6 +56,9 @@ struct Plan {
   int num_proc = 0;          // the largest num_proc of the recipe's operators (0: none given)
   std::string text_key = "text";       // the recipe's text_key
   std::vector<LineageRegion> regions;  // in the order their gathers appear
+  // The model operators were built without their weights (a run job whose
+  // model stages may alternate): RebuildOperators loads them before they run.
+  bool models_deferred = false;
 };
 
 // Builds every operator of `recipe` (Error with file and line for an unknown,
@@ -79,6 +82,17 @@ bool InsideLineageRegion(const recipe::Recipe& recipe, size_t op_idx);
 // entry `op_idx` of `recipe` ("" at parent level). Looks only at entry names
 // and the expands' `name`, so it answers before the pairs are checked.
 std::string EnclosingRegionName(const recipe::Recipe& recipe, size_t op_idx);
+
+// The operators of `plan` that run a model (model_description() set), ascending.
+std::vector<size_t> ModelOperators(const Plan& plan);
+
+// Builds the operators `op_idxs` of `plan` again from `recipe` (a compiled
+// plan of it): with `load`, with their model weights; without, with their
+// devices chosen but no weights (model::DeviceSettings::defer_weights). The
+// instance replaced is destroyed, and with it the weights it held. Used by a
+// run whose model stages alternate (SPEC-checkpoints §10.7).
+void RebuildOperators(const recipe::Recipe& recipe, const ops::Registry& registry,
+                      const std::vector<size_t>& op_idxs, bool load, Plan* plan);
 
 // The thread count of run, worker and dlc alike: `requested` (--threads), else
 // the recipe's np, else the largest num_proc of its operators, else every

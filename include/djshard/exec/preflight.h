@@ -27,6 +27,7 @@ struct PreflightContext {
   int threads = 1;                  // the executor's threads
   uint64_t partitions_in_flight = 1;
   uint64_t num_partitions = 1;
+  uint64_t total_rows = 0;  // of the input: the average partition sizes execution groups
   // Appends one event (probe_start, probe_complete, probe_failed).
   std::function<void(const std::string& type, nlohmann::json fields)> emit;
   // An elastic job (worker, dlc): the probes are shared through
@@ -57,6 +58,15 @@ struct PreflightResult {
   // below PreflightContext::threads when memory holds fewer model replicas.
   // 0 when the model stages are not on the CPU.
   int cpu_threads = 0;
+  // The phases of each execution group (SPEC-checkpoints §10.7): one when
+  // every model stage fits at once; else, in op order, the operators each
+  // phase runs (op_range) and the model operators it loads.
+  struct Phase {
+    size_t first_op = 0, last_op = 0;  // op_range, inclusive
+    std::vector<size_t> model_ops;     // loaded for the phase
+  };
+  std::vector<Phase> phases;
+  uint64_t group_size = 0;  // partitions per execution group (the run's when one phase)
 };
 
 // Probes (or reuses the cached probe of) every model operator of the plan and
@@ -64,8 +74,9 @@ struct PreflightResult {
 // whose lock another worker holds is waited for, a key with a failure record
 // younger than the lease stops this worker as the failed probe did. Throws Error (exit 2) naming
 // the operator when a probe fails, times out, or a mapper returns no rows; with preflight disabled,
-// when a model operator lacks num_proc or mem_required; and when a stage fits on no device (with
-// the table).
+// when a model operator lacks num_proc or mem_required; when a stage fits on no device (with
+// the table); and, for an elastic job, when the model stages do not fit together (workers do not
+// alternate execution groups).
 PreflightResult RunPreflight(const PreflightContext& context);
 
 // Puts preflight's stages, execution groups and probe keys into a plan

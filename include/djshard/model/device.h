@@ -16,6 +16,9 @@ struct DeviceSettings {
   // prepare: check arguments, model paths and configs, but load no weights
   // and place nothing (the head node may have no GPU).
   bool check_only = false;
+  // run jobs whose model stages may alternate: choose the devices, but load
+  // no weights (the operator is built again, loaded, for the phase that runs it).
+  bool defer_weights = false;
 };
 
 void SetDeviceSettings(const DeviceSettings& settings);
@@ -28,6 +31,18 @@ class CheckOnlyScope {
   ~CheckOnlyScope();
   CheckOnlyScope(const CheckOnlyScope&) = delete;
   CheckOnlyScope& operator=(const CheckOnlyScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Sets defer_weights for its lifetime.
+class DeferWeightsScope {
+ public:
+  DeferWeightsScope();
+  ~DeferWeightsScope();
+  DeferWeightsScope(const DeferWeightsScope&) = delete;
+  DeferWeightsScope& operator=(const DeferWeightsScope&) = delete;
 
  private:
   bool previous_;

@@ -435,6 +435,9 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
         GatherRows(region, parents, begin, end, children, lineage, &counters);
     for (size_t k = begin; k < end; ++k) {
       if (!lineage[k].expanded) continue;
+      // A child of an outer region whose sibling failed before it in this
+      // loop is terminal already (late_discarded): its report is ignored.
+      if (outer != nullptr && !parents.alive[k]) continue;
       switch (outcomes[k]) {
         case GatherOutcome::kOut:
           ++cg.rows_out;
@@ -449,6 +452,7 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
         }
         case GatherOutcome::kDropped:
           parents.alive[k] = 0;
+          if (outer != nullptr) parents.state[k] = ChildState::kDropped;
           break;
         case GatherOutcome::kFailed: {
           const ParentFailure& f = lineage[k].failure;
@@ -1007,7 +1011,10 @@ class Executor {
 
   // No other thread holds a token or is about to take one with work to do:
   // only a partial call can move the run on.
-  bool Quiet() const { return active_ == 1 && ready_ == 0 && !(CanRead() && free_idle_ > 0); }
+  // A call that waits to apply its outcomes can still free batches.
+  bool Quiet() const {
+    return active_ == 1 && ready_ == 0 && apply_waiters_ == 0 && !(CanRead() && free_idle_ > 0);
+  }
 
   // Writes the next result in input order, if it is here.
   bool TryWrite(std::unique_lock<std::mutex>& lock) {
@@ -1063,8 +1070,22 @@ class Executor {
     // Another thread may read the next batch meanwhile.
     cv_.notify_all();
     lock.unlock();
-    ProcessBatch(plan_, inputs_, batch, scratch, &result, stop_check_, options_, edges_.get(),
-                 this);
+    try {
+      ProcessBatch(plan_, inputs_, batch, scratch, &result, stop_check_, options_, edges_.get(),
+                   this);
+    } catch (...) {
+      lock.lock();
+      if (!failed_) {
+        failed_ = true;
+        failure_ = std::current_exception();
+      }
+      cv_.notify_all();
+      token_cv_.notify_all();
+      // Calls still running may hold this batch's rows (its records and
+      // samples): they must end before its memory goes.
+      while (calls_in_flight_ > 0) cv_.wait(lock);
+      throw;
+    }
     lock.lock();
     if (failed_) throw RunFailed{};
     CloseBatch(batch.seq);
@@ -1146,11 +1167,7 @@ class Executor {
     // Take the rows from the head.
     std::vector<ops::Sample*> rows;
     std::vector<size_t> ks;
-    struct Part {
-      Submission* sub;
-      size_t begin, end;  // in rows
-    };
-    std::vector<Part> parts;
+    std::vector<CallPart> parts;
     for (Submission* sub : q.subs) {
       if (rows.size() >= q.take_rows) break;
       const RowLevel& level = *sub->level;
@@ -1177,6 +1194,38 @@ class Executor {
     }
     const uint64_t turn = q.taken++;
     ++q.calling;
+    ++calls_in_flight_;
+    try {
+      FinishCall(lock, q, planned, rows, ks, parts, turn);
+    } catch (...) {
+      // The run fails: nothing touches a queue again, and batch threads
+      // wait for calls_in_flight_ to reach 0 before their rows' memory goes.
+      if (!lock.owns_lock()) lock.lock();
+      --q.calling;
+      --calls_in_flight_;
+      if (!failed_) {
+        failed_ = true;
+        failure_ = std::current_exception();
+      }
+      cv_.notify_all();
+      token_cv_.notify_all();
+      throw;
+    }
+    --q.calling;
+    --calls_in_flight_;
+    cv_.notify_all();
+  }
+
+  struct CallPart {
+    Submission* sub;
+    size_t begin, end;  // in the call's rows
+  };
+
+  // Makes the call RunCall prepared (the mutex released meanwhile) and
+  // applies its outcomes once every earlier call of the queue applied its own.
+  void FinishCall(std::unique_lock<std::mutex>& lock, ReadyQueue& q, const PlannedOperator& planned,
+                  std::vector<ops::Sample*>& rows, const std::vector<size_t>& ks,
+                  const std::vector<CallPart>& parts, uint64_t turn) {
     lock.unlock();
     if (stop_check_) StopIfAsked(stop_check_);
     std::vector<ops::RowOutcome> outcomes(rows.size());
@@ -1191,12 +1240,14 @@ class Executor {
     // Outcomes are applied in the order the calls took their rows.
     while (q.applied != turn) {
       if (failed_) throw RunFailed{};
+      ++apply_waiters_;
       Sleep(lock);
+      --apply_waiters_;
     }
     if (failed_) throw RunFailed{};
     // Outcomes go to each row's batch, in queue order; a failure suppresses
     // its siblings still in the queue before the next call is taken.
-    for (const Part& part : parts) {
+    for (const CallPart& part : parts) {
       Submission& sub = *part.sub;
       const size_t before = AliveFrom(sub);
       sub.run->ApplyCall(
@@ -1220,8 +1271,6 @@ class Executor {
       Complete(sub);
     }
     ++q.applied;
-    --q.calling;
-    cv_.notify_all();
   }
 
   const Plan& plan_;
@@ -1251,6 +1300,8 @@ class Executor {
   int active_ = 0;                     // threads holding a CPU token
   int ready_ = 0;                      // waiting batches whose submission is done
   int free_idle_ = 0;                  // threads without a batch, waiting
+  int apply_waiters_ = 0;              // calls waiting for an earlier call to apply
+  int calls_in_flight_ = 0;            // model calls taken and not yet applied
   uint64_t read_count_ = 0;
   bool end_of_input_ = false, reading_ = false, failed_ = false;
   std::exception_ptr failure_;

@@ -519,6 +519,69 @@ TEST_F(LineageCli, SiblingsThatRanAreLateDiscardedAndThoseWaitingSuppressed) {
   }
 }
 
+// Nested regions: a paragraph whose sentence failed fails its record once
+// (the other paragraphs, through the inner region already, are
+// late_discarded), and a paragraph its sentence gather dropped is DROPPED
+// for the outer gather.
+TEST_F(LineageCli, NestedRegionsCountEachChildOnceAndDropDroppedInnerParents) {
+  Write("n.jsonl", "{\"id\": 1, \"text\": \"a one. BAD two.\\n\\nb one. BAD two.\\n\\nc one.\"}\n");
+  Recipe("n.jsonl",
+         "  - expand: {name: para, by: paragraph}\n  - expand: {name: sent, by: sentence}\n"
+         "  - djshard_test_poison_mapper: {marker: BAD}\n  - gather: {name: sent}\n"
+         "  - gather: {name: para}\n",
+         "skip_op_error: true\n");
+  ASSERT_EQ(RunRecipe("failed.jsonl").exit_code, 0);
+  const json para = Stats("failed.jsonl")["regions"]["para"];
+  EXPECT_EQ(para["children_expanded"], 3);
+  EXPECT_EQ(para["children_failed"], 1);
+  EXPECT_EQ(para["late_discarded"], 2);
+  EXPECT_EQ(para["children_suppressed"], 0);
+  const std::vector<json> errors = ErrorLines("failed.jsonl");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]["children_completed"], 2);
+  EXPECT_EQ(Read("failed.jsonl"), "");
+
+  Write("d.jsonl", "{\"id\": 1, \"text\": \"long sentence one.\\n\\nab.\\n\\nlast sentence.\"}\n");
+  Recipe("d.jsonl",
+         "  - expand: {name: para, by: paragraph}\n  - expand: {name: sent, by: sentence}\n"
+         "  - text_length_filter: {min_len: 5}\n  - gather: {name: sent}\n"
+         "  - gather: {name: para}\n");
+  ASSERT_EQ(RunRecipe("dropped.jsonl").exit_code, 0);
+  EXPECT_EQ(json::parse(Read("dropped.jsonl"))["text"], "long sentence one.\n\nlast sentence.");
+  const json dropped = Stats("dropped.jsonl")["regions"]["para"];
+  EXPECT_EQ(dropped["children_dropped"], 1);
+  EXPECT_EQ(dropped["children_present"], 2);
+}
+
+// A model row failing with skip_op_error: false stops the run with its
+// error while other calls are still running (eight threads, a parent-level
+// model operator with several calls at once), and leaves no output behind.
+TEST_F(LineageCli, AFailureWhileModelCallsRunStopsTheRunCleanly) {
+  std::string rows;
+  for (int i = 0; i < 400; ++i) {
+    std::string text = "row ";
+    text += std::to_string(i);
+    if (i == 150) text += " POISON";
+    text.append(i == 150 ? 60 : 40 + i % 30, 'y');
+    rows += json({{"id", i}, {"text", text}}).dump() + "\n";
+  }
+  Write("in.jsonl", rows);
+  Recipe("in.jsonl",
+         "  - djshard_test_delay_mapper: {seed: 3, max_ms: 0.5}\n"
+         "  - text_length_filter: {min_len: 60}\n"
+         "  - djshard_bench_model_op: {batch_size: 8, call_overhead_us: 20000, item_us: 0, "
+         "fail_marker: POISON, skip_op_error: false}\n");
+  for (int round = 0; round < 3; ++round) {
+    const CliResult r = RunRecipe("out.jsonl", 8);
+    ASSERT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("in.jsonl:151: operator 'djshard_bench_model_op' failed"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(Exists("out.jsonl"));
+  }
+  for (const std::string& name : List()) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+}
+
 // §8.8
 TEST_F(LineageCli, AChildFailureStopsTheRunWhenSkipOpErrorIsFalse) {
   Py("paragraphs_corpus docs.jsonl 20 4 7");

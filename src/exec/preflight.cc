@@ -548,8 +548,12 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
     }
   }
   PlannerLimits limits;
+  // On the CPU every executor thread runs each model stage itself: each
+  // stage may have as many replicas as threads (their sum is bounded by the
+  // thread budget below, not by this cap).
   limits.max_workers_per_device =
-      on_cpu ? cx.threads : static_cast<int>(st.max_gpu_workers_per_device);
+      on_cpu ? cx.threads * static_cast<int>(std::max<size_t>(1, targets.size()))
+             : static_cast<int>(st.max_gpu_workers_per_device);
   limits.cpu_threads = cx.threads;
   limits.max_batches_in_flight = static_cast<int>(static_cast<uint64_t>(cx.threads) *
                                                   std::max<uint64_t>(1, cx.partitions_in_flight));

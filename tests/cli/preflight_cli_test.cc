@@ -812,6 +812,21 @@ class ExecutionGroupsCli : public PreflightCli {
   std::string last_err_;
 };
 
+// On the CPU each executor thread runs every model stage: one thread and
+// two model operators fit together (one phase), where memory allows.
+TEST_F(ExecutionGroupsCli, OneThreadRunsBothModelStagesWithoutAlternating) {
+  const CliResult one = RunWithMemory("one", 0, {}, {"--threads", "1"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const json plan = json::parse(Read("work/one/dag_execution_plan.json"));
+  ASSERT_EQ(plan["execution_groups"].size(), 1u) << plan["execution_groups"];
+  EXPECT_EQ(plan["execution_groups"][0]["phases"].size(), 1u) << plan["execution_groups"];
+  EXPECT_EQ(one.err.find("alternat"), std::string::npos) << one.err;
+  EXPECT_EQ(json::parse(Read("out/one.jsonl.stats.json"))["threads"], 1);
+  const CliResult two = RunWithMemory("two", 0, {}, {"--threads", "2"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(Read("out/one.jsonl"), Read("out/two.jsonl"));
+}
+
 TEST_F(ExecutionGroupsCli, ModelStagesThatFitOnlyApartAlternateOverGroupsWithTheSameOutput) {
   const CliResult plain = RunWithMemory("plain", 0);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;

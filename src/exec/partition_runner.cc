@@ -326,7 +326,11 @@ std::optional<CommitProblem> VerifyCommitFiles(const Commit& c, const std::strin
     return CommitProblem{rel, "made from other input rows"};
   }
   if (const std::string rel = c.record.value("origins_path", ""); !rel.empty()) {
-    if (::stat((checkpoints + "/" + rel).c_str(), &st) != 0) return CommitProblem{rel, "missing"};
+    const std::string origins = checkpoints + "/" + rel;
+    if (::stat(origins.c_str(), &st) != 0 ||
+        io::Sha256OfFile(origins) != c.record.value("origins_sha256", "")) {
+      return CommitProblem{rel, "missing or changed"};
+    }
   }
   if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
     const std::string errors = checkpoints + "/" + errors_rel;
@@ -838,7 +842,11 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       part_errors->Commit();
       errors_sha = io::Sha256OfFile(c_.checkpoints + "/" + errors_rel);
     }
-    if (origins) origins->Commit();
+    std::string origins_sha;
+    if (origins) {
+      origins->Commit();
+      origins_sha = io::Sha256OfFile(c_.checkpoints + "/" + origins_rel);
+    }
     // Ops before the tap resumed from count what the commit recorded.
     ExecSummary earlier = from.resumed ? CountersFrom(plan, from.commit, num_ops) : ExecSummary{};
     std::unique_lock<std::mutex> counters_lock(mu);
@@ -928,7 +936,10 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         const size_t through = committed_errors ? ErrorsThroughOp(from.commit, last_op) : run_end;
         if (through < last_op) record["errors_through_op"] = through;
       }
-      if (origins && tap.op_idx == run_end) record["origins_path"] = origins_rel;
+      if (origins && tap.op_idx == run_end) {
+        record["origins_path"] = origins_rel;
+        record["origins_sha256"] = origins_sha;
+      }
       const std::string commit_path = c_.checkpoints + "/" +
                                       RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
                                       ".commit.json";

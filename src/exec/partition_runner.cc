@@ -533,6 +533,30 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       ++next_final;
     }
   };
+  // keep: latest: the taps of partition p before op_idx go, record first,
+  // then data (found by name: other partitions' files are not this one's),
+  // with their own errors and origins files unless the tap kept names them.
+  auto drop_older_taps = [&](uint64_t p, size_t op_idx, const std::string& kept_errors,
+                             const std::string& kept_origins) {
+    for (size_t older = 0; older < op_idx; ++older) {
+      const std::string record_path =
+          c_.checkpoints + "/" + RunJobPaths::TapStem(older, p, set.bounds.size()) + ".commit.json";
+      struct stat rst {};
+      if (::stat(record_path.c_str(), &rst) != 0) continue;
+      const json old = json::parse(io::ReadFile(record_path), nullptr, false);
+      disk.Unlink(record_path);
+      if (old.is_object() && old.value("data_path", json()).is_string()) {
+        disk.Unlink(c_.checkpoints + "/" + old["data_path"].get<std::string>());
+      }
+      for (const char* key : {"errors_path", "origins_path"}) {
+        const std::string rel = old.is_object() ? old.value(key, "") : "";
+        if (!rel.empty() && rel != kept_errors && rel != kept_origins &&
+            disk.Stat(c_.checkpoints + "/" + rel)) {
+          disk.Unlink(c_.checkpoints + "/" + rel);
+        }
+      }
+    }
+  };
   auto take_turn = [&](uint64_t p) {
     std::unique_lock<std::mutex> lock(mu);
     turn_cv.wait(lock, [&] { return turn == p || aborted; });
@@ -575,6 +599,12 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       }
       skip_rows(p, b.rows());
       Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
+      // A run killed between the final tap's commit and the removal of the
+      // earlier taps left them: they go now.
+      if (!st.keep_all) {
+        drop_older_taps(p, from.op_idx, from.commit.value("errors_path", ""),
+                        from.commit.value("origins_path", ""));
+      }
       FinalTap done{from.data_path, ""};
       // The partition's operator errors, as its run wrote them.
       if (const std::string rel = from.commit.value("errors_path", ""); !rel.empty()) {
@@ -972,30 +1002,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
                                {"checkpoint_path", tap.rel_path},
                                {"checkpoint_sha256", sha},
                                {"output_rows", tap.rows}});
-      if (!st.keep_all) {
-        // keep: latest: older taps of the partition go, record first, then
-        // data (found by name: other partitions' files are not this one's).
-        for (size_t older = 0; older < tap.op_idx; ++older) {
-          const std::string record_path = c_.checkpoints + "/" +
-                                          RunJobPaths::TapStem(older, p, set.bounds.size()) +
-                                          ".commit.json";
-          struct stat rst {};
-          if (::stat(record_path.c_str(), &rst) != 0) continue;
-          const json old = json::parse(io::ReadFile(record_path), nullptr, false);
-          disk.Unlink(record_path);
-          if (old.is_object() && old.value("data_path", json()).is_string()) {
-            disk.Unlink(c_.checkpoints + "/" + old["data_path"].get<std::string>());
-          }
-          // A phase's own errors and origins files (a later pass made new ones).
-          for (const char* key : {"errors_path", "origins_path"}) {
-            const std::string rel = old.is_object() ? old.value(key, "") : "";
-            if (!rel.empty() && rel != errors_rel && rel != origins_rel &&
-                disk.Stat(c_.checkpoints + "/" + rel)) {
-              disk.Unlink(c_.checkpoints + "/" + rel);
-            }
-          }
-        }
-      }
+      if (!st.keep_all) drop_older_taps(p, tap.op_idx, errors_rel, origins_rel);
     }
     // The final tap is committed: the partition's journals are not needed,
     // those of an earlier run too (resumed from a tap after the region).

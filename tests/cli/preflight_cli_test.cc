@@ -905,8 +905,9 @@ TEST_F(ExecutionGroupsCli, AKilledAlternatingRunResumesToTheSameBytes) {
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const uint64_t memory = RunAlternating("alt", BindingMemory(StageCosts("plain")));
   // tap_committed hits: group 0 phase 0 (2), phase 1 (2), group 1 phase 0 (2)...
-  // @2: every phase-0 tap of group 0; @5: in the middle of group 1's phase 0.
-  for (const std::string at : {"2", "5"}) {
+  // @2: every phase-0 tap of group 0; @3: group 0's first final tap, before
+  // its forced tap is removed; @5: in the middle of group 1's phase 0.
+  for (const std::string at : {"2", "3", "5"}) {
     const std::string job = "killed" + at;
     const CliResult killed =
         RunWithMemory(job, memory, {"DJSHARD_TEST_KILL_AT=tap_committed@" + at});
@@ -937,6 +938,13 @@ TEST_F(ExecutionGroupsCli, AKilledAlternatingRunResumesToTheSameBytes) {
               SortedLines(Read("out/plain.jsonl.errors.jsonl")))
         << job;
     EXPECT_EQ(Stats(job), Stats("plain")) << job;
+    // keep: latest: only the final taps are left (a write the kill cut
+    // short may leave a temporary file, which `djshard gc` removes).
+    for (const auto& e : fs::directory_iterator(Path("work/" + job + "/checkpoints"))) {
+      const std::string name = e.path().filename().string();
+      if (name.find(".tmp.") != std::string::npos) continue;
+      EXPECT_NE(name.rfind("checkpoint_op_0001_", 0), 0u) << job << ": " << name;
+    }
   }
 }
 

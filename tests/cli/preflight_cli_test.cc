@@ -126,6 +126,30 @@ class PreflightCli : public CliTest {
     EXPECT_FALSE(Exists("out/" + job + ".jsonl"));
   }
 
+  // Runs `job` with the host memory the planner sees set to `bytes` (0: the machine's).
+  CliResult RunWithMemory(const std::string& job, uint64_t bytes,
+                          const std::vector<std::string>& extra_env = {},
+                          const std::vector<std::string>& extra_args = {}) {
+    std::vector<std::string> env = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
+    if (bytes > 0) env.push_back("DJSHARD_TEST_HOST_MEMORY_BYTES=" + std::to_string(bytes));
+    for (const std::string& e : extra_env) env.push_back(e);
+    std::vector<std::string> args = {"run",
+                                     "--config",
+                                     Path("recipe.yaml"),
+                                     "--dataset-path",
+                                     Path("in.jsonl"),
+                                     "--export-path",
+                                     Path("out/" + job + ".jsonl"),
+                                     "--device",
+                                     "cpu",
+                                     "--work-dir",
+                                     Path("work"),
+                                     "--job_id",
+                                     job};
+    for (const std::string& a : extra_args) args.push_back(a);
+    return WaitFor(Spawn(args, env));
+  }
+
   static std::string models_;
   static std::string skip_reason_;
 };
@@ -217,22 +241,9 @@ TEST_F(PreflightCli, MemoryForOneReplicaLowersTheThreadsOfRunAndOfAWorker) {
   const std::vector<std::string> env = {
       "DJSHARD_ENABLE_TEST_OPERATORS=1",
       "DJSHARD_TEST_HOST_MEMORY_BYTES=" + std::to_string(weights + replica + replica / 2)};
+  const uint64_t one_replica = weights + replica + replica / 2;
   auto run = [&](const std::string& job, const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"run",
-                                     "--config",
-                                     Path("recipe.yaml"),
-                                     "--dataset-path",
-                                     Path("in.jsonl"),
-                                     "--export-path",
-                                     Path("out/" + job + ".jsonl"),
-                                     "--device",
-                                     "cpu",
-                                     "--work-dir",
-                                     Path("work"),
-                                     "--job_id",
-                                     job};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return WaitFor(Spawn(args, env));
+    return RunWithMemory(job, one_replica, {}, extra);
   };
   const CliResult lean = run("lean", {});
   ASSERT_EQ(lean.exit_code, 0) << lean.err;
@@ -708,30 +719,6 @@ class ExecutionGroupsCli : public PreflightCli {
          "/roberta-topic-st\n      zh_to_en_hf_model: null\n      query_key: q2\n" +
          "      batch_size: 4\n";
     Write("recipe.yaml", r);
-  }
-
-  // Runs `job` with the host memory the planner sees set to `bytes` (0: the machine's).
-  CliResult RunWithMemory(const std::string& job, uint64_t bytes,
-                          const std::vector<std::string>& extra_env = {},
-                          const std::vector<std::string>& extra_args = {}) {
-    std::vector<std::string> env = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
-    if (bytes > 0) env.push_back("DJSHARD_TEST_HOST_MEMORY_BYTES=" + std::to_string(bytes));
-    for (const std::string& e : extra_env) env.push_back(e);
-    std::vector<std::string> args = {"run",
-                                     "--config",
-                                     Path("recipe.yaml"),
-                                     "--dataset-path",
-                                     Path("in.jsonl"),
-                                     "--export-path",
-                                     Path("out/" + job + ".jsonl"),
-                                     "--device",
-                                     "cpu",
-                                     "--work-dir",
-                                     Path("work"),
-                                     "--job_id",
-                                     job};
-    for (const std::string& a : extra_args) args.push_back(a);
-    return WaitFor(Spawn(args, env));
   }
 
   // What the planner charges the first replica of each model stage: its

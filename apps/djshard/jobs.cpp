@@ -120,6 +120,9 @@ void PrintView(const store::ElasticJobView& v, bool detailed) {
     }
     std::printf("\n");
   }
+  if (!v.model_devices_warning.empty()) {
+    std::printf("WARNING: %s\n", v.model_devices_warning.c_str());
+  }
   for (const nlohmann::json& plan : v.replica_plans) {
     std::printf("replica plan of %s (pid %s, %s thread(s)):\n",
                 plan["hostname"].get<std::string>().c_str(), plan["pid"].dump().c_str(),
@@ -178,7 +181,7 @@ void AddJobsCommand(CLI::App& app, int* exit_code) {
 
 void AddMonitorCommand(CLI::App& app, int* exit_code) {
   struct Options {
-    std::string job, work_dir = ".";
+    std::string job, job_dir, work_dir = ".";
     bool detailed = false, watch = false, as_json = false;
     double interval = 10;
   };
@@ -187,7 +190,8 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
       "monitor",
       "Show a job's progress: partitions (run) or shards and running attempts (elastic), "
       "rows/s, checkpoints, ETA");
-  cmd->add_option("job", opt->job, "Job directory, or job id under --work-dir")->required();
+  cmd->add_option("job", opt->job, "Job directory, or job id under --work-dir");
+  cmd->add_option("--job-dir", opt->job_dir, "Job directory (instead of the positional job)");
   cmd->add_option("--work-dir", opt->work_dir, "Directory of job directories (default: .)");
   cmd->add_flag("--detailed", opt->detailed, "A row per partition and per-operator totals");
   cmd->add_flag("--watch", opt->watch, "Refresh every --interval seconds until the job ends");
@@ -197,6 +201,19 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
     auto is_job = [](const std::string& d) {
       return std::filesystem::exists(d + "/job_summary.json") || store::IsElasticJobDir(d);
     };
+    if (opt->job.empty() == opt->job_dir.empty()) {
+      throw Error(opt->job.empty() ? "monitor needs a job"
+                                   : "monitor takes the job once: '" + opt->job +
+                                         "' and --job-dir '" + opt->job_dir + "'",
+                  "djshard monitor --job-dir J, or djshard monitor JOB_ID --work-dir W");
+    }
+    if (!opt->job_dir.empty()) {
+      if (!is_job(opt->job_dir)) {
+        throw Error(opt->job_dir, 0, "no such job",
+                    "--job-dir names a directory holding job_summary.json or manifest.json");
+      }
+      opt->job = opt->job_dir;
+    }
     std::string dir = opt->job;
     if (!is_job(dir)) dir = opt->work_dir + "/" + opt->job;
     if (!is_job(dir)) {

@@ -21,6 +21,8 @@ void AddMergeCommand(CLI::App& app, int* exit_code) {
   cmd->callback([opt, exit_code]() {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
     const store::MergeOutcome out = store::Merge(job, opt->request);
+    if (!out.model_devices_warning.empty())
+      std::fprintf(stderr, "WARNING: %s\n", out.model_devices_warning.c_str());
     std::printf("Merged %llu rows from %llu shards into %s (sha256 %s)\n",
                 static_cast<unsigned long long>(out.rows),
                 static_cast<unsigned long long>(out.num_shards), out.output_path.c_str(),
@@ -46,6 +48,8 @@ void AddVerifyCommand(CLI::App& app, int* exit_code) {
   cmd->callback([opt, exit_code]() {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
     const store::MergeOutcome out = store::Verify(job, opt->request);
+    if (!out.model_devices_warning.empty())
+      std::fprintf(stderr, "WARNING: %s\n", out.model_devices_warning.c_str());
     std::printf("%s\n", store::PassLine(out).c_str());
     *exit_code = 0;
   });

@@ -20,6 +20,8 @@ void AddVersionCommand(CLI::App& app, int* exit_code) {
       return;
     } else {
       std::printf("libtorch: %s\n", torch.torch_version.c_str());
+      // Model outputs on the CPU may differ in the last bits between two of these.
+      std::printf("cpu kernel: %s\n", torch.cpu_kernel.c_str());
       if (torch.cuda_available) {
         std::printf("devices: cpu (float32, bfloat16), cuda x %d (float32, bfloat16, float16)\n",
                     torch.cuda_device_count);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -272,6 +273,8 @@ class DlcRun {
     merge.overwrite = true;
     const store::MergeOutcome merged = store::Merge(job, merge, disk_);
     store::CheckMergedOutput(merged);
+    if (!merged.model_devices_warning.empty())
+      std::fprintf(stderr, "WARNING: %s\n", merged.model_devices_warning.c_str());
     return store::PassLine(merged);
   }
 

@@ -875,6 +875,7 @@ class Executor {
     read_next_ = options.source ? options.source
                                 : std::function<bool(io::LineChunk*)>(
                                       [this](io::LineChunk* c) { return chunker_.Next(c); });
+    summary_.model_devices = ModelDevices(plan);
     summary_.operators.resize(plan.operators.size());
     for (size_t i = 0; i < plan.operators.size(); ++i) {
       summary_.operators[i].name = plan.operators[i].op->name();
@@ -1332,6 +1333,7 @@ std::string SummaryJson(const ExecSummary& s, int threads) {
   j["operators"] = nlohmann::json::array();
   for (const OperatorCounters& c : s.operators) j["operators"].push_back(OperatorCountersJson(c));
   if (!s.regions.empty()) j["regions"] = RegionCountersJson(s.regions);
+  if (!s.model_devices.empty()) j["model_devices"] = s.model_devices;
   return j.dump(2) + "\n";
 }
 

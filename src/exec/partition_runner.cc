@@ -401,6 +401,7 @@ json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::s
 
 PartitionRunner::PartitionRunner(PartitionRunConfig config) : c_(std::move(config)) {
   const size_t num_ops = c_.plan->operators.size();
+  total_.model_devices = ModelDevices(*c_.plan);
   total_.operators.resize(num_ops);
   for (size_t i = 0; i < num_ops; ++i) {
     total_.operators[i].name = c_.plan->operators[i].op->name();
@@ -954,7 +955,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           {"pid", ::getpid()},
           {"attempt_token", token},
           {"engine", {{"version", version()}, {"git_commit", git_commit()}, {"libtorch", nullptr}}},
-          {"model_devices", json::array()},
+          {"model_devices", total.model_devices},
           {"counters",
            CountersJson(plan, cumulative, tap.op_idx, b.rows(), p_bytes,
                         tap.op_idx == last_op || (intermediate && tap.op_idx == run_end))}};

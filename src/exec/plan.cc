@@ -1,6 +1,7 @@
 #include "djshard/exec/plan.h"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "djshard/common/error.h"
@@ -64,7 +65,12 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
     }
     batch_size = std::max(batch_size, planned.op->preferred_batch_rows());
     planned.batch_rows_wish = std::max(planned.batch_rows_wish, planned.op->preferred_batch_rows());
-    plan.has_filter = plan.has_filter || info->kind == ops::OpKind::kFilter;
+    // A filter inside an expand/gather region filters children: the parents
+    // keep exactly their own fields (SPEC-lineage §4), stats included.
+    const auto op_idx = static_cast<size_t>(&spec - recipe.process.data());
+    if (info->kind == ops::OpKind::kFilter && !InsideLineageRegion(recipe, op_idx)) {
+      plan.has_filter = true;
+    }
     plan.operators.push_back(std::move(planned));
   }
   plan.batch_rows = batch_size > 0 ? batch_size : 1000;  // Data-Juicer's default batch size
@@ -78,6 +84,13 @@ std::vector<size_t> ModelOperators(const Plan& plan) {
     if (plan.operators[i].op->model_description().has_value()) out.push_back(i);
   }
   return out;
+}
+
+std::vector<std::string> ModelDevices(const Plan& plan) {
+  std::set<std::string> devices;
+  for (size_t i : ModelOperators(plan))
+    devices.insert(plan.operators[i].op->model_description()->compute);
+  return {devices.begin(), devices.end()};
 }
 
 void RebuildOperators(const recipe::Recipe& recipe, const ops::Registry& registry,

@@ -95,6 +95,7 @@ TorchRuntimeInfo QueryTorchRuntime() {
   info.cuda_device_count = raw.cuda_device_count;
   info.bf16_cpu = raw.bf16_cpu != 0;
   info.cuda_built = raw.cuda_built != 0;
+  info.cpu_kernel = raw.cpu_kernel;
   return info;
 }
 

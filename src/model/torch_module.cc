@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
@@ -51,6 +52,29 @@ at::Device ParseDevice(const char* device) {
   return at::Device(std::string(device ? device : "cpu"));
 }
 
+// A function of a library loaded into the process, found also when it was
+// loaded as a dependency of this module: djshard opens the module with
+// RTLD_LOCAL, so its BLAS is not in the global scope RTLD_DEFAULT searches.
+void* LoadedFunction(const char* name) {
+  if (void* p = dlsym(RTLD_DEFAULT, name)) return p;
+  struct Search {
+    const char* name;
+    void* found;
+  } search{name, nullptr};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+        void* handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+        if (handle == nullptr) return 0;
+        s->found = dlsym(handle, s->name);
+        dlclose(handle);
+        return s->found != nullptr ? 1 : 0;
+      },
+      &search);
+  return search.found;
+}
+
 void ConfigureCpuThreads(int threads) {
   // Intra-op threads are process-wide; the executor's threads and the
   // replicas provide the parallelism, so one model does not oversubscribe.
@@ -60,10 +84,41 @@ void ConfigureCpuThreads(int threads) {
     // Debian's libtorch calls the system BLAS; OpenBLAS (libopenblas0-pthread)
     // would otherwise start a thread per core inside every executor thread.
     using SetThreads = void (*)(int);
-    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    if (auto set = reinterpret_cast<SetThreads>(LoadedFunction("openblas_set_num_threads"))) {
       set(threads > 0 ? threads : 1);
     }
   });
+}
+
+std::string CpuKernel() {
+  // ATen's vectorized kernels (layer norm, softmax, GELU) follow its CPU
+  // capability; matrix products go to the BLAS, whose kernel OpenBLAS picks
+  // per CPU (or as OPENBLAS_CORETYPE says).
+  std::string aten = "ATen";
+  const std::string config = at::show_config();
+  const std::string key = "CPU capability usage: ";
+  const size_t at_key = config.find(key);
+  if (at_key != std::string::npos) {
+    const size_t begin = at_key + key.size();
+    aten += " " + config.substr(begin, config.find('\n', begin) - begin);
+  }
+  using Text = char* (*)();
+  const auto get_config = reinterpret_cast<Text>(LoadedFunction("openblas_get_config"));
+  const auto get_core = reinterpret_cast<Text>(LoadedFunction("openblas_get_corename"));
+  if (get_config != nullptr && get_core != nullptr) {
+    // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
+    std::string version = get_config();
+    const size_t space = version.find(' ', version.find(' ') + 1);
+    if (space != std::string::npos) version.resize(space);
+    return aten + ", " + version + " " + get_core();
+  }
+  Dl_info where{};
+  void* sgemm = LoadedFunction("sgemm_");
+  if (sgemm != nullptr && dladdr(sgemm, &where) != 0 && where.dli_fname != nullptr) {
+    const std::string file = where.dli_fname;
+    return aten + ", BLAS " + file.substr(file.rfind('/') + 1);
+  }
+  return aten + ", no BLAS";
 }
 
 }  // namespace djshard::model::torch_module
@@ -78,6 +133,10 @@ struct NativeModel {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;
   std::unordered_map<std::string, at::Tensor> w;
+  // CPU: sequences start at multiples of row_period in the packed rows, and
+  // rows computed alone sit at single_slots of a chunk (ProbeRowLayout).
+  int64_t row_period = 1;
+  std::vector<int64_t> single_slots{0};
 
   const at::Tensor& W(const std::string& name) const {
     auto it = w.find(name);
@@ -203,13 +262,23 @@ at::Tensor ClipTextForward(const NativeModel& m, const at::Tensor& ids, const at
   return Linear(x.select(1, 0), m, "proj");
 }
 
-// The CPU path: the token rows of every sequence packed without padding.
+// The CPU path: the token rows of every sequence packed in one buffer.
 // Row-wise work (projections, layer norms, activations) runs on fixed chunks
-// of kChunk token rows, so every BLAS call has one shape and a row's bits never
-// depend on the rows packed beside it; attention runs per sequence at its own
-// length. No FLOP is spent on padding, and the projections amortize their
-// weight packing over kChunk rows (one sequence at a time ran at half speed).
-constexpr int64_t kChunk = 96;  // a multiple of every sgemm row unroll (4, 6, 8, 12, 16, 24, 32)
+// of kChunk rows, so every BLAS call has one shape; attention runs per
+// sequence at its own length. No FLOP is spent on padding to a bucket, and
+// the projections amortize their weight packing over kChunk rows (one
+// sequence at a time ran at half speed).
+//
+// One shape is not enough for a row's bits to depend on the row alone: a
+// GEMM micro-kernel may compute the columns of its register block by
+// different instruction sequences. OpenBLAS's Haswell and Zen sgemm kernels
+// (the AVX2 kernels) take 12 token rows at a time as two halves of 6 whose
+// sums round differently, so a token's result depended on its position
+// modulo 12, that is on the lengths of the sequences packed before it. The
+// model therefore learns at load which positions of a chunk the BLAS treats
+// alike (ProbeRowLayout), and every sequence starts at a multiple of that
+// period: its i-th token always sits in the class of i.
+constexpr int64_t kChunk = 96;  // a multiple of every sgemm block width (4, 6, 8, 12, 16, 24, 32)
 
 // f applied to `a` (and `b`, row-aligned with it) in chunks of kChunk rows,
 // the last chunk padded with zero rows.
@@ -234,6 +303,53 @@ at::Tensor Chunked(const at::Tensor& a, Fn&& f) {
   return Chunked(a, at::Tensor(), [&](const at::Tensor& x, const at::Tensor&) { return f(x); });
 }
 
+// The classes of chunk positions that this process's BLAS computes by the
+// same instructions, for every projection of the model: kChunk copies of one
+// row go through each projection, and two positions are alike when all their
+// outputs have the same bits. Sets m->row_period to the smallest divisor of
+// kChunk whose multiples start rows of the same class (1: the BLAS treats
+// every position alike), and m->single_slots to the positions alike to 0.
+void ProbeRowLayout(NativeModel* m) {
+  std::vector<std::vector<int64_t>> cls(
+      kChunk);  // per position: the first alike position, per projection
+  for (const auto& [name, w] : m->w) {
+    if (w.dim() != 2 || name.rfind("emb.", 0) == 0 || name.size() < 2 ||
+        name.compare(name.size() - 2, 2, ".w") != 0) {
+      continue;
+    }
+    const at::Tensor row =
+        at::sin(at::arange(w.size(1), at::TensorOptions().dtype(at::kFloat)) * 0.731 + 0.1)
+            .to(m->dtype);
+    const at::Tensor out = Linear(row.unsqueeze(0).expand({kChunk, w.size(1)}).contiguous(), *m,
+                                  name.substr(0, name.size() - 2))
+                               .contiguous();
+    for (int64_t p = 0; p < kChunk; ++p) {
+      int64_t first = p;
+      for (int64_t q = 0; q < p; ++q) {
+        if (at::equal(out[p], out[q])) {
+          first = q;
+          break;
+        }
+      }
+      cls[static_cast<size_t>(p)].push_back(first);
+    }
+  }
+  m->row_period = kChunk;
+  for (int64_t d = 1; d < kChunk; ++d) {
+    if (kChunk % d != 0) continue;
+    bool periodic = true;
+    for (int64_t p = d; p < kChunk && periodic; ++p) periodic = cls[p] == cls[p % d];
+    if (periodic) {
+      m->row_period = d;
+      break;
+    }
+  }
+  m->single_slots.clear();
+  for (int64_t p = 0; p < kChunk; ++p) {
+    if (cls[static_cast<size_t>(p)] == cls[0]) m->single_slots.push_back(p);
+  }
+}
+
 // Self-attention of one sequence: q [Q, H] (the rows whose outputs are
 // needed), k and v [L, H]; causal: query i sees keys 0..first_query+i.
 at::Tensor SequenceAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -255,22 +371,48 @@ at::Tensor SequenceAttention(const at::Tensor& q, const at::Tensor& k, const at:
   return at::matmul(at::softmax(scores, -1), vh).transpose(0, 1).reshape({Q, H});
 }
 
-// The packed layers shared by both architectures. `x` [T, H] holds the
-// sequences' tokens back to back (lengths `lens`); `keep[r]` is the token of
-// sequence r that the head reads. Returns [B, H]: the kept tokens after the
-// last layer (CLIP: before final_layer_norm).
-at::Tensor PackedLayers(const NativeModel& m, at::Tensor x, const std::vector<int64_t>& lens,
-                        const std::vector<int64_t>& keep) {
+// Where the rows of a batch sit in the packed buffers.
+struct PackedRows {
+  std::vector<int64_t> starts, lens;  // each sequence's tokens: starts are multiples of row_period
+  std::vector<int64_t> keep;          // the token of each sequence that the head reads
+  int64_t rows = 0;                   // token rows, the filler between sequences included
+  at::Tensor kept_tokens;             // [B]: starts[r] + keep[r]
+  at::Tensor kept_slots;              // [B]: where each kept row sits among `kept_rows`
+  int64_t kept_rows = 0;              // one row per sequence, each at a slot alike to position 0
+};
+
+PackedRows LayOut(const NativeModel& m, std::vector<int64_t> lens, std::vector<int64_t> keep) {
+  PackedRows p;
+  const auto long_opts = at::TensorOptions().dtype(at::kLong);
+  const int64_t period = m.row_period;
+  const auto slots = static_cast<int64_t>(m.single_slots.size());
+  std::vector<int64_t> kept_tokens, kept_slots;
+  for (size_t r = 0; r < lens.size(); ++r) {
+    p.starts.push_back(p.rows);
+    kept_tokens.push_back(p.rows + keep[r]);
+    const auto i = static_cast<int64_t>(r);
+    kept_slots.push_back(i / slots * kChunk + m.single_slots[static_cast<size_t>(i % slots)]);
+    p.rows += (lens[r] + period - 1) / period * period;
+  }
+  p.kept_rows = kept_slots.empty() ? 0 : kept_slots.back() + 1;
+  p.lens = std::move(lens);
+  p.keep = std::move(keep);
+  p.kept_tokens = at::tensor(kept_tokens, long_opts);
+  p.kept_slots = at::tensor(kept_slots, long_opts);
+  return p;
+}
+
+// `rows` [B, H] at the kept slots of a zero buffer.
+at::Tensor AtKeptSlots(const PackedRows& p, const at::Tensor& rows) {
+  return at::zeros({p.kept_rows, rows.size(1)}, rows.options()).index_copy_(0, p.kept_slots, rows);
+}
+
+// The packed layers shared by both architectures. `x` [rows, H] holds the
+// sequences' tokens as `p` lays them out. Returns the kept tokens after the
+// last layer (CLIP: before final_layer_norm) at their kept slots.
+at::Tensor PackedLayers(const NativeModel& m, at::Tensor x, const PackedRows& p) {
   const bool clip = m.spec.arch == kDjClipText;
   const int64_t H = m.spec.hidden;
-  const int64_t B = static_cast<int64_t>(lens.size());
-  std::vector<int64_t> kept_rows;
-  int64_t offset = 0;
-  for (int64_t r = 0; r < B; ++r) {
-    kept_rows.push_back(offset + keep[static_cast<size_t>(r)]);
-    offset += lens[static_cast<size_t>(r)];
-  }
-  const at::Tensor kept_index = at::tensor(kept_rows, at::TensorOptions().dtype(at::kLong));
   for (int l = 0; l < m.spec.layers; ++l) {
     const std::string L = "L" + std::to_string(l);
     const bool last = l + 1 == m.spec.layers;
@@ -278,20 +420,26 @@ at::Tensor PackedLayers(const NativeModel& m, at::Tensor x, const std::vector<in
         clip ? Chunked(x, [&](const at::Tensor& c) { return LayerNorm(c, m, L + ".ln1"); }) : x;
     const at::Tensor qkv =
         Chunked(normed, [&](const at::Tensor& c) { return Linear(c, m, L + ".qkv"); });
-    std::vector<at::Tensor> ctx;
-    int64_t start = 0;
-    for (int64_t r = 0; r < B; ++r) {
-      const int64_t len = lens[static_cast<size_t>(r)];
-      const at::Tensor seq = qkv.narrow(0, start, len);
-      const int64_t first = last ? keep[static_cast<size_t>(r)] : 0;
-      const int64_t queries = last ? 1 : len;
-      ctx.push_back(SequenceAttention(seq.narrow(0, first, queries).narrow(1, 0, H),
-                                      seq.narrow(1, H, H), seq.narrow(1, 2 * H, H), m, clip, clip,
-                                      first));
-      start += len;
+    // The last layer computes the kept token of each sequence alone.
+    at::Tensor attended = last ? at::Tensor() : at::zeros({p.rows, H}, x.options());
+    std::vector<at::Tensor> kept;
+    for (size_t r = 0; r < p.lens.size(); ++r) {
+      const at::Tensor seq = qkv.narrow(0, p.starts[r], p.lens[r]);
+      const int64_t first = last ? p.keep[r] : 0;
+      const at::Tensor ctx =
+          SequenceAttention(seq.narrow(0, first, last ? 1 : p.lens[r]).narrow(1, 0, H),
+                            seq.narrow(1, H, H), seq.narrow(1, 2 * H, H), m, clip, clip, first);
+      if (last) {
+        kept.push_back(ctx);
+      } else {
+        attended.narrow(0, p.starts[r], p.lens[r]).copy_(ctx);
+      }
     }
-    const at::Tensor attended = at::cat(ctx, 0);
-    const at::Tensor residual = last ? x.index_select(0, kept_index) : x;
+    at::Tensor residual = x;
+    if (last) {
+      attended = AtKeptSlots(p, at::cat(kept, 0));
+      residual = AtKeptSlots(p, x.index_select(0, p.kept_tokens));
+    }
     if (clip) {
       const at::Tensor y = Chunked(
           attended, residual,
@@ -311,7 +459,7 @@ at::Tensor PackedLayers(const NativeModel& m, at::Tensor x, const std::vector<in
       });
     }
   }
-  if (m.spec.layers == 0) x = x.index_select(0, kept_index);
+  if (m.spec.layers == 0) x = AtKeptSlots(p, x.index_select(0, p.kept_tokens));
   return x;
 }
 
@@ -321,45 +469,56 @@ at::Tensor PackedForward(const NativeModel& m, const at::Tensor& ids, const at::
   const int64_t B = ids.size(0), S = ids.size(1);
   const int64_t* id = ids.data_ptr<int64_t>();
   const int64_t* mk = mask.data_ptr<int64_t>();
-  std::vector<int64_t> tokens, positions, lens, keep;
+  std::vector<int64_t> lens, keep;
   for (int64_t r = 0; r < B; ++r) {
     int64_t len = 0;
     while (len < S && mk[r * S + len] != 0) ++len;
-    len = std::max<int64_t>(len, 1);
-    lens.push_back(len);
+    lens.push_back(std::max<int64_t>(len, 1));
+    keep.push_back(m.spec.arch == kDjClipText ? pool_index.data_ptr<int64_t>()[r] : 0);
+  }
+  const PackedRows p = LayOut(m, lens, keep);
+  // The filler rows between sequences hold the padding token; no sequence
+  // attends to them.
+  std::vector<int64_t> tokens(static_cast<size_t>(p.rows), m.spec.pad_token_id);
+  std::vector<int64_t> positions(static_cast<size_t>(p.rows),
+                                 m.spec.roberta_positions ? m.spec.pad_token_id : 0);
+  for (int64_t r = 0; r < B; ++r) {
     int64_t real = 0;
-    for (int64_t i = 0; i < len; ++i) {
+    for (int64_t i = 0; i < p.lens[static_cast<size_t>(r)]; ++i) {
       const int64_t t = id[r * S + i];
-      tokens.push_back(t);
+      const auto at = static_cast<size_t>(p.starts[static_cast<size_t>(r)] + i);
+      tokens[at] = t;
       if (m.spec.roberta_positions) {
         // RoBERTa: positions count the non-padding ids, after pad_token_id.
         const bool not_pad = t != m.spec.pad_token_id;
         real += not_pad ? 1 : 0;
-        positions.push_back(not_pad ? real + m.spec.pad_token_id : m.spec.pad_token_id);
+        positions[at] = not_pad ? real + m.spec.pad_token_id : m.spec.pad_token_id;
       } else {
-        positions.push_back(i);
+        positions[at] = i;
       }
     }
-    keep.push_back(m.spec.arch == kDjClipText ? pool_index.data_ptr<int64_t>()[r] : 0);
   }
   const auto long_opts = at::TensorOptions().dtype(at::kLong);
   const at::Tensor tok = at::tensor(tokens, long_opts);
   const at::Tensor pos = at::tensor(positions, long_opts);
   at::Tensor x = at::embedding(m.W("emb.word"), tok) + at::embedding(m.W("emb.pos"), pos);
+  at::Tensor out;
   if (m.spec.arch == kDjClipText) {
-    const at::Tensor last = PackedLayers(m, x, lens, keep);
-    return Chunked(
+    const at::Tensor last = PackedLayers(m, x, p);
+    out = Chunked(
         last, [&](const at::Tensor& c) { return Linear(LayerNorm(c, m, "final_ln"), m, "proj"); });
+  } else {
+    if (m.Has("emb.type")) x = x + m.W("emb.type").select(0, 0);
+    x = Chunked(x, [&](const at::Tensor& c) { return LayerNorm(c, m, "emb.ln"); });
+    const at::Tensor first = PackedLayers(m, x, p);
+    out = Chunked(first, [&](const at::Tensor& c) {
+      if (m.spec.arch == kDjEncoderClassifierRoberta) {
+        return Linear(at::tanh(Linear(c, m, "head.dense")), m, "head.out");
+      }
+      return Linear(at::tanh(Linear(c, m, "pooler")), m, "head.out");
+    });
   }
-  if (m.Has("emb.type")) x = x + m.W("emb.type").select(0, 0);
-  x = Chunked(x, [&](const at::Tensor& c) { return LayerNorm(c, m, "emb.ln"); });
-  const at::Tensor first = PackedLayers(m, x, lens, keep);
-  return Chunked(first, [&](const at::Tensor& c) {
-    if (m.spec.arch == kDjEncoderClassifierRoberta) {
-      return Linear(at::tanh(Linear(c, m, "head.dense")), m, "head.out");
-    }
-    return Linear(at::tanh(Linear(c, m, "pooler")), m, "head.out");
-  });
+  return out.index_select(0, p.kept_slots);
 }
 
 }  // namespace
@@ -370,6 +529,8 @@ extern "C" __attribute__((visibility("default"))) void djshard_query_torch(Djsha
   out->cuda_device_count = out->cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
   out->bf16_cpu = 1;
   out->cuda_built = at::hasCUDA() ? 1 : 0;
+  std::snprintf(out->cpu_kernel, sizeof out->cpu_kernel, "%s",
+                djshard::model::torch_module::CpuKernel().c_str());
 }
 
 extern "C" __attribute__((visibility("default"))) void* djshard_model_load(
@@ -405,6 +566,7 @@ extern "C" __attribute__((visibility("default"))) void* djshard_model_load(
         m->w.erase(v);
       }
     }
+    if (m->device.is_cpu()) ProbeRowLayout(m.get());
     auto* handle = new djshard::model::torch_module::Handle{
         djshard::model::torch_module::Handle::kNative, m.get(), m->device, m->dtype};
     m.release();

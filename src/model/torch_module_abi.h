@@ -13,6 +13,10 @@ struct DjshardTorchInfo {
   int cuda_device_count;
   int bf16_cpu;    // bfloat16 matmuls run on this CPU
   int cuda_built;  // this libtorch was built with CUDA
+  // What computes a model on the CPU: ATen's CPU capability and the BLAS
+  // with its kernel ("ATen AVX2, OpenBLAS 0.3.21 Haswell"). Results may
+  // differ in the last bits between two of them.
+  char cpu_kernel[160];
 };
 
 // Element types of DjshardTensorDesc::dtype (as djshard::model::WeightDType).

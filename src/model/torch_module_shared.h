@@ -16,6 +16,8 @@ void SetError(char* err, int err_len, const std::string& what);
 at::Device ParseDevice(const char* device);
 // at::set_num_threads, once per process.
 void ConfigureCpuThreads(int threads);
+// ATen's CPU capability and the BLAS with its kernel (DjshardTorchInfo::cpu_kernel).
+std::string CpuKernel();
 
 // What djshard_model_load and djshard_script_load return.
 struct Handle {

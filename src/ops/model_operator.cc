@@ -201,6 +201,10 @@ Operator::ModelDescription ModelRunner::description() const {
   d.dtype = dtype_name_;
   d.batch_size = batch_size_;
   d.device = first_device_;
+  const model::TorchRuntimeInfo torch = model::QueryTorchRuntime();
+  const bool cpu = first_device_ == "cpu";
+  d.compute = std::string(cpu ? "cpu" : "cuda") + "/" + dtype_name_ + " (" +
+              (cpu ? torch.cpu_kernel : "libtorch " + torch.torch_version) + ")";
   return d;
 }
 

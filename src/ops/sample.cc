@@ -48,6 +48,13 @@ const std::string& Sample::Text(const std::string& key) {
   return texts_.back().second;
 }
 
+bool Sample::Has(const std::string& key) const {
+  for (const auto& [k, v] : texts_) {
+    if (k == key) return true;
+  }
+  return record_->Find(key).has_value();
+}
+
 void Sample::Reset(io::Record* record) {
   record_ = record;
   texts_.clear();

@@ -61,9 +61,12 @@ class TextPairSimilarityFilter : public Filter {
       Sample& s = *rows[i];
       if (s.Stat(kStat)) continue;  // computed before: Data-Juicer reuses it
       try {
+        // Data-Juicer's order: text missing, text empty, second missing,
+        // second empty; the first that holds gives [] and keeps the record.
         // Copies: a reference from Sample::Text moves when the next text loads.
-        const std::string first = s.Text(text_key());
-        const std::string second = s.Text(second_key_);
+        const std::string first = s.Has(text_key()) ? s.Text(text_key()) : std::string();
+        const std::string second =
+            first.empty() || !s.Has(second_key_) ? std::string() : s.Text(second_key_);
         if (first.empty() || second.empty()) {
           s.SetStat(kStat, "[]");
           continue;

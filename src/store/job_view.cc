@@ -197,6 +197,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
         const std::string path = job.DonePath(sh.shard->id);
         const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
         row["rows_out"] = done.rows;
+        v.shards_by_model_devices[done.model_devices].push_back(done.shard_id);
         if (!plan_of_host.count(done.hostname)) {
           plan_of_host[done.hostname] =
               job.InJob(fs::path(done.output_path).parent_path().string()) + "/attempt.json";
@@ -263,6 +264,7 @@ ElasticJobView ReadElasticJob(const JobDir& job) {
     v.replica_plans.push_back(plan);
   }
   for (auto& [k, t] : ops) v.op_totals.push_back(t);
+  v.model_devices_warning = MixedModelDevicesWarning(v.shards_by_model_devices);
   v.hosts.assign(hosts.begin(), hosts.end());
 
   // The operator each running attempt is in: its last op_start in the events.
@@ -357,6 +359,13 @@ json ElasticJobView::ToJson(bool detailed) const {
             {"running_attempts", running_json},
             {"replica_plans", replica_plans},
             {"stop", stop}};
+  json devices = json::array();
+  for (const auto& [kinds, shards] : shards_by_model_devices) {
+    if (!kinds.empty()) devices.push_back({{"model_devices", kinds}, {"shards", shards.size()}});
+  }
+  j["model_devices"] = devices;
+  j["warnings"] = json::array();
+  if (!model_devices_warning.empty()) j["warnings"].push_back(model_devices_warning);
   if (detailed) {
     j["shard_details"] = shard_details;
     j["operators"] = op_totals;

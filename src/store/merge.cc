@@ -209,6 +209,7 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
     total.rows += rows;
     total.bytes += bytes;
     total.hosts.insert(done.hostname);
+    total.shards_by_model_devices[done.model_devices].push_back(shard.id);
   }
   total.sha256 = content.Finish();
   return total;
@@ -240,8 +241,13 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
   // Records the shards' operators dropped, with why (SPEC-lineage §5).
   MergeErrorFiles(job, output + ".errors.jsonl", disk);
 
-  MergeOutcome outcome{output,        v.rows, v.bytes, v.sha256, job.manifest().shards.size(),
-                       v.hosts.size()};
+  MergeOutcome outcome{output,
+                       v.rows,
+                       v.bytes,
+                       v.sha256,
+                       job.manifest().shards.size(),
+                       v.hosts.size(),
+                       MixedModelDevicesWarning(v.shards_by_model_devices)};
   const json merge = {{"job_id", job.manifest().job_id},
                       {"merged_at", FormatUtcIso8601(NowNanos())},
                       {"output_path", output},
@@ -284,8 +290,13 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
                     " distinct node(s), expected at least " + std::to_string(request.expect_nodes),
                 "some nodes did not take part; check their logs");
   }
-  const MergeOutcome expected{
-      output, v.rows, v.bytes, v.sha256, job.manifest().shards.size(), v.hosts.size()};
+  const MergeOutcome expected{output,
+                              v.rows,
+                              v.bytes,
+                              v.sha256,
+                              job.manifest().shards.size(),
+                              v.hosts.size(),
+                              MixedModelDevicesWarning(v.shards_by_model_devices)};
   CheckMergedOutput(expected);
   if (merge_record && merge_record->value("output_path", "") == output &&
       merge_record->value("sha256", "") != v.sha256) {

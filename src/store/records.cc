@@ -152,7 +152,8 @@ std::string DoneRecord::ToJson() const {
             {"engine",
              {{"name", "djshard"}, {"version", engine_version}, {"git_commit", engine_git_commit}}},
             {"op_stats", ops},
-            {"seconds", seconds}};
+            {"seconds", seconds},
+            {"model_devices", model_devices}};
   if (!region_stats.empty()) j["regions"] = exec::RegionCountersJson(region_stats);
   if (!partitions.is_null()) j["partitions"] = partitions;
   return j.dump(2) + "\n";
@@ -176,6 +177,11 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
     if (j.contains("engine") && j["engine"].is_object()) {
       r.engine_version = j["engine"].value("version", "");
       r.engine_git_commit = j["engine"].value("git_commit", "");
+    }
+    if (j.contains("model_devices") && j["model_devices"].is_array()) {
+      for (const json& d : j["model_devices"]) {
+        if (d.is_string()) r.model_devices.push_back(d.get<std::string>());
+      }
     }
     if (j.contains("op_stats") && j["op_stats"].is_array()) {
       for (const json& op : j["op_stats"]) {
@@ -248,6 +254,22 @@ FailedRecord FailedRecord::FromJson(const std::string& text, const std::string& 
     r.hostname = j.value("hostname", "");
   });
   return r;
+}
+
+std::string MixedModelDevicesWarning(const ShardsByModelDevices& shards) {
+  if (shards.size() < 2) return "";
+  std::string kinds;
+  for (const auto& [devices, ids] : shards) {
+    std::string names;
+    for (const std::string& d : devices) names += (names.empty() ? "" : " + ") + d;
+    if (names.empty()) names = "no model device recorded";
+    kinds += (kinds.empty() ? "" : "; ") + std::to_string(ids.size()) + " shard(s) on " + names +
+             " (" + ids.front() + (ids.size() > 1 ? ", ..." : "") + ")";
+  }
+  return "the shards' model outputs were computed on " + std::to_string(shards.size()) +
+         " kinds of device: " + kinds +
+         ". Model scores may differ in the last bits between kinds, so this output may differ "
+         "from a run on one kind; run every worker on one kind of node for byte-identical results";
 }
 
 }  // namespace djshard::store

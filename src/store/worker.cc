@@ -926,6 +926,7 @@ class Worker {
     done.engine_git_commit = git_commit();
     done.op_stats = a.summary.operators;
     done.region_stats = a.summary.regions;
+    done.model_devices = a.summary.model_devices;
     done.seconds = MonotonicSeconds() - a.start;
     done.partitions = a.partitions;
     // The lease is kept until the record is out: the heartbeat stops after.

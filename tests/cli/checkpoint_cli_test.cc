@@ -819,6 +819,14 @@ TEST_F(CheckpointCli, MonitorAndJobsFollowARunFromStartToEnd) {
     EXPECT_EQ(p["committed_taps"], json::array({1})) << p;
   }
   EXPECT_EQ(Run({"monitor", "nope", "--work-dir", "out"}).exit_code, 2);
+  // --job-dir, as every other command takes it.
+  const CliResult by_option = Run({"monitor", "--job-dir", Path("out/m"), "--json"});
+  EXPECT_EQ(by_option.exit_code, 0) << by_option.err;
+  EXPECT_EQ(json::parse(by_option.out)["status"], "completed");
+  EXPECT_EQ(Run({"monitor", "--job-dir", Path("out/nope")}).exit_code, 2);
+  const CliResult twice = Run({"monitor", "m", "--job-dir", Path("out/m")});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("monitor takes the job once"), std::string::npos) << twice.err;
 
   // A failed job: monitor says 2.
   Write("fail", "");

@@ -43,7 +43,13 @@ Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cw
     dup2(out_fd, 1);
     dup2(err_fd, 2);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
-    for (const std::string& e : env) putenv(strdup(e.c_str()));
+    for (const std::string& e : env) {
+      if (e.find('=') == std::string::npos) {
+        unsetenv(e.c_str());
+      } else {
+        putenv(strdup(e.c_str()));
+      }
+    }
     std::vector<char*> argv;
     for (std::string& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);

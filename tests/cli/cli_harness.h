@@ -27,8 +27,8 @@ struct Spawned {
 };
 
 // Starts djshard with `args` in `cwd`, with `env` ("NAME=value") added to the
-// environment, behind `prefix` (a command that execs the rest, e.g. unshare
-// or faketime), without waiting for it.
+// environment ("NAME" alone removes NAME from it), behind `prefix` (a command that execs the rest,
+// e.g. unshare or faketime), without waiting for it.
 Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cwd,
                      const std::vector<std::string>& env = {},
                      const std::vector<std::string>& prefix = {});

@@ -91,6 +91,22 @@ TEST_F(LineageCli, NestedRegionsRejoinToTheInput) {
   EXPECT_EQ(regions["c"]["parents_in"], regions["s"]["children_expanded"]);
 }
 
+// A filter inside regions filters children: every parent keeps exactly the
+// fields it was read with, and gains no __dj__stats__ (SPEC-lineage §4).
+TEST_F(LineageCli, AFilterInsideFourNestedRegionsLeavesTheRecordsAsRead) {
+  Py("corpus docs.jsonl 300 17");
+  Recipe("docs.jsonl",
+         "  - expand: {name: p, by: paragraph}\n  - expand: {name: s, by: sentence}\n"
+         "  - expand: {name: w, by: \"chars:7\"}\n  - expand: {name: c, by: \"chars:3\"}\n"
+         "  - text_length_filter: {min_len: 0}\n"
+         "  - gather: {name: c}\n  - gather: {name: w}\n"
+         "  - gather: {name: s}\n  - gather: {name: p, on_empty: keep_original}\n");
+  const CliResult r = RunRecipe("out.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out.jsonl").find("__dj__stats__"), std::string::npos);
+  EXPECT_TRUE(Read("out.jsonl") == Read("docs.jsonl"));
+}
+
 // A failure in an inner region fails the outer parent too, and the input
 // record gets one errors line (SPEC-lineage §5.4), with its bytes as read.
 TEST_F(LineageCli, AFailureInANestedRegionIsOneErrorsLineForTheInputRecord) {

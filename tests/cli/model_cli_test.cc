@@ -6,12 +6,14 @@
 // tokenizers by the tokenizer tests.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "djshard/io/sha256.h"
@@ -347,6 +349,33 @@ TEST_F(ModelCli, TextPairSimilarityMatchesTheReferenceForAnyAndAll) {
   }
 }
 
+// Data-Juicer's order: text missing, text empty, second text missing, second
+// empty; the first that holds gives an empty similarity and keeps the record.
+TEST_F(ModelCli, TextPairSimilarityOfAMissingOrEmptyTextIsEmptyAndKeepsTheRecord) {
+  const std::vector<std::string> rows = {
+      R"({"id":0,"text":""})",
+      R"({"id":1,"target_text":"a second text"})",
+      R"({"id":2,"text":"a first text"})",
+      R"({"id":3,"text":"a first text","target_text":""})",
+      R"({"id":4,"text":"","target_text":7})",
+  };
+  std::string in;
+  for (const auto& row : rows) in += row + "\n";
+  Write("in.jsonl", in);
+  Write("recipe.yaml",
+        "process:\n  - text_pair_similarity_filter:\n      hf_clip: " + Model("clip-st") +
+            "\n      text_key_second: target_text\n      min_score: 0.5\n");
+  const CliResult r = RunRecipe();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = JsonLines(Read("out.jsonl"));
+  ASSERT_EQ(out.size(), rows.size()) << Read("out.jsonl");
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i]["id"], i);
+    EXPECT_EQ(out[i]["__dj__stats__"]["text_pair_similarity"], json::array()) << out[i];
+  }
+  EXPECT_EQ(json::parse(Read("out.jsonl.stats.json"))["errors"], 0);
+}
+
 TEST_F(ModelCli, TextPairSimilarityWithoutASecondKeyIsRefused) {
   Write("in.jsonl", R"({"text":"x"})"
                     "\n");
@@ -402,13 +431,62 @@ TEST_F(ModelCli, AGpuAskedForAndNotPresentIsAnErrorBeforeAnythingIsWritten) {
 }
 
 // Test 5: the output bytes do not depend on threads, batch size or which rows
-// share a batch.
-TEST_F(ModelCli, OutputBytesDoNotDependOnThreadsBatchSizeOrBatchMates) {
+// share a batch, whatever the BLAS kernel.
+// The OpenBLAS kernels the determinism tests run under (OPENBLAS_CORETYPE in
+// the child's environment); "" is the kernel OpenBLAS picks for this CPU.
+// Haswell and Zen are the AVX2 kernels of most cluster nodes.
+const std::vector<std::string> kBlasKernels = {"", "Haswell", "Zen", "SkylakeX", "Sandybridge"};
+
+// Whether this CPU can run OpenBLAS kernel `kernel` ("": always).
+bool CpuRunsKernel(const std::string& kernel) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, flags;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  }
+  auto has = [&](const char* flag) {
+    return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+  };
+  if (kernel.empty()) return true;
+  if (kernel == "Sandybridge") return has("avx");
+  if (kernel == "Haswell" || kernel == "Zen") return has("avx2") && has("fma");
+  if (kernel == "SkylakeX") {
+    return has("avx512f") && has("avx512vl") && has("avx512bw") && has("avx512dq") &&
+           has("avx512cd");
+  }
+  return false;
+}
+
+// A child's environment for `kernel`: OPENBLAS_CORETYPE set, or removed for "".
+std::vector<std::string> KernelEnv(const std::string& kernel) {
+  return {kernel.empty() ? "OPENBLAS_CORETYPE" : "OPENBLAS_CORETYPE=" + kernel};
+}
+
+class ModelKernelCli : public ModelCli, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    ModelCli::SetUp();
+    if (IsSkipped()) return;
+    if (!CpuRunsKernel(GetParam())) {
+      GTEST_SKIP() << "this CPU cannot run OpenBLAS's " << GetParam();
+    }
+  }
+};
+
+// Under every BLAS kernel: a row's output bytes do not depend on the thread
+// count, the batch size, its batch mates or the rows of a call, the scores
+// stay within the reference's tolerance, and the run names the kernel.
+TEST_P(ModelKernelCli, OutputBytesDoNotDependOnThreadsBatchSizeOrBatchMates) {
+  const std::string kernel = GetParam();
   std::string in;
-  std::vector<std::string> lines;
+  std::vector<std::string> lines, queries;
   for (int i = 0; i < 300; ++i) {
     std::string q = "query " + std::to_string(i);
     for (int w = 0; w < (i * 7) % 40; ++w) q += " word" + std::to_string((i * w) % 13);
+    queries.push_back(q);
     lines.push_back(
         json({{"id", i}, {"query", q}, {"text", q}, {"target_text", "word " + q}}).dump());
   }
@@ -423,17 +501,26 @@ TEST_F(ModelCli, OutputBytesDoNotDependOnThreadsBatchSizeOrBatchMates) {
               "\n      text_key_second: target_text\n      min_score: -1\n      batch_size: " +
               std::to_string(batch) + "\n");
   };
+  const std::vector<std::string> env = KernelEnv(kernel);
   std::string first;
   for (const auto& [threads, batch] :
-       std::vector<std::pair<int, int>>{{1, 64}, {4, 64}, {2, 8}, {2, 1}}) {
+       std::vector<std::pair<int, int>>{{1, 64}, {2, 8}, {2, 1}, {3, 5}}) {
     recipe(batch);
-    const CliResult r = RunRecipe({"--device", TestDevice(), "--threads", std::to_string(threads)});
+    const CliResult r =
+        RunRecipe({"--device", TestDevice(), "--threads", std::to_string(threads)}, env);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string out = Read("out.jsonl");
     if (first.empty()) {
       first = out;
+      const json devices = json::parse(Read("out.jsonl.stats.json"))["model_devices"];
+      ASSERT_EQ(devices.size(), 1u) << devices;
+      const std::string device = devices[0].get<std::string>();
+      EXPECT_EQ(device.rfind("cpu/float32 (ATen ", 0), 0u) << device;
+      if (!kernel.empty()) {
+        EXPECT_NE(device.find(kernel), std::string::npos) << device;
+      }
     } else {
-      EXPECT_TRUE(out == first) << "threads " << threads << " batch_size " << batch;
+      EXPECT_TRUE(out == first) << kernel << ": threads " << threads << " batch_size " << batch;
     }
   }
   // Rows shuffled into other batches: each row's output line is unchanged.
@@ -444,13 +531,107 @@ TEST_F(ModelCli, OutputBytesDoNotDependOnThreadsBatchSizeOrBatchMates) {
   for (const auto& l : shuffled) in += l + "\n";
   Write("in.jsonl", in);
   recipe(8);
-  const CliResult r = RunRecipe({"--device", TestDevice(), "--threads", "2"});
+  const CliResult r = RunRecipe({"--device", TestDevice(), "--threads", "2"}, env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::map<int, std::string> by_id_first, by_id_shuffled;
-  for (const auto& row : JsonLines(first)) by_id_first[row["id"].get<int>()] = row.dump();
-  for (const auto& row : JsonLines(Read("out.jsonl")))
+  const std::vector<json> rows = JsonLines(first);
+  for (const auto& row : rows) by_id_first[row["id"].get<int>()] = row.dump();
+  for (const auto& row : JsonLines(Read("out.jsonl"))) {
     by_id_shuffled[row["id"].get<int>()] = row.dump();
-  EXPECT_TRUE(by_id_first == by_id_shuffled);
+  }
+  EXPECT_TRUE(by_id_first == by_id_shuffled) << kernel;
+  // Within the independent reference's tolerance.
+  std::vector<json> ref_rows;
+  for (const auto& ids : Ids(Model("roberta-sentiment-st"), queries)) {
+    ref_rows.push_back({{"ids", ids}});
+  }
+  const auto want = Reference(Model("roberta-sentiment-st"), ref_rows);
+  ASSERT_EQ(want.size(), queries.size());
+  EXPECT_GE(rows.size(), queries.size() / 2);  // the similarity filter keeps most rows
+  for (const json& row : rows) {
+    const json& meta = row["__dj__meta__"];
+    const json& ref = want[row["id"].get<size_t>()];
+    EXPECT_EQ(meta["query_sentiment_label"], ref["label"]) << kernel << " " << row["id"];
+    EXPECT_NEAR(meta["query_sentiment_label_score"].get<double>(), ref["score"].get<double>(), 1e-5)
+        << kernel << " " << row["id"];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryBlasKernel, ModelKernelCli, ::testing::ValuesIn(kBlasKernels),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("Default") : info.param;
+                         });
+
+// A done record names what computed its model outputs; shards computed by
+// two kernels are a warning in verify, merge and monitor, not an error.
+TEST_F(ModelCli, ShardsComputedOnTwoKernelsAreAWarningInVerifyAndMonitor) {
+  std::vector<std::string> kernels;
+  for (const std::string& k : kBlasKernels) {
+    if (!k.empty() && CpuRunsKernel(k) && k != "Zen") kernels.push_back(k);
+  }
+  if (kernels.size() < 2) {
+    GTEST_SKIP() << "this CPU runs fewer than two OpenBLAS kernels";
+  }
+  std::string in;
+  for (int i = 0; i < 40; ++i)
+    in += json({{"query", "query number " + std::to_string(i)}}).dump() + "\n";
+  Write("in.jsonl", in);
+  ClassifierRecipe("query_sentiment_detection_mapper", Model("roberta-sentiment-st"));
+  auto prepare = [&](const std::string& job) {
+    ASSERT_EQ(Run({"prepare", "--config", Path("recipe.yaml"), "--dataset-path", Path("in.jsonl"),
+                   "--job-dir", Path(job), "--num-shards", "2"})
+                  .exit_code,
+              0);
+  };
+  auto worker = [&](const std::string& job, const std::string& kernel,
+                    std::vector<std::string> extra) {
+    std::vector<std::string> args = {"worker", "--job-dir", Path(job), "--device", "cpu"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = WaitFor(Spawn(args, KernelEnv(kernel)));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  };
+  auto done_devices = [&](const std::string& job) {
+    std::set<std::string> devices;
+    size_t records = 0;
+    for (const auto& e : fs::directory_iterator(Path(job + "/state/done"))) {
+      ++records;
+      const json done = json::parse(ReadAll(e.path().string()));
+      for (const auto& d : done["model_devices"]) devices.insert(d.get<std::string>());
+    }
+    EXPECT_EQ(records, 2u);
+    return devices;
+  };
+  // One kernel: no warning.
+  prepare("one");
+  worker("one", kernels[0], {});
+  EXPECT_EQ(done_devices("one").size(), 1u);
+  ASSERT_EQ(Run({"merge", "--job-dir", Path("one")}).exit_code, 0);
+  EXPECT_EQ(Run({"verify", "--job-dir", Path("one")}).err.find("WARNING"), std::string::npos);
+  // Two kernels: each shard names its own, and every view warns.
+  prepare("two");
+  worker("two", kernels[0], {"--max-shards", "1"});
+  worker("two", kernels[1], {});
+  const std::set<std::string> devices = done_devices("two");
+  ASSERT_EQ(devices.size(), 2u);
+  for (const std::string& k : {kernels[0], kernels[1]}) {
+    EXPECT_TRUE(std::any_of(devices.begin(), devices.end(), [&](const std::string& d) {
+      return d.find("OpenBLAS") != std::string::npos && d.find(k) != std::string::npos;
+    })) << k;
+  }
+  const std::string warning =
+      "WARNING: the shards' model outputs were computed on 2 kinds of device";
+  const CliResult merged = Run({"merge", "--job-dir", Path("two")});
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_NE(merged.err.find(warning), std::string::npos) << merged.err;
+  const CliResult verified = Run({"verify", "--job-dir", Path("two")});
+  EXPECT_EQ(verified.exit_code, 0) << verified.err;
+  EXPECT_NE(verified.err.find(warning), std::string::npos) << verified.err;
+  const CliResult monitor = Run({"monitor", "--job-dir", Path("two")});
+  EXPECT_EQ(monitor.exit_code, 0) << monitor.err;
+  EXPECT_NE(monitor.out.find(warning), std::string::npos) << monitor.out;
+  const json view = json::parse(Run({"monitor", "--job-dir", Path("two"), "--json"}).out);
+  ASSERT_EQ(view["warnings"].size(), 1u) << view;
+  EXPECT_EQ(view["model_devices"].size(), 2u) << view;
 }
 
 // Test 6: model resolution and damaged weights.

@@ -53,7 +53,8 @@ struct ExecSummary {
   uint64_t errors = 0;     // records dropped by operator errors
   double seconds = 0;
   std::vector<OperatorCounters> operators;
-  std::vector<RegionCounters> regions;  // one per expand/gather pair, in plan order
+  std::vector<RegionCounters> regions;     // one per expand/gather pair, in plan order
+  std::vector<std::string> model_devices;  // ModelDevices(plan)
 };
 
 // What a top-level expand/gather region made of one parent, as its gather

@@ -50,8 +50,9 @@ struct LineageRegion {
 // of stage so far).
 struct Plan {
   std::vector<PlannedOperator> operators;
-  bool keep_stats = true;    // keep_stats_in_res_ds: write __dj__stats__ / __dj__meta__
-  bool has_filter = false;   // every output record then carries __dj__stats__
+  bool keep_stats = true;  // keep_stats_in_res_ds: write __dj__stats__ / __dj__meta__
+  bool has_filter =
+      false;  // a filter outside lineage regions: every output record carries __dj__stats__
   size_t batch_rows = 1000;  // rows per batch: the largest batch_size of the recipe's operators
   int num_proc = 0;          // the largest num_proc of the recipe's operators (0: none given)
   std::string text_key = "text";       // the recipe's text_key
@@ -85,6 +86,10 @@ std::string EnclosingRegionName(const recipe::Recipe& recipe, size_t op_idx);
 
 // The operators of `plan` that run a model (model_description() set), ascending.
 std::vector<size_t> ModelOperators(const Plan& plan);
+
+// What computes the model operators of `plan` (ModelDescription::compute),
+// sorted, each once: a done record's and a run summary's model_devices.
+std::vector<std::string> ModelDevices(const Plan& plan);
 
 // Builds the operators `op_idxs` of `plan` again from `recipe` (a compiled
 // plan of it): with `load`, with their model weights; without, with their

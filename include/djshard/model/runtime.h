@@ -15,6 +15,10 @@ struct TorchRuntimeInfo {
   int cuda_device_count = 0;
   bool bf16_cpu = false;
   bool cuda_built = false;  // libtorch has CUDA (whether or not a device is visible)
+  // ATen's CPU capability and the BLAS with its kernel, e.g. "ATen AVX2,
+  // OpenBLAS 0.3.21 Haswell": model outputs on the CPU may differ in the last
+  // bits between two of them.
+  std::string cpu_kernel;
 };
 
 // libtorch lives in a separate module (libdjshard_torch.so, beside the

@@ -55,6 +55,10 @@ class Operator {
     std::string dtype;    // float32, bfloat16 or float16
     int batch_size = 64;  // rows per model call
     std::string device;   // the device its first replica runs on ("cpu", "cuda:0")
+    // What computes it, as done records and run summaries list it under
+    // model_devices: "cpu/float32 (ATen AVX2, OpenBLAS 0.3.21 Haswell)". Two
+    // of them may give results that differ in the last bits.
+    std::string compute;
   };
   virtual std::optional<ModelDescription> model_description() const { return std::nullopt; }
 

@@ -41,6 +41,8 @@ class Sample {
   // or not a string. The reference is valid until the next Text or SetText
   // call on this sample (copy it to hold two texts at once).
   const std::string& Text(const std::string& key);
+  // Whether the record has top-level `key` (a text set by SetText counts).
+  bool Has(const std::string& key) const;
   void SetText(const std::string& key, std::string value);
   // Seeds the decoded text of `key` (already decoded by the parser), unchanged.
   void PreloadText(const std::string& key, std::string value);

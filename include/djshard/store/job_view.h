@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "djshard/store/job.h"
+#include "djshard/store/records.h"
 #include "djshard/store/status.h"
 
 namespace djshard::store {
@@ -65,6 +66,10 @@ struct ElasticJobView {
   // Per node that ran or runs attempts with model stages: {hostname, pid,
   // threads, stages, probe} from its latest attempt's `plan` (ReplicaPlanOf).
   nlohmann::json replica_plans = nlohmann::json::array();
+  // Done shards by the model devices that computed them, and the warning
+  // when there is more than one kind (MixedModelDevicesWarning).
+  ShardsByModelDevices shards_by_model_devices;
+  std::string model_devices_warning;
 
   nlohmann::json ToJson(bool detailed) const;
 };

@@ -6,9 +6,11 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "djshard/io/disk.h"
 #include "djshard/store/job.h"
+#include "djshard/store/records.h"
 
 namespace djshard::store {
 
@@ -18,6 +20,7 @@ struct VerifiedOutputs {
   uint64_t bytes = 0;
   std::string sha256;           // of the concatenation, in manifest order
   std::set<std::string> hosts;  // distinct hostnames of the done records
+  ShardsByModelDevices shards_by_model_devices;
 };
 
 // Streams every shard's published output in manifest order, re-validating
@@ -39,6 +42,7 @@ struct MergeOutcome {
   std::string sha256;
   uint64_t num_shards = 0;
   uint64_t nodes = 0;
+  std::string model_devices_warning;  // MixedModelDevicesWarning, or empty
 };
 
 // Concatenates verified shard outputs into one file (temp + fsync + rename;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -86,6 +87,9 @@ struct DoneRecord {
   std::vector<exec::OperatorCounters> op_stats;
   std::vector<exec::RegionCounters> region_stats;  // expand/gather regions ("regions")
   double seconds = 0;
+  // What computed the recipe's model operators (exec::ModelDevices): shards
+  // computed by different ones may differ in the last bits of model outputs.
+  std::vector<std::string> model_devices;
   // A checkpointed shard: its partitions {total, resumed, computed} as the
   // publishing attempt's attempt.json has them; null when not checkpointed.
   nlohmann::json partitions;
@@ -94,6 +98,15 @@ struct DoneRecord {
   // Throws Error naming `path` when a field that merge relies on is missing.
   static DoneRecord FromJson(const std::string& text, const std::string& path);
 };
+
+// Shard ids by the model devices of their done records (an empty list: the
+// recipe has no model operator).
+using ShardsByModelDevices = std::map<std::vector<std::string>, std::vector<std::string>>;
+
+// A warning when shards' model outputs were computed on more than one kind of
+// device: they may differ in the last bits from the output of one kind. Empty
+// when all agree.
+std::string MixedModelDevicesWarning(const ShardsByModelDevices& shards);
 
 // state/failed/<shard>.json, published when a shard used up its retries.
 struct FailedRecord {

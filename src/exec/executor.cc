@@ -284,7 +284,7 @@ void BatchRun::TapAfter(RowLevel& level, size_t i) {
   for (size_t k = 0; k < level.samples.size(); ++k) {
     if (!level.alive[k]) continue;
     copy = *level.records_of[k];
-    level.samples[k]->CommitTo(&copy, plan_.has_filter);
+    level.samples[k]->CommitTo(&copy, plan_.writes_stats);
     copy.Serialize(&out);
     out.push_back('\n');
     ++r_->tap_rows[t];
@@ -480,7 +480,7 @@ size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* out
         if (outcomes[k] == GatherOutcome::kOut || outcomes[k] == GatherOutcome::kOriginal) {
           j.state = JournalState::kPresent;
           io::Record copy = *parents.records_of[k];
-          parents.samples[k]->CommitTo(&copy, plan_.has_filter);
+          parents.samples[k]->CommitTo(&copy, plan_.writes_stats);
           copy.Serialize(&j.record);
         } else {
           j.state = outcomes[k] == GatherOutcome::kDropped ? JournalState::kDropped
@@ -720,7 +720,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   r->output.reserve(chunk.size + chunk.size / 8);
   for (size_t k = 0; k < n; ++k) {
     if (!level.alive[k]) continue;
-    s.samples[k].Commit(plan.keep_stats && plan.has_filter);
+    s.samples[k].Commit(plan.keep_stats && plan.writes_stats);
     if (!plan.keep_stats) {
       s.records[k].Remove(ops::kStatsKey);
       s.records[k].Remove(ops::kMetaKey);

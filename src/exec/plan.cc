@@ -69,12 +69,15 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
     // keep exactly their own fields (SPEC-lineage §4), stats included.
     const auto op_idx = static_cast<size_t>(&spec - recipe.process.data());
     if (info->kind == ops::OpKind::kFilter && !InsideLineageRegion(recipe, op_idx)) {
-      plan.has_filter = true;
+      plan.writes_stats = true;
     }
     plan.operators.push_back(std::move(planned));
   }
   plan.batch_rows = batch_size > 0 ? batch_size : 1000;  // Data-Juicer's default batch size
   CompileRegions(recipe, &plan);
+  for (const LineageRegion& region : plan.regions) {
+    if (region.parent == -1 && region.gather->Has(ops::GatherInto::kStats)) plan.writes_stats = true;
+  }
   return plan;
 }
 

@@ -1288,8 +1288,8 @@ void ProbeOperator(const ProbeRequest& r) {
     replay.text_key = recipe.text_key;
     for (size_t i : r.replay) {
       replay.operators.push_back(build(i));
-      replay.has_filter =
-          replay.has_filter || replay.operators.back().op->kind() == ops::OpKind::kFilter;
+      replay.writes_stats =
+          replay.writes_stats || replay.operators.back().op->kind() == ops::OpKind::kFilter;
       replay.batch_rows =
           std::max(replay.batch_rows, replay.operators.back().op->preferred_batch_rows());
     }
@@ -1322,7 +1322,7 @@ void ProbeOperator(const ProbeRequest& r) {
   const ops::Operator& op = *target.operators.front().op;
   const std::optional<ops::Operator::ModelDescription> md = op.model_description();
   const uint64_t batch = md ? static_cast<uint64_t>(md->batch_size) : survivors;
-  target.has_filter = op.kind() == ops::OpKind::kFilter;
+  target.writes_stats = op.kind() == ops::OpKind::kFilter;
   target.batch_rows = batch;
 
   // One batch of batch_size rows, the survivors cycled.

@@ -44,12 +44,12 @@ TEST_F(PlanTest, MappersAndFiltersFuseIntoOneStageInRecipeOrder) {
   EXPECT_EQ(plan.operators[1].op->kind(), ops::OpKind::kMapper);
   EXPECT_EQ(plan.operators[2].op->name(), "clean_email_mapper");
   EXPECT_EQ(plan.operators[3].op->name(), "words_num_filter");
-  EXPECT_TRUE(plan.has_filter);
+  EXPECT_TRUE(plan.writes_stats);
 }
 
 TEST_F(PlanTest, DefaultsWithoutOptions) {
   const Plan plan = Compile("process:\n  - whitespace_normalization_mapper:\n");
-  EXPECT_FALSE(plan.has_filter);
+  EXPECT_FALSE(plan.writes_stats);
   EXPECT_TRUE(plan.keep_stats);
   EXPECT_EQ(plan.batch_rows, 1000u);
   EXPECT_EQ(plan.num_proc, 0);

@@ -51,8 +51,9 @@ struct LineageRegion {
 struct Plan {
   std::vector<PlannedOperator> operators;
   bool keep_stats = true;  // keep_stats_in_res_ds: write __dj__stats__ / __dj__meta__
-  bool has_filter =
-      false;  // a filter outside lineage regions: every output record carries __dj__stats__
+  // Every output record carries __dj__stats__: a filter runs outside lineage
+  // regions, or a top-level gather writes into the parents' stats.
+  bool writes_stats = false;
   size_t batch_rows = 1000;  // rows per batch: the largest batch_size of the recipe's operators
   int num_proc = 0;          // the largest num_proc of the recipe's operators (0: none given)
   std::string text_key = "text";       // the recipe's text_key

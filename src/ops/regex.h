@@ -1,8 +1,10 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace djshard::ops {
 
@@ -19,11 +21,20 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // Python's re.sub(pattern, repl, text): every non-overlapping match replaced
-  // by `repl`, in which \1..\99, \g<n> and \g<name> name groups and \\, \n, \t
-  // are escapes. Returns false (leaving *out untouched) when nothing matched.
+  // by `repl`, a template in Python's syntax (\1..\99, \g<n> and \g<name> name
+  // groups; \n, \t, \\, \xhh ... are characters). Throws OpError on a bad
+  // escape or a group the pattern lacks (see ReplacementError). Returns false (leaving *out
+  // untouched) when nothing matched.
   bool Replace(std::string_view text, const std::string& repl, std::string* out) const;
+  // Why Replace with `repl` would fail on every match (a bad escape, a group
+  // the pattern lacks), or "" when it would not.
+  std::string ReplacementError(const std::string& repl) const;
   // Whether the pattern matches anywhere in `text`.
   bool Search(std::string_view text) const;
+  // Python's re.finditer: `f` gets the groups of each non-overlapping match,
+  // left to right (group 0 the whole match; an unset group is empty).
+  void ForEachMatch(std::string_view text,
+                    const std::function<void(const std::vector<std::string_view>&)>& f) const;
 
  private:
   struct Code;

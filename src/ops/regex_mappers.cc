@@ -1,5 +1,6 @@
-// clean_email_mapper, clean_links_mapper and remove_specific_chars_mapper:
-// regular-expression substitutions.
+// Regular-expression substitutions: clean_email_mapper, clean_links_mapper,
+// clean_ip_mapper, remove_specific_chars_mapper, replace_content_mapper,
+// remove_table_text_mapper and remove_non_chinese_character_mapper.
 #include "src/ops/builtin.h"
 #include "src/ops/regex.h"
 
@@ -27,6 +28,25 @@ std::string LinksPattern() {
   return R"((?i)\b()" + start + body + last + ")";
 }
 
+// IPv4 (each part 0-255 without leading zeros; the alternatives in
+// Data-Juicer's order) or eight groups of IPv6 hex digits.
+constexpr const char* kIpPattern =
+    R"((?:(?:1[0-9][0-9]\.)|(?:2[0-4][0-9]\.)|(?:25[0-5]\.)|(?:[1-9][0-9]\.)|(?:[0-9]\.)))"
+    R"({3}(?:(?:1[0-9][0-9])|(?:2[0-4][0-9])|(?:25[0-5])|(?:[1-9][0-9])|(?:[0-9]))|)"
+    R"(([\da-fA-F]{1,4}:){7}[\da-fA-F]{1,4})";
+
+// Refuses at load a replacement that would fail on every match (Data-Juicer
+// raises on each record it applies to).
+void CheckReplacement(const recipe::OperatorArgs& args, const Regex& regex,
+                      const std::string& repl) {
+  const std::string error = regex.ReplacementError(repl);
+  if (!error.empty()) {
+    args.Fail("repl", error,
+              "Data-Juicer fails on every record this replacement applies to; write \\\\ for "
+              "a backslash");
+  }
+}
+
 bool IsAsciiSpace(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
@@ -35,6 +55,10 @@ bool IsAsciiSpace(char c) {
 using TokenTrigger = bool (*)(std::string_view token);
 
 bool HasAt(std::string_view token) { return token.find('@') != std::string_view::npos; }
+
+bool HasDotOrColon(std::string_view token) {
+  return token.find_first_of(".:") != std::string_view::npos;
+}
 
 bool MayHoldLink(std::string_view token) {
   if (token.find_first_of(":/") != std::string_view::npos) return true;
@@ -64,6 +88,7 @@ class RegexSubMapper : public Mapper {
                                      spec.name + ": pattern");
     if (!custom) trigger_ = trigger;
     repl_ = args().GetString("repl", "");
+    CheckReplacement(args(), *regex_, repl_);
   }
 
   void Map(Sample& sample) const override {
@@ -145,6 +170,118 @@ class RemoveSpecificCharsMapper : public Mapper {
   std::unique_ptr<Regex> regex_;
 };
 
+// Data-Juicer compiles each pattern with DOTALL and substitutes them in
+// order; a list of replacements pairs with the patterns by position.
+class ReplaceContentMapper : public Mapper {
+ public:
+  ReplaceContentMapper(const recipe::OperatorSpec& spec, const std::string& key)
+      : Mapper(spec, key) {
+    const std::vector<std::string> patterns = args().GetStringList("pattern", {});
+    const YAML::Node repl = args().Raw("repl");
+    const bool repl_list = repl && repl.IsSequence();
+    const std::vector<std::string> repls =
+        repl_list ? args().GetStringList("repl", {}) : std::vector<std::string>{};
+    if (repl_list && repls.size() < patterns.size()) {
+      args().Fail("repl",
+                  "has " + std::to_string(repls.size()) + " replacements for " +
+                      std::to_string(patterns.size()) + " patterns",
+                  "give one replacement per pattern, or one string for all (Data-Juicer fails "
+                  "on every record)");
+    }
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      steps_.push_back(
+          {std::make_unique<Regex>(UnquotePattern(patterns[i]), true, spec.name + ": pattern"),
+           repl_list ? repls[i] : args().GetString("repl", "")});
+      CheckReplacement(args(), *steps_.back().regex, steps_.back().repl);
+    }
+  }
+
+  void Map(Sample& sample) const override {
+    if (steps_.empty()) return;
+    std::string text = sample.Text(text_key());
+    std::string out;
+    bool changed = false;
+    for (const Step& step : steps_) {
+      if (!step.regex->Replace(text, step.repl, &out)) continue;
+      text.swap(out);
+      changed = true;
+    }
+    if (changed) sample.SetText(text_key(), std::move(text));
+  }
+
+ private:
+  struct Step {
+    std::unique_ptr<Regex> regex;
+    std::string repl;
+  };
+  std::vector<Step> steps_;
+};
+
+// Removes runs of two or more lines of min_col..max_col columns (words
+// separated by one space, '|' or tab), each pass in Data-Juicer's order: one
+// column count at a time, a table's lines preceded by a newline.
+class RemoveTableTextMapper : public Mapper {
+ public:
+  RemoveTableTextMapper(const recipe::OperatorSpec& spec, const std::string& key)
+      : Mapper(spec, key) {
+    const int64_t min_col = args().GetInt("min_col", 2), max_col = args().GetInt("max_col", 20);
+    for (const auto& [name, value] : {std::pair{"min_col", min_col}, {"max_col", max_col}}) {
+      if (value < 2 || value > 20) args().Fail(name, "must be between 2 and 20", "");
+    }
+    for (int64_t i = min_col - 1; i < max_col; ++i) {
+      passes_.push_back(std::make_unique<Regex>(
+          R"((?<=\n)((\S+?)([ |\t](\S+?)){)" + std::to_string(i) + R"(}\n+){2,})", false,
+          spec.name));
+    }
+  }
+
+  void Map(Sample& sample) const override {
+    const std::string& current = sample.Text(text_key());
+    if (current.find('\n') == std::string::npos) return;  // every table follows a newline
+    std::string text = current, out;
+    bool changed = false;
+    for (const auto& pass : passes_) {
+      if (!pass->Replace(text, "", &out)) continue;
+      text.swap(out);
+      changed = true;
+    }
+    if (changed) sample.SetText(text_key(), std::move(text));
+  }
+
+ private:
+  std::vector<std::unique_ptr<Regex>> passes_;
+};
+
+// Removes every character outside CJK U+4E00-U+9FA5 and, as asked, ASCII
+// letters, ASCII digits and Data-Juicer's punctuation list.
+class RemoveNonChineseCharacterMapper : public Mapper {
+ public:
+  RemoveNonChineseCharacterMapper(const recipe::OperatorSpec& spec, const std::string& key)
+      : Mapper(spec, key) {
+    std::string cls = "[^\u4e00-\u9fa5";
+    if (args().GetBool("keep_alphabet", true)) cls += "A-Za-z";
+    if (args().GetBool("keep_number", true)) cls += "0-9";
+    if (args().GetBool("keep_punc", true)) {
+      cls +=
+          ".\uff0c ,\\-\u3002%\u300a*\u300b/\u2022\u3001&\uff06(\u2014)\uff08+\uff09\uff1a\uff1f!"
+          "\uff01\u201c\u201d\u00b7]+";
+    } else {
+      cls += "]";
+    }
+    regex_ = std::make_unique<Regex>(cls, true, spec.name);
+  }
+
+  void Map(Sample& sample) const override {
+    std::string out;
+    if (regex_->Replace(sample.Text(text_key()), "", &out)) {
+      sample.SetText(text_key(), std::move(out));
+    }
+  }
+
+ private:
+  std::unique_ptr<Regex> regex_;
+};
+
 }  // namespace
 
 std::unique_ptr<Operator> MakeCleanEmailMapper(const recipe::OperatorSpec& spec,
@@ -155,6 +292,26 @@ std::unique_ptr<Operator> MakeCleanEmailMapper(const recipe::OperatorSpec& spec,
 std::unique_ptr<Operator> MakeCleanLinksMapper(const recipe::OperatorSpec& spec,
                                                const std::string& text_key) {
   return std::make_unique<RegexSubMapper>(spec, text_key, LinksPattern(), MayHoldLink, ":/wW");
+}
+
+std::unique_ptr<Operator> MakeCleanIpMapper(const recipe::OperatorSpec& spec,
+                                            const std::string& text_key) {
+  return std::make_unique<RegexSubMapper>(spec, text_key, kIpPattern, HasDotOrColon, ".:");
+}
+
+std::unique_ptr<Operator> MakeReplaceContentMapper(const recipe::OperatorSpec& spec,
+                                                   const std::string& text_key) {
+  return std::make_unique<ReplaceContentMapper>(spec, text_key);
+}
+
+std::unique_ptr<Operator> MakeRemoveTableTextMapper(const recipe::OperatorSpec& spec,
+                                                    const std::string& text_key) {
+  return std::make_unique<RemoveTableTextMapper>(spec, text_key);
+}
+
+std::unique_ptr<Operator> MakeRemoveNonChineseCharacterMapper(const recipe::OperatorSpec& spec,
+                                                              const std::string& text_key) {
+  return std::make_unique<RemoveNonChineseCharacterMapper>(spec, text_key);
 }
 
 std::unique_ptr<Operator> MakeRemoveSpecificCharsMapper(const recipe::OperatorSpec& spec,

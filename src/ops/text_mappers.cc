@@ -1,8 +1,10 @@
-// clean_copyright_mapper, remove_long_words_mapper, remove_repeat_sentences_mapper.
+// clean_copyright_mapper, remove_long_words_mapper, remove_repeat_sentences_mapper,
+// remove_words_with_incorrect_substrings_mapper.
 #include <unordered_set>
 
 #include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
+#include "src/ops/tokenization.h"
 
 namespace djshard::ops {
 
@@ -65,6 +67,55 @@ class CleanCopyrightMapper : public Mapper {
   }
 };
 
+// Data-Juicer's split_on_newline_tab_whitespace, a filter on the words, then
+// merge_on_whitespace_tab_newline: lines on '\n', fields on '\t', words on
+// ' '; the kept words joined again, empty fields and lines dropped.
+template <typename Keep>
+std::string KeepWords(std::string_view text, const Keep& keep) {
+  std::string out;
+  out.reserve(text.size());
+  bool first_line = true;
+  size_t line_start = 0;
+  while (line_start <= text.size()) {
+    size_t nl = text.find('\n', line_start);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string_view line = text.substr(line_start, nl - line_start);
+    std::string joined_line;
+    bool first_field = true;
+    size_t f_start = 0;
+    while (f_start <= line.size()) {
+      size_t tab = line.find('\t', f_start);
+      if (tab == std::string_view::npos) tab = line.size();
+      const std::string_view field = line.substr(f_start, tab - f_start);
+      std::string joined_field;
+      size_t w_start = 0;
+      while (w_start <= field.size()) {
+        size_t sp = field.find(' ', w_start);
+        if (sp == std::string_view::npos) sp = field.size();
+        const std::string_view word = field.substr(w_start, sp - w_start);
+        if (!word.empty() && keep(word)) {
+          if (!joined_field.empty()) joined_field.push_back(' ');
+          joined_field.append(word);
+        }
+        w_start = sp + 1;
+      }
+      if (!joined_field.empty()) {
+        if (!first_field) joined_line.push_back('\t');
+        first_field = false;
+        joined_line.append(joined_field);
+      }
+      f_start = tab + 1;
+    }
+    if (!joined_line.empty()) {
+      if (!first_line) out.push_back('\n');
+      first_line = false;
+      out.append(joined_line);
+    }
+    line_start = nl + 1;
+  }
+  return out;
+}
+
 class RemoveLongWordsMapper : public Mapper {
  public:
   RemoveLongWordsMapper(const recipe::OperatorSpec& spec, const std::string& key)
@@ -74,49 +125,8 @@ class RemoveLongWordsMapper : public Mapper {
   }
 
   void Map(Sample& sample) const override {
-    const std::string& text = sample.Text(text_key());
-    std::string out;
-    out.reserve(text.size());
-    bool first_line = true;
-    size_t line_start = 0;
-    while (line_start <= text.size()) {
-      size_t nl = text.find('\n', line_start);
-      if (nl == std::string::npos) nl = text.size();
-      const std::string_view line = std::string_view(text).substr(line_start, nl - line_start);
-      std::string joined_line;
-      bool first_field = true;
-      size_t f_start = 0;
-      while (f_start <= line.size()) {
-        size_t tab = line.find('\t', f_start);
-        if (tab == std::string_view::npos) tab = line.size();
-        const std::string_view field = line.substr(f_start, tab - f_start);
-        std::string joined_field;
-        size_t w_start = 0;
-        while (w_start <= field.size()) {
-          size_t sp = field.find(' ', w_start);
-          if (sp == std::string_view::npos) sp = field.size();
-          const std::string_view word = field.substr(w_start, sp - w_start);
-          if (!word.empty() && Keep(word)) {
-            if (!joined_field.empty()) joined_field.push_back(' ');
-            joined_field.append(word);
-          }
-          w_start = sp + 1;
-        }
-        if (!joined_field.empty()) {
-          if (!first_field) joined_line.push_back('\t');
-          first_field = false;
-          joined_line.append(joined_field);
-        }
-        f_start = tab + 1;
-      }
-      if (!joined_line.empty()) {
-        if (!first_line) out.push_back('\n');
-        first_line = false;
-        out.append(joined_line);
-      }
-      line_start = nl + 1;
-    }
-    sample.SetText(text_key(), std::move(out));
+    sample.SetText(text_key(), KeepWords(sample.Text(text_key()),
+                                         [this](std::string_view word) { return Keep(word); }));
   }
 
  private:
@@ -127,6 +137,68 @@ class RemoveLongWordsMapper : public Mapper {
     return lo_ <= stripped && stripped <= hi_;
   }
   double lo_, hi_;
+};
+
+// Removes the words that hold one of `substrings` once Data-Juicer's special
+// characters are stripped from their ends. Without tokenization, words as
+// remove_long_words_mapper splits them; with it, the SentencePiece pieces of
+// <lang>.sp.model, '▁' removed, joined without separators when any piece
+// went (else the text stays as it is).
+class RemoveWordsWithIncorrectSubstringsMapper : public Mapper {
+ public:
+  RemoveWordsWithIncorrectSubstringsMapper(const recipe::OperatorSpec& spec, const std::string& key)
+      : Mapper(spec, key) {
+    substrings_ = args().GetStringList("substrings", {"http", "www", ".com", "href", "//"});
+    if (args().GetBool("tokenization", false)) {
+      pieces_ = SentencePieceModel::ForLang(args(), args().GetString("lang", "en"));
+    }
+  }
+
+  void Map(Sample& sample) const override {
+    const std::string& text = sample.Text(text_key());
+    auto keep = [this](std::string_view word) { return Keep(word); };
+    if (!pieces_) {
+      sample.SetText(text_key(), KeepWords(text, keep));
+      return;
+    }
+    const std::vector<std::string> pieces = pieces_->Pieces(text);
+    std::string out;
+    bool dropped = false;
+    for (const std::string& piece : pieces) {
+      const std::string word = WithoutWordMarks(piece);
+      if (keep(word)) {
+        out += word;
+      } else {
+        dropped = true;
+      }
+    }
+    if (dropped) sample.SetText(text_key(), std::move(out));
+  }
+
+ private:
+  static std::string WithoutWordMarks(const std::string& piece) {
+    static const std::string kMark = "\u2581";
+    std::string out;
+    for (size_t i = 0; i < piece.size();) {
+      if (piece.compare(i, kMark.size(), kMark) == 0) {
+        i += kMark.size();
+      } else {
+        out.push_back(piece[i++]);
+      }
+    }
+    return out;
+  }
+
+  bool Keep(std::string_view word) const {
+    const std::string_view stripped = text::StripSpecial(word);
+    for (const std::string& s : substrings_) {
+      if (stripped.find(s) != std::string_view::npos) return false;
+    }
+    return true;
+  }
+
+  std::vector<std::string> substrings_;
+  std::shared_ptr<const SentencePieceModel> pieces_;
 };
 
 bool IsClosingQuote(uint32_t cp) { return cp == 0x2019 || cp == 0x201D; }
@@ -275,6 +347,11 @@ std::unique_ptr<Operator> MakeCleanCopyrightMapper(const recipe::OperatorSpec& s
 std::unique_ptr<Operator> MakeRemoveLongWordsMapper(const recipe::OperatorSpec& spec,
                                                     const std::string& text_key) {
   return std::make_unique<RemoveLongWordsMapper>(spec, text_key);
+}
+
+std::unique_ptr<Operator> MakeRemoveWordsWithIncorrectSubstringsMapper(
+    const recipe::OperatorSpec& spec, const std::string& text_key) {
+  return std::make_unique<RemoveWordsWithIncorrectSubstringsMapper>(spec, text_key);
 }
 
 std::unique_ptr<Operator> MakeRemoveRepeatSentencesMapper(const recipe::OperatorSpec& spec,

@@ -80,6 +80,14 @@ def main():
     emit_ranges("kAlnum", ranges(lambda cp: chr(cp).isalnum()))
     emit_ranges("kSpace", ranges(lambda cp: chr(cp).isspace()))
     emit_ranges("kSpecial", ranges(lambda cp: cp in special))
+    # str.lower()'s Final_Sigma context, probed from Python itself: a capital
+    # sigma after c lower-cases to the final form when c is cased and not
+    # case-ignorable; after "A" then c, also when c is case-ignorable.
+    def final_after(prefix):
+        return lambda cp: not 0xD800 <= cp < 0xE000 and (prefix + chr(cp) + "\u03a3").lower()[-1] == "\u03c2"
+    cased = final_after("")
+    emit_ranges("kCased", ranges(cased))
+    emit_ranges("kCaseIgnorable", ranges(lambda cp: final_after("A")(cp) and not cased(cp)))
     print("const LowerMapping kLower[] = {")
     n = 0
     for cp in range(0x110000):

@@ -73,17 +73,20 @@ ModelLookup FindHuggingFaceModel(const std::string& name, const std::string& rev
   return r;
 }
 
+std::string DataJuicerCacheDir(const char* variable, const char* name) {
+  if (const std::string dir = Env(variable); !dir.empty()) return dir;
+  if (const std::string home = Env("DATA_JUICER_CACHE_HOME"); !home.empty()) {
+    return home + "/" + name;
+  }
+  const std::string cache = Env("CACHE_HOME");
+  return (cache.empty() ? Home() + "/.cache" : cache) + "/data_juicer/" + name;
+}
+
 ModelLookup FindDataJuicerModelFile(const std::string& file_name) {
   ModelLookup r;
   std::vector<std::string> dirs;
   if (const std::string h = Env("DJSHARD_MODEL_HOME"); !h.empty()) dirs.push_back(h);
-  if (const std::string c = Env("DATA_JUICER_MODELS_CACHE"); !c.empty()) {
-    dirs.push_back(c);
-  } else if (const std::string c2 = Env("DATA_JUICER_CACHE_HOME"); !c2.empty()) {
-    dirs.push_back(c2 + "/models");
-  } else {
-    dirs.push_back(Home() + "/.cache/data_juicer/models");
-  }
+  dirs.push_back(DataJuicerCacheDir("DATA_JUICER_MODELS_CACHE", "models"));
   for (const std::string& d : dirs) {
     const std::string p = d + "/" + file_name;
     r.searched.push_back(p);

@@ -43,6 +43,14 @@ const CodePointSet& SpaceSet() {
   static const CodePointSet set(unicode::kSpace, unicode::kSpaceSize);
   return set;
 }
+const CodePointSet& CasedSet() {
+  static const CodePointSet set(unicode::kCased, unicode::kCasedSize);
+  return set;
+}
+const CodePointSet& CaseIgnorableSet() {
+  static const CodePointSet set(unicode::kCaseIgnorable, unicode::kCaseIgnorableSize);
+  return set;
+}
 const CodePointSet& SpecialSet() {
   static const CodePointSet set(unicode::kSpecial, unicode::kSpecialSize);
   return set;
@@ -110,6 +118,36 @@ size_t CountAlnum(std::string_view s) { return CountInClass(s, Ascii().alnum, Al
 
 size_t CountSpecial(std::string_view s) { return CountInClass(s, Ascii().special, SpecialSet()); }
 
+namespace {
+// The code point that ends just before byte `end` of `s`; *begin gets where it starts.
+uint32_t PreviousCodePoint(std::string_view s, size_t end, size_t* begin) {
+  size_t start = end - 1;
+  while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+  *begin = start;
+  size_t next = start;
+  return NextCodePoint(s, &next);
+}
+
+// Python's Final_Sigma for the capital sigma at bytes [at, after) of `s`: a
+// cased letter before it and none after it, case-ignorable characters skipped.
+bool IsFinalSigma(std::string_view s, size_t at, size_t after) {
+  bool cased_before = false;
+  for (size_t end = at; end > 0;) {
+    const uint32_t cp = PreviousCodePoint(s, end, &end);
+    if (CaseIgnorableSet().Contains(cp)) continue;
+    cased_before = CasedSet().Contains(cp);
+    break;
+  }
+  if (!cased_before) return false;
+  for (size_t i = after; i < s.size();) {
+    const uint32_t cp = NextCodePoint(s, &i);
+    if (CaseIgnorableSet().Contains(cp)) continue;
+    return !CasedSet().Contains(cp);
+  }
+  return true;
+}
+}  // namespace
+
 std::string Lower(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -121,7 +159,12 @@ std::string Lower(std::string_view s) {
       ++i;
       continue;
     }
+    const size_t at = i;
     const uint32_t cp = NextCodePoint(s, &i);
+    if (cp == 0x3A3) {  // capital sigma: final or not
+      AppendUtf8(&out, IsFinalSigma(s, at, i) ? 0x3C2 : 0x3C3);
+      continue;
+    }
     const unicode::LowerMapping* end = unicode::kLower + unicode::kLowerSize;
     const auto* it =
         std::lower_bound(unicode::kLower, end, cp,

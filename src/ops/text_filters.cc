@@ -1,6 +1,6 @@
 // Filters on one statistic of the text: text_length_filter,
 // average_line_length_filter, maximum_line_length_filter, words_num_filter,
-// word_repetition_filter, alphanumeric_filter, character_repetition_filter,
+// word_repetition_filter, alphanumeric_filter, token_num_filter, character_repetition_filter,
 // special_characters_filter.
 #include <algorithm>
 #include <cmath>
@@ -10,44 +10,12 @@
 
 #include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
+#include "src/ops/stat_filter.h"
 #include "src/ops/tokenization.h"
 
 namespace djshard::ops {
 
 namespace {
-
-// A filter with one stat, computed only when the record does not have it yet.
-class StatFilter : public Filter {
- public:
-  struct Range {
-    const char* lo_key;
-    double lo_default;
-    const char* hi_key;
-    double hi_default;
-  };
-
-  StatFilter(const recipe::OperatorSpec& spec, const std::string& key, const char* stat_key,
-             Range range)
-      : Filter(spec, key), stat_key_(stat_key) {
-    lo_ = args().GetDouble(range.lo_key, range.lo_default);
-    hi_ = args().GetDouble(range.hi_key, range.hi_default);
-  }
-
-  std::vector<std::string> stat_keys() const override { return {stat_key_}; }
-
-  bool Process(Sample& sample) const override {
-    if (!sample.Stat(stat_key_)) sample.SetStat(stat_key_, Compute(sample.Text(text_key())));
-    return InRange(sample.StatNumber(stat_key_), lo_, hi_);
-  }
-
- protected:
-  // The stat's raw JSON (IntStat or FloatStat).
-  virtual std::string Compute(const std::string& text) const = 0;
-
- private:
-  const char* stat_key_;
-  double lo_, hi_;
-};
 
 constexpr StatFilter::Range kLenRange{"min_len", 10, "max_len", kMaxSize};
 
@@ -325,6 +293,21 @@ class AlphanumericFilter : public StatFilter {
   std::shared_ptr<const model::Tokenizer> tokenizer_;  // with tokenization: true
 };
 
+// Tokens of a local Hugging Face tokenizer, special tokens left out
+// (Data-Juicer's tokenizer.tokenize).
+class TokenNumFilter : public StatFilter {
+ public:
+  TokenNumFilter(const recipe::OperatorSpec& spec, const std::string& key)
+      : StatFilter(spec, key, "num_token", {"min_num", 10, "max_num", kMaxSize}),
+        tokenizer_(LoadHfTokenizer(args(), "hf_tokenizer", "EleutherAI/pythia-6.9b-deduped")) {}
+  std::string Compute(const std::string& text) const override {
+    return IntStat(static_cast<int64_t>(tokenizer_->Encode(text, false).ids.size()));
+  }
+
+ private:
+  std::shared_ptr<const model::Tokenizer> tokenizer_;
+};
+
 class CharacterRepetitionFilter : public StatFilter {
  public:
   CharacterRepetitionFilter(const recipe::OperatorSpec& spec, const std::string& key)
@@ -417,6 +400,11 @@ std::unique_ptr<Operator> MakeAlphanumericFilter(const recipe::OperatorSpec& s,
                                                  const std::string& k) {
   return Make<AlphanumericFilter>(s, k);
 }
+std::unique_ptr<Operator> MakeTokenNumFilter(const recipe::OperatorSpec& spec,
+                                             const std::string& text_key) {
+  return std::make_unique<TokenNumFilter>(spec, text_key);
+}
+
 std::unique_ptr<Operator> MakeCharacterRepetitionFilter(const recipe::OperatorSpec& s,
                                                         const std::string& k) {
   return Make<CharacterRepetitionFilter>(s, k);

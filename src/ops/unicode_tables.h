@@ -22,6 +22,10 @@ extern const CodePointRange kSpace[];  // str.isspace(), what str.strip() remove
 extern const size_t kSpaceSize;
 extern const CodePointRange kSpecial[];  // Data-Juicer's special characters
 extern const size_t kSpecialSize;
+extern const CodePointRange kCased[];  // cased and not case-ignorable (Final_Sigma's context)
+extern const size_t kCasedSize;
+extern const CodePointRange kCaseIgnorable[];  // skipped when Final_Sigma looks for a cased letter
+extern const size_t kCaseIgnorableSize;
 extern const LowerMapping kLower[];  // str.lower(), sorted by cp
 extern const size_t kLowerSize;
 

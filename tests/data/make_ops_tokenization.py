@@ -8,6 +8,7 @@ The values are computed here, independently of djshard, following Data-Juicer
   of Hugging Face tokens without special tokens). The token counts are those of
   Hugging Face's own tokenizers library, read from the shared tokenizer vectors
   (tests/data/tokenizers/<family>/vectors.jsonl.zst, add_special_tokens false).
+- token_num_filter: num_token = the number of those tokens (tokenizer.tokenize).
 - words_num_filter / word_repetition_filter: SentencePiece pieces from the
   Python binding (python3-sentencepiece) of tests/data/sentencepiece/en.sp.model
   (a small unigram model trained with spm_train on the vector texts), then
@@ -85,6 +86,10 @@ for family in ("roberta-base", "bert-base-uncased"):
         n += 1
         emit("alphanumeric_filter", args, v["text"], {"alpha_token_ratio": ratio},
              0.25 <= ratio <= 1.5, n)
+        # token_num_filter: len(tokenizer.tokenize(text)), the tokens without special tokens.
+        n += 1
+        emit("token_num_filter", {"hf_tokenizer": args["hf_tokenizer"], "min_num": 5, "max_num": 30},
+             v["text"], {"num_token": tokens}, 5 <= tokens <= 30, n)
 
 sp = sentencepiece.SentencePieceProcessor()
 sp.load(os.path.join(DATA, "sentencepiece", "en.sp.model"))

@@ -1,7 +1,6 @@
-// `tokenization: true` in Data-Juicer's text filters: every vector of
-// tests/data/ops-tokenization.jsonl (expected values computed independently by
-// tests/data/make_ops_tokenization.py) through the real operator, and the
-// errors of a model that is not on the machine.
+// `tokenization: true` in Data-Juicer's text filters: the errors of a model
+// that is not on the machine, and where models are found (the vectors of
+// tests/data/ops-tokenization.jsonl run in operator_vectors_test.cc).
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -57,54 +56,6 @@ class ScopedEnv {
   bool had_ = false;
   std::string old_;
 };
-
-std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
-    s.replace(p, from.size(), to);
-  }
-  return s;
-}
-
-TEST(TokenizationOps, EveryVectorMatchesDataJuicer) {
-  ScopedEnv home("DJSHARD_MODEL_HOME", kData + "/sentencepiece");
-  io::LineReader reader(io::OpenInput(kData + "/ops-tokenization.jsonl"), "ops-tokenization");
-  std::string_view line;
-  std::map<std::string, int> checked, failed;
-  int reported = 0;
-  while (reader.Next(&line)) {
-    const json v = json::parse(line);
-    const std::string op_name = v["op"];
-    const auto op = MakeOp(op_name, Replace(v["args"].dump(), "@DATA@", kData));
-    io::Record record;
-    record.Assign(v["input"].dump());
-    Sample sample(&record);
-    const bool keep = static_cast<const Filter&>(*op).Process(sample);
-    sample.Commit(true);
-    std::string out;
-    record.Serialize(&out);
-    const json stats = json::parse(out)["__dj__stats__"];
-    std::string problem;
-    if (keep != v["keep"].get<bool>()) problem = "keep " + std::to_string(keep);
-    for (const auto& [k, want] : v["stats"].items()) {
-      const bool same = stats.contains(k) && stats[k].is_number() &&
-                        std::fabs(stats[k].get<double>() - want.get<double>()) <=
-                            1e-9 * std::max(1.0, std::fabs(want.get<double>()));
-      if (!same)
-        problem += " stat " + k + "=" + stats.value(k, json()).dump() + " want " + want.dump();
-    }
-    if (stats.size() != v["stats"].size()) problem += " stats " + stats.dump();
-    const std::string variant = op_name + " " + v["args"].dump();
-    ++checked[variant];
-    if (!problem.empty()) {
-      ++failed[variant];
-      if (reported++ < 20) ADD_FAILURE() << variant << " " << v["input"]["id"] << ":" << problem;
-    }
-  }
-  EXPECT_EQ(checked.size(), 4u);
-  for (const auto& [variant, n] : checked) {
-    EXPECT_EQ(failed[variant], 0) << variant << ": " << failed[variant] << " of " << n << " failed";
-  }
-}
 
 std::string LoadError(const std::string& op, const std::string& args) {
   try {

@@ -24,6 +24,8 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 # SentencePiece models for `tokenization: true` (libsentencepiece-dev).
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+# OpenCC for chinese_convert_mapper (libopencc-dev, with its dictionaries).
+pkg_check_modules(OPENCC REQUIRED IMPORTED_TARGET opencc)
 
 # fastText (Debian's libfasttext-dev) for language_id_score_filter.
 find_library(DJSHARD_FASTTEXT_LIBRARY NAMES fasttext REQUIRED)

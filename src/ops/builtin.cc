@@ -120,6 +120,12 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        "LaTeX: expands \\newcommand and \\def macros without arguments (definitions "
        "included, as Data-Juicer does)",
        {}},
+      {"chinese_convert_mapper",
+       MakeChineseConvertMapper,
+       "Converts between Simplified and Traditional Chinese (Taiwan, Hong Kong) and Japanese "
+       "kanji with OpenCC (Debian's libopencc and its dictionaries)",
+       {{"mode", "'s2t'",
+         "s2t, t2s, s2tw, tw2s, s2hk, hk2s, s2twp, tw2sp, t2tw, tw2t, hk2t, t2hk, t2jp or jp2t"}}},
       {"clean_copyright_mapper",
        MakeCleanCopyrightMapper,
        "Removes a leading copyright comment",

@@ -203,5 +203,11 @@ TEST_F(OperatorVectors, WordListFiltersMatchDataJuicer) {
   CheckEveryVector("ops-word-lists.jsonl.zst", 14);
 }
 
+// chinese_convert_mapper through Debian's OpenCC, the vectors made by
+// Data-Juicer's code on the same library (tests/data/make_ops_chinese_convert.py).
+TEST_F(OperatorVectors, ChineseConvertMatchesDataJuicer) {
+  CheckEveryVector("ops-chinese-convert.jsonl.zst", 15);
+}
+
 }  // namespace
 }  // namespace djshard::ops

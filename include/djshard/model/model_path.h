@@ -19,6 +19,12 @@ struct ModelLookup {
 // models--org--name/snapshots/<the revision in refs/<revision>>/.
 ModelLookup FindHuggingFaceModel(const std::string& name, const std::string& revision = "main");
 
+// A directory of Data-Juicer's cache: $<variable>, else
+// $DATA_JUICER_CACHE_HOME/<name>, else $CACHE_HOME/data_juicer/<name>, else
+// ~/.cache/data_juicer/<name>. ("DATA_JUICER_ASSETS_CACHE", "assets") is
+// where its word lists live, ("DATA_JUICER_MODELS_CACHE", "models") its models.
+std::string DataJuicerCacheDir(const char* variable, const char* name);
+
 // Looks for the file `file_name` in $DJSHARD_MODEL_HOME, then in
 // Data-Juicer's model cache ($DATA_JUICER_MODELS_CACHE, else
 // $DATA_JUICER_CACHE_HOME/models, else ~/.cache/data_juicer/models).

@@ -32,6 +32,7 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
   auto dataset = std::make_shared<std::string>();
   auto run_id = std::make_shared<std::string>();
   auto threads = std::make_shared<std::optional<int>>();
+  auto lease = std::make_shared<double>(0), heartbeat = std::make_shared<double>(0);
   CLI::App* cmd = app.add_subcommand(
       "dlc", "Run prepare, workers and merge as the same command on every node of a launcher");
   cmd->add_option("--job-dir", opt->job_dir, "Job directory (shared by all nodes)")->required();
@@ -44,18 +45,26 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--output", opt->output, "Merged JSONL (default <job-dir>/merged.jsonl)");
   cmd->add_option("--run-id", *run_id, "Run id (default: from the launcher's environment)");
   AddSecondsOption(cmd, "--wait-timeout-secs", &opt->wait_timeout_secs,
-                   "Give up waiting for other instances after this long")
+                   "Give up a wait that makes no progress (a stale coordinator that cannot be "
+                   "taken over, shards that never finish) after this long")
       ->capture_default_str();
+  AddSecondsOption(cmd, "--lease-secs,--lock-timeout-secs", lease.get(),
+                   "Seconds without heartbeat after which a shard or coordinator claim may be "
+                   "taken over (default 300)");
+  AddSecondsOption(cmd, "--heartbeat-secs", heartbeat.get(),
+                   "Seconds between lease refreshes (default 15)");
   AddSecondsOption(cmd, "--poll-interval-secs", &opt->poll_interval_secs, "Seconds between looks")
       ->capture_default_str();
   AddThreadsOption(cmd, threads);
   AddRayAddressOption(cmd);
   AddDeviceOptions(cmd);
-  cmd->callback([opt, dataset, run_id, threads, exit_code]() {
+  cmd->callback([opt, dataset, run_id, threads, lease, heartbeat, exit_code]() {
     if (opt->config.empty()) opt->config = DefaultConfig();
     if (!dataset->empty()) opt->dataset_path = *dataset;
     if (!run_id->empty()) opt->run_id = *run_id;
     opt->threads = *threads;
+    if (*lease > 0) opt->lease_secs = *lease;
+    if (*heartbeat > 0) opt->heartbeat_secs = *heartbeat;
     opt->say = [](const std::string& s) {
       std::printf("%s\n", s.c_str());
       std::fflush(stdout);

@@ -4,10 +4,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
@@ -19,10 +22,12 @@
 #include "djshard/store/prepare.h"
 #include "djshard/store/status.h"
 #include "djshard/store/worker.h"
+#include "src/coord/coordinator_claim.h"
 
 namespace djshard::coord {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 std::optional<std::string> RunIdFromEnvironment() {
   for (const char* name : {"PAI_JOB_ID", "DLC_JOB_ID", "JOB_ID", "DJSHARD_RUN_ID", "SLURM_JOB_ID",
@@ -79,20 +84,23 @@ class Coordination {
       return std::nullopt;  // being written: WriteAtomic makes this transient
     }
   }
-  void WriteResult(const std::string& name, const std::string& phase, const PhaseResult& r,
-                   const std::string& message = "") {
+  // A phase's result file: prepare-result.json, finalize-result.json, abort.json.
+  static std::string ResultJson(const std::string& phase, const PhaseResult& r,
+                                const std::string& message = "") {
     json j = {{"phase", phase},
               {"return_code", r.code},
               {"hostname", HostName()},
               {"finished_at", FormatUtcIso8601(NowNanos())},
               {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
     if (!message.empty()) j["message"] = message;
-    disk_.WriteAtomic(Path(name), j.dump(2) + "\n");
+    return j.dump(2) + "\n";
   }
   // Publishes the first failure (single writer through abort.lock).
   void Abort(const PhaseResult& failure) {
-    if (Elect("abort.lock")) WriteResult("abort.json", "abort", failure);
+    if (Elect("abort.lock")) disk_.WriteAtomic(Path("abort.json"), ResultJson("abort", failure));
   }
+  // The lock of a coordinated phase ("prepare", "finalize").
+  CoordinatorLockPaths Lock(const std::string& phase) const { return {dir_, phase}; }
   std::optional<json> AbortRecord() const { return Read("abort.json"); }
 
  private:
@@ -134,36 +142,11 @@ class DlcRun {
   }
 
  private:
-  // Phase 1: one prepare coordinator; the others wait for its result.
+  // Phase 1: one prepare coordinator; the others wait for its result, or
+  // take it over when its lease goes stale.
   std::optional<DlcOutcome> Prepare() {
-    if (!coord_.Read("prepare-result.json") && coord_.Elect("prepare.lock")) {
-      Say("elected as DLC prepare coordinator (" + HostName() + ")");
-      const PhaseResult r = Capture([&] {
-        store::PrepareRequest req;
-        req.config_path = o_.config;
-        req.dataset_path = o_.dataset_path;
-        req.job_dir = job_.dir();
-        req.num_shards = o_.num_shards;
-        const store::PrepareOutcome out = store::Prepare(req, disk_);
-        Say(out.already_prepared ? "Job is already prepared and unchanged: " + job_.dir()
-                                 : "Prepared job " + out.manifest.job_id + ": " +
-                                       std::to_string(out.manifest.total_rows) + " rows, " +
-                                       std::to_string(out.manifest.num_shards) + " shards");
-      });
-      if (r.code == kExitStopped && JobStopRequested()) {
-        // `djshard stop --force` is no result of the run: the election is
-        // undone so that the same run id prepares again once it is cleared.
-        disk_.Unlink(coord_.Path("prepare.lock"));
-        return Stopped();
-      }
-      if (r.code != 0) Error(r.error);
-      coord_.WriteResult("prepare-result.json", "prepare", r);
-    }
     std::optional<json> prepared;
-    if (std::optional<DlcOutcome> end = WaitForResult(
-            "prepare-result.json", "the prepare coordinator", Waiting::kForPrepare, &prepared)) {
-      return end;
-    }
+    if (std::optional<DlcOutcome> end = Coordinate(Phase::kPrepare, &prepared)) return end;
     if (const int code = prepared->value("return_code", kExitFailure); code != 0) {
       const json error = prepared->value("error", json(""));
       const std::string message = "prepare failed on " + prepared->value("hostname", "?") + ": " +
@@ -172,6 +155,27 @@ class DlcRun {
       return DlcOutcome{DlcEnd::kPrepareFailed, code, message};
     }
     return std::nullopt;
+  }
+
+  // What the prepare coordinator runs, publishing through `disk` (fenced by
+  // its claim). Its staging directory is named by the claim's token, so that
+  // whoever takes over can remove it.
+  PhaseResult RunPrepare(io::Disk& disk, const std::string& token) {
+    return Capture([&] {
+      store::PrepareRequest req;
+      req.config_path = o_.config;
+      req.dataset_path = o_.dataset_path;
+      req.job_dir = job_.dir();
+      req.num_shards = o_.num_shards;
+      req.policy.lease_secs = LeaseSecs();
+      req.policy.heartbeat_secs = HeartbeatSecs();
+      req.staging_tag = token;
+      const store::PrepareOutcome out = store::Prepare(req, disk);
+      Say(out.already_prepared ? "Job is already prepared and unchanged: " + job_.dir()
+                               : "Prepared job " + out.manifest.job_id + ": " +
+                                     std::to_string(out.manifest.total_rows) + " rows, " +
+                                     std::to_string(out.manifest.num_shards) + " shards");
+    });
   }
 
   // Phase 2: a worker on this instance. The first failure aborts every
@@ -224,29 +228,11 @@ class DlcRun {
     }
   }
 
-  // Phase 4: one finalize coordinator verifies and merges; the others wait.
+  // Phase 4: one finalize coordinator verifies and merges; the others wait,
+  // or take it over when its lease goes stale.
   DlcOutcome Finalize() {
-    if (coord_.Elect("finalize.lock")) {
-      Say("elected as DLC finalize coordinator (" + HostName() + ")");
-      std::string message;
-      const PhaseResult r = Capture([&] { message = VerifyAndMerge(); });
-      if (r.code != 0) {
-        Error(r.error);
-        try {
-          // Merge wrote "completed" when it succeeded; a failure is said here.
-          store::WriteJobSummary(store::JobDir::Open(job_.dir(), disk_),
-                                 store::SummaryUpdate{"failed", {}, false, r.error});
-        } catch (const std::exception&) {
-          // The finalize result carries the failure anyway.
-        }
-      }
-      coord_.WriteResult("finalize-result.json", "finalize", r, message);
-    }
     std::optional<json> fin;
-    if (std::optional<DlcOutcome> end = WaitForResult(
-            "finalize-result.json", "the finalize coordinator", Waiting::kForFinalize, &fin)) {
-      return *end;
-    }
+    if (std::optional<DlcOutcome> end = Coordinate(Phase::kFinalize, &fin)) return *end;
     const int code = fin->value("return_code", kExitFailure);
     if (code != 0) {
       return {DlcEnd::kFinalizeFailed, code,
@@ -255,10 +241,16 @@ class DlcRun {
     return {DlcEnd::kPassed, 0, fin->value("message", std::string())};
   }
 
+  // What the finalize coordinator runs, publishing through `disk` (fenced
+  // by its claim). Returns the PASS line in *message.
+  PhaseResult RunFinalize(io::Disk& disk, std::string* message) {
+    return Capture([&] { *message = VerifyAndMerge(disk); });
+  }
+
   // Checks the node count before anything is merged, then merges (which
   // verifies every shard output) and re-reads the result. Returns the PASS line.
-  std::string VerifyAndMerge() {
-    const store::JobDir job = store::JobDir::Open(job_.dir(), disk_);
+  std::string VerifyAndMerge(io::Disk& disk) {
+    const store::JobDir job = store::JobDir::Open(job_.dir(), disk);
     const uint64_t expect_nodes = o_.require_all_nodes ? static_cast<uint64_t>(o_.nodes) : 1;
     std::set<std::string> owners;
     for (const store::ShardStatus& sh : store::ReadStatus(job).shards) owners.insert(sh.owner);
@@ -271,30 +263,190 @@ class DlcRun {
     store::MergeRequest merge;
     merge.output = o_.output;
     merge.overwrite = true;
-    const store::MergeOutcome merged = store::Merge(job, merge, disk_);
+    const store::MergeOutcome merged = store::Merge(job, merge, disk);
     store::CheckMergedOutput(merged);
     if (!merged.model_devices_warning.empty())
       std::fprintf(stderr, "WARNING: %s\n", merged.model_devices_warning.c_str());
+    CrashPoint("finalize_merged");
     return store::PassLine(merged);
   }
 
-  // The one wait loop: polls for a coordinator's result file until it
-  // appears (into *result) or a stop. While prepare runs, nothing can abort
-  // and the deadline applies; while finalize runs, an abort ends the wait and
-  // the deadline does not (a long merge is no reason to give up).
-  enum class Waiting { kForPrepare, kForFinalize };
-  std::optional<DlcOutcome> WaitForResult(const std::string& name, const std::string& who,
-                                          Waiting waiting, std::optional<json>* result) {
-    for (*result = coord_.Read(name); !*result; *result = coord_.Read(name)) {
+  // The merged output as Merge names it.
+  std::string MergedOutput() const {
+    return fs::absolute(o_.output.empty() ? job_.DefaultMergedOutput() : o_.output)
+        .lexically_normal()
+        .string();
+  }
+
+  // A phase that one instance leads for all: its lock and result file are
+  // named after it in the coordination directory.
+  enum class Phase { kPrepare, kFinalize };
+  static std::string Name(Phase p) { return p == Phase::kPrepare ? "prepare" : "finalize"; }
+  static std::string ResultName(Phase p) { return Name(p) + "-result.json"; }
+
+  // What one look at a phase's coordinator came to.
+  struct Step {
+    bool progress = false;            // a live coordinator, or a step toward the result
+    std::string blocked;              // else: why no step could be made
+    int blocked_code = kExitFailure;  // the exit code should that last
+    std::optional<DlcOutcome> end;    // this instance ends here (stopped while it led)
+  };
+  static Step Progress() { return Step{true, "", kExitFailure, std::nullopt}; }
+  static Step Blocked(const std::string& why, int code = kExitFailure) {
+    return Step{false, why, code, std::nullopt};
+  }
+
+  // The one wait loop of a coordinated phase: returns once its result exists
+  // (into *result). Meanwhile this instance leads the phase when no one
+  // does, takes it over from a coordinator whose lease went stale, and waits
+  // without a deadline while a live one heartbeats (a long merge is no
+  // reason to give up); --wait-timeout-secs bounds only a wait that makes no
+  // progress: a stale lock that cannot be taken, a failing filesystem. An
+  // abort ends a wait for finalize.
+  std::optional<DlcOutcome> Coordinate(Phase phase, std::optional<json>* result) {
+    double deadline = MonotonicSeconds() + o_.wait_timeout_secs;
+    for (;;) {
       if (Stopping()) return Stopped();
-      if (waiting == Waiting::kForFinalize) {
+      if (phase == Phase::kFinalize) {
         if (std::optional<DlcOutcome> end = AbortedIfAny()) return end;
-      } else if (MonotonicSeconds() > deadline_) {
-        throw djshard::Error("timed out waiting for " + who, "check its log");
+      }
+      const Step step = TryToLead(phase, result);
+      if (*result) return std::nullopt;
+      if (step.end) return step.end;
+      if (step.progress) {
+        deadline = MonotonicSeconds() + o_.wait_timeout_secs;
+      } else if (MonotonicSeconds() > deadline) {
+        throw djshard::Error(coord_.Path(Name(phase) + ".lock"), 0,
+                             "no live DLC " + Name(phase) + " coordinator and no takeover for " +
+                                 FormatSeconds(o_.wait_timeout_secs) + ": " + step.blocked,
+                             "once no process holds its flock and the shared directory works, "
+                             "start the run again with the same run id: it goes on from there",
+                             step.blocked_code);
       }
       SleepInterruptibly(o_.poll_interval_secs / 4);
     }
-    return std::nullopt;
+  }
+
+  // Reads the phase's result; else leads the phase when no one does or when
+  // its coordinator's lease is stale.
+  Step TryToLead(Phase phase, std::optional<json>* result) {
+    try {
+      if ((*result = coord_.Read(ResultName(phase)))) return Progress();
+      const CoordinatorLockPaths lock = coord_.Lock(Name(phase));
+      const CoordinatorLook look = LookAtCoordinator(disk_, lock, LeaseSecs());
+      const std::string role = "DLC " + Name(phase) + " coordinator (" + HostName() + ")";
+      if (look.state == CoordinatorLook::kLive) return Progress();
+      if (look.state == CoordinatorLook::kNone) return Lead(phase, "elected as " + role, result);
+      const double lease = look.holder.lease_secs > 0 ? look.holder.lease_secs : LeaseSecs();
+      const std::optional<CoordinatorHolder> from = TakeOverCoordinator(disk_, lock, lease);
+      if (!from) {
+        return Blocked("the stale lock of " + Who(look.holder) +
+                       " could not be taken over (another process holds its flock)");
+      }
+      return Lead(phase,
+                  "took over as " + role + " from " + Who(*from) + ": no heartbeat for " +
+                      FormatSeconds(look.age_secs) + ", past its lease of " + FormatSeconds(lease) +
+                      "; running " + Name(phase) + " again from the start",
+                  result);
+    } catch (const djshard::Error& e) {
+      return Blocked(e.what(), e.IsInfrastructure() ? kExitTempFail : kExitFailure);
+    }
+  }
+
+  // Claims the phase and, when that wins, runs it from the start and
+  // publishes its result, unless the claim was lost meanwhile (then it
+  // publishes nothing and waits like the others).
+  Step Lead(Phase phase, const std::string& why, std::optional<json>* result) {
+    const CoordinatorLockPaths lock = coord_.Lock(Name(phase));
+    const std::unique_ptr<CoordinatorClaim> claim =
+        CoordinatorClaim::TryClaim(disk_, lock, LeaseSecs(), HeartbeatSecs());
+    if (!claim) return Progress();  // another instance leads
+    // A coordinator may have published and released just before our create.
+    if ((*result = coord_.Read(ResultName(phase)))) {
+      claim->Release();
+      return Progress();
+    }
+    Say(why);
+    RemoveLeftovers(phase, lock);
+    std::string message;
+    const PhaseResult r = phase == Phase::kPrepare
+                              ? RunPrepare(claim->fenced_disk(), claim->token())
+                              : RunFinalize(claim->fenced_disk(), &message);
+    if (r.code == kExitStopped && JobStopRequested()) {
+      // `djshard stop --force` is no result of the run: the claim is handed
+      // back so that the same run id runs the phase again once it is cleared.
+      claim->Release();
+      return Step{true, "", kExitFailure, Stopped()};
+    }
+    if (!claim->Owned() ||
+        !claim->PublishAndRelease(coord_.Path(ResultName(phase)),
+                                  Coordination::ResultJson(Name(phase), r, message))) {
+      Error("lost the DLC " + Name(phase) + " coordinator lease on " + HostName() +
+            " (it went stale and another instance took the phase over); published nothing");
+      return Progress();
+    }
+    if (r.code != 0) {
+      Error(r.error);
+      if (phase == Phase::kFinalize) WriteFailedSummary(r);
+    }
+    *result = coord_.Read(ResultName(phase));
+    return Progress();
+  }
+
+  // Removes what the coordinators this one took over from left behind:
+  // prepare's staging directories (named by their tokens), merge's temporary
+  // outputs, their staged result files.
+  void RemoveLeftovers(Phase phase, const CoordinatorLockPaths& lock) {
+    for (const CoordinatorHolder& stale : StaleCoordinators(lock)) {
+      if (stale.token.empty()) continue;
+      disk_.Unlink(coord_.Path(ResultName(phase) + ".staged." + stale.token));
+      if (phase == Phase::kPrepare) RemoveLeftover(job_.StagingPath(stale.token));
+    }
+    if (phase != Phase::kFinalize) return;
+    const fs::path out(MergedOutput());
+    const std::string name = out.filename().string();
+    RemoveLeftovers(out.parent_path(), {name + ".tmp.", name + ".errors.jsonl.tmp."});
+    RemoveLeftovers(job_.dir(), {"merge.json.tmp.", "merge.json.staged."});
+  }
+  // Removes the entries of `dir` whose names start with one of `prefixes`.
+  void RemoveLeftovers(const fs::path& dir, const std::vector<std::string>& prefixes) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      for (const std::string& prefix : prefixes) {
+        if (name.rfind(prefix, 0) == 0) RemoveLeftover(it->path().string());
+      }
+    }
+  }
+  void RemoveLeftover(const std::string& path) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec))) return;
+    io::RemoveTreeQuietly(path);
+    Say("removed " + path + ", left by a coordinator that was taken over");
+  }
+
+  // Merge wrote "completed" when it succeeded; a failure is said here.
+  void WriteFailedSummary(const PhaseResult& r) {
+    try {
+      store::WriteJobSummary(store::JobDir::Open(job_.dir(), disk_),
+                             store::SummaryUpdate{"failed", {}, false, r.error});
+    } catch (const std::exception&) {
+      // The finalize result carries the failure anyway.
+    }
+  }
+
+  static std::string Who(const CoordinatorHolder& h) {
+    return h.hostname + " pid " + std::to_string(h.pid);
+  }
+  static std::string FormatSeconds(double secs) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f s", secs);
+    return buf;
+  }
+  double LeaseSecs() const { return o_.lease_secs.value_or(store::Policy{}.lease_secs); }
+  double HeartbeatSecs() const {
+    return o_.heartbeat_secs.value_or(store::Policy{}.heartbeat_secs);
   }
 
   std::optional<DlcOutcome> AbortedIfAny() const {
@@ -338,6 +490,14 @@ DlcOutcome RunDlc(const DlcOptions& o) {
                 "DJSHARD_RUN_ID, SLURM_JOB_ID, OMPI_MCA_ess_base_jobid or TORCHELASTIC_RUN_ID");
   }
   if (o.num_shards <= 0) throw Error("--num-shards must be greater than 0");
+  const store::Policy defaults;
+  const double lease = o.lease_secs.value_or(defaults.lease_secs);
+  const double heartbeat = o.heartbeat_secs.value_or(defaults.heartbeat_secs);
+  if (lease <= 0) throw Error("--lease-secs must be greater than 0");
+  if (heartbeat <= 0 || heartbeat >= lease) {
+    throw Error("--heartbeat-secs must be greater than 0 and less than --lease-secs",
+                "a lease must survive at least one missed heartbeat");
+  }
   if (o.require_all_nodes) {
     if (o.nodes <= 0) throw Error("--require-all-nodes needs --nodes", "say how many nodes run");
     const int64_t cap = (o.num_shards + o.nodes - 1) / o.nodes;

@@ -18,22 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Holds a Disk flock on an fd for a scope.
-class FlockGuard {
- public:
-  FlockGuard(io::Disk& disk, int fd, bool blocking)
-      : disk_(disk), fd_(fd), held_(disk.Flock(fd, blocking)) {}
-  ~FlockGuard() {
-    if (held_) disk_.Unflock(fd_);
-  }
-  bool held() const { return held_; }
-
- private:
-  io::Disk& disk_;
-  int fd_;
-  bool held_;
-};
-
 // The attempt directory named by a lock, or "" when it is missing or could
 // leave the job directory.
 std::string AttemptDirOf(const JobDir& job, const LockRecord& lock) {
@@ -51,62 +35,6 @@ LockRecord ReadLock(int fd, const std::string& path) {
 }
 
 }  // namespace
-
-Claim::Claim(Claim&& o) noexcept
-    : record_(std::move(o.record_)),
-      attempt_dir_(std::move(o.attempt_dir_)),
-      lock_path_(std::move(o.lock_path_)),
-      fd_(o.fd_),
-      lock_file_(o.lock_file_),
-      fence_(std::move(o.fence_)) {
-  o.fd_ = -1;
-}
-
-Claim& Claim::operator=(Claim&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    record_ = std::move(o.record_);
-    attempt_dir_ = std::move(o.attempt_dir_);
-    lock_path_ = std::move(o.lock_path_);
-    fd_ = o.fd_;
-    lock_file_ = o.lock_file_;
-    fence_ = std::move(o.fence_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-Claim::~Claim() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-template <typename Look, typename Fenced>
-bool ClaimStore::WithIdleLock(const std::string& path, Look&& look, Fenced&& fenced) {
-  const io::ScopedFd lock(disk_.OpenExisting(path));
-  if (lock.get() < 0) return false;
-  if (!look(lock.get(), disk_.StatFd(lock.get(), path))) return false;
-  FlockGuard guard(disk_, lock.get(), /*blocking=*/false);
-  if (!guard.held()) return false;
-  const io::FileStat by_fd = disk_.StatFd(lock.get(), path);
-  const std::optional<io::FileStat> by_path = disk_.Stat(path);
-  if (!by_path || !by_fd.SameFile(*by_path)) return false;
-  return fenced(lock.get(), by_fd);
-}
-
-template <typename Fn>
-bool ClaimStore::WithOwnership(const Claim& claim, Fn&& fn) {
-  if (claim.fd_ < 0) return false;
-  std::lock_guard<std::mutex> in_process(*claim.fence_);
-  FlockGuard guard(disk_, claim.fd_, /*blocking=*/true);
-  if (!guard.held()) return false;
-  const std::optional<io::FileStat> by_path = disk_.Stat(claim.lock_path_);
-  if (!by_path || !by_path->SameFile(claim.lock_file_)) return false;
-  if (io::ReadFromStart(claim.fd_, claim.lock_path_).find(claim.token()) == std::string::npos) {
-    return false;
-  }
-  fn();
-  return true;
-}
 
 std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
   // The attempt number follows the attempts already there; two claimants that
@@ -127,28 +55,17 @@ std::optional<Claim> ClaimStore::TryClaim(const std::string& shard_id) {
   r.attempt_number = attempts + 1;
   r.attempt_dir = JobPaths::AttemptRelDir(shard_id, r.attempt_number, r.token);
   claim.attempt_dir_ = job_.InJob(r.attempt_dir);
-  claim.lock_path_ = job_.LockPath(shard_id);
   // A claim need not survive a crash of this node (fencing re-checks it before
   // anything is published), so its create is not fsynced.
-  if (!disk_.CreateExclusive(claim.lock_path_, r.ToJson() + "\n", /*durable=*/false)) {
-    return std::nullopt;
-  }
-  claim.fd_ = disk_.OpenExisting(claim.lock_path_);
-  // Between create and open, a worker that found the shard's record already
-  // published may have removed the new lock as a leftover (ClearFinishedLock):
-  // the shard is finished, and this claim never was one.
-  if (claim.fd_ < 0) return std::nullopt;
-  claim.lock_file_ = disk_.StatFd(claim.fd_, claim.lock_path_);
-  // Between create and open another node may have taken the lock over (only
-  // after a full lease) or replaced a removed one; the token check catches it.
-  if (io::ReadFromStart(claim.fd_, claim.lock_path_).find(r.token) == std::string::npos) {
-    return std::nullopt;
-  }
+  std::optional<LeasedLock> lock = LeasedLock::Create(
+      disk_, job_.LockPath(shard_id), r.ToJson() + "\n", r.token, /*durable=*/false);
+  if (!lock) return std::nullopt;
+  claim.lock_ = std::move(*lock);
   // The shard may have been finished between the caller's scan and this create:
   // its owner links the done (or failed) record before it unlinks the lock, so a
   // record is visible now if it ever will be for that owner. Hand the lock back.
   if (disk_.Stat(job_.DonePath(shard_id)) || disk_.Stat(job_.FailedPath(shard_id))) {
-    WithOwnership(claim, [&] { disk_.Unlink(claim.lock_path_); });
+    claim.lock_.AsOwner([&] { disk_.Unlink(claim.lock_.path()); });
     return std::nullopt;
   }
   return claim;
@@ -165,7 +82,7 @@ bool ClaimStore::ClearFinishedLock(const std::string& shard_id) {
   std::string attempt_dir;
   bool done = false;
   const bool cleared = WithIdleLock(
-      path,
+      disk_, path,
       [&](int fd, const io::FileStat&) {
         // The lock is opened before the records are looked at: a lock made
         // after a failed record was moved away by `retry` then never counts
@@ -245,65 +162,47 @@ bool ClaimStore::TakeOverStale(const std::string& shard_id, double lease_secs) {
   // another worker can take the shard over meanwhile; this one then finds
   // another lock (or none) at the path, or an attempt record that changed,
   // and gives up, removing its staged file.
-  int64_t fs_now = 0;
-  double age = 0;
   std::optional<StagedAttempt> staged;
   std::string attempt_dir;
   bool marked = false;  // the stale mark was renamed into place
-  const bool taken = WithIdleLock(
-      path,
-      [&](int fd, const io::FileStat& lock) {
-        fs_now = job_.FilesystemNowNanos();
-        age = static_cast<double>(fs_now - lock.mtime_ns) / 1e9;
-        if (age <= lease_secs) return false;
-        attempt_dir = AttemptDirOf(job_, ReadLock(fd, path));
-        if (!attempt_dir.empty()) {
-          staged = StageAttemptStatus(attempt_dir, AttemptStatus::kStale,
-                                      "lease expired after " +
-                                          std::to_string(static_cast<int64_t>(age)) +
-                                          " s without heartbeat");
-        }
-        CrashPoint("takeover_staged");
-        return true;
-      },
-      [&](int, const io::FileStat& lock) {
-        // Re-check the age now that the lock is ours to inspect (against the
-        // clock read before: a heartbeat since then makes it younger).
-        if (static_cast<double>(fs_now - lock.mtime_ns) / 1e9 <= lease_secs) return false;
-        if (staged && !staged->Unchanged(disk_)) return false;
-        if (staged) {
-          disk_.Rename(staged->path, staged->record);
-          staged.reset();
-          marked = true;
-        }
-        disk_.Rename(path, job_.StaleLockPath(shard_id, std::to_string(NowNanos() / 1000000000) +
-                                                            "." + RandomHex(8)));
-        return true;
-      });
+  StaleTakeover how;
+  how.lease_secs = lease_secs;
+  how.fs_now_ns = [&] { return job_.FilesystemNowNanos(); };
+  how.stale_path =
+      job_.StaleLockPath(shard_id, std::to_string(NowNanos() / 1000000000) + "." + RandomHex(8));
+  how.prepare = [&](const StaleLock& stale) {
+    LockRecord lock;
+    try {
+      lock = LockRecord::FromJson(stale.content, path);
+    } catch (const Error&) {
+      // A lock cut short by a crash names no attempt.
+    }
+    attempt_dir = AttemptDirOf(job_, lock);
+    if (!attempt_dir.empty()) {
+      staged = StageAttemptStatus(attempt_dir, AttemptStatus::kStale,
+                                  "lease expired after " +
+                                      std::to_string(static_cast<int64_t>(stale.age_secs)) +
+                                      " s without heartbeat");
+    }
+    CrashPoint("takeover_staged");
+    return true;
+  };
+  how.fenced = [&] {
+    if (staged && !staged->Unchanged(disk_)) return false;
+    if (staged) {
+      disk_.Rename(staged->path, staged->record);
+      staged.reset();
+      marked = true;
+    }
+    return true;
+  };
+  const bool taken = TakeOverStaleLock(disk_, path, how).has_value();
   if (staged) disk_.Unlink(staged->path);  // not used: the lock or the record changed
-  if (!taken) return false;
-  if (marked) disk_.SyncDir(attempt_dir);
-  disk_.SyncDir(job_.LocksDir());
-  return true;
+  if (taken && marked) disk_.SyncDir(attempt_dir);
+  return taken;
 }
 
-bool ClaimStore::Heartbeat(const Claim& claim) {
-  // The fenced section only verifies: a process frozen inside it (SIGSTOP, a
-  // hung node, an fsync stuck on a dead server) would hold the flock and keep
-  // every other worker from taking the shard over, so the write and its fsync
-  // come after it. They go to the claim's own lock file (its inode): had the
-  // lease been taken over in between, that file now lies in
-  // state/stale_locks/ (or is gone), so a late refresh extends no one's lease.
-  if (!WithOwnership(claim, [] {})) return false;
-  CrashPoint("heartbeat_write");
-  // Rewriting the same bytes makes the filesystem (the NFS server, for a
-  // shared directory) stamp the mtime with its own clock; a timestamp set by
-  // this process would carry this node's clock, skew included. fsync sends
-  // the write to the server now rather than at close. Readers never see other
-  // bytes than the lock's own.
-  disk_.Rewrite(claim.fd_, claim.record_.ToJson() + "\n", claim.lock_path_);
-  return true;
-}
+bool ClaimStore::Heartbeat(const Claim& claim) { return claim.lock_.Heartbeat(); }
 
 namespace {
 // Where a record's temporary file goes: the attempt's directory when it
@@ -330,7 +229,7 @@ std::optional<bool> ClaimStore::PublishFenced(const Claim& claim, const std::str
   bool linked = false;
   bool owned = false;
   try {
-    owned = WithOwnership(claim, [&] {
+    owned = claim.lock_.AsOwner([&] {
       linked = disk_.Link(staged, record);
       then();
     });
@@ -348,7 +247,7 @@ ClaimStore::PublishResult ClaimStore::PublishDone(const Claim& claim, const Done
       PublishFenced(claim, job_.DonePath(claim.shard_id()), done.ToJson(), [&] {
         CrashPoint("after_link");
         // A lock that comes back after a crash is harmless: the done record wins.
-        disk_.Unlink(claim.lock_path_);
+        disk_.Unlink(claim.lock_.path());
       });
   if (!linked) return PublishResult::kLost;
   if (!*linked) return PublishResult::kAlreadyDone;
@@ -369,7 +268,7 @@ void ClaimStore::RecordPartitions(const std::string& attempt_dir, const nlohmann
 }
 
 bool ClaimStore::AsOwner(const Claim& claim, const std::function<void()>& fn) {
-  return WithOwnership(claim, fn);
+  return claim.lock_.AsOwner(fn);
 }
 
 bool ClaimStore::Release(const Claim& claim, const std::optional<FailedRecord>& failed) {
@@ -377,11 +276,11 @@ bool ClaimStore::Release(const Claim& claim, const std::optional<FailedRecord>& 
   if (failed) {
     // A failed record never replaces one: a shard has at most one.
     owned = PublishFenced(claim, job_.FailedPath(claim.shard_id()), failed->ToJson(), [&] {
-              disk_.Unlink(claim.lock_path_);
+              disk_.Unlink(claim.lock_.path());
             }).has_value();
     if (owned) disk_.SyncDir(job_.FailedDir());
   } else {
-    owned = WithOwnership(claim, [&] { disk_.Unlink(claim.lock_path_); });
+    owned = claim.lock_.AsOwner([&] { disk_.Unlink(claim.lock_.path()); });
   }
   if (owned) disk_.SyncDir(job_.LocksDir());
   return owned;

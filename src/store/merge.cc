@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
@@ -209,6 +210,7 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
     total.rows += rows;
     total.bytes += bytes;
     total.hosts.insert(done.hostname);
+    CrashPoint("merge_shard_copied");
     total.shards_by_model_devices[done.model_devices].push_back(shard.id);
   }
   total.sha256 = content.Finish();
@@ -238,6 +240,7 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
   const VerifiedOutputs v =
       StreamVerifiedOutputs(job, [&](std::string_view bytes) { writer.Append(bytes); });
   writer.Commit();
+  CrashPoint("merge_committed");
   // Records the shards' operators dropped, with why (SPEC-lineage §5).
   MergeErrorFiles(job, output + ".errors.jsonl", disk);
 

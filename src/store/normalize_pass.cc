@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/io/fd.h"
@@ -330,6 +331,7 @@ std::vector<std::string> WriteShards(const std::string& path, const std::vector<
         }
         if (::fsync(out.get()) != 0) ThrowSystemError(to, "cannot fsync");
         sha[i] = hash.HexDigest();
+        CrashPoint("prepare_shard_cut");
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);

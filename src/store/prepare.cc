@@ -9,6 +9,7 @@
 
 #include "djshard/common/build_info.h"
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
@@ -173,7 +174,8 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   fs::create_directories(job_path.parent_path(), ec);
   if (ec) throw Error(job_path.parent_path().string(), 0, "cannot create: " + ec.message());
   CheckJobFilesystem(job_path.parent_path().string(), disk);
-  StagingDir staging(job.StagingPath(RandomHex(16)));
+  StagingDir staging(
+      job.StagingPath(request.staging_tag.empty() ? RandomHex(16) : request.staging_tag));
   const JobPaths staged(staging.path());
   for (const std::string& dir : staged.SkeletonDirs()) {
     if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
@@ -221,6 +223,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     }
   }
   ThrowIfStopRequested();
+  CrashPoint("prepare_normalized");
   const std::vector<std::string> sha = WriteShards(stream, ranges, shard_paths, threads);
   for (uint64_t i = 0; i < num_shards; ++i) m.shards[i].sha256 = sha[i];
   disk.Unlink(stream);
@@ -280,6 +283,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     disk.SyncDir(dir);
   }
   ThrowIfStopRequested();
+  CrashPoint("prepare_staged");
 
   try {
     disk.Rename(staging.path(), job_dir);

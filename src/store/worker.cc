@@ -53,52 +53,6 @@ class AttemptLog {
   std::ofstream out_;
 };
 
-// Refreshes a claim's lease every `interval` seconds until stopped; sets
-// `lost` when ownership is gone. It waits with poll(2) on a pipe and a
-// relative timeout: Stop() wakes it at once, and a node whose wall clock
-// jumps or is off by hours still heartbeats on time.
-class HeartbeatThread {
- public:
-  HeartbeatThread(ClaimStore& store, const Claim& claim, double interval, std::atomic<bool>* lost) {
-    if (::pipe2(wake_, O_CLOEXEC) != 0) ThrowSystemError("pipe", "cannot create");
-    thread_ = std::thread([this, &store, &claim, interval, lost] {
-      for (;;) {
-        const double next = MonotonicSeconds() + interval;
-        for (double left = interval; left > 0; left = next - MonotonicSeconds()) {
-          pollfd pfd{wake_[0], POLLIN, 0};
-          if (::poll(&pfd, 1, static_cast<int>(left * 1000) + 1) > 0) return;  // Stop()
-        }
-        bool ok = false;
-        try {
-          ok = store.Heartbeat(claim);
-        } catch (const std::exception&) {
-          ok = false;
-        }
-        if (!ok) {
-          lost->store(true);
-          return;
-        }
-      }
-    });
-  }
-  ~HeartbeatThread() {
-    Stop();
-    ::close(wake_[0]);
-    ::close(wake_[1]);
-  }
-  void Stop() {
-    if (!thread_.joinable()) return;
-    const char byte = 1;
-    while (::write(wake_[1], &byte, 1) < 0 && errno == EINTR) {
-    }
-    thread_.join();
-  }
-
- private:
-  int wake_[2] = {-1, -1};
-  std::thread thread_;
-};
-
 // Why an attempt was handed back: a signal, or `djshard stop`.
 std::string StopCause() {
   return StopExitCode() == kExitStopped ? "stopped by djshard stop" : "interrupted by a signal";
@@ -529,7 +483,8 @@ class Worker {
     const ShardEntry* shard = job_.FindShard(claim.shard_id());
     a.log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
                std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
-    a.heartbeat = std::make_unique<HeartbeatThread>(store_, claim, policy_.heartbeat_secs, &a.lost);
+    a.heartbeat = std::make_unique<HeartbeatThread>(
+        [this, &claim] { return store_.Heartbeat(claim); }, policy_.heartbeat_secs, &a.lost);
     a.start = MonotonicSeconds();
     // A shard is processed as one partition: partition events name the shard
     // and the attempt, without a partition_id.

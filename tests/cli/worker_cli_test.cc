@@ -1,12 +1,15 @@
 // Black-box tests of elastic workers and dlc: real processes racing on a real
 // job directory, kill -9 and SIGTERM in the middle of shards, clock skew,
 // distinct hostnames (unshare --uts) and mpirun.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -364,7 +367,8 @@ TEST_F(WorkerCli, StatusWatchFollowsAJobUntilItIsTerminal) {
 class DlcCli : public WorkerCli {
  protected:
   Spawned Instance(const std::string& host, const std::vector<std::string>& extra,
-                   const std::string& run_id = "run-1") {
+                   const std::string& run_id = "run-1",
+                   const std::vector<std::string>& extra_env = {}) {
     std::vector<std::string> args = {"dlc",
                                      "--job-dir",
                                      "job",
@@ -379,7 +383,9 @@ class DlcCli : public WorkerCli {
                                      "--threads",
                                      "1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return Spawn(args, kTestOps,
+    std::vector<std::string> env = kTestOps;
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    return Spawn(args, env,
                  {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
   }
 };
@@ -462,6 +468,177 @@ TEST_F(DlcCli, RunsUnderMpirun) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("PASS: 6 shards were completed by 1 node(s)"), std::string::npos) << r.out;
   EXPECT_EQ(Count("job/state/done"), 6u);
+}
+
+// A dlc coordinator lost at the wrong moment (SPEC "dlc" 7): node-a is frozen
+// (SIGSTOP) at a point of its prepare or finalize, then killed with SIGKILL or
+// let go; node-b and node-c take the phase over on the same run id.
+class DlcCoordinatorLossCli : public DlcCli {
+ protected:
+  // Three rows per shard are too few to matter: enough rows that every
+  // shard and the merge take a while.
+  void SetUpJob() {
+    WriteCorpus(3000);
+    WriteRecipe();
+    reference_ = ReferenceSha();
+  }
+  Spawned Node(const std::string& host, const std::vector<std::string>& env = {}) {
+    return Instance(host,
+                    {"--num-shards", "6", "--lease-secs", "3", "--heartbeat-secs", "1",
+                     "--wait-timeout-secs", "20"},
+                    "run-1", env);
+  }
+  // Starts node-a stopped at `point` (SIGSTOP, as a hung node) and waits until it is there.
+  Spawned FrozenCoordinator(const std::string& point) {
+    const Spawned a = Node("node-a", {"DJSHARD_TEST_STOP_AT=" + point});
+    EXPECT_TRUE(WaitUntil([&] { return IsStopped(a.pid); })) << ErrSoFar(a);
+    return a;
+  }
+  static bool IsStopped(int pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t end = line.rfind(')');
+    return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'T';
+  }
+  // The job finished as a single run would have, with nothing half-done left.
+  void ExpectFinishedJob() {
+    EXPECT_EQ(io::Sha256OfFile(Path("job/merged.jsonl")), reference_);
+    EXPECT_EQ(Run({"status", "--job-dir", "job"}).exit_code, 0);
+    const CliResult verify = Run({"verify", "--job-dir", "job"});
+    EXPECT_EQ(verify.exit_code, 0) << verify.err;
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+      const std::string name = e.path().filename().string();
+      for (const char* temporary : {".tmp.", ".staged.", ".preparing."}) {
+        EXPECT_EQ(name.find(temporary), std::string::npos) << e.path();
+      }
+    }
+  }
+  // Lines of `out` that say an instance became the phase's coordinator.
+  static int Coordinators(const std::string& out, const std::string& phase) {
+    return (out.find("elected as DLC " + phase + " coordinator") != std::string::npos) +
+           (out.find("took over as DLC " + phase + " coordinator") != std::string::npos);
+  }
+  // Kills node-a, frozen at a point of `phase`, once node-b and node-c run;
+  // they finish the job.
+  // Whether a staging directory or a temporary output is visible.
+  bool HalfDone() const {
+    for (const std::string& where : {std::string(), std::string("job")}) {
+      if (!Exists(where.empty() ? "." : where)) continue;
+      for (const std::string& name : List(where)) {
+        if (name.find(".preparing.") != std::string::npos ||
+            name.find(".tmp.") != std::string::npos) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+  // `half_done`: whether node-a leaves a staging directory or a temporary
+  // output at `point`, which the taker must remove.
+  void KillFrozenCoordinatorAndFinish(const std::string& phase, const std::string& point,
+                                      bool half_done) {
+    const Spawned a = FrozenCoordinator(point);
+    EXPECT_EQ(HalfDone(), half_done);
+    const Spawned b = Node("node-b"), c = Node("node-c");
+    ::kill(a.pid, SIGKILL);
+    EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
+    int coordinators = 0, removed = 0;
+    for (const Spawned& n : {b, c}) {
+      const CliResult r = WaitFor(n);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.out.find("PASS: 6 shards were completed by"), std::string::npos) << r.out;
+      coordinators += Coordinators(r.out, phase);
+      removed += r.out.find(", left by a coordinator that was taken over") != std::string::npos;
+    }
+    EXPECT_EQ(coordinators, 1);
+    EXPECT_EQ(removed, half_done ? 1 : 0);
+    ExpectFinishedJob();
+  }
+
+  std::string reference_;
+};
+
+class DlcPrepareTakeoverCli : public DlcCoordinatorLossCli,
+                              public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(DlcPrepareTakeoverCli, KillNineOfThePrepareCoordinatorIsTakenOver) {
+  SetUpJob();
+  KillFrozenCoordinatorAndFinish("prepare", GetParam(), /*half_done=*/true);
+}
+INSTANTIATE_TEST_SUITE_P(Points, DlcPrepareTakeoverCli,
+                         ::testing::Values("prepare_normalized", "prepare_shard_cut@3",
+                                           "prepare_staged"));
+
+class DlcFinalizeTakeoverCli : public DlcCoordinatorLossCli,
+                               public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(DlcFinalizeTakeoverCli, KillNineOfTheFinalizeCoordinatorIsTakenOver) {
+  SetUpJob();
+  KillFrozenCoordinatorAndFinish("finalize", GetParam(),
+                                 /*half_done=*/GetParam().starts_with("merge_shard_copied"));
+}
+INSTANTIATE_TEST_SUITE_P(Points, DlcFinalizeTakeoverCli,
+                         ::testing::Values("merge_shard_copied@2", "merge_committed",
+                                           "finalize_merged"));
+
+TEST_F(DlcCoordinatorLossCli, AFrozenFinalizerPastItsLeasePublishesNothingWhenContinued) {
+  SetUpJob();
+  const Spawned a = FrozenCoordinator("merge_shard_copied@3");
+  const CliResult b = WaitFor(Node("node-b"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("took over as DLC finalize coordinator (node-b) from node-a pid " +
+                       std::to_string(a.pid)),
+            std::string::npos)
+      << b.out;
+  const std::string coord = ".job.dlc-coordination/" + List(".job.dlc-coordination").front();
+  const std::string result = Read(coord + "/finalize-result.json");
+  const std::string merge_record = Read("job/merge.json");
+  struct stat merged {};
+  ASSERT_EQ(::stat(Path("job/merged.jsonl").c_str(), &merged), 0);
+
+  ::kill(a.pid, SIGCONT);
+  const CliResult late = WaitFor(a);
+  EXPECT_EQ(late.exit_code, 0) << late.err;
+  EXPECT_NE(late.err.find("lost the DLC finalize coordinator lease on node-a"), std::string::npos)
+      << late.err;
+  EXPECT_NE(late.out.find("PASS: 6 shards"), std::string::npos) << late.out;
+  struct stat after {};
+  ASSERT_EQ(::stat(Path("job/merged.jsonl").c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, merged.st_ino);
+  EXPECT_EQ(after.st_mtim.tv_nsec, merged.st_mtim.tv_nsec);
+  EXPECT_EQ(Read(coord + "/finalize-result.json"), result);
+  EXPECT_EQ(Read("job/merge.json"), merge_record);
+  ExpectFinishedJob();
+}
+
+TEST_F(DlcCoordinatorLossCli, AWaiterThatCannotTakeAStaleCoordinatorOverGivesUpAfterTheTimeout) {
+  SetUpJob();
+  const Spawned a = FrozenCoordinator("prepare_normalized");
+  // Another process holds the flock of the dead coordinator's lock, as a
+  // taker frozen inside its takeover would: no one can take it over.
+  const std::string coord = ".job.dlc-coordination/" + List(".job.dlc-coordination").front();
+  const int lock = ::open(Path(coord + "/prepare.lock").c_str(), O_RDWR);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+  ::kill(a.pid, SIGKILL);
+  WaitFor(a);
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult b =
+      WaitFor(Instance("node-b", {"--num-shards", "6", "--lease-secs", "3", "--heartbeat-secs", "1",
+                                  "--wait-timeout-secs", "4"}));
+  ::close(lock);
+  EXPECT_EQ(b.exit_code, 2) << b.err;
+  EXPECT_NE(b.err.find("no live DLC prepare coordinator and no takeover for 4.0 s: the stale "
+                       "lock of node-a pid " +
+                       std::to_string(a.pid) + " could not be taken over"),
+            std::string::npos)
+      << b.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
+  // Once the lock can be taken, the same run id finishes the job.
+  const CliResult again = WaitFor(Node("node-c"));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  ExpectFinishedJob();
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "djshard/common/error.h"
 #include "djshard/io/sha256.h"
@@ -132,6 +134,96 @@ TEST_F(DlcTest, AFailedFinalizeEndsTheRunAndANewRunIdRecovers) {
   const DlcOutcome again = RunDlc(Options("run-6"));
   EXPECT_EQ(again.end, DlcEnd::kPassed);
   EXPECT_TRUE(fs::exists(dir_ + "/job/merged.jsonl"));
+}
+
+// A lock of `phase` left by a coordinator that died `age_secs` ago, with
+// its token; returns the lock's path.
+std::string DeadCoordinatorLock(const std::string& coord, const std::string& phase,
+                                const std::string& token, int age_secs) {
+  fs::create_directories(coord);
+  const std::string lock = coord + "/" + phase + ".lock";
+  std::ofstream(lock) << R"({"hostname": "node-z", "pid": 4242, "token": ")" << token
+                      << R"(", "lease_secs": 1})"
+                      << "\n";
+  fs::last_write_time(lock, fs::file_time_type::clock::now() - std::chrono::seconds(age_secs));
+  return lock;
+}
+
+TEST_F(DlcTest, AStalePrepareCoordinatorIsTakenOverAndItsStagingDirectoryRemoved) {
+  const std::string token(32, 'a');
+  const std::string lock = DeadCoordinatorLock(CoordinationDir("run-7"), "prepare", token, 60);
+  const std::string staging = store::JobPaths(dir_ + "/job").StagingPath(token);
+  fs::create_directories(staging + "/shards");
+  DlcOptions o = Options("run-7");
+  o.lease_secs = 1;
+  o.heartbeat_secs = 0.2;
+  const DlcOutcome out = RunDlc(o);
+  EXPECT_EQ(out.end, DlcEnd::kPassed) << errors_;
+  EXPECT_NE(said_.find("took over as DLC prepare coordinator"), std::string::npos) << said_;
+  EXPECT_NE(said_.find("from node-z pid 4242"), std::string::npos) << said_;
+  EXPECT_FALSE(fs::exists(staging));
+  EXPECT_FALSE(fs::exists(lock));  // released with the result
+  EXPECT_EQ(fs::directory_iterator(CoordinationDir("run-7") + "/stale_locks")
+                ->path()
+                .filename()
+                .string()
+                .rfind("prepare.", 0),
+            0u);
+}
+
+TEST_F(DlcTest, ALiveCoordinatorIsWaitedForPastTheWaitTimeout) {
+  const std::string lock = DeadCoordinatorLock(CoordinationDir("run-8"), "prepare", "t", 0);
+  // The lock's holder heartbeats for 3 s, then publishes a failure.
+  std::thread holder([&] {
+    for (int i = 0; i < 15; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      fs::last_write_time(lock, fs::file_time_type::clock::now());
+    }
+    std::ofstream(CoordinationDir("run-8") + "/prepare-result.json")
+        << R"({"return_code": 5, "hostname": "node-z", "error": "held"})";
+  });
+  DlcOptions o = Options("run-8");
+  o.lease_secs = 1;
+  o.heartbeat_secs = 0.2;
+  o.wait_timeout_secs = 0.5;
+  const DlcOutcome out = RunDlc(o);
+  holder.join();
+  EXPECT_EQ(out.end, DlcEnd::kPrepareFailed);
+  EXPECT_EQ(out.exit_code, 5);
+  EXPECT_EQ(said_.find("coordinator"), std::string::npos) << said_;
+}
+
+// A disk on which no lock's flock can be taken without waiting, as when a
+// taker froze inside its takeover.
+class EveryFlockBusy : public io::Disk {
+ public:
+  bool Flock(int fd, bool blocking) override { return blocking && io::Disk::Flock(fd, true); }
+};
+
+TEST_F(DlcTest, AStaleCoordinatorThatCannotBeTakenOverEndsTheWaitAfterTheTimeout) {
+  DeadCoordinatorLock(CoordinationDir("run-9"), "prepare", "t", 60);
+  EveryFlockBusy disk;
+  DlcOptions o = Options("run-9");
+  o.disk = &disk;
+  o.lease_secs = 1;
+  o.heartbeat_secs = 0.2;
+  o.wait_timeout_secs = 0.5;
+  try {
+    RunDlc(o);
+    ADD_FAILURE() << "the wait did not end";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), 2);
+    EXPECT_NE(std::string(e.what()).find("could not be taken over"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/job"));
+}
+
+TEST_F(DlcTest, BadLeasePolicyIsRefusedUpFront) {
+  DlcOptions o = Options("run-10");
+  o.lease_secs = 2;
+  o.heartbeat_secs = 2;
+  EXPECT_THROW(RunDlc(o), Error);
+  EXPECT_FALSE(fs::exists(dir_ + "/job"));
 }
 
 }  // namespace

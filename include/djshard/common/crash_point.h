@@ -11,8 +11,14 @@ namespace djshard {
 // renamed, its commit record not yet linked), "tap_committed", "final_concat"
 // (a committed final tap appended to the export) and "before_export_commit";
 // workers also "heartbeat_write" (ownership verified, the lock not yet
-// rewritten) and "record_staged" (a done or failed record written and
-// fsynced, not yet linked).
+// rewritten; dlc's coordinators too) and "record_staged" (a done or failed
+// record written and fsynced, not yet linked); prepare "prepare_normalized"
+// (the input normalized into the staging directory), "prepare_shard_cut" (a
+// shard file written) and "prepare_staged" (the staging directory complete,
+// not yet renamed into place); merge "merge_shard_copied" (a shard's output
+// appended to the temporary output) and "merge_committed" (the output
+// renamed into place, merge.json not yet written); dlc "finalize_merged"
+// (merged and checked, finalize-result.json not yet published).
 // DJSHARD_TEST_STOP_AT takes the same names and stops the process with
 // SIGSTOP there instead, as a node that hangs would (SIGCONT resumes it).
 void CrashPoint(const char* point);

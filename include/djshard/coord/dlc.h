@@ -23,8 +23,14 @@ struct DlcOptions {
   bool require_all_nodes = false;
   std::string output;  // empty: <job-dir>/merged.jsonl
   std::optional<std::string> run_id;
+  // Bounds only waits that cannot make progress: a stale coordinator that
+  // cannot be taken over, shards that never finish. A live coordinator is
+  // waited for without bound.
   double wait_timeout_secs = 86400;
   double poll_interval_secs = 2;
+  // The lease policy of the job it prepares and of its coordinator claims
+  // (prepare.lock, finalize.lock); unset: Policy's defaults.
+  std::optional<double> lease_secs, heartbeat_secs;
   std::optional<int> threads;  // else the recipe's np, else num_proc, else every core
   std::function<void(const std::string&)> say;         // progress lines
   std::function<void(const std::string&)> error;       // this instance's errors, one per line
@@ -54,10 +60,13 @@ struct DlcOutcome {
 
 // `djshard dlc`: the same command on every instance of a launcher (PAI-DLC,
 // mpirun, srun, a Kubernetes indexed job). Instances elect one prepare and
-// one finalize coordinator through O_EXCL files in a coordination directory
-// beside the job, run workers in between, propagate the first failure to
-// every instance, and all end with the same code (SPEC "dlc"). Throws Error
-// for a request that cannot start (no run id, a bad --nodes/--num-shards).
+// one finalize coordinator through leased claims in a coordination directory
+// beside the job (heartbeat, fencing, takeover of a stale one, which runs the
+// phase again from the start), run workers in between, propagate the first
+// failure to every instance, and all end with the same code (SPEC "dlc").
+// Throws Error for a request that cannot start (no run id, a bad
+// --nodes/--num-shards/--lease-secs), or when a wait made no progress for
+// --wait-timeout-secs (exit 2; 75 when the shared filesystem failed).
 DlcOutcome RunDlc(const DlcOptions& options);
 
 }  // namespace djshard::coord

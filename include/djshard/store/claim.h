@@ -9,22 +9,23 @@
 
 #include "djshard/io/disk.h"
 #include "djshard/store/job.h"
+#include "djshard/store/lease.h"
 #include "djshard/store/manifest.h"
 #include "djshard/store/records.h"
 
 namespace djshard::store {
 
-// A claim this process holds: state/locks/<shard>.lock, created with O_EXCL
-// and kept open, so that ownership can be re-verified under flock(2) at any
-// time (same inode at the lock path, same token inside). Movable, not
-// copyable; closing the descriptor (destruction) does not release the claim.
+// A claim this process holds: state/locks/<shard>.lock, a LeasedLock (created
+// with O_EXCL and kept open, so that ownership can be re-verified under
+// flock(2) at any time). Movable, not copyable; destruction does not release
+// the claim.
 class Claim {
  public:
   Claim(const Claim&) = delete;
   Claim& operator=(const Claim&) = delete;
-  Claim(Claim&& other) noexcept;
-  Claim& operator=(Claim&& other) noexcept;
-  ~Claim();
+  Claim(Claim&& other) noexcept = default;
+  Claim& operator=(Claim&& other) noexcept = default;
+  ~Claim() = default;
 
   const LockRecord& record() const { return record_; }
   const std::string& shard_id() const { return record_.shard_id; }
@@ -39,13 +40,8 @@ class Claim {
   Claim() = default;
 
   LockRecord record_;
-  std::string attempt_dir_, lock_path_;
-  int fd_ = -1;  // our lock file, open for the claim's lifetime
-  io::FileStat lock_file_;
-  // Serializes this process's ownership checks on the claim: flock is held
-  // per open file description, so two threads would share it and the first
-  // to unlock would end the other's fenced section.
-  std::shared_ptr<std::mutex> fence_ = std::make_shared<std::mutex>();
+  std::string attempt_dir_;
+  LeasedLock lock_;
 };
 
 // Claims, heartbeats, takeovers and fenced publishing on a job's shared
@@ -142,9 +138,6 @@ class ClaimStore {
                           int64_t fs_now_ns) const;
 
  private:
-  // Runs `fn` while holding flock on the claim's lock and owning it; false when lost.
-  template <typename Fn>
-  bool WithOwnership(const Claim& claim, Fn&& fn);
   // Publishes `content` as `record` first-writer-wins: written and fsynced
   // first, then linked under the claim's fence, where `then` runs too. nullopt
   // when the claim was lost (nothing linked), else whether the link made the
@@ -152,13 +145,6 @@ class ClaimStore {
   template <typename Fn>
   std::optional<bool> PublishFenced(const Claim& claim, const std::string& record,
                                     const std::string& content, Fn&& then);
-  // Opens the lock at `path` and runs look(fd, stat) without the flock (the
-  // reads and the staged writes); then, when look returned true, no one else
-  // holds the flock and the path still names the opened file, fenced(fd,
-  // stat) under the flock (checks, renames, unlinks only). False when either
-  // returns false or the lock is busy or gone.
-  template <typename Look, typename Fenced>
-  bool WithIdleLock(const std::string& path, Look&& look, Fenced&& fenced);
 
   // An attempt's record with a new status, written beside attempt.json
   // (`path`), to be renamed onto it (`record`) under a fence when the record

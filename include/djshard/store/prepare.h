@@ -18,6 +18,10 @@ struct PrepareRequest {
   int64_t num_shards = 0;
   Policy policy;
   int threads = 0;  // validating and normalizing; 0: every core
+  // Names the staging directory (.<job>.preparing.<tag>), so that whoever
+  // takes over a dead preparer can remove it (dlc passes its coordinator
+  // claim's token). Empty: a random tag.
+  std::string staging_tag;
 };
 
 struct PrepareOutcome {

@@ -55,28 +55,22 @@ class RemoveCommentsMapper : public Mapper {
     // Data-Juicer takes doc_type ('tex', or a list) and removes TeX comments whatever it says.
     args().GetStringList("doc_type", {"tex"});
     if (args().GetBool("inline", true)) {
-      passes_.push_back(std::make_unique<Regex>(R"((?m)[^\\]%.+$)", false, spec.name));
+      passes_.push_back({std::make_unique<Regex>(R"((?m)[^\\]%.+$)", false, spec.name), ""});
     }
     if (args().GetBool("multiline", true)) {
-      passes_.push_back(std::make_unique<Regex>(R"((?m)^%.*\n?)", false, spec.name));
+      passes_.push_back({std::make_unique<Regex>(R"((?m)^%.*\n?)", false, spec.name), ""});
     }
   }
 
   void Map(Sample& sample) const override {
     const std::string& current = sample.Text(text_key());
     if (passes_.empty() || current.find('%') == std::string::npos) return;
-    std::string text = current, out;
-    bool changed = false;
-    for (const auto& pass : passes_) {
-      if (!pass->Replace(text, "", &out)) continue;
-      text.swap(out);
-      changed = true;
-    }
-    if (changed) sample.SetText(text_key(), std::move(text));
+    std::string text = current;
+    if (SubstituteInTurn(passes_, &text)) sample.SetText(text_key(), std::move(text));
   }
 
  private:
-  std::vector<std::unique_ptr<Regex>> passes_;
+  std::vector<Substitution> passes_;
 };
 
 // From the first \appendix, \begin{references}, \begin{REFERENCES},
@@ -120,16 +114,15 @@ class ExpandMacroMapper : public Mapper {
     if (current.find('\\') == std::string::npos) return;
     const std::vector<std::pair<std::string, std::string>> macros = Definitions(current);
     if (macros.empty()) return;
-    std::string text = current, out;
-    bool changed = false;
+    std::vector<Substitution> uses;
     for (const auto& [macro, value] : macros) {
       // The name is a backslash and ASCII letters and digits.
-      const Regex use("(\\\\" + macro.substr(1) + ")([^a-zA-Z0-9])", false, name_);
-      if (!use.Replace(text, TemplateOf(value) + "\\2", &out)) continue;
-      text.swap(out);
-      changed = true;
+      uses.push_back(
+          {std::make_unique<Regex>("(\\\\" + macro.substr(1) + ")([^a-zA-Z0-9])", false, name_),
+           TemplateOf(value) + "\\2"});
     }
-    if (changed) sample.SetText(text_key(), std::move(text));
+    std::string text = current;
+    if (SubstituteInTurn(uses, &text)) sample.SetText(text_key(), std::move(text));
   }
 
  private:

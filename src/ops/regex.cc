@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "djshard/common/error.h"
+#include "djshard/common/text.h"
 #include "djshard/ops/sample.h"
 
 namespace djshard::ops {
@@ -125,24 +126,6 @@ int MatchAt(const pcre2_code* code, pcre2_match_context* ctx, std::string_view t
     throw OpError(std::string("regular expression failed: ") + reinterpret_cast<const char*>(msg));
   }
   return rc;
-}
-
-void AppendUtf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 // The character of a one-letter escape (\a \b \f \n \r \t \v \\), else 0.
@@ -362,6 +345,17 @@ std::string Regex::ReplacementError(const std::string& repl) const {
     return e.what();
   }
   return "";
+}
+
+bool SubstituteInTurn(const std::vector<Substitution>& steps, std::string* text) {
+  std::string out;
+  bool changed = false;
+  for (const Substitution& step : steps) {
+    if (!step.regex->Replace(*text, step.repl, &out)) continue;
+    text->swap(out);
+    changed = true;
+  }
+  return changed;
 }
 
 std::string UnquotePattern(const std::string& p) {

@@ -41,6 +41,16 @@ class Regex {
   std::unique_ptr<Code> code_;
 };
 
+// A regular expression and its replacement.
+struct Substitution {
+  std::unique_ptr<Regex> regex;
+  std::string repl;
+};
+
+// Applies each substitution in turn to *text (Python's re.sub, one after
+// another). Returns whether any matched.
+bool SubstituteInTurn(const std::vector<Substitution>& steps, std::string* text);
+
 // A Python regex written in a recipe as r'...' or r"..." loses that wrapper.
 std::string UnquotePattern(const std::string& pattern);
 

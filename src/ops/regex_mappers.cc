@@ -199,22 +199,11 @@ class ReplaceContentMapper : public Mapper {
   void Map(Sample& sample) const override {
     if (steps_.empty()) return;
     std::string text = sample.Text(text_key());
-    std::string out;
-    bool changed = false;
-    for (const Step& step : steps_) {
-      if (!step.regex->Replace(text, step.repl, &out)) continue;
-      text.swap(out);
-      changed = true;
-    }
-    if (changed) sample.SetText(text_key(), std::move(text));
+    if (SubstituteInTurn(steps_, &text)) sample.SetText(text_key(), std::move(text));
   }
 
  private:
-  struct Step {
-    std::unique_ptr<Regex> regex;
-    std::string repl;
-  };
-  std::vector<Step> steps_;
+  std::vector<Substitution> steps_;
 };
 
 // Removes runs of two or more lines of min_col..max_col columns (words
@@ -229,27 +218,22 @@ class RemoveTableTextMapper : public Mapper {
       if (value < 2 || value > 20) args().Fail(name, "must be between 2 and 20", "");
     }
     for (int64_t i = min_col - 1; i < max_col; ++i) {
-      passes_.push_back(std::make_unique<Regex>(
-          R"((?<=\n)((\S+?)([ |\t](\S+?)){)" + std::to_string(i) + R"(}\n+){2,})", false,
-          spec.name));
+      passes_.push_back({std::make_unique<Regex>(R"((?<=\n)((\S+?)([ |\t](\S+?)){)" +
+                                                     std::to_string(i) + R"(}\n+){2,})",
+                                                 false, spec.name),
+                         ""});
     }
   }
 
   void Map(Sample& sample) const override {
     const std::string& current = sample.Text(text_key());
     if (current.find('\n') == std::string::npos) return;  // every table follows a newline
-    std::string text = current, out;
-    bool changed = false;
-    for (const auto& pass : passes_) {
-      if (!pass->Replace(text, "", &out)) continue;
-      text.swap(out);
-      changed = true;
-    }
-    if (changed) sample.SetText(text_key(), std::move(text));
+    std::string text = current;
+    if (SubstituteInTurn(passes_, &text)) sample.SetText(text_key(), std::move(text));
   }
 
  private:
-  std::vector<std::unique_ptr<Regex>> passes_;
+  std::vector<Substitution> passes_;
 };
 
 // Removes every character outside CJK U+4E00-U+9FA5 and, as asked, ASCII

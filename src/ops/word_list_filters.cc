@@ -102,7 +102,9 @@ std::shared_ptr<const WordLists> LoadLists(const recipe::OperatorArgs& args,
   if (files.empty()) {
     std::string searched;
     for (const std::string& d : dirs) searched += "\n  " + d + "/*" + kind + "*.json";
-    args.Fail(dir_key, "no " + kind + " word list found; searched:" + searched,
+    args.Fail(dir_key,
+              "names no directory with a " + kind + " word list (*" + kind +
+                  "*.json); searched:" + searched,
               "copy Data-Juicer's " + kind + ".json (a machine where Data-Juicer ran has it in " +
                   "~/.cache/data_juicer/assets) into one of them, or set " + dir_key);
   }

@@ -217,6 +217,18 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
   return total;
 }
 
+namespace {
+MergeOutcome OutcomeOf(const JobDir& job, const std::string& output, const VerifiedOutputs& v) {
+  return {output,
+          v.rows,
+          v.bytes,
+          v.sha256,
+          job.manifest().shards.size(),
+          v.hosts.size(),
+          MixedModelDevicesWarning(v.shards_by_model_devices)};
+}
+}  // namespace
+
 MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk) {
   RequireComplete(job, "merge");
   const std::string output =
@@ -244,13 +256,7 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
   // Records the shards' operators dropped, with why (SPEC-lineage §5).
   MergeErrorFiles(job, output + ".errors.jsonl", disk);
 
-  MergeOutcome outcome{output,
-                       v.rows,
-                       v.bytes,
-                       v.sha256,
-                       job.manifest().shards.size(),
-                       v.hosts.size(),
-                       MixedModelDevicesWarning(v.shards_by_model_devices)};
+  const MergeOutcome outcome = OutcomeOf(job, output, v);
   const json merge = {{"job_id", job.manifest().job_id},
                       {"merged_at", FormatUtcIso8601(NowNanos())},
                       {"output_path", output},
@@ -293,13 +299,7 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
                     " distinct node(s), expected at least " + std::to_string(request.expect_nodes),
                 "some nodes did not take part; check their logs");
   }
-  const MergeOutcome expected{output,
-                              v.rows,
-                              v.bytes,
-                              v.sha256,
-                              job.manifest().shards.size(),
-                              v.hosts.size(),
-                              MixedModelDevicesWarning(v.shards_by_model_devices)};
+  const MergeOutcome expected = OutcomeOf(job, output, v);
   CheckMergedOutput(expected);
   if (merge_record && merge_record->value("output_path", "") == output &&
       merge_record->value("sha256", "") != v.sha256) {

@@ -21,7 +21,8 @@ string it was given and whose `.convert(text)` encodes the text as UTF-8
 opencc_convert_utf8_free) and decodes the result as UTF-8 (strict). It is put
 in sys.modules["opencc"] before Data-Juicer's module is imported.
 
-Stand-ins for the framework only (see install_stubs):
+Stand-ins for the framework only (see install_stubs, and dj_stand_ins.py,
+shared with the other make_ops_*.py):
 - data_juicer.ops.base_op: an OPERATORS registry with register_module and a
   Mapper base whose __init__ takes *args, **kwargs, sets
   self.text_key = kwargs.get("text_key", "text") and, like the real one with
@@ -76,20 +77,16 @@ stderr. The corpus defaults to shared/testvectors/ops.jsonl next to or above
 the repo (--corpus to override). The output goes to stdout when no path is
 given. The script is deterministic: no randomness, fixed input order.
 """
-import argparse
 import ctypes
 import ctypes.util
 import importlib
-import importlib.util
-import inspect
 import json
 import os
 import sys
 import types
-import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+import dj_stand_ins as dj
+from dj_stand_ins import err_str
 
 OP = "chinese_convert_mapper"
 MODES = ["s2t", "t2s", "s2tw", "tw2s", "s2hk", "hk2s", "s2twp", "tw2sp",
@@ -179,161 +176,26 @@ def _make_opencc_module():
 
 # ---------------------------------------------------------------- stand-ins
 
-class _Registry:
-    def __init__(self, name):
-        self.name = name
-        self.modules = {}
-
-    def register_module(self, name=None, module=None):
-        def deco(cls):
-            self.modules[name or cls.__name__] = cls
-            return cls
-        if module is not None:
-            return deco(module)
-        return deco
-
-
-class _Mapper:
-    """Stand-in for data_juicer.ops.base_op.Mapper."""
-    _batched_op = False
-
-    def __init__(self, *args, **kwargs):
-        self.text_key = kwargs.get("text_key", "text")
-        # the real Mapper wraps process_batched in catch_map_batches_exception,
-        # which re-raises when skip_op_error is False (the default)
-        self.process = self.process_batched
-
-    def is_batched_op(self):
-        return self._batched_op
-
-
 def _LazyLoader(module_name, package_name=None, package_url=None,
                 auto_install=True):
     return importlib.import_module(module_name)
 
 
-RECORDED = []  # (op instance, list of samples) from the unit tests
-
-
-class _FakeDataset:
-    def __init__(self, samples):
-        self.samples = [dict(s) for s in samples]
-
-    @classmethod
-    def from_list(cls, samples):
-        return cls(samples)
-
-    def map(self, fn, *args, **kwargs):
-        RECORDED.append((fn.__self__, [dict(s) for s in self.samples]))
-        # hand back the targets so the test's own assertions pass; the real
-        # comparison is done by this script
-        out = []
-        for s in self.samples:
-            s = dict(s)
-            if "target" in s:
-                s["text"] = s["target"]
-            out.append(s)
-        return _FakeDataset(out)
-
-    def __iter__(self):
-        return iter(self.samples)
-
-    def __len__(self):
-        return len(self.samples)
-
-
 def install_stubs(dj_root):
-    src = os.path.join(dj_root, "data_juicer")
     sys.modules["opencc"] = _make_opencc_module()
-
-    def mod(name, path=None):
-        m = types.ModuleType(name)
-        if path is not None:
-            m.__path__ = [path]
-        sys.modules[name] = m
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, m)
-        return m
-
-    mod("data_juicer", src)
-    mod("data_juicer.ops", os.path.join(src, "ops"))
-    mod("data_juicer.ops.mapper", os.path.join(src, "ops", "mapper"))
-    base_op = mod("data_juicer.ops.base_op")
-    base_op.OPERATORS = _Registry("Operators")
-    base_op.Mapper = _Mapper
-    mod("data_juicer.utils", os.path.join(src, "utils"))
-    ll = mod("data_juicer.utils.lazy_loader")
+    registry = dj.install_framework(dj_root, "mapper", "Mapper", dj.Mapper)
+    ll = dj.stub_module("data_juicer.utils.lazy_loader")
     ll.LazyLoader = _LazyLoader
-    mod("data_juicer.core", os.path.join(src, "core"))
-    data = mod("data_juicer.core.data")
-    data.NestedDataset = _FakeDataset
-    uu = mod("data_juicer.utils.unittest_utils")
-    uu.DataJuicerTestCaseBase = unittest.TestCase
-    return base_op.OPERATORS
-
-
-def load_op(registry):
-    module = importlib.import_module("data_juicer.ops.mapper." + OP)
-    cls = registry.modules[OP]
-    orig = cls.__init__
-    sig = inspect.signature(orig)
-
-    def init(self, *a, __orig=orig, __sig=sig, **kw):
-        bound = __sig.bind(self, *a, **kw)
-        args = {}
-        for k, v in bound.arguments.items():
-            if k in ("self", "args"):
-                continue
-            if k == "kwargs":
-                args.update(v)
-            else:
-                args[k] = v
-        self._vector_args = args
-        __orig(self, *a, **kw)
-
-    cls.__init__ = init
-    return module, cls
+    return registry
 
 
 # ------------------------------------------------------------------ inputs
 
-def load_corpus(path):
-    seen = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            v = json.loads(line)
-            i = v["input"]
-            if i["id"] not in seen:
-                seen[i["id"]] = {"id": i["id"], "text": i["text"]}
-    return list(seen.values())
-
-
 def harvest_unit_cases(dj_root):
     """Returns [(args, text, target), ...] from Data-Juicer's unit test."""
-    path = os.path.join(dj_root, "tests", "ops", "mapper", "test_%s.py" % OP)
-    spec = importlib.util.spec_from_file_location("dj_unit_test_" + OP, path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    got = []
-    for cname in sorted(vars(m)):
-        c = getattr(m, cname)
-        if not (isinstance(c, type) and issubclass(c, unittest.TestCase)
-                and c.__module__ == m.__name__):
-            continue
-        meths = [k for k, v in vars(c).items() if k.startswith("test") and callable(v)]
-        for meth in meths:
-            del RECORDED[:]
-            t = c(meth)
-            t.setUp()
-            getattr(t, meth)()
-            t.tearDown()
-            # the test's setUp() builds an s2t op, then the test calls
-            # setUp(mode) again: only ops that were given to .map count
-            for op, samples in RECORDED:
-                for s in samples:
-                    got.append((dict(op._vector_args), s["text"], s.get("target")))
-    return got
+    # the test's setUp() builds an s2t op, then the test calls setUp(mode)
+    # again: only ops that were given to .map count
+    return dj.mapper_unit_cases(dj_root, OP)
 
 
 def hand_inputs():
@@ -440,31 +302,12 @@ def run_one(cls, args, text):
     return out["text"][0]
 
 
-def err_str(e):
-    return "%s: %s" % (type(e).__name__, e)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dj_root")
-    ap.add_argument("out", nargs="?")
-    ap.add_argument("--corpus")
-    a = ap.parse_args()
+    dj_root, out_path, classes, corpus = dj.start(__doc__, install_stubs,
+                                                  "mapper", [OP])
+    cls = classes[OP]
 
-    corpus = a.corpus
-    if corpus is None:
-        for base in (ROOT, os.path.dirname(ROOT)):
-            p = os.path.join(base, "shared", "testvectors", "ops.jsonl")
-            if os.path.exists(p):
-                corpus = p
-                break
-    if corpus is None:
-        sys.exit("corpus not found; pass --corpus")
-
-    registry = install_stubs(a.dj_root)
-    module, cls = load_op(registry)
-
-    unit = harvest_unit_cases(a.dj_root)
+    unit = harvest_unit_cases(dj_root)
     unit_inputs = []
     unit_mismatch = []
     for n, (args, text, target) in enumerate(unit):
@@ -473,13 +316,13 @@ def main():
             unit_mismatch.append((args, text, target, got))
         unit_inputs.append(({"id": "dj-unit-%s-%02d" % (OP, n), "text": text}, args))
 
-    inputs = load_corpus(corpus)
+    inputs = corpus
     unit_plain = [inp for inp, _ in unit_inputs]
     inputs = inputs + unit_plain + hand_inputs()
     ids = [i["id"] for i in inputs]
     assert len(ids) == len(set(ids)), "duplicate ids"
 
-    lines = []
+    vectors = []
     counts = {}
 
     def emit(args, inp, out_text, error=None):
@@ -487,7 +330,7 @@ def main():
              "stats": {}, "keep": None}
         if error is not None:
             v["error"] = error
-        lines.append(json.dumps(v, ensure_ascii=False))
+        vectors.append(v)
         key = json.dumps(args, sort_keys=True)
         counts[key] = counts.get(key, 0) + 1
 
@@ -518,19 +361,14 @@ def main():
             got = ops[m].process_batched({"text": [inp["text"]]})["text"][0]
             assert got == run_one(cls, {"mode": m}, inp["text"])
 
-    text = "\n".join(lines) + "\n"
-    if a.out:
-        with open(a.out, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    dj.write_jsonl(out_path, vectors)
 
     print("inputs per mode: %d (corpus %d, unit %d, hand %d)" % (
         len(inputs), len(inputs) - len(unit_plain) - len(hand_inputs()),
         len(unit_plain), len(hand_inputs())), file=sys.stderr)
     for k, c in counts.items():
         print("  %s: %d" % (k, c), file=sys.stderr)
-    print("total %d vectors" % len(lines), file=sys.stderr)
+    print("total %d vectors" % len(vectors), file=sys.stderr)
     print("unit-test cases: %d, mismatches: %d" % (len(unit), len(unit_mismatch)),
           file=sys.stderr)
     for args, text, target, got in unit_mismatch:

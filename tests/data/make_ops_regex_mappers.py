@@ -13,7 +13,8 @@ checkout given on the command line:
   data_juicer/ops/common/ (helper_func.py, special_characters.py: real code)
   tests/ops/mapper/test_<op>.py (Data-Juicer's unit tests, to harvest cases)
 
-Only the framework around them is replaced by stand-ins (see install_stubs):
+Only the framework around them is replaced by stand-ins (see install_stubs
+and dj_stand_ins.py, shared with the other make_ops_*.py):
 - data_juicer.ops.base_op: an OPERATORS registry with register_module and a
   Mapper base whose __init__ takes *args, **kwargs, sets
   self.text_key = kwargs.get("text_key", "text") and, like the real one with
@@ -61,19 +62,11 @@ corpus defaults to shared/testvectors/ops.jsonl next to or above the repo.
 
 The script is deterministic: no randomness, fixed input order.
 """
-import argparse
-import importlib
-import importlib.util
-import inspect
 import json
-import os
 import sys
-import types
-import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-SP_MODEL = os.path.join(HERE, "sentencepiece", "en.sp.model")
+import dj_stand_ins as dj
+from dj_stand_ins import err_str
 
 OPS = [
     "remove_header_mapper",
@@ -136,184 +129,17 @@ VARIANTS = {
 
 # ---------------------------------------------------------------- stand-ins
 
-class _Registry:
-    def __init__(self, name):
-        self.name = name
-        self.modules = {}
-
-    def register_module(self, name=None, module=None):
-        def deco(cls):
-            self.modules[name or cls.__name__] = cls
-            return cls
-        if module is not None:
-            return deco(module)
-        return deco
-
-
-class _Mapper:
-    """Stand-in for data_juicer.ops.base_op.Mapper."""
-    _batched_op = False
-
-    def __init__(self, *args, **kwargs):
-        self.text_key = kwargs.get("text_key", "text")
-        # the real Mapper wraps process_batched in catch_map_batches_exception,
-        # which re-raises when skip_op_error is False (the default)
-        self.process = self.process_batched
-
-    def is_batched_op(self):
-        return self._batched_op
-
-
-class _SPKey(tuple):
-    pass
-
-
-_SP_CACHE = {}
-
-
-def _prepare_model(model_type, **model_kwargs):
-    assert model_type == "sentencepiece", model_type
-    return _SPKey(("sentencepiece", model_kwargs.get("lang")))
-
-
-def _get_model(model_key=None, rank=None, use_cuda=False):
-    if model_key is None:
-        return None
-    if model_key not in _SP_CACHE:
-        import sentencepiece
-        sp = sentencepiece.SentencePieceProcessor()
-        sp.load(SP_MODEL)  # every lang gets the same small English model
-        _SP_CACHE[model_key] = sp
-    return _SP_CACHE[model_key]
-
-
-RECORDED = []  # (op instance, list of samples) from the unit tests
-
-
-class _FakeDataset:
-    def __init__(self, samples):
-        self.samples = [dict(s) for s in samples]
-
-    @classmethod
-    def from_list(cls, samples):
-        return cls(samples)
-
-    def map(self, fn, *args, **kwargs):
-        RECORDED.append((fn.__self__, [dict(s) for s in self.samples]))
-        # hand back the targets so the test's own assertions pass; the real
-        # comparison is done by this script
-        out = []
-        for s in self.samples:
-            s = dict(s)
-            if "target" in s:
-                s["text"] = s["target"]
-            out.append(s)
-        return _FakeDataset(out)
-
-    def __iter__(self):
-        return iter(self.samples)
-
-    def __len__(self):
-        return len(self.samples)
-
-
 def install_stubs(dj_root):
-    src = os.path.join(dj_root, "data_juicer")
-
-    def mod(name, path=None):
-        m = types.ModuleType(name)
-        if path is not None:
-            m.__path__ = [path]
-        sys.modules[name] = m
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, m)
-        return m
-
-    mod("data_juicer", src)
-    mod("data_juicer.ops", os.path.join(src, "ops"))
-    mod("data_juicer.ops.mapper", os.path.join(src, "ops", "mapper"))
-    base_op = mod("data_juicer.ops.base_op")
-    base_op.OPERATORS = _Registry("Operators")
-    base_op.Mapper = _Mapper
-    mod("data_juicer.utils", os.path.join(src, "utils"))
-    mu = mod("data_juicer.utils.model_utils")
-    mu.prepare_model = _prepare_model
-    mu.get_model = _get_model
-    mod("data_juicer.core", os.path.join(src, "core"))
-    data = mod("data_juicer.core.data")
-    data.NestedDataset = _FakeDataset
-    uu = mod("data_juicer.utils.unittest_utils")
-    uu.DataJuicerTestCaseBase = unittest.TestCase
-    return base_op.OPERATORS
-
-
-def load_op_classes(registry):
-    classes = {}
-    for name in OPS:
-        importlib.import_module("data_juicer.ops.mapper." + name)
-        cls = registry.modules[name]
-        orig = cls.__init__
-        sig = inspect.signature(orig)
-
-        def init(self, *a, __orig=orig, __sig=sig, **kw):
-            bound = __sig.bind(self, *a, **kw)
-            args = {}
-            for k, v in bound.arguments.items():
-                if k == "self" or k == "args":
-                    continue
-                if k == "kwargs":
-                    args.update(v)
-                else:
-                    args[k] = v
-            self._vector_args = args
-            __orig(self, *a, **kw)
-
-        cls.__init__ = init
-        classes[name] = cls
-    return classes
+    registry = dj.install_framework(dj_root, "mapper", "Mapper", dj.Mapper)
+    dj.stub_model_utils()
+    return registry
 
 
 # ------------------------------------------------------------------ inputs
 
-def load_corpus(path):
-    seen = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            v = json.loads(line)
-            i = v["input"]
-            if i["id"] not in seen:
-                seen[i["id"]] = {"id": i["id"], "text": i["text"]}
-    return list(seen.values())
-
-
 def harvest_unit_cases(dj_root):
     """Returns {op: [(args, text, target), ...]} from Data-Juicer's tests."""
-    cases = {}
-    for name in OPS:
-        path = os.path.join(dj_root, "tests", "ops", "mapper", "test_%s.py" % name)
-        spec = importlib.util.spec_from_file_location("dj_unit_test_" + name, path)
-        m = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(m)
-        got = []
-        for cname in sorted(vars(m)):
-            c = getattr(m, cname)
-            if not (isinstance(c, type) and issubclass(c, unittest.TestCase)
-                    and c.__module__ == m.__name__):
-                continue
-            # methods in source order
-            meths = [k for k, v in vars(c).items() if k.startswith("test") and callable(v)]
-            for meth in meths:
-                del RECORDED[:]
-                t = c(meth)
-                t.setUp()
-                getattr(t, meth)()
-                t.tearDown()
-                for op, samples in RECORDED:
-                    for s in samples:
-                        got.append((dict(op._vector_args), s["text"], s.get("target")))
-        cases[name] = got
-    return cases
+    return {name: dj.mapper_unit_cases(dj_root, name) for name in OPS}
 
 
 def hand_inputs():
@@ -801,10 +627,6 @@ def hand_inputs():
 
 # ------------------------------------------------------------------ running
 
-def err_str(e):
-    return "%s: %s" % (type(e).__name__, e)
-
-
 def run_single(op, text):
     samples = {"text": [text]}
     res = op.process_batched(samples)
@@ -844,71 +666,45 @@ def run_variant(cls, op_name, args, inputs, problems):
     return vecs
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dj_root", help="root of a Data-Juicer 1.4.3 checkout")
-    ap.add_argument("out", nargs="?", help="output .jsonl (default stdout)")
-    ap.add_argument("--corpus", help="shared/testvectors/ops.jsonl")
-    a = ap.parse_args()
-
-    corpus_path = a.corpus
-    if corpus_path is None:
-        for c in (os.path.join(ROOT, "shared", "testvectors", "ops.jsonl"),
-                  os.path.join(ROOT, "..", "shared", "testvectors", "ops.jsonl")):
-            if os.path.exists(c):
-                corpus_path = c
-                break
-    if corpus_path is None:
-        sys.exit("corpus not found; pass --corpus")
-
-    registry = install_stubs(os.path.abspath(a.dj_root))
-    classes = load_op_classes(registry)
-    corpus = load_corpus(corpus_path)
-    hand = hand_inputs()
-    unit = harvest_unit_cases(os.path.abspath(a.dj_root))
-
-    problems = []
+def op_vectors(name, cls, corpus, hand, unit, problems):
+    """The vectors of one op: its variants over all inputs, then its
+    unit-test cases with their own args."""
     vectors = []
-    for name in OPS:
-        cls = classes[name]
-        # the unit-test inputs, one id per distinct text
-        uids = {}
-        for args, text, target in unit[name]:
-            if text not in uids:
-                uids[text] = "dj-unit-%s-%02d" % (name, len(uids))
-        unit_inputs = [{"id": i, "text": t} for t, i in uids.items()]
-        inputs = corpus + unit_inputs + hand
-        seen = set()
-        for args in VARIANTS[name]:
-            vectors += run_variant(cls, name, args, inputs, problems)
-        # the unit-test cases themselves, with their own args, checked
-        # against the expected text in Data-Juicer's tests
-        for args, text, target in unit[name]:
-            inp = {"id": uids[text], "text": text}
-            v = run_variant(cls, name, args, [inp], problems)[0]
-            key = json.dumps([args, uids[text]], sort_keys=True)
-            if args not in VARIANTS[name] and key not in seen:
-                seen.add(key)
-                vectors.append(v)
-            if v.get("output_text") != target:
-                problems.append("unit mismatch: %s %s args=%r got=%r expected=%r"
-                                % (name, uids[text], args,
-                                   v.get("output_text", v.get("error"))[:300],
-                                   (target or "")[:300]))
+    # the unit-test inputs, one id per distinct text
+    uids, unit_inputs = dj.unit_inputs(name, [t for _, t, _ in unit])
+    inputs = corpus + unit_inputs + hand
+    seen = set()
+    for args in VARIANTS[name]:
+        vectors += run_variant(cls, name, args, inputs, problems)
+    # the unit-test cases themselves, with their own args, checked
+    # against the expected text in Data-Juicer's tests
+    for args, text, target in unit:
+        inp = {"id": uids[text], "text": text}
+        v = run_variant(cls, name, args, [inp], problems)[0]
+        key = json.dumps([args, uids[text]], sort_keys=True)
+        if args not in VARIANTS[name] and key not in seen:
+            seen.add(key)
+            vectors.append(v)
+        if v.get("output_text") != target:
+            problems.append("unit mismatch: %s %s args=%r got=%r expected=%r"
+                            % (name, uids[text], args,
+                               v.get("output_text", v.get("error"))[:300],
+                               (target or "")[:300]))
+    return vectors
 
-    out = open(a.out, "w", encoding="utf-8", newline="\n") if a.out else sys.stdout
-    for v in vectors:
-        out.write(json.dumps(v, ensure_ascii=False) + "\n")
-    if a.out:
-        out.close()
-    for p in problems:
-        print(p, file=sys.stderr)
+
+def report(vectors):
     counts = {}
     for v in vectors:
         k = (v["op"], json.dumps(v["args"], ensure_ascii=False))
         counts[k] = counts.get(k, 0) + 1
     for (op, args), n in counts.items():
         print("%6d  %s %s" % (n, op, args), file=sys.stderr)
+
+
+def main():
+    dj.generate(__doc__, install_stubs, "mapper", OPS, harvest_unit_cases,
+                hand_inputs, op_vectors, report)
 
 
 if __name__ == "__main__":

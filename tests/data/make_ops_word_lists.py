@@ -12,7 +12,8 @@ on the command line:
   data_juicer/utils/asset_utils.py (load_words_asset), utils/constant.py
   tests/ops/filter/test_{flagged_words,stopwords}_filter.py (unit tests,
   harvested for their inputs, args and expected results)
-Only the framework around them is replaced by stand-ins (install_stubs):
+Only the framework around them is replaced by stand-ins (install_stubs, and
+dj_stand_ins.py, shared with the other make_ops_*.py):
 - data_juicer.ops.base_op: OPERATORS registry; a Filter base whose __init__
   takes *args, **kwargs and sets text_key (default "text"),
   min_closed_interval / max_closed_interval (default True) and
@@ -71,20 +72,16 @@ above the repo (--corpus to override).
 
 Deterministic: no randomness, fixed input and variant order.
 """
-import argparse
 import importlib
-import importlib.util
-import inspect
 import json
 import os
 import sys
 import types
-import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-SP_MODEL = os.path.join(HERE, "sentencepiece", "en.sp.model")
-ASSETS = os.path.join(HERE, "assets")
+import dj_stand_ins as dj
+from dj_stand_ins import err_str
+
+ASSETS = os.path.join(dj.HERE, "assets")
 ASSETS_TOKEN = "@ASSETS@"
 
 OPS = ["flagged_words_filter", "stopwords_filter"]
@@ -129,20 +126,6 @@ VARIANTS = {
 
 # ---------------------------------------------------------------- stand-ins
 
-class _Registry:
-    def __init__(self, name):
-        self.name = name
-        self.modules = {}
-
-    def register_module(self, name=None, module=None):
-        def deco(cls):
-            self.modules[name or cls.__name__] = cls
-            return cls
-        if module is not None:
-            return deco(module)
-        return deco
-
-
 class _Filter:
     """Stand-in for data_juicer.ops.base_op.Filter (the parts these ops use)."""
     _batched_op = False
@@ -171,64 +154,18 @@ class _Filter:
         return res_bool
 
 
-class _SPKey(tuple):
-    pass
-
-
-_SP_CACHE = {}
-
-
-def _prepare_model(model_type, **model_kwargs):
-    assert model_type == "sentencepiece", model_type
-    return _SPKey(("sentencepiece", model_kwargs.get("lang")))
-
-
-def _get_model(model_key=None, rank=None, use_cuda=False):
-    if model_key is None:
-        return None
-    if model_key not in _SP_CACHE:
-        import sentencepiece
-        sp = sentencepiece.SentencePieceProcessor()
-        sp.load(SP_MODEL)  # every lang gets the same small English model
-        _SP_CACHE[model_key] = sp
-    return _SP_CACHE[model_key]
-
-
 class _Logger:
     def __getattr__(self, name):
         return lambda *a, **k: None
 
 
-class _FakeDataset:
-    def __init__(self, samples):
-        self.samples = [dict(s) for s in samples]
-
-    @classmethod
-    def from_list(cls, samples):
-        return cls(samples)
-
-
-RECORDED = []  # (op instance, input texts, expected kept texts)
-
-
 def _record(self, dataset, target_list, op):
-    RECORDED.append((op, [s["text"] for s in dataset.samples],
-                     [t["text"] for t in target_list]))
+    # RECORDED: (op instance, input texts, expected kept texts)
+    dj.RECORDED.append((op, [s["text"] for s in dataset.samples],
+                        [t["text"] for t in target_list]))
 
 
 def install_stubs(dj_root):
-    src = os.path.join(dj_root, "data_juicer")
-
-    def mod(name, path=None):
-        m = types.ModuleType(name)
-        if path is not None:
-            m.__path__ = [path]
-        sys.modules[name] = m
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, m)
-        return m
-
     for name in ("loguru", "zstandard"):
         try:
             importlib.import_module(name)
@@ -236,96 +173,30 @@ def install_stubs(dj_root):
             m = types.ModuleType(name)
             m.logger = _Logger()
             sys.modules[name] = m
-    mod("data_juicer", src)
-    mod("data_juicer.ops", os.path.join(src, "ops"))
-    mod("data_juicer.ops.filter", os.path.join(src, "ops", "filter"))
-    base_op = mod("data_juicer.ops.base_op")
-    base_op.OPERATORS = _Registry("Operators")
-    base_op.Filter = _Filter
-    fusion = mod("data_juicer.ops.op_fusion")
-    fusion.INTER_WORDS = _Registry("InterWords")
-    mod("data_juicer.utils", os.path.join(src, "utils"))
-    cu = mod("data_juicer.utils.cache_utils")
+    registry = dj.install_framework(dj_root, "filter", "Filter", _Filter)
+    fusion = dj.stub_module("data_juicer.ops.op_fusion")
+    fusion.INTER_WORDS = dj.Registry("InterWords")
+    cu = dj.stub_module("data_juicer.utils.cache_utils")
     cu.DATA_JUICER_ASSETS_CACHE = ASSETS
-    mu = mod("data_juicer.utils.model_utils")
-    mu.prepare_model = _prepare_model
-    mu.get_model = _get_model
-    mod("data_juicer.core", os.path.join(src, "core"))
-    data = mod("data_juicer.core.data")
-    data.NestedDataset = _FakeDataset
-    uu = mod("data_juicer.utils.unittest_utils")
-    uu.DataJuicerTestCaseBase = unittest.TestCase
-    return base_op.OPERATORS
-
-
-def load_op_classes(registry):
-    classes = {}
-    for name in OPS:
-        importlib.import_module("data_juicer.ops.filter." + name)
-        cls = registry.modules[name]
-        orig = cls.__init__
-        sig = inspect.signature(orig)
-
-        def init(self, *a, __orig=orig, __sig=sig, **kw):
-            bound = __sig.bind(self, *a, **kw)
-            args = {}
-            for k, v in bound.arguments.items():
-                if k in ("self", "args"):
-                    continue
-                if k == "kwargs":
-                    args.update(v)
-                else:
-                    args[k] = v
-            self._vector_args = args
-            __orig(self, *a, **kw)
-
-        cls.__init__ = init
-        classes[name] = cls
-    return classes
+    dj.stub_model_utils()
+    return registry
 
 
 # ------------------------------------------------------------------ inputs
 
-def load_corpus(path):
-    seen = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            i = json.loads(line)["input"]
-            if i is not None and i["id"] not in seen:
-                seen[i["id"]] = {"id": i["id"], "text": i["text"]}
-    return list(seen.values())
+def _patch_test_class(c):
+    # each test's _run_*_filter helper is replaced by the recorder
+    for k in list(vars(c)):
+        if k.startswith("_run_"):
+            setattr(c, k, _record)
 
 
 def harvest_unit_cases(dj_root):
     """Returns {op: [(args, [texts], [expected kept texts]), ...]}."""
-    cases = {}
-    for name in OPS:
-        path = os.path.join(dj_root, "tests", "ops", "filter", "test_%s.py" % name)
-        spec = importlib.util.spec_from_file_location("dj_unit_test_" + name, path)
-        m = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(m)
-        got = []
-        for cname in sorted(vars(m)):
-            c = getattr(m, cname)
-            if not (isinstance(c, type) and issubclass(c, unittest.TestCase)
-                    and c.__module__ == m.__name__):
-                continue
-            for k in list(vars(c)):
-                if k.startswith("_run_"):
-                    setattr(c, k, _record)
-            meths = [k for k, v in vars(c).items() if k.startswith("test") and callable(v)]
-            for meth in meths:
-                del RECORDED[:]
-                t = c(meth)
-                t.setUp()
-                getattr(t, meth)()
-                t.tearDown()
-                for op, texts, targets in RECORDED:
-                    got.append((dict(op._vector_args), texts, targets))
-        cases[name] = got
-    return cases
+    return {name: [(dict(op._vector_args), texts, targets)
+                   for op, texts, targets in dj.unit_test_records(
+                       dj_root, "filter", name, _patch_test_class)]
+            for name in OPS}
 
 
 def hand_inputs():
@@ -450,10 +321,6 @@ def hand_inputs():
 
 # ------------------------------------------------------------------ running
 
-def err_str(e):
-    return "%s: %s" % (type(e).__name__, e)
-
-
 def run_one(op_name, op, text):
     """Returns (stats, keep) for one text, as the framework runs the op."""
     if op_name == "flagged_words_filter":
@@ -504,66 +371,34 @@ def run_variant(cls, op_name, args, inputs, problems):
     return vecs
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dj_root", help="root of a Data-Juicer 1.4.3 checkout")
-    ap.add_argument("out", nargs="?", help="output .jsonl (default stdout)")
-    ap.add_argument("--corpus", help="shared/testvectors/ops.jsonl")
-    a = ap.parse_args()
-
-    corpus_path = a.corpus
-    if corpus_path is None:
-        for c in (os.path.join(ROOT, "shared", "testvectors", "ops.jsonl"),
-                  os.path.join(ROOT, "..", "shared", "testvectors", "ops.jsonl")):
-            if os.path.exists(c):
-                corpus_path = c
-                break
-    if corpus_path is None:
-        sys.exit("corpus not found; pass --corpus")
-
-    dj_root = os.path.abspath(a.dj_root)
-    registry = install_stubs(dj_root)
-    classes = load_op_classes(registry)
-    corpus = load_corpus(corpus_path)
-    hand = hand_inputs()
-    unit = harvest_unit_cases(dj_root)
-
-    problems = []
+def op_vectors(name, cls, corpus, hand, unit, problems):
+    """The vectors of one op: its variants over all inputs, then its
+    unit-test cases with their own args."""
     vectors = []
-    for name in OPS:
-        cls = classes[name]
-        uids = {}
-        for args, texts, targets in unit[name]:
-            for text in texts:
-                if text not in uids:
-                    uids[text] = "dj-unit-%s-%02d" % (name, len(uids))
-        unit_inputs = [{"id": i, "text": s} for s, i in uids.items()]
-        inputs = corpus + unit_inputs + hand
-        for args in VARIANTS[name]:
-            vectors += run_variant(cls, name, args, inputs, problems)
-        # the unit-test cases with their own args (the directory left out:
-        # the tests use the default, which is tests/data/assets here), checked
-        # against the kept texts the tests expect
-        for args, texts, targets in unit[name]:
-            args = {k: v for k, v in args.items() if k != DIR_ARG[name]}
-            inps = [{"id": uids[s], "text": s} for s in texts]
-            vs = run_variant(cls, name, args, inps, problems)
-            if args not in VARIANTS[name]:
-                vectors += vs
-            kept = [v["input"]["text"] for v in vs if v.get("keep")]
-            if kept != targets:
-                problems.append(
-                    "unit mismatch: %s args=%r\n    kept:     %r\n    expected: %r\n    stats: %r"
-                    % (name, args, kept, targets,
-                       [(v["input"]["id"], v.get("stats"), v.get("keep"), v.get("error")) for v in vs]))
+    uids, unit_inputs = dj.unit_inputs(
+        name, [s for _, texts, _ in unit for s in texts])
+    inputs = corpus + unit_inputs + hand
+    for args in VARIANTS[name]:
+        vectors += run_variant(cls, name, args, inputs, problems)
+    # the unit-test cases with their own args (the directory left out:
+    # the tests use the default, which is tests/data/assets here), checked
+    # against the kept texts the tests expect
+    for args, texts, targets in unit:
+        args = {k: v for k, v in args.items() if k != DIR_ARG[name]}
+        inps = [{"id": uids[s], "text": s} for s in texts]
+        vs = run_variant(cls, name, args, inps, problems)
+        if args not in VARIANTS[name]:
+            vectors += vs
+        kept = [v["input"]["text"] for v in vs if v.get("keep")]
+        if kept != targets:
+            problems.append(
+                "unit mismatch: %s args=%r\n    kept:     %r\n    expected: %r\n    stats: %r"
+                % (name, args, kept, targets,
+                   [(v["input"]["id"], v.get("stats"), v.get("keep"), v.get("error")) for v in vs]))
+    return vectors
 
-    out = open(a.out, "w", encoding="utf-8", newline="\n") if a.out else sys.stdout
-    for v in vectors:
-        out.write(json.dumps(v, ensure_ascii=False) + "\n")
-    if a.out:
-        out.close()
-    for p in problems:
-        print(p, file=sys.stderr)
+
+def report(vectors):
     counts = {}
     for v in vectors:
         k = (v["op"], json.dumps(v["args"], ensure_ascii=False))
@@ -579,6 +414,11 @@ def main():
     for (op, args), (n, k, d, e) in counts.items():
         print("%7d %5d %5d %5d  %s %s" % (n, k, d, e, op, args), file=sys.stderr)
     print("%7d vectors" % len(vectors), file=sys.stderr)
+
+
+def main():
+    dj.generate(__doc__, install_stubs, "filter", OPS, harvest_unit_cases,
+                hand_inputs, op_vectors, report)
 
 
 if __name__ == "__main__":

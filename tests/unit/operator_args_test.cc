@@ -25,8 +25,13 @@ class OperatorArgs : public ::testing::Test {
     char tmpl[] = "/tmp/djshard-operator-args-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    // Data-Juicer's assets cache, without its word lists.
+    ::setenv("DATA_JUICER_ASSETS_CACHE", dir_.c_str(), 1);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    ::unsetenv("DATA_JUICER_ASSETS_CACHE");
+    fs::remove_all(dir_);
+  }
 
   // Loads a recipe of one operator with `args` (YAML lines, each indented by
   // six spaces) and builds that operator.
@@ -55,9 +60,16 @@ class OperatorArgs : public ::testing::Test {
 // is on this machine, so that lookup is the error they end with.
 bool IsModelOperator(const std::string& name) {
   return name == "query_sentiment_detection_mapper" || name == "query_topic_detection_mapper" ||
-         name == "text_pair_similarity_filter";
+         name == "text_pair_similarity_filter" || name == "token_num_filter";
 }
 const char* kNoModel = "which is not on this machine";
+
+// The word-list filters look for Data-Juicer's lists after their arguments
+// pass; the assets cache the fixture sets holds none.
+bool IsWordListOperator(const std::string& name) {
+  return name == "flagged_words_filter" || name == "stopwords_filter";
+}
+const char* kNoWordList = "word list (*";
 
 TEST_F(OperatorArgs, EveryOperatorAcceptsEveryCommonArgument) {
   // Values of the right type for the ones djshard reads; the rest are ignored.
@@ -91,10 +103,18 @@ TEST_F(OperatorArgs, EveryOperatorAcceptsEveryCommonArgument) {
       EXPECT_NE(ErrorOf(op.name, args).find("'name' is required"), std::string::npos) << op.name;
       continue;
     }
+    if (IsWordListOperator(op.name)) {
+      EXPECT_NE(ErrorOf(op.name, args).find(kNoWordList), std::string::npos) << op.name;
+      continue;
+    }
     if (IsModelOperator(op.name)) {
-      const std::string model_args = op.name == "text_pair_similarity_filter"
-                                         ? "      text_key_second: second\n"
-                                         : "      zh_to_en_hf_model: null\n";
+      // The operators' own required arguments, besides the model.
+      std::string model_args;
+      if (op.name == "text_pair_similarity_filter") {
+        model_args = "      text_key_second: second\n";
+      } else if (op.name != "token_num_filter") {
+        model_args = "      zh_to_en_hf_model: null\n";
+      }
       EXPECT_NE(ErrorOf(op.name, args + model_args).find(kNoModel), std::string::npos) << op.name;
       continue;
     }
@@ -113,6 +133,8 @@ TEST_F(OperatorArgs, EveryOperatorAcceptsTheArgumentsOfItsTableEntry) {
     const std::string error = ErrorOf(b.name, args);
     if (IsModelOperator(b.name)) {
       EXPECT_NE(error.find(kNoModel), std::string::npos) << error;
+    } else if (IsWordListOperator(b.name)) {
+      EXPECT_NE(error.find(kNoWordList), std::string::npos) << error;
     } else if (b.name == "language_id_score_filter") {
       EXPECT_NE(error.find("'model_path' is required"), std::string::npos) << error;
     } else {

@@ -217,6 +217,14 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
          "the Hugging Face cache; never downloaded"},
         {"min_num", "10", "fewest tokens"},
         {"max_num", "sys.maxsize", "most tokens"}}},
+      {"general_field_filter",
+       MakeGeneralFieldFilter,
+       "Keeps records for which filter_condition holds (stat general_field_filter_condition)",
+       {{"filter_condition", "''",
+         "and/or, chained comparisons (<, <=, >, >=, ==, !=), field names with attribute chains "
+         "(__dj__meta__.lang, __dj__stats__.x, meta.src.x) and constants, as Data-Juicer reads "
+         "them; parsed by djshard (no Python eval); what Data-Juicer cannot evaluate either "
+         "(not, arithmetic, in, is, calls) is refused at load. Empty: every record stays"}}},
       {"character_repetition_filter",
        MakeCharacterRepetitionFilter,
        "Keeps texts whose repeated character n-gram ratio is in range",

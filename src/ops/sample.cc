@@ -48,6 +48,14 @@ const std::string& Sample::Text(const std::string& key) {
   return texts_.back().second;
 }
 
+std::string Sample::CurrentRecord() const {
+  io::Record copy = *record_;
+  CommitTo(&copy, true);
+  std::string out;
+  copy.Serialize(&out);
+  return out;
+}
+
 bool Sample::Has(const std::string& key) const {
   for (const auto& [k, v] : texts_) {
     if (k == key) return true;

@@ -73,6 +73,9 @@ class Sample {
   std::optional<std::string_view> Meta(std::string_view key);
   // Sets `key` of __dj__meta__ to raw JSON text.
   void SetMeta(std::string_view key, std::string raw_json);
+  // The record as this sample stands now (changed texts, stats and meta
+  // written), serialized; the sample's record stays as it is.
+  std::string CurrentRecord() const;
   // Writes changed text fields and, when `write_stats`, the stats into the record.
   void Commit(bool write_stats);
   // Writes what Commit would into `record` (a copy of this sample's record),

@@ -81,7 +81,10 @@ void AddOpsCommand(CLI::App& app, int* exit_code) {
     std::printf(
         "%s\n  kind: %s\n  accelerator: %s\n  implemented by djshard: %s\n", op->name.c_str(),
         lineage ? "lineage entry (an expand/gather pair, SPEC-lineage)" : ops::OpKindName(op->kind),
-        op->accelerator.c_str(), op->implemented ? "yes" : "no");
+        op->accelerator.c_str(),
+        op->implemented             ? "yes"
+        : op->absent_reason.empty() ? "no (not built yet)"
+                                    : ("no: it " + op->absent_reason).c_str());
     if (op->implemented) {
       std::printf("  %s\n  arguments (besides the common ones below):\n", op->summary.c_str());
       if (op->args.empty()) std::printf("    (none)\n");

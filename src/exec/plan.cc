@@ -23,7 +23,8 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
     if (!info->implemented) {
       if (skip_unimplemented) continue;
       throw Error(recipe.path, spec.line,
-                  "operator '" + spec.name + "' is not implemented by this djshard build",
+                  "operator '" + spec.name + "' is not implemented by this djshard build" +
+                      (info->absent_reason.empty() ? "" : " (it " + info->absent_reason + ")"),
                   "'djshard ops' lists the operators djshard runs");
     }
     PlannedOperator planned;
@@ -76,7 +77,8 @@ Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
   plan.batch_rows = batch_size > 0 ? batch_size : 1000;  // Data-Juicer's default batch size
   CompileRegions(recipe, &plan);
   for (const LineageRegion& region : plan.regions) {
-    if (region.parent == -1 && region.gather->Has(ops::GatherInto::kStats)) plan.writes_stats = true;
+    if (region.parent == -1 && region.gather->Has(ops::GatherInto::kStats))
+      plan.writes_stats = true;
   }
   return plan;
 }

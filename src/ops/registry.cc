@@ -46,6 +46,13 @@ Registry::Registry(std::span<const CatalogueEntry> catalogue,
   }
   std::sort(operators_.begin(), operators_.end(),
             [](const OperatorInfo& a, const OperatorInfo& b) { return a.name < b.name; });
+  for (size_t i = 0; i < kAbsentReasonsSize; ++i) {
+    auto it =
+        std::lower_bound(operators_.begin(), operators_.end(), kAbsentReasons[i].name, ByName);
+    if (it != operators_.end() && it->name == kAbsentReasons[i].name) {
+      it->absent_reason = kAbsentReasons[i].reason;
+    }
+  }
   for (const BuiltinOperator& b : builtins) {
     auto it = std::lower_bound(operators_.begin(), operators_.end(), b.name, ByName);
     if (it == operators_.end() || it->name != b.name) {

@@ -74,6 +74,7 @@ struct OperatorInfo {
   OperatorFactory factory = nullptr;  // set when implemented
   std::string summary;                // what it does, when implemented
   std::vector<ArgDoc> args;           // its own arguments, when implemented
+  std::string absent_reason;  // not implemented: why djshard leaves it out ("" if not built yet)
 };
 
 // Every operator of Data-Juicer's catalogue, by name, with whether djshard

@@ -529,8 +529,10 @@ extern "C" __attribute__((visibility("default"))) void djshard_query_torch(Djsha
   out->cuda_device_count = out->cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
   out->bf16_cpu = 1;
   out->cuda_built = at::hasCUDA() ? 1 : 0;
-  std::snprintf(out->cpu_kernel, sizeof out->cpu_kernel, "%s",
-                djshard::model::torch_module::CpuKernel().c_str());
+  // Fixed for the life of the process (OpenBLAS picks its kernel when it
+  // loads); described once, since every model operator's description asks.
+  static const std::string kernel = djshard::model::torch_module::CpuKernel();
+  std::snprintf(out->cpu_kernel, sizeof out->cpu_kernel, "%s", kernel.c_str());
 }
 
 extern "C" __attribute__((visibility("default"))) void* djshard_model_load(

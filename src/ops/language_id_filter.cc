@@ -1,5 +1,6 @@
 // language_id_score_filter: fastText language identification (Debian's
-// libfasttext). The model is a file given by model_path, e.g. lid.176.bin.
+// libfasttext). The model is Data-Juicer's lid.176.bin, found where
+// Data-Juicer keeps its models, or a file given by model_path.
 #include <fasttext/fasttext.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/io/json_text.h"
+#include "djshard/model/model_path.h"
 #include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
 
@@ -21,19 +23,31 @@ class LanguageIdScoreFilter : public Filter {
       : Filter(spec, key) {
     langs_ = args().GetStringList("lang", {});
     langs_.erase(std::remove(langs_.begin(), langs_.end(), std::string()), langs_.end());
-    min_score_ = args().GetDouble("min_score", 0.0);
-    const std::string path = args().GetString("model_path", "");
-    if (path.empty()) {
-      args().Fail(
-          "model_path", "is required",
-          "djshard downloads nothing: give the path of a fastText model such as lid.176.bin");
-    }
+    min_score_ = args().GetDouble("min_score", 0.8);
+    const std::string path = ModelPath();
     try {
       model_.loadModel(path);
     } catch (const std::exception& e) {
       args().Fail("model_path", "cannot be loaded: " + std::string(e.what()),
                   "check that " + path + " is a fastText .bin model");
     }
+  }
+
+  // model_path when given (a djshard argument), else Data-Juicer's
+  // lid.176.bin from its model cache, as prepare_fasttext_model finds it.
+  std::string ModelPath() const {
+    std::string path = args().GetString("model_path", "");
+    if (!path.empty()) return path;
+    const model::ModelLookup found = model::FindDataJuicerModelFile("lid.176.bin");
+    if (!found.path) {
+      args().Fail("model_path",
+                  "is not given, and Data-Juicer's fastText model lid.176.bin is not on this "
+                  "machine; djshard looked in:" +
+                      model::ListSearched(found.searched),
+                  "copy lid.176.bin from Data-Juicer's model cache (~/.cache/data_juicer/models) "
+                  "into DJSHARD_MODEL_HOME, or give its path as model_path");
+    }
+    return *found.path;
   }
 
   bool Process(Sample& sample) const override {

@@ -1,0 +1,231 @@
+// Data-Juicer's published text recipes (tests/data/published-recipes, copied
+// from Data-Juicer's configs/ with their operator lists and arguments as
+// published), run through djshard as a Data-Juicer user would: the models and
+// word lists where Data-Juicer keeps them, the recipe unchanged.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Source(const std::string& rel) { return std::string(DJSHARD_SOURCE_DIR) + "/" + rel; }
+
+const std::vector<std::string>& PublishedRecipes() {
+  static const std::vector<std::string> names = {
+      "alpaca-cot-en-refine",
+      "alpaca-cot-zh-refine",
+      "bloom-oscar",
+      "pile-europarl-refine",
+      "pile-freelaw-refine",
+      "pile-hackernews-refine",
+      "pile-nih-refine",
+      "pile-philpaper-refine",
+      "pile-pubmed-abstract-refine",
+      "pile-pubmed-central-refine",
+      "pile-uspto-refine",
+      "redpajama-arxiv",
+      "redpajama-arxiv-refine",
+      "redpajama-book-refine",
+      "redpajama-books",
+      "redpajama-c4-refine",
+      "redpajama-cc-2019-30-refine",
+      "redpajama-cc-2020-05-refine",
+      "redpajama-cc-2021-04-refine",
+      "redpajama-cc-2022-05-refine",
+      "redpajama-cc-2023-06-refine",
+      "redpajama-code",
+      "redpajama-code-refine",
+      "redpajama-pile-stackexchange-refine",
+      "redpajama-stack-code-deduplicate",
+      "redpajama-stackexchange",
+      "redpajama-wiki-refine",
+      "stack-code-refine",
+  };
+  return names;
+}
+
+// The operator names of a recipe's process list, in order.
+std::vector<std::string> OperatorsOf(const std::string& recipe) {
+  std::vector<std::string> ops;
+  std::istringstream in(recipe);
+  static const std::regex entry("^  - ([a-z_]+):");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, m, entry)) ops.push_back(m[1]);
+  }
+  return ops;
+}
+
+bool IsDeduplicator(const std::string& op) {
+  return op.size() > 12 && op.compare(op.size() - 12, 12, "deduplicator") == 0;
+}
+
+// The recipe without its deduplicator entries (each entry: its "  - name:"
+// line and the more deeply indented lines under it).
+std::string WithoutDeduplicators(const std::string& recipe) {
+  std::istringstream in(recipe);
+  std::string out;
+  bool skipping = false;
+  for (std::string line; std::getline(in, line);) {
+    const bool entry = line.rfind("  - ", 0) == 0;
+    const bool nested =
+        line.rfind("    ", 0) == 0 || line.find_first_not_of(' ') == std::string::npos;
+    if (entry) {
+      const std::string name = line.substr(4, line.find(':') - 4);
+      skipping = IsDeduplicator(name);
+    } else if (!nested) {
+      skipping = false;
+    }
+    if (!skipping) out += line + "\n";
+  }
+  return out;
+}
+
+size_t CountLines(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+class PublishedRecipeCli : public CliTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    Write("data.jsonl", ReadSource("tests/data/published-recipes/corpus.jsonl"));
+    // Data-Juicer's models, where it keeps them: SentencePiece per language,
+    // KenLM per language, its fastText language model, and the Hugging Face
+    // tokenizer the code recipes name.
+    const std::string sp = ReadSource("tests/data/sentencepiece/en.sp.model");
+    Write("cache/models/en.sp.model", sp);
+    Write("cache/models/zh.sp.model", sp);
+    const std::string lm = ReadSource("tests/data/kenlm/en.arpa.bin");
+    Write("cache/models/en.arpa.bin", lm);
+    Write("cache/models/zh.arpa.bin", lm);
+    Write("home/EleutherAI--pythia-6.9b-deduped/README", "a BPE tokenizer in its place\n");
+    ASSERT_EQ(
+        std::system(("zstd -qdc " + Source("tests/data/tokenizers/mistral-bpe/tokenizer.json.zst") +
+                     " > " + Path("home/EleutherAI--pythia-6.9b-deduped/tokenizer.json"))
+                        .c_str()),
+        0);
+    for (const char* list : {"flagged_words.json", "stopwords.json"}) {
+      Write(std::string("cache/assets/") + list,
+            ReadSource(std::string("tests/data/assets/") + list));
+    }
+    TrainLanguageModel();
+  }
+
+  std::string ReadSource(const std::string& rel) const {
+    std::ifstream in(Source(rel), std::ios::binary);
+    EXPECT_TRUE(in.good()) << rel;
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // A small fastText model, lid.176.bin by name, trained with Debian's
+  // fasttext on the corpus's English and Chinese rows.
+  void TrainLanguageModel() const {
+    std::string train;
+    std::istringstream in(Read("data.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      std::string text = json::parse(line)["text"].get<std::string>();
+      for (char& c : text) {
+        if (c == '\n' || c == '\r') c = ' ';
+      }
+      const bool ascii = std::all_of(text.begin(), text.end(),
+                                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+      train += (ascii ? "__label__en " : "__label__zh ") + text + "\n";
+    }
+    Write("lid-train.txt", train);
+    ASSERT_EQ(std::system(("fasttext supervised -input " + Path("lid-train.txt") + " -output " +
+                           Path("lid") + " -epoch 5 -dim 8 -thread 1 -verbose 0 > /dev/null")
+                              .c_str()),
+              0);
+    fs::rename(Path("lid.bin"), Path("cache/models/lid.176.bin"));
+  }
+
+  CliResult RunRecipe(const std::string& recipe, int threads, const std::string& out) const {
+    Write("recipe.yaml", recipe);
+    const std::vector<std::string> env = {
+        "DJSHARD_MODEL_HOME=" + Path("home"), "DATA_JUICER_CACHE_HOME=" + Path("cache"),
+        "HF_HUB_CACHE=" + Path("hub"),        "DATA_JUICER_MODELS_CACHE",
+        "DATA_JUICER_ASSETS_CACHE",           "HOME=" + Path("user")};
+    return WaitFor(Spawn({"run", "--config", "recipe.yaml", "--threads", std::to_string(threads),
+                          "--export-path", out},
+                         env));
+  }
+};
+
+TEST(PublishedRecipes, EveryFixtureIsRun) {
+  std::set<std::string> on_disk;
+  for (const auto& e : fs::directory_iterator(Source("tests/data/published-recipes"))) {
+    if (e.path().extension() == ".yaml") on_disk.insert(e.path().stem());
+  }
+  const std::set<std::string> listed(PublishedRecipes().begin(), PublishedRecipes().end());
+  EXPECT_EQ(on_disk, listed);
+}
+
+// Every operator is known, every model and list is found where Data-Juicer
+// keeps it, and the recipe runs; a recipe's deduplicators are refused with
+// the reason (they need the whole dataset) and the rest of it runs. The rows
+// kept do not depend on the thread count.
+TEST_P(PublishedRecipeCli, RunsAsWritten) {
+  const std::string published = ReadSource("tests/data/published-recipes/" + GetParam() + ".yaml");
+  const std::vector<std::string> ops = OperatorsOf(published);
+  ASSERT_FALSE(ops.empty());
+  std::vector<std::string> runnable;
+  std::string dedup;
+  for (const std::string& op : ops) {
+    if (IsDeduplicator(op)) {
+      if (dedup.empty()) dedup = op;
+    } else {
+      runnable.push_back(op);
+    }
+  }
+  std::string recipe = published;
+  if (!dedup.empty()) {
+    const CliResult refused = RunRecipe(published, 2, "out/result.jsonl");
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find(dedup), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("whole-dataset"), std::string::npos) << refused.err;
+    EXPECT_FALSE(Exists("out/result.jsonl"));
+    recipe = WithoutDeduplicators(published);
+    ASSERT_EQ(OperatorsOf(recipe), runnable);
+    if (runnable.empty()) return;  // only a deduplicator: nothing else to run
+  }
+  const CliResult one = RunRecipe(recipe, 1, "out/one.jsonl");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CliResult three = RunRecipe(recipe, 3, "out/three.jsonl");
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  const std::string kept = Read("out/one.jsonl");
+  EXPECT_EQ(kept, Read("out/three.jsonl"));
+  const size_t rows_in = CountLines(Read("data.jsonl"));
+  EXPECT_LT(CountLines(kept), rows_in) << "every recipe has a filter that drops a row";
+  EXPECT_GT(CountLines(kept), 0u) << one.out << one.err;
+  // The run's summary names each operator, in the recipe's order.
+  size_t at = 0;
+  for (const std::string& op : runnable) {
+    const size_t found = one.out.find(op, at);
+    ASSERT_NE(found, std::string::npos) << op << " missing from\n" << one.out;
+    at = found + op.size();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DataJuicer, PublishedRecipeCli, ::testing::ValuesIn(PublishedRecipes()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace djshard::testing

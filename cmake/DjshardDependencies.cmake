@@ -1,5 +1,7 @@
 # Every dependency is a Debian package installed by scripts/setup.sh.
 find_package(CLI11 CONFIG REQUIRED)
+# The binary's logging (apps/ only; libspdlog-dev).
+find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json 3.10 CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED)

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "logging.h"
 
 namespace djshard::cli {
 
@@ -65,21 +66,13 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
     opt->threads = *threads;
     if (*lease > 0) opt->lease_secs = *lease;
     if (*heartbeat > 0) opt->heartbeat_secs = *heartbeat;
-    opt->say = [](const std::string& s) {
-      std::printf("%s\n", s.c_str());
-      std::fflush(stdout);
-    };
-    opt->error = [](const std::string& s) {
-      std::fflush(stdout);
-      std::fprintf(stderr, "ERROR: %s\n", s.c_str());
-    };
-    opt->worker_say = [](const std::string& s) {
-      std::fprintf(stderr, "%s\n", s.c_str());
-      std::fflush(stderr);
-    };
+    opt->log = LogRecordToStdout;
+    opt->worker_log = LogRecordToStderr;
+    opt->open_log_file = OpenAttemptLogFile;
     const coord::DlcOutcome out = coord::RunDlc(*opt);
     if (out.end == coord::DlcEnd::kPassed || out.end == coord::DlcEnd::kStoredResult) {
-      opt->say(out.message);
+      std::printf("%s\n", out.message.c_str());
+      std::fflush(stdout);
     }
     *exit_code = out.exit_code;
   });

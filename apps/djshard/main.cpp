@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "logging.h"
 
 int main(int argc, char** argv) {
   // Batches are megabytes each and come and go all the time (per batch, per
@@ -38,24 +39,24 @@ int main(int argc, char** argv) {
   djshard::cli::AddModelCommand(app, &exit_code);
   djshard::cli::AddVersionCommand(app, &exit_code);
   djshard::cli::AddProbeCommand(app, &exit_code);
+  djshard::cli::AddLogOptions(app);
 
   djshard::InstallStopHandlers();
   try {
+    djshard::cli::StartLogging(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ERROR: %s (see 'djshard --help')\n", e.what());
+    djshard::cli::LogError(std::string(e.what()) + " (see 'djshard --help')");
     return djshard::kExitFailure;
   } catch (const djshard::Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "ERROR: %s\n", e.what());
+    djshard::cli::LogError(e.what());
     return e.code();
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "ERROR: internal error: %s (please report it)\n", e.what());
+    djshard::cli::LogError(std::string("internal error: ") + e.what() + " (please report it)");
     return djshard::kExitFailure;
   }
   std::cout.flush();

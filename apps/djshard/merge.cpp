@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "logging.h"
 
 namespace djshard::cli {
 
@@ -22,7 +23,7 @@ void AddMergeCommand(CLI::App& app, int* exit_code) {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
     const store::MergeOutcome out = store::Merge(job, opt->request);
     if (!out.model_devices_warning.empty())
-      std::fprintf(stderr, "WARNING: %s\n", out.model_devices_warning.c_str());
+      Log(LogLevel::kWarn, "warning", "WARNING: " + out.model_devices_warning);
     std::printf("Merged %llu rows from %llu shards into %s (sha256 %s)\n",
                 static_cast<unsigned long long>(out.rows),
                 static_cast<unsigned long long>(out.num_shards), out.output_path.c_str(),
@@ -49,7 +50,7 @@ void AddVerifyCommand(CLI::App& app, int* exit_code) {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
     const store::MergeOutcome out = store::Verify(job, opt->request);
     if (!out.model_devices_warning.empty())
-      std::fprintf(stderr, "WARNING: %s\n", out.model_devices_warning.c_str());
+      Log(LogLevel::kWarn, "warning", "WARNING: " + out.model_devices_warning);
     std::printf("%s\n", store::PassLine(out).c_str());
     *exit_code = 0;
   });

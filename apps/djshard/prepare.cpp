@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "djshard/common/clock.h"
+#include "logging.h"
 
 namespace djshard::cli {
 
@@ -46,7 +47,7 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
       *exit_code = 0;
       return;
     }
-    for (const std::string& w : m.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
+    for (const std::string& w : m.warnings) Log(LogLevel::kWarn, "warning", "WARNING: " + w);
     const double secs = MonotonicSeconds() - start;
     std::printf("Prepared job %s: %llu rows in %zu input file(s), %llu shards, %.1f MB in %.2f s\n",
                 m.job_id.c_str(), static_cast<unsigned long long>(m.total_rows),

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "logging.h"
 
 namespace djshard::cli {
 
@@ -102,10 +103,12 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
     req.resume = opt->resume;
     req.job_started = [](const std::string& id, bool resumable) {
       if (!resumable) return;
-      std::fprintf(stderr,
-                   "Resume token: %s. Rerun the original command with --resume %s to resume "
-                   "this job.\n",
-                   id.c_str(), id.c_str());
+      LogRecord r;
+      r.event = "resume_token";
+      r.job_id = id;
+      r.message = "Resume token: " + id + ". Rerun the original command with --resume " + id +
+                  " to resume this job.";
+      LogRecordToStderr(r);
     };
     const bool tty = isatty(STDERR_FILENO) != 0;
     if (tty) req.progress = PrintProgress;

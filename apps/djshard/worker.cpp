@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "logging.h"
 
 namespace djshard::cli {
 
@@ -40,12 +41,10 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     if (opt->poll > 0) opt->w.poll_interval_secs = opt->poll;
     if (opt->backoff >= 0) opt->w.retry_backoff_secs = opt->backoff;
     opt->w.threads = *opt->threads;
-    opt->w.say = [](const std::string& s) {
-      std::fprintf(stderr, "%s\n", s.c_str());
-      std::fflush(stderr);
-    };
+    opt->w.log = LogRecordToStderr;
+    opt->w.open_log_file = OpenAttemptLogFile;
     const store::WorkerOutcome out = store::RunWorker(opt->w);
-    if (!out.error.empty()) std::fprintf(stderr, "ERROR: %s\n", out.error.c_str());
+    if (!out.error.empty()) LogError(out.error);
     *exit_code = store::WorkerExitCode(out);
   });
 }

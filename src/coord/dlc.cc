@@ -17,6 +17,7 @@
 #include "djshard/exec/stop_request.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/sha256.h"
+#include "djshard/store/job.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/merge.h"
 #include "djshard/store/prepare.h"
@@ -130,9 +131,9 @@ class DlcRun {
     const exec::StopWatcher stop_watch(
         job_.dir(),
         [this](const exec::StopRequest& r, JobStop level) {
-          Say(std::string(level == JobStop::kForced ? "forced stop" : "stop") + " requested by " +
-              r.hostname + ":" + std::to_string(r.pid) +
-              (r.reason.empty() ? "" : " (" + r.reason + ")"));
+          Say("stop", std::string(level == JobStop::kForced ? "forced stop" : "stop") +
+                          " requested by " + r.hostname + ":" + std::to_string(r.pid) +
+                          (r.reason.empty() ? "" : " (" + r.reason + ")"));
         },
         disk_);
     if (std::optional<DlcOutcome> end = Prepare()) return *end;
@@ -171,23 +172,30 @@ class DlcRun {
       req.policy.heartbeat_secs = HeartbeatSecs();
       req.staging_tag = token;
       const store::PrepareOutcome out = store::Prepare(req, disk);
-      Say(out.already_prepared ? "Job is already prepared and unchanged: " + job_.dir()
-                               : "Prepared job " + out.manifest.job_id + ": " +
-                                     std::to_string(out.manifest.total_rows) + " rows, " +
-                                     std::to_string(out.manifest.num_shards) + " shards");
+      Say("prepared", out.already_prepared
+                          ? "Job is already prepared and unchanged: " + job_.dir()
+                          : "Prepared job " + out.manifest.job_id + ": " +
+                                std::to_string(out.manifest.total_rows) + " rows, " +
+                                std::to_string(out.manifest.num_shards) + " shards");
     });
   }
 
   // Phase 2: a worker on this instance. The first failure aborts every
   // instance with its code.
   std::optional<DlcOutcome> Work() {
+    try {
+      job_id_ = store::JobDir::Open(job_.dir(), disk_).manifest().job_id;
+    } catch (const std::exception&) {
+      // The worker reports what is wrong with the job.
+    }
     store::WorkerOptions w;
     w.job_dir = job_.dir();
     if (o_.require_all_nodes) w.max_shards = (o_.num_shards + o_.nodes - 1) / o_.nodes;
     w.threads = o_.threads;
     w.poll_interval_secs = o_.poll_interval_secs;
     w.aborted = [&] { return coord_.AbortRecord().has_value(); };
-    w.say = o_.worker_say;
+    w.log = o_.worker_log;
+    w.open_log_file = o_.open_log_file;
     w.disk = &disk_;
     store::WorkerOutcome outcome;
     if (Stopping()) return Stopped();
@@ -265,8 +273,9 @@ class DlcRun {
     merge.overwrite = true;
     const store::MergeOutcome merged = store::Merge(job, merge, disk);
     store::CheckMergedOutput(merged);
-    if (!merged.model_devices_warning.empty())
-      std::fprintf(stderr, "WARNING: %s\n", merged.model_devices_warning.c_str());
+    if (!merged.model_devices_warning.empty()) {
+      Log(LogLevel::kWarn, "warning", "WARNING: " + merged.model_devices_warning);
+    }
     CrashPoint("finalize_merged");
     return store::PassLine(merged);
   }
@@ -366,7 +375,7 @@ class DlcRun {
       claim->Release();
       return Progress();
     }
-    Say(why);
+    Say(why.rfind("took over", 0) == 0 ? "takeover" : "elected", why);
     RemoveLeftovers(phase, lock);
     std::string message;
     const PhaseResult r = phase == Phase::kPrepare
@@ -423,7 +432,7 @@ class DlcRun {
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(path, ec))) return;
     io::RemoveTreeQuietly(path);
-    Say("removed " + path + ", left by a coordinator that was taken over");
+    Say("cleanup", "removed " + path + ", left by a coordinator that was taken over");
   }
 
   // Merge wrote "completed" when it succeeded; a failure is said here.
@@ -464,15 +473,20 @@ class DlcRun {
             StopExitCode() == kExitStopped ? "stopped by djshard stop" : "stopped by a signal"};
   }
 
-  void Say(const std::string& s) const {
-    if (o_.say) o_.say(s);
+  void Say(const std::string& event, const std::string& s, LogLevel level = LogLevel::kInfo) const {
+    if (!o_.log) return;
+    LogRecord r;
+    r.level = level;
+    r.event = event;
+    r.message = s;
+    r.job_id = job_id_;
+    o_.log(r);
   }
-  void Error(const std::string& s) const {
-    if (o_.error) o_.error(s);
-  }
+  void Error(const std::string& s) const { Say("abort", s, LogLevel::kError); }
 
   const DlcOptions& o_;
   const std::string run_id_;
+  std::string job_id_;  // once the job is prepared
   io::Disk& disk_;
   const store::JobPaths job_;
   Coordination coord_;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "djshard/common/error.h"
+#include "djshard/common/log.h"
 #include "djshard/exec/plan.h"
 
 namespace djshard::exec {
@@ -451,10 +452,10 @@ void CompileRegions(const recipe::Recipe& recipe, Plan* plan) {
            "checkpoint taps are parent-level: name an operator outside the region, or the gather");
     }
     if (inside > 0) {
-      std::fprintf(stderr,
-                   "WARNING: %s: checkpoint.op_names '%s': its %zu occurrence(s) inside "
-                   "expand/gather regions are not tapped\n",
-                   recipe.path.c_str(), name.c_str(), inside);
+      Log(LogLevel::kWarn, "warning",
+          "WARNING: " + recipe.path + ": checkpoint.op_names '" + name + "': its " +
+              std::to_string(inside) +
+              " occurrence(s) inside expand/gather regions are not tapped");
     }
   }
 }

@@ -23,6 +23,7 @@
 
 #include "djshard/common/build_info.h"
 #include "djshard/common/error.h"
+#include "djshard/common/log.h"
 #include "djshard/exec/executor.h"
 #include "djshard/exec/replica_plan.h"
 #include "djshard/io/disk.h"
@@ -620,7 +621,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
       rows = std::max<uint64_t>(rows, plan.operators[t].op->model_description()->batch_size);
     }
     const Sample sample = DrawSample(cx.inputs, st, rows);
-    for (const std::string& w : sample.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
+    for (const std::string& w : sample.warnings) Log(LogLevel::kWarn, "warning", "WARNING: " + w);
     if (sample.count == 0) {
       std::string names;
       for (size_t t : targets) names += (names.empty() ? "" : ", ") + recipe.process[t].name;
@@ -855,7 +856,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
                  {"created_at", UtcNow()},
                  {"hostname", HostName()}};
       for (const json& w : warnings) {
-        std::fprintf(stderr, "WARNING: %s: %s\n", spec.name.c_str(), w.get<std::string>().c_str());
+        Log(LogLevel::kWarn, "warning", "WARNING: " + spec.name + ": " + w.get<std::string>());
       }
       probed_here.push_back(g.key);
       if (records) {
@@ -1010,7 +1011,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
         ps.min_share =
             GpuReplicaShare(requested, measured, st.max_gpu_workers_per_device, &warning);
         if (!warning.empty()) {
-          std::fprintf(stderr, "WARNING: %s: %s\n", spec.name.c_str(), warning.c_str());
+          Log(LogLevel::kWarn, "warning", "WARNING: " + spec.name + ": " + warning);
         }
       }
       // Measured host memory, plus 10%: the weights once (the replicas of a
@@ -1067,7 +1068,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
   // The replica plan and the execution groups.
   const ReplicaPlan rp = PlanReplicas(planner_stages, devices, limits);
   if (on_cpu) result.cpu_threads = CpuExecutorThreads(rp, cx.threads);
-  for (const std::string& w : rp.warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
+  for (const std::string& w : rp.warnings) Log(LogLevel::kWarn, "warning", "WARNING: " + w);
   json stages_json = json::array();
   json model_stage_ids = json::array();
   for (size_t s = 0; s < stages.size(); ++s) {
@@ -1391,10 +1392,10 @@ namespace djshard::exec {
 int ThreadsAfterPlan(const PreflightResult& result, int threads, bool threads_explicit) {
   if (result.cpu_threads <= 0 || result.cpu_threads >= threads) return threads;
   if (!threads_explicit) return result.cpu_threads;
-  std::fprintf(stderr,
-               "WARNING: the CPU memory holds %d model replicas (the replica plan); the "
-               "explicit thread count %d runs more\n",
-               result.cpu_threads, threads);
+  Log(LogLevel::kWarn, "warning",
+      "WARNING: the CPU memory holds " + std::to_string(result.cpu_threads) +
+          " model replicas (the replica plan); the explicit thread count " +
+          std::to_string(threads) + " runs more");
   return threads;
 }
 
@@ -1428,10 +1429,11 @@ JobPreflight RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan,
   AddPreflightToPlan(result, &doc);
   const int run_threads = ThreadsAfterPlan(result, threads, threads_explicit);
   disk.WriteAtomic(job_dir + "/dag_execution_plan.json", doc.dump(2) + "\n");
-  for (const std::string& line : result.printout) std::fprintf(stderr, "%s\n", line.c_str());
+  for (const std::string& line : result.printout) Log(LogLevel::kInfo, "preflight", line);
   if (run_threads != threads) {
-    std::fprintf(stderr, "  executor threads: %d (every core would be %d: memory)\n", run_threads,
-                 threads);
+    Log(LogLevel::kInfo, "preflight",
+        "  executor threads: " + std::to_string(run_threads) + " (every core would be " +
+            std::to_string(threads) + ": memory)");
   }
   out.threads = run_threads;
   return out;

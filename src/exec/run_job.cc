@@ -21,6 +21,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
+#include "djshard/common/log.h"
 #include "djshard/common/text.h"
 #include "djshard/exec/checkpoint.h"
 #include "djshard/exec/partition.h"
@@ -413,8 +414,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
                      PartitioningInfoJson(set, job_id, nullptr, token).dump(2) + "\n");
   } else {
     if (ClearStopOnResume(paths.dir)) {
-      std::fprintf(stderr, "Cleared the stop request of job %s (kept in metadata/)\n",
-                   job_id.c_str());
+      Log(LogLevel::kInfo, "stop_cleared",
+          "Cleared the stop request of job " + job_id + " (kept in metadata/)");
     }
     // Data files without a commit record are garbage of the interrupted run.
     std::error_code ec;

@@ -4,6 +4,7 @@
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
+#include "djshard/common/log.h"
 #include "djshard/common/signals.h"
 
 namespace djshard::exec {
@@ -20,11 +21,11 @@ RunStop::RunStop(const std::string& job_dir, EventLog& events) : job_dir_(job_di
                                      {"requested_at", r.requested_at},
                                      {"requested_by", r.hostname + ":" + std::to_string(r.pid)},
                                      {"escalated", forced && r.mode != "force"}}}});
-    std::fprintf(stderr, "%s requested by %s:%lld%s: %s\n", forced ? "forced stop" : "stop",
-                 r.hostname.c_str(), static_cast<long long>(r.pid),
-                 r.reason.empty() ? "" : (" (" + r.reason + ")").c_str(),
-                 forced ? "aborting the partitions in flight"
-                        : "finishing the partitions in flight, starting no other");
+    Log(LogLevel::kInfo, "stop",
+        std::string(forced ? "forced stop" : "stop") + " requested by " + r.hostname + ":" +
+            std::to_string(r.pid) + (r.reason.empty() ? "" : " (" + r.reason + ")") + ": " +
+            (forced ? "aborting the partitions in flight"
+                    : "finishing the partitions in flight, starting no other"));
   });
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "djshard/common/error.h"
+#include "djshard/common/log.h"
 #include "djshard/model/device.h"
 #include "djshard/model/runtime.h"
 #include "src/ops/tokenization.h"
@@ -34,7 +35,7 @@ void WarnOnce(const std::string& message) {
   static std::mutex mu;
   static std::set<std::string> said;
   std::lock_guard<std::mutex> lock(mu);
-  if (said.insert(message).second) std::fprintf(stderr, "WARNING: %s\n", message.c_str());
+  if (said.insert(message).second) Log(LogLevel::kWarn, "warning", "WARNING: " + message);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
+#include "djshard/common/log.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
 #include "djshard/exec/checkpoint.h"
@@ -39,18 +40,32 @@ namespace djshard::store {
 
 namespace {
 
-// This attempt's log lines: attempts/<shard>/<attempt>/process.log.
+// This attempt's log: attempts/<shard>/<attempt>/process.log, one record per
+// step, each written and flushed before the step goes on (a dead node's log
+// shows its last steps).
 class AttemptLog {
  public:
   // Opens (appends to) the log once the attempt's directory exists.
-  void Open(const std::string& path) { out_.open(path, std::ios::app); }
-  void Line(const std::string& text) {
-    out_ << FormatUtcIso8601(NowNanos()) << " " << text << "\n";
-    out_.flush();
+  void Open(const std::string& path, const LogFileOpener& opener, const std::string& job_id,
+            const std::string& shard_id) {
+    file_ = opener ? opener(path) : OpenPlainLogFile(path);
+    job_id_ = job_id;
+    shard_id_ = shard_id;
+  }
+  void Line(const std::string& event, const std::string& text, LogLevel level = LogLevel::kInfo) {
+    if (!file_) return;
+    LogRecord r;
+    r.level = level;
+    r.event = event;
+    r.message = text;
+    r.job_id = job_id_;
+    r.shard_id = shard_id_;
+    file_->Write(r);
   }
 
  private:
-  std::ofstream out_;
+  std::unique_ptr<LogFile> file_;
+  std::string job_id_, shard_id_;
 };
 
 // Why an attempt was handed back: a signal, or `djshard stop`.
@@ -156,6 +171,15 @@ class Worker {
   WorkerOutcome Run() {
     Setup();
     if (const std::optional<WorkerEnd> end = Preflight()) return End(*end);
+    char policy[160];
+    std::snprintf(policy, sizeof policy,
+                  "lease %.1f s, heartbeat %.1f s, poll %.1f s, max_retries %lld, %d thread(s)",
+                  policy_.lease_secs, policy_.heartbeat_secs, policy_.poll_interval_secs,
+                  static_cast<long long>(policy_.max_retries), threads_);
+    Say("start",
+        "working on job " + job_.manifest().job_id + " (" +
+            std::to_string(job_.manifest().shards.size()) + " shards): " + policy,
+        "", LogLevel::kDebug);
     for (;;) {
       // A job stop claims nothing more (SPEC-checkpoints §9).
       stop_watch_->Look();
@@ -172,13 +196,16 @@ class Worker {
         }
         if (search.raced) {
           // Another worker took or finished a shard since the listing: look again shortly.
+          Say("raced", "another worker took or finished a shard since the listing; looking again",
+              "", LogLevel::kDebug);
           SleepInterruptibly(0.1);
           continue;
         }
         if (search.held.empty() && search.backoff_left > 0) {
           char secs[32];
           std::snprintf(secs, sizeof secs, "%.1f", search.backoff_left);
-          Say(std::string("a failed shard may be retried in ") + secs + " s (retry backoff)");
+          Say("retry_wait",
+              std::string("a failed shard may be retried in ") + secs + " s (retry backoff)");
           SleepInterruptibly(search.backoff_left,
                              [&] { return options_.aborted && options_.aborted(); });
           continue;
@@ -197,9 +224,13 @@ class Worker {
       // The attempt's directory and record come first: its log lives there.
       store_.StartAttempt(current_->claim, job_.FindShard(current_->claim.shard_id())->path,
                           attempt_plan_);
-      current_->log.Open(JobPaths::AttemptLogPath(current_->claim.attempt_dir()));
-      Say("took " + current_->claim.shard_id() + " (attempt " +
-          std::to_string(current_->claim.attempt_number()) + ")");
+      current_->log.Open(JobPaths::AttemptLogPath(current_->claim.attempt_dir()),
+                         options_.open_log_file, job_.manifest().job_id,
+                         current_->claim.shard_id());
+      Say("claim",
+          "took " + current_->claim.shard_id() + " (attempt " +
+              std::to_string(current_->claim.attempt_number()) + ")",
+          current_->claim.shard_id());
       ++outcome_.shards_taken;
       const AttemptStatus status = Process(*current_);
       if (status == AttemptStatus::kRunning) {
@@ -208,7 +239,7 @@ class Worker {
         const std::unique_ptr<Attempt> attempt = std::move(current_);
         Report(*attempt, status);
         if (status == AttemptStatus::kInterrupted && outcome_.error.empty()) {
-          Say("interrupted; handed " + attempt->claim.shard_id() + " back");
+          Say("interrupted", "interrupted; handed " + attempt->claim.shard_id() + " back");
           return End(WorkerEnd::kStopped);
         }
       }
@@ -310,12 +341,12 @@ class Worker {
         throw PreflightInterrupted{WorkerEnd::kAborted};
       }
     };
-    cx.say = [this](const std::string& line) { Say(line); };
+    cx.say = [this](const std::string& line) { Say("preflight", line); };
     exec::PreflightResult result;
     try {
       result = exec::RunPreflight(cx);
     } catch (const PreflightInterrupted& e) {
-      Say("preflight interrupted; claimed nothing");
+      Say("interrupted", "preflight interrupted; claimed nothing");
       return e.end;
     }
     if (!result.has_model_ops) return std::nullopt;
@@ -327,10 +358,11 @@ class Worker {
     attempt_plan_["hostname"] = HostName();
     attempt_plan_["pid"] = ::getpid();
     attempt_plan_["threads"] = threads_;
-    for (const std::string& line : result.printout) Say(line);
+    for (const std::string& line : result.printout) Say("preflight", line);
     if (threads_ != planned_threads) {
-      Say("  executor threads: " + std::to_string(threads_) + " (every core would be " +
-          std::to_string(planned_threads) + ": memory)");
+      Say("preflight", "  executor threads: " + std::to_string(threads_) +
+                           " (every core would be " + std::to_string(planned_threads) +
+                           ": memory)");
     }
     return std::nullopt;
   }
@@ -359,11 +391,12 @@ class Worker {
                      {"escalated", forced && r.mode != "force"}}}});
     std::string why = r.reason.empty() ? "" : " (" + r.reason + ")";
     if (!forced) {
-      Say("stop requested by " + r.hostname + ":" + std::to_string(r.pid) + why +
-          ": claiming nothing more, finishing the shard in flight");
+      Say("stop", "stop requested by " + r.hostname + ":" + std::to_string(r.pid) + why +
+                      ": claiming nothing more, finishing the shard in flight");
     } else {
-      Say(std::string(r.mode == "force" ? "forced stop requested" : "stop grace period passed") +
-          why + ": aborting the shard in flight");
+      Say("stop",
+          std::string(r.mode == "force" ? "forced stop requested" : "stop grace period passed") +
+              why + ": aborting the shard in flight");
     }
   }
 
@@ -394,6 +427,11 @@ class Worker {
     ClaimSearch search;
     search.scan = job_.Scan();
     const ShardScan& scan = search.scan;
+    Say("scan",
+        "looked at the job: " + std::to_string(scan.done.size()) + " done, " +
+            std::to_string(scan.failed.size()) + " failed, " + std::to_string(scan.locked.size()) +
+            " locked",
+        "", LogLevel::kTrace);
     std::optional<int64_t> fs_now;
     for (const ShardEntry& s : job_.manifest().shards) {
       // The shard this process is publishing: its lock goes with the record
@@ -402,7 +440,7 @@ class Worker {
       if (scan.finished(s.id)) {
         // A lock beside a record: its owner died between the two.
         if (scan.locked.count(s.id) && store_.ClearFinishedLock(s.id)) {
-          Say("removed the leftover lock of finished " + s.id);
+          Say("cleanup", "removed the leftover lock of finished " + s.id, s.id);
         }
         continue;
       }
@@ -425,7 +463,7 @@ class Worker {
           continue;
         }
         if (age && store_.TakeOverStale(s.id, policy_.lease_secs)) {
-          Say("took over stale lock of " + s.id);
+          Say("takeover", "took over stale lock of " + s.id, s.id);
         } else if (age) {
           search.held.push_back(s.id);
           continue;
@@ -442,11 +480,12 @@ class Worker {
   // listing was out of date.
   std::optional<WorkerEnd> JobEnd(const ShardScan& scan) {
     if (!scan.failed.empty()) {
-      Say("job ended with " + std::to_string(scan.failed.size()) + " failed shard(s)");
+      Say("job_failed",
+          "job ended with " + std::to_string(scan.failed.size()) + " failed shard(s)");
       return WorkerEnd::kJobFailed;
     }
     if (scan.done.size() >= job_.manifest().shards.size()) {
-      Say("every shard is done");
+      Say("job_done", "every shard is done");
       return WorkerEnd::kJobComplete;
     }
     return std::nullopt;
@@ -462,9 +501,10 @@ class Worker {
                                          : policy_.poll_interval_secs;
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", wait);
-    Say("waiting for " + std::to_string(held.size()) + " shard(s) held by other workers (" +
-        held.front() + (held.size() > 1 ? ", ..." : "") + "); next look in " + secs +
-        " s, or when one of them is released");
+    Say("waiting", "waiting for " + std::to_string(held.size()) +
+                       " shard(s) held by other workers (" + held.front() +
+                       (held.size() > 1 ? ", ..." : "") + "); next look in " + secs +
+                       " s, or when one of them is released");
     const size_t watched = std::min<size_t>(held.size(), 8);
     SleepInterruptibly(wait, [&] {
       if (options_.aborted && options_.aborted()) return true;
@@ -481,8 +521,9 @@ class Worker {
   AttemptStatus Process(Attempt& a) {
     const Claim& claim = a.claim;
     const ShardEntry* shard = job_.FindShard(claim.shard_id());
-    a.log.Line("claimed " + claim.shard_id() + " on " + HostName() + " pid " +
-               std::to_string(::getpid()) + ", attempt " + std::to_string(claim.attempt_number()));
+    a.log.Line("claim", "claimed " + claim.shard_id() + " on " + HostName() + " pid " +
+                            std::to_string(::getpid()) + ", attempt " +
+                            std::to_string(claim.attempt_number()));
     a.heartbeat = std::make_unique<HeartbeatThread>(
         [this, &claim] { return store_.Heartbeat(claim); }, policy_.heartbeat_secs, &a.lost);
     a.start = MonotonicSeconds();
@@ -529,8 +570,9 @@ class Worker {
                                       {"input_rows", done->rows_in},
                                       {"output_rows", done->rows_out}});
       };
-      a.log.Line("running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
-                 std::to_string(threads_) + " thread(s) on " + shard->path);
+      a.log.Line("run", "running " + std::to_string(plan_->operators.size()) +
+                            " operator(s) with " + std::to_string(threads_) + " thread(s) on " +
+                            shard->path);
       a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
     } catch (const Error& e) {
       error = e.what();
@@ -544,13 +586,13 @@ class Worker {
     a.errors.reset();
     if (!a.infrastructure_error.empty()) return HandBack(a, a.infrastructure_error);
     if (StopRequested() || JobStopRequested()) {
-      a.log.Line(StopCause() + "; handing the shard back");
+      a.log.Line("interrupted", StopCause() + "; handing the shard back");
       store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted, StopCause());
       store_.Release(claim);
       return AttemptStatus::kInterrupted;
     }
     if (a.lost.load()) {
-      a.log.Line("lost the claim (lease taken over); publishing nothing");
+      a.log.Line("lost_claim", "lost the claim (lease taken over); publishing nothing");
       store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kLost,
                               "claim lost while running");
       return AttemptStatus::kLost;
@@ -725,7 +767,8 @@ class Worker {
       fields["metadata"] = {{"commit", name},
                             {"moved_to", "rejected/" + name + "." + claim.token()}};
       events_->Emit("checkpoint_rejected", fields);
-      a.log.Line("rejected checkpoint " + name + ": " + why + " (moved to rejected/)");
+      a.log.Line("checkpoint_rejected",
+                 "rejected checkpoint " + name + ": " + why + " (moved to rejected/)");
     };
     for (const std::string& path : unreadable) {
       reject(path, nlohmann::json(), "not a commit record");
@@ -755,13 +798,14 @@ class Worker {
                                        {"computed", set.bounds.size() - finished}};
     store_.RecordPartitions(claim.attempt_dir(), partitions, resumed_from);
     a.partitions = partitions;
-    a.log.Line("partitions: total " + std::to_string(set.bounds.size()) + ", resumed " +
-               std::to_string(finished) + ", computed " +
-               std::to_string(set.bounds.size() - finished) + "; checkpoints in " + dir);
+    a.log.Line("resume", "partitions: total " + std::to_string(set.bounds.size()) + ", resumed " +
+                             std::to_string(finished) + ", computed " +
+                             std::to_string(set.bounds.size() - finished) + "; checkpoints in " +
+                             dir);
     for (const nlohmann::json& r : resumed_from) {
-      a.log.Line("resumed partition " + r["partition_id"].dump() + " from op " +
-                 r["op_idx"].dump() + " (" + r["commit"].get<std::string>() + " of attempt " +
-                 r["origin_attempt_token"].dump() + ")");
+      a.log.Line("resume", "resumed partition " + r["partition_id"].dump() + " from op " +
+                               r["op_idx"].dump() + " (" + r["commit"].get<std::string>() +
+                               " of attempt " + r["origin_attempt_token"].dump() + ")");
     }
 
     exec::PartitionRunConfig config;
@@ -793,9 +837,9 @@ class Worker {
       }
     };
     exec::PartitionRunner runner(std::move(config));
-    a.log.Line("running " + std::to_string(num_ops) + " operator(s) with " +
-               std::to_string(threads_) + " thread(s) on " + shard.path + " in " +
-               std::to_string(set.bounds.size()) + " partition(s)");
+    a.log.Line("run", "running " + std::to_string(num_ops) + " operator(s) with " +
+                          std::to_string(threads_) + " thread(s) on " + shard.path + " in " +
+                          std::to_string(set.bounds.size()) + " partition(s)");
     runner.Run(*a.output, *a.errors);
     a.summary = runner.total();
   }
@@ -841,9 +885,9 @@ class Worker {
     std::error_code ec;
     std::filesystem::remove_all(a.checkpoints, ec);
     if (ec) {
-      a.log.Line("could not remove " + a.checkpoints + ": " + ec.message());
+      a.log.Line("cleanup", "could not remove " + a.checkpoints + ": " + ec.message());
     } else {
-      a.log.Line("removed the shard's checkpoints " + a.checkpoints);
+      a.log.Line("cleanup", "removed the shard's checkpoints " + a.checkpoints);
     }
   }
 
@@ -889,19 +933,19 @@ class Worker {
     a.heartbeat->Stop();
     switch (published) {
       case ClaimStore::PublishResult::kPublished:
-        a.log.Line("done: " + std::to_string(a.summary.rows_in) + " rows in, " +
-                   std::to_string(a.summary.rows_out) + " out");
+        a.log.Line("done", "done: " + std::to_string(a.summary.rows_in) + " rows in, " +
+                               std::to_string(a.summary.rows_out) + " out");
         store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kDone);
         RemoveCheckpoints(a);
         return AttemptStatus::kDone;
       case ClaimStore::PublishResult::kAlreadyDone:
-        a.log.Line("another attempt published this shard first");
+        a.log.Line("duplicate", "another attempt published this shard first");
         store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kSuperseded);
         return AttemptStatus::kSuperseded;
       case ClaimStore::PublishResult::kLost:
         break;
     }
-    a.log.Line("lost the claim before publishing; publishing nothing");
+    a.log.Line("lost_claim", "lost the claim before publishing; publishing nothing");
     store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kLost,
                             "claim lost before publishing");
     return AttemptStatus::kLost;
@@ -915,7 +959,7 @@ class Worker {
   // the worker ends on any other error. Each step is best effort: on a full
   // disk even the record may not fit.
   AttemptStatus HandBack(Attempt& a, const std::string& error) {
-    a.log.Line("handing the shard back: " + error);
+    a.log.Line("interrupted", "handing the shard back: " + error);
     try {
       // An attempt whose done record is out (the error came after the link)
       // is done; any other is interrupted.
@@ -941,13 +985,13 @@ class Worker {
   // used up, and releases the claim. kFailed, or kLost when the claim was gone.
   AttemptStatus Fail(Attempt& a, const std::string& error) {
     const Claim& claim = a.claim;
-    a.log.Line("failed: " + error);
+    a.log.Line("failed", "failed: " + error);
     store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kFailed, error);
     const int64_t failures = store_.CountFailures(claim.shard_id());
     std::optional<FailedRecord> failed;
     if (failures > policy_.max_retries) {
-      a.log.Line("failure " + std::to_string(failures) + " exceeds max_retries " +
-                 std::to_string(policy_.max_retries) + ": shard failed");
+      a.log.Line("failed", "failure " + std::to_string(failures) + " exceeds max_retries " +
+                               std::to_string(policy_.max_retries) + ": shard failed");
       failed = FailedRecord{claim.shard_id(),
                             failures,
                             error,
@@ -1019,11 +1063,12 @@ class Worker {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", elapsed);
     if (status == AttemptStatus::kDone) {
-      Say("finished " + a.claim.shard_id() + " in " + secs + " s");
+      Say("done", "finished " + a.claim.shard_id() + " in " + secs + " s", a.claim.shard_id());
       return;
     }
-    Say(std::string(AttemptStatusName(status)) + " " + a.claim.shard_id() + " after " + secs +
-        " s");
+    Say(AttemptStatusName(status),
+        std::string(AttemptStatusName(status)) + " " + a.claim.shard_id() + " after " + secs + " s",
+        a.claim.shard_id(), status == AttemptStatus::kFailed ? LogLevel::kWarn : LogLevel::kInfo);
     if (status == AttemptStatus::kFailed) ++outcome_.shards_failed;
   }
 
@@ -1066,7 +1111,7 @@ class Worker {
         JobEvent("job_complete");
         break;
       case WorkerEnd::kStopped:
-        if (StopExitCode() == kExitStopped) Say("stopped by djshard stop");
+        if (StopExitCode() == kExitStopped) Say("stop", "stopped by djshard stop");
         JobEvent("job_stopped", StopCause());
         break;
       case WorkerEnd::kJobFailed:
@@ -1083,8 +1128,18 @@ class Worker {
     return outcome_;
   }
 
-  void Say(const std::string& s) const {
-    if (options_.say) options_.say(me_ + ": " + s);
+  // A line of this worker's, "<host>:<pid>: <text>" in text logs.
+  void Say(const std::string& event, const std::string& text, const std::string& shard_id = "",
+           LogLevel level = LogLevel::kInfo) const {
+    if (!options_.log) return;
+    LogRecord r;
+    r.level = level;
+    r.event = event;
+    r.source = me_;
+    r.message = text;
+    r.job_id = job_.manifest().job_id;
+    r.shard_id = shard_id;
+    options_.log(r);
   }
 
   struct Pending {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "djshard/io/sha256.h"
@@ -639,6 +640,139 @@ TEST_F(DlcCoordinatorLossCli, AWaiterThatCannotTakeAStaleCoordinatorOverGivesUpA
   const CliResult again = WaitFor(Node("node-c"));
   EXPECT_EQ(again.exit_code, 0) << again.err;
   ExpectFinishedJob();
+}
+
+// The lines of `text`, each parsed as one JSON object (a failure names the line).
+std::vector<json> JsonLines(const std::string& text) {
+  std::vector<json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    try {
+      lines.push_back(json::parse(line));
+    } catch (const json::exception& e) {
+      ADD_FAILURE() << "not a JSON line: " << line;
+    }
+  }
+  return lines;
+}
+
+std::vector<std::string> Events(const std::vector<json>& lines) {
+  std::vector<std::string> events;
+  for (const json& l : lines) events.push_back(l.value("event", ""));
+  return events;
+}
+
+TEST_F(WorkerCli, LogLevelsFilterTheWorkersLines) {
+  WriteCorpus(12);
+  WriteRecipe();
+  Prepare(3);
+  // --quiet: a job that goes well says nothing; so do warn and error.
+  const CliResult quiet = WaitFor(Worker({"--quiet", "--max-shards", "1"}));
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  std::vector<std::string> env = kTestOps;
+  env.push_back("DJSHARD_LOG_LEVEL=error");
+  const CliResult from_env = WaitFor(Worker({"--max-shards", "1"}, env));
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_EQ(from_env.err, "");
+  // info, the default, prints the lines a user has always seen; the option
+  // wins over the environment.
+  const CliResult info = WaitFor(Worker({"--log-level", "info"}, env));
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.err.find(": took part-00002-of-00003 (attempt 1)\n"), std::string::npos)
+      << info.err;
+  EXPECT_NE(info.err.find(": every shard is done\n"), std::string::npos) << info.err;
+  EXPECT_EQ(info.err.find("working on job"), std::string::npos) << info.err;
+  EXPECT_EQ(info.err.find("looked at the job"), std::string::npos) << info.err;
+  // debug adds the worker's policy; trace each look at the job.
+  const CliResult debug = WaitFor(Worker({"--log-level", "debug"}));
+  EXPECT_NE(debug.err.find(": working on job job (3 shards): lease 2.0 s, heartbeat 1.0 s"),
+            std::string::npos)
+      << debug.err;
+  EXPECT_EQ(debug.err.find("looked at the job"), std::string::npos) << debug.err;
+  const CliResult trace = WaitFor(Worker({"--log-level", "trace"}));
+  EXPECT_NE(trace.err.find(": looked at the job: 3 done, 0 failed, 0 locked\n"), std::string::npos)
+      << trace.err;
+  // A bad level is refused before anything runs.
+  const CliResult bad = WaitFor(Worker({"--log-level", "loud"}));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("ERROR: --log-level: 'loud' is not a log level (give trace, debug, info, "
+                         "warn or error)"),
+            std::string::npos)
+      << bad.err;
+  env = kTestOps;
+  env.push_back("DJSHARD_LOG_FORMAT=xml");
+  const CliResult bad_env = WaitFor(Worker({}, env));
+  EXPECT_EQ(bad_env.exit_code, 2);
+  EXPECT_NE(bad_env.err.find("ERROR: DJSHARD_LOG_FORMAT: 'xml' is not a log format"),
+            std::string::npos)
+      << bad_env.err;
+}
+
+TEST_F(WorkerCli, JsonLinesCarryTheFieldsALogCollectorNeeds) {
+  WriteCorpus(12);
+  WriteRecipe();
+  Prepare(3);
+  const std::string job_id = json::parse(Read("job/manifest.json"))["job_id"];
+  const Spawned worker = Worker({"--log-format", "json"});
+  const CliResult r = WaitFor(worker);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = JsonLines(r.err);
+  ASSERT_FALSE(lines.empty());
+  std::set<std::string> claimed, done;
+  for (const json& l : lines) {
+    for (const char* key : {"ts", "level", "host", "pid", "job_id", "event", "msg"}) {
+      EXPECT_TRUE(l.contains(key)) << key << " missing from " << l.dump();
+    }
+    const std::string ts = l.value("ts", "");
+    EXPECT_EQ(ts.size(), 24u) << ts;  // 2026-12-02T03:04:05.678Z: UTC, milliseconds
+    EXPECT_EQ(ts.back(), 'Z') << ts;
+    EXPECT_EQ(l["level"], "info");
+    EXPECT_EQ(l["pid"], worker.pid) << l.dump();
+    EXPECT_EQ(l["job_id"], job_id);
+    if (l["event"] == "claim") claimed.insert(l.value("shard_id", ""));
+    if (l["event"] == "done") done.insert(l.value("shard_id", ""));
+  }
+  const std::set<std::string> shards = {"part-00000-of-00003", "part-00001-of-00003",
+                                        "part-00002-of-00003"};
+  EXPECT_EQ(claimed, shards);
+  EXPECT_EQ(done, shards);
+  EXPECT_EQ(lines.back()["event"], "job_done");
+  // Each attempt's process.log holds the same records, as JSON lines too.
+  const std::vector<json> log =
+      JsonLines(Read(OnlyAttempt("part-00001-of-00003") + "/process.log"));
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(Events(log).front(), "claim");
+  EXPECT_EQ(Events(log).back(), "done");
+  for (const json& l : log) EXPECT_EQ(l["shard_id"], "part-00001-of-00003") << l.dump();
+  // An error is a JSON line too, with level error.
+  const CliResult missing =
+      WaitFor(Spawn({"worker", "--job-dir", "nowhere", "--log-format", "json"}));
+  EXPECT_EQ(missing.exit_code, 2);
+  const std::vector<json> errors = JsonLines(missing.err);
+  ASSERT_EQ(errors.size(), 1u) << missing.err;
+  EXPECT_EQ(errors[0]["level"], "error");
+  EXPECT_NE(errors[0].value("msg", "").find("nowhere"), std::string::npos) << missing.err;
+}
+
+TEST_F(WorkerCli, AKilledWorkersProcessLogEndsWithItsLastStep) {
+  WriteCorpus(8);
+  WriteRecipe(30);
+  Prepare(2);
+  const Spawned a = Worker({"--quiet", "--log-format", "json"});
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string attempt = OnlyAttempt("part-00000-of-00002");
+    return !attempt.empty() && Contains(attempt + "/process.log", "\"event\":\"run\"");
+  }));
+  kill(a.pid, SIGKILL);
+  EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
+  // --quiet silences the console, not the attempt's log.
+  const std::vector<json> log =
+      JsonLines(Read(OnlyAttempt("part-00000-of-00002") + "/process.log"));
+  ASSERT_EQ(Events(log), (std::vector<std::string>{"claim", "run"}));
+  EXPECT_NE(log.back().value("msg", "").find("running 3 operator(s)"), std::string::npos)
+      << log.back().dump();
 }
 
 }  // namespace

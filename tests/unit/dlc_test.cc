@@ -41,8 +41,9 @@ class DlcTest : public ::testing::Test {
     o.run_id = run_id;
     o.poll_interval_secs = 0.1;
     o.threads = 1;
-    o.say = [this](const std::string& s) { said_ += s + "\n"; };
-    o.error = [this](const std::string& s) { errors_ += s + "\n"; };
+    o.log = [this](const LogRecord& r) {
+      (r.level == LogLevel::kError ? errors_ : said_) += r.message + "\n";
+    };
     return o;
   }
   std::string CoordinationDir(const std::string& run_id) {

@@ -153,7 +153,11 @@ TEST_F(WorkerTest, DrainsTheJobAndReportsWhatItDid) {
   PrepareJob(3);
   std::vector<std::string> lines;
   WorkerOptions o = Options();
-  o.say = [&](const std::string& s) { lines.push_back(s); };
+  std::vector<LogRecord> records;
+  o.log = [&](const LogRecord& r) {
+    lines.push_back(r.message);
+    records.push_back(r);
+  };
   const WorkerOutcome out = RunWorker(o);
   EXPECT_EQ(out.end, WorkerEnd::kJobComplete);
   EXPECT_EQ(out.shards_taken, 3);
@@ -162,6 +166,17 @@ TEST_F(WorkerTest, DrainsTheJobAndReportsWhatItDid) {
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines.back().find("every shard is done"), std::string::npos) << lines.back();
   EXPECT_EQ(MergedSha(), ReferenceSha());
+  // The records name their event, job and shard, for JSON logs.
+  std::vector<std::string> claimed, done;
+  for (const LogRecord& r : records) {
+    EXPECT_FALSE(r.job_id.empty()) << r.message;
+    if (r.event == "claim") claimed.push_back(r.shard_id);
+    if (r.event == "done") done.push_back(r.shard_id);
+  }
+  EXPECT_EQ(claimed.size(), 3u);
+  EXPECT_EQ(done, claimed);
+  EXPECT_EQ(records.back().event, "job_done");
+  EXPECT_EQ(records.back().level, LogLevel::kInfo);
 }
 
 TEST_F(WorkerTest, MaxShardsStopsAfterThatManyClaims) {

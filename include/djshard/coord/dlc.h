@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "djshard/common/log.h"
 #include "djshard/io/disk.h"
 
 namespace djshard::coord {
@@ -31,10 +32,10 @@ struct DlcOptions {
   // The lease policy of the job it prepares and of its coordinator claims
   // (prepare.lock, finalize.lock); unset: Policy's defaults.
   std::optional<double> lease_secs, heartbeat_secs;
-  std::optional<int> threads;  // else the recipe's np, else num_proc, else every core
-  std::function<void(const std::string&)> say;         // progress lines
-  std::function<void(const std::string&)> error;       // this instance's errors, one per line
-  std::function<void(const std::string&)> worker_say;  // the embedded worker's lines
+  std::optional<int> threads;   // else the recipe's np, else num_proc, else every core
+  LogFunction log;              // progress lines, and this instance's errors (level kError)
+  LogFunction worker_log;       // the embedded worker's lines
+  LogFileOpener open_log_file;  // its attempts' process.log; unset: plain text
   // The filesystem of the job and coordination directories; tests pass one
   // that fails on command. nullptr: the real one.
   io::Disk* disk = nullptr;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "djshard/common/log.h"
 #include "djshard/io/disk.h"
 
 namespace djshard::store {
@@ -21,7 +22,9 @@ struct WorkerOptions {
   // worker at once (dlc's abort propagation).
   std::function<bool()> aborted;
   // Where the worker says which shard it took, finished or lost.
-  std::function<void(const std::string&)> say;
+  LogFunction log;
+  // Opens each attempt's process.log; unset: plain text lines.
+  LogFileOpener open_log_file;
   // The filesystem of the job directory; tests pass one that fails on command.
   io::Disk* disk = nullptr;  // nullptr: the real one
 };

@@ -14,7 +14,7 @@ namespace djshard::cli {
 
 namespace {
 
-// 0 complete, 1 incomplete, 2 any failed (README "Exit codes").
+// 0 complete, 1 incomplete, 2 any failed (docs/operations.md "Exit codes").
 int StatusExitCode(const store::JobStatus& s) {
   if (s.counts.failed > 0) return kExitFailure;
   return s.complete() ? kExitOk : kExitIncomplete;

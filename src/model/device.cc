@@ -53,7 +53,7 @@ std::string DescribeNoCuda() {
   const TorchRuntimeInfo info = QueryTorchRuntime();
   if (info.loaded && !info.cuda_built) {
     why += "; this djshard's libtorch " + info.torch_version +
-           " is built without CUDA, see README, Build options";
+           " is built without CUDA, see docs/operations.md, Build options";
   }
   return "no CUDA device is visible (" + why + ")";
 }

@@ -6,7 +6,7 @@
 
 namespace djshard {
 
-// Process exit codes. They are part of djshard's interface (README "Exit codes").
+// Process exit codes. They are part of djshard's interface (docs/operations.md "Exit codes").
 enum ExitCode : int {
   kExitOk = 0,
   kExitIncomplete = 1,  // status: the job is not finished yet

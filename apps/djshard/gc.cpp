@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "djshard/common/error.h"
+#include "djshard/io/disk.h"
 #include "djshard/store/job_gc.h"
 
 namespace djshard::cli {
@@ -34,7 +35,7 @@ void AddGcCommand(CLI::App& app, int* exit_code) {
         !std::filesystem::exists(dir + "/manifest.json")) {
       throw Error(opt->job, 0, "no such run job", "pass its directory, or its id with --work-dir");
     }
-    const store::GcResult r = store::CollectGarbage(dir, opt->dry_run);
+    const store::GcResult r = store::CollectGarbage(dir, opt->dry_run, io::RealDisk());
     if (opt->as_json) {
       nlohmann::json j = {{"job_id", r.job_id},
                           {"job_dir", r.job_dir},

@@ -7,6 +7,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/io/disk.h"
 
 namespace djshard::cli {
 
@@ -82,7 +83,8 @@ void AddStopCommand(CLI::App& app, int* exit_code) {
       *exit_code = kExitOk;
       return;
     }
-    const store::StopOutcome out = store::RequestStop(target, opt->force, opt->reason, opt->grace);
+    const store::StopOutcome out =
+        store::RequestStop(target, opt->force, opt->reason, opt->grace, io::RealDisk());
     const exec::StopRequest& r = out.request;
     if (out.finished) {
       std::printf("Job %s already completed; nothing to stop\n", target.job_id.c_str());

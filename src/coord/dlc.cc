@@ -114,7 +114,7 @@ class DlcRun {
   DlcRun(const DlcOptions& o, const std::string& run_id)
       : o_(o),
         run_id_(run_id),
-        disk_(o.disk != nullptr ? *o.disk : io::RealDisk()),
+        disk_(io::DiskOr(o.disk)),
         job_(o.job_dir),
         coord_(job_, run_id, disk_) {}
 
@@ -438,8 +438,9 @@ class DlcRun {
   // Merge wrote "completed" when it succeeded; a failure is said here.
   void WriteFailedSummary(const PhaseResult& r) {
     try {
-      store::WriteJobSummary(store::JobDir::Open(job_.dir(), disk_),
-                             store::SummaryUpdate{"failed", {}, false, r.error});
+      store::WriteJobSummary(
+          store::JobDir::Open(job_.dir(), disk_),
+          store::SummaryUpdate{store::SummaryStatus::kFailed, {}, false, r.error});
     } catch (const std::exception&) {
       // The finalize result carries the failure anyway.
     }

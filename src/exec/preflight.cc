@@ -715,7 +715,7 @@ PreflightResult RunPreflight(const PreflightContext& cx) {
     std::unique_ptr<ProbeRecords> records;
     if (cx.shared) {
       records = std::make_unique<ProbeRecords>(probe_dir, cx.shared->lease_secs,
-                                               cx.shared->heartbeat_secs, io::RealDisk());
+                                               cx.shared->heartbeat_secs, io::DiskOr(cx.disk));
     }
     json probed_here = json::array();
 

@@ -29,19 +29,19 @@ namespace {
 
 bool IsTemp(const std::string& name) { return name.find(".tmp.") != std::string::npos; }
 
-void Remove(const fs::path& path, bool dry_run, GcResult& result) {
+void Remove(const fs::path& path, io::Disk& disk, bool dry_run, GcResult& result) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  if (!dry_run) io::RealDisk().Unlink(path.string());
+  if (!dry_run) disk.Unlink(path.string());
   result.removed.push_back(path.string());
   result.bytes += static_cast<uint64_t>(st.st_size);
 }
 
 // Temp files directly in `dir`.
-void CollectTemps(const fs::path& dir, bool dry_run, GcResult& result) {
+void CollectTemps(const fs::path& dir, io::Disk& disk, bool dry_run, GcResult& result) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (IsTemp(e.path().filename().string())) Remove(e.path(), dry_run, result);
+    if (IsTemp(e.path().filename().string())) Remove(e.path(), disk, dry_run, result);
   }
 }
 
@@ -85,7 +85,8 @@ int64_t LastOpIdx(const std::string& job_dir) {
 // commit record names, and the journals of partitions whose final tap is
 // committed (the executor deletes those itself once that tap commits; a run
 // killed in between leaves them). `last_op` is LastOpIdx.
-void CollectCheckpointDir(const std::string& dir, int64_t last_op, bool dry_run, GcResult& result) {
+void CollectCheckpointDir(const std::string& dir, int64_t last_op, io::Disk& disk, bool dry_run,
+                          GcResult& result) {
   // Every file a commit record names stays; so do the records themselves,
   // but for the journal records of finished partitions.
   std::set<std::string> named;
@@ -96,7 +97,7 @@ void CollectCheckpointDir(const std::string& dir, int64_t last_op, bool dry_run,
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (IsTemp(name)) {
-      Remove(e.path(), dry_run, result);
+      Remove(e.path(), disk, dry_run, result);
     } else if (EndsWith(name, ".commit.json")) {
       json record = ReadRecord(e.path());
       if (name.rfind("lineage_", 0) == 0) {
@@ -119,7 +120,7 @@ void CollectCheckpointDir(const std::string& dir, int64_t last_op, bool dry_run,
     const json partition = record.value("partition_id", json());
     if (partition.is_number_unsigned() && finished.count(partition.get<uint64_t>()) != 0) {
       // The record goes first: its segment stops existing before its data.
-      Remove(path, dry_run, result);
+      Remove(path, disk, dry_run, result);
       continue;
     }
     ++result.commits_kept;
@@ -128,7 +129,7 @@ void CollectCheckpointDir(const std::string& dir, int64_t last_op, bool dry_run,
     }
   }
   for (const fs::path& p : data) {
-    if (named.count(p.filename().string()) == 0) Remove(p, dry_run, result);
+    if (named.count(p.filename().string()) == 0) Remove(p, disk, dry_run, result);
   }
 }
 
@@ -140,18 +141,18 @@ bool MayBeAlive(int64_t pid) {
 }
 
 // Files and directories under `dir`, deepest first.
-void RemoveTree(const fs::path& dir, const std::set<std::string>& keep, bool dry_run,
-                GcResult& result) {
+void RemoveTree(const fs::path& dir, const std::set<std::string>& keep, io::Disk& disk,
+                bool dry_run, GcResult& result) {
   std::error_code ec;
   std::vector<fs::path> subdirs;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.is_directory(ec) && !e.is_symlink(ec)) {
       subdirs.push_back(e.path());
     } else if (keep.count(e.path().lexically_normal().string()) == 0) {
-      Remove(e.path(), dry_run, result);
+      Remove(e.path(), disk, dry_run, result);
     }
   }
-  for (const fs::path& sub : subdirs) RemoveTree(sub, keep, dry_run, result);
+  for (const fs::path& sub : subdirs) RemoveTree(sub, keep, disk, dry_run, result);
   if (dry_run) return;
   ::rmdir(dir.c_str());  // fails, as it should, while a kept file is in it
 }
@@ -159,7 +160,8 @@ void RemoveTree(const fs::path& dir, const std::set<std::string>& keep, bool dry
 // probe/ of an elastic job (SPEC-checkpoints §10.5): the work directories of
 // workers that are gone (but the logs a record names) and the stale locks.
 // Records (<key>.json, <key>.failed.json) stay.
-void CollectProbe(const JobDir& job, const std::string& job_dir, bool dry_run, GcResult& result) {
+void CollectProbe(const JobDir& job, const std::string& job_dir, io::Disk& disk, bool dry_run,
+                  GcResult& result) {
   const std::string dir = job_dir + "/probe";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
@@ -200,11 +202,11 @@ void CollectProbe(const JobDir& job, const std::string& job_dir, bool dry_run, G
       result.skipped_probe.push_back(work.string() + ": worker pid " + std::to_string(pid) +
                                      " is running");
     } else {
-      RemoveTree(work, keep, dry_run, result);
+      RemoveTree(work, keep, disk, dry_run, result);
     }
   }
   exec::ProbeRecords records(dir, job.manifest().policy.lease_secs,
-                             job.manifest().policy.heartbeat_secs, io::RealDisk());
+                             job.manifest().policy.heartbeat_secs, disk);
   for (const std::string& key : lock_keys) {
     const std::string path = records.LockPath(key);
     struct stat st {};
@@ -218,8 +220,8 @@ void CollectProbe(const JobDir& job, const std::string& job_dir, bool dry_run, G
   }
 }
 
-GcResult CollectElastic(const std::string& job_dir, bool dry_run) {
-  const JobDir job = JobDir::Open(job_dir);
+GcResult CollectElastic(const std::string& job_dir, io::Disk& disk, bool dry_run) {
+  const JobDir job = JobDir::Open(job_dir, disk);
   GcResult result;
   result.job_id = job.manifest().job_id;
   result.job_dir = job_dir;
@@ -237,16 +239,16 @@ GcResult CollectElastic(const std::string& job_dir, bool dry_run) {
       result.skipped_shards.push_back(shard);
       continue;
     }
-    CollectCheckpointDir(e.path().string(), last_op, dry_run, result);
+    CollectCheckpointDir(e.path().string(), last_op, disk, dry_run, result);
   }
-  CollectProbe(job, job_dir, dry_run, result);
+  CollectProbe(job, job_dir, disk, dry_run, result);
   return result;
 }
 
 }  // namespace
 
-GcResult CollectGarbage(const std::string& job_dir, bool dry_run) {
-  if (io::IsRegularFile(job_dir + "/manifest.json")) return CollectElastic(job_dir, dry_run);
+GcResult CollectGarbage(const std::string& job_dir, bool dry_run, io::Disk& disk) {
+  if (io::IsRegularFile(job_dir + "/manifest.json")) return CollectElastic(job_dir, disk, dry_run);
   const exec::RunJobView view = exec::ReadRunJob(job_dir);
   if (view.status == "running") {
     throw Error(job_dir, 0,
@@ -264,9 +266,9 @@ GcResult CollectGarbage(const std::string& job_dir, bool dry_run) {
       summary["checkpointing"].value("checkpoint_dir", json()).is_string()) {
     result.checkpoint_dir = summary["checkpointing"]["checkpoint_dir"].get<std::string>();
   }
-  CollectTemps(job_dir, dry_run, result);
-  CollectTemps(job_dir + "/metadata", dry_run, result);
-  CollectCheckpointDir(result.checkpoint_dir, LastOpIdx(job_dir), dry_run, result);
+  CollectTemps(job_dir, disk, dry_run, result);
+  CollectTemps(job_dir + "/metadata", disk, dry_run, result);
+  CollectCheckpointDir(result.checkpoint_dir, LastOpIdx(job_dir), disk, dry_run, result);
   return result;
 }
 

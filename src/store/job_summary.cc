@@ -76,6 +76,22 @@ json LastCheckpointTime(const std::string& root, const json& floor) {
 
 }  // namespace
 
+const char* SummaryStatusName(SummaryStatus status) {
+  switch (status) {
+    case SummaryStatus::kPrepared:
+      return "prepared";
+    case SummaryStatus::kRunning:
+      return "running";
+    case SummaryStatus::kCompleted:
+      return "completed";
+    case SummaryStatus::kFailed:
+      return "failed";
+    case SummaryStatus::kStopped:
+      return "stopped";
+  }
+  return "prepared";
+}
+
 void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
   const Manifest& m = job.manifest();
   const std::string path = job.dir() + "/job_summary.json";
@@ -101,8 +117,9 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
   const PartitionCounts partitions = CountPartitions(job, status);
   const int64_t now = NowNanos();
   const int64_t start = ParseUtcIso8601(m.created_at);
-  const bool ended =
-      update.status == "completed" || update.status == "failed" || update.status == "stopped";
+  const bool ended = update.status == SummaryStatus::kCompleted ||
+                     update.status == SummaryStatus::kFailed ||
+                     update.status == SummaryStatus::kStopped;
   json stop = old.is_object() && old.contains("stop") ? old["stop"] : json();
   if (update.clear_stop) stop = nullptr;
   if (update.stop) {
@@ -122,7 +139,7 @@ void WriteJobSummary(const JobDir& job, const SummaryUpdate& update) {
   const json summary = {
       {"job_id", m.job_id},
       {"executor_type", "djshard"},
-      {"status", update.status},
+      {"status", SummaryStatusName(update.status)},
       {"config_file", m.recipe_source_path},
       {"config_sha256", m.recipe_sha256},
       {"work_dir", fs::path(job.dir()).parent_path().string()},

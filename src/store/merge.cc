@@ -265,7 +265,7 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
                       {"num_shards", outcome.num_shards}};
   disk.WriteAtomic(job.MergeRecordPath(), merge.dump(2) + "\n");
   try {
-    WriteJobSummary(job, SummaryUpdate{"completed", {}, false, ""});
+    WriteJobSummary(job, SummaryUpdate{SummaryStatus::kCompleted, {}, false, ""});
   } catch (const Error&) {
     // The summary is for people; the merge is done.
   }

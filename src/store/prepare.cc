@@ -300,7 +300,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   // rewrite it (SPEC-checkpoints §8). It is for people: a failure to write
   // it does not undo the published job.
   try {
-    WriteJobSummary(JobDir::Open(job_dir, disk), SummaryUpdate{"prepared", {}, false, ""});
+    WriteJobSummary(JobDir::Open(job_dir, disk), SummaryUpdate{SummaryStatus::kPrepared, {}, false, ""});
   } catch (const Error&) {
   }
   return PrepareOutcome{false, job_dir, std::move(m)};

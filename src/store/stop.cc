@@ -112,12 +112,11 @@ StopTarget ResolveStopTarget(const std::string& job, const std::string& work_dir
 }
 
 StopOutcome RequestStop(const StopTarget& target, bool force, const std::string& reason,
-                        double grace_secs) {
-  io::Disk& disk = io::RealDisk();
+                        double grace_secs, io::Disk& disk) {
   StopOutcome out;
   // A finished job has nothing to stop; a request would only linger.
   const std::string status = target.kind == StopTarget::Kind::kElastic
-                                 ? ReadElasticJob(JobDir::Open(target.dir)).status
+                                 ? ReadElasticJob(JobDir::Open(target.dir, disk)).status
                                  : exec::ReadRunJob(target.dir).status;
   if (status == "completed") {
     out.finished = true;
@@ -130,9 +129,9 @@ StopOutcome RequestStop(const StopTarget& target, bool force, const std::string&
   out.request = exec::ReadStopRequest(target.dir, disk).value_or(mine);
   if (target.kind == StopTarget::Kind::kElastic && (out.published || out.forced)) {
     SummaryUpdate update;
-    update.status = "stopped";
+    update.status = SummaryStatus::kStopped;
     update.stop = out.request;
-    WriteJobSummary(JobDir::Open(target.dir), update);
+    WriteJobSummary(JobDir::Open(target.dir, disk), update);
   }
   if (force) {
     for (const int pid : LocalJobProcesses(target)) {
@@ -142,13 +141,26 @@ StopOutcome RequestStop(const StopTarget& target, bool force, const std::string&
   return out;
 }
 
+namespace {
+
+// What an elastic job whose stop request is cleared is: what its shards say
+// (job_view's status), a job with shards left being "prepared" again.
+SummaryStatus StatusAfterClearedStop(const std::string& shards_say) {
+  if (shards_say == "completed") return SummaryStatus::kCompleted;
+  if (shards_say == "failed") return SummaryStatus::kFailed;
+  if (shards_say == "running") return SummaryStatus::kRunning;
+  if (shards_say == "stopped") return SummaryStatus::kStopped;
+  return SummaryStatus::kPrepared;
+}
+
+}  // namespace
+
 bool ClearStop(const StopTarget& target) {
   if (!exec::ClearStopRequest(target.dir, target.HistoryDir())) return false;
   if (target.kind == StopTarget::Kind::kElastic) {
     const JobDir job = JobDir::Open(target.dir);
     SummaryUpdate update;
-    const std::string status = ReadElasticJob(job).status;
-    update.status = status == "incomplete" ? "prepared" : status;
+    update.status = StatusAfterClearedStop(ReadElasticJob(job).status);
     update.clear_stop = true;
     WriteJobSummary(job, update);
   }

@@ -138,8 +138,7 @@ class Worker {
  public:
   explicit Worker(const WorkerOptions& options)
       : options_(options),
-        job_(JobDir::Open(options.job_dir,
-                          options.disk != nullptr ? *options.disk : io::RealDisk())),
+        job_(JobDir::Open(options.job_dir, io::DiskOr(options.disk))),
         store_(job_),
         me_(HostName() + ":" + std::to_string(::getpid())) {}
 
@@ -328,6 +327,7 @@ class Worker {
     cx.settings = st.preflight;
     for (const ShardEntry& s : job_.manifest().shards) cx.inputs.push_back(job_.InJob(s.path));
     cx.job_dir = job_.dir();
+    cx.disk = &job_.disk();
     cx.threads = threads_;
     cx.partitions_in_flight = st.max_concurrent_partitions;
     cx.emit = [this](const std::string& type, nlohmann::json fields) {

@@ -13,6 +13,7 @@
 
 #include "djshard/exec/checkpoint.h"
 #include "djshard/exec/plan.h"
+#include "djshard/io/disk.h"
 #include "djshard/recipe/recipe.h"
 
 namespace djshard::exec {
@@ -39,6 +40,8 @@ struct PreflightContext {
     double poll_secs = 0.25;  // between looks at a key another worker probes
   };
   std::optional<Shared> shared;
+  // The filesystem of the job directory (the shared probe records); null: the real one.
+  io::Disk* disk = nullptr;
   // Called while probes run and while waiting for another prober: throws
   // (a stop request, a signal) to end preflight; running probes are killed.
   std::function<void()> check_stop;

@@ -91,6 +91,9 @@ class Disk {
 
 // The process-wide real filesystem.
 Disk& RealDisk();
+// `*disk`, or the real filesystem when `disk` is null (options whose tests
+// may pass a failing one).
+inline Disk& DiskOr(Disk* disk) { return disk != nullptr ? *disk : RealDisk(); }
 
 // Reads a whole (small) file from the real filesystem. Throws Error naming the path.
 std::string ReadFile(const std::string& path);

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "djshard/io/disk.h"
+
 namespace djshard::store {
 
 // What `djshard gc` found (and removed, unless dry_run) in a job.
@@ -35,6 +37,6 @@ struct GcResult {
 //   probe record names) and the locks older than the lease; records stay,
 //   and so does a work directory of another host (its process is not
 //   visible from here).
-GcResult CollectGarbage(const std::string& job_dir, bool dry_run);
+GcResult CollectGarbage(const std::string& job_dir, bool dry_run, io::Disk& disk);
 
 }  // namespace djshard::store

@@ -8,9 +8,15 @@
 
 namespace djshard::store {
 
+// An elastic job's status in its summary.
+enum class SummaryStatus { kPrepared, kRunning, kCompleted, kFailed, kStopped };
+
+// "prepared", "running", "completed", "failed", "stopped".
+const char* SummaryStatusName(SummaryStatus status);
+
 // What a writer of an elastic job's summary says about the job.
 struct SummaryUpdate {
-  std::string status;                     // prepared | running | completed | failed | stopped
+  SummaryStatus status = SummaryStatus::kPrepared;
   std::optional<exec::StopRequest> stop;  // stop: the request; kept from the old summary if unset
   bool clear_stop = false;                // stop --clear: the stop block becomes null
   std::string error_message;

@@ -36,7 +36,7 @@ struct StopOutcome {
 // signals the job's live processes on this host. An elastic job's summary
 // becomes "stopped". A completed job is left alone (`finished`).
 StopOutcome RequestStop(const StopTarget& target, bool force, const std::string& reason,
-                        double grace_secs = exec::kStopGraceSecs);
+                        double grace_secs, io::Disk& disk);
 
 // Moves the request into the history directory so the job may go on.
 // False when there was none.

@@ -84,11 +84,27 @@ std::string DataJuicerCacheDir(const char* variable, const char* name) {
 
 ModelLookup FindDataJuicerModelFile(const std::string& file_name) {
   ModelLookup r;
-  std::vector<std::string> dirs;
-  if (const std::string h = Env("DJSHARD_MODEL_HOME"); !h.empty()) dirs.push_back(h);
-  dirs.push_back(DataJuicerCacheDir("DATA_JUICER_MODELS_CACHE", "models"));
-  for (const std::string& d : dirs) {
-    const std::string p = d + "/" + file_name;
+  std::vector<std::string> candidates;
+  if (const std::string h = Env("DJSHARD_MODEL_HOME"); !h.empty()) {
+    candidates.push_back(h + "/" + file_name);
+  }
+  // Data-Juicer's check_model: the name as a path (from the working
+  // directory), each directory of DATA_JUICER_EXTERNAL_MODELS_HOME, the cache.
+  candidates.push_back(file_name);
+  const std::string external = Env("DATA_JUICER_EXTERNAL_MODELS_HOME");
+  for (size_t at = 0; at <= external.size() && !external.empty();) {
+    size_t end = external.find(':', at);
+    if (end == std::string::npos) end = external.size();
+    const std::string entry = external.substr(at, end - at);
+    const size_t first = entry.find_first_not_of(" \t\n\r");
+    if (first != std::string::npos) {
+      const size_t last = entry.find_last_not_of(" \t\n\r");
+      candidates.push_back(entry.substr(first, last - first + 1) + "/" + file_name);
+    }
+    at = end + 1;
+  }
+  candidates.push_back(DataJuicerCacheDir("DATA_JUICER_MODELS_CACHE", "models") + "/" + file_name);
+  for (const std::string& p : candidates) {
     r.searched.push_back(p);
     if (Exists(p)) {
       r.path = p;

@@ -166,6 +166,13 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
         {"tokenization", "False", "true: count SentencePiece pieces of <lang>.sp.model"},
         {"min_num", "10", "minimum words"},
         {"max_num", "sys.maxsize", "maximum words"}}},
+      {"perplexity_filter",
+       MakePerplexityFilter,
+       "Keeps texts whose KenLM perplexity (<lang>.arpa.bin over <lang>.sp.model pieces) is in "
+       "range",
+       {{"lang", "'en'", "language of the SentencePiece and KenLM models"},
+        {"min_ppl", "0", "minimum perplexity"},
+        {"max_ppl", "1500", "maximum perplexity"}}},
       {"word_repetition_filter",
        MakeWordRepetitionFilter,
        "Keeps texts whose repeated word n-gram ratio is in range",

@@ -61,6 +61,7 @@ DJSHARD_DECLARE_FACTORY(MakeLanguageIdScoreFilter);
 DJSHARD_DECLARE_FACTORY(MakeQuerySentimentDetectionMapper);
 DJSHARD_DECLARE_FACTORY(MakeQueryTopicDetectionMapper);
 DJSHARD_DECLARE_FACTORY(MakeTextPairSimilarityFilter);
+DJSHARD_DECLARE_FACTORY(MakePerplexityFilter);
 DJSHARD_DECLARE_FACTORY(MakeTestSleepMapper);
 #undef DJSHARD_DECLARE_FACTORY
 

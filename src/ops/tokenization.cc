@@ -54,30 +54,37 @@ struct SentencePieceModel::Processor {
 SentencePieceModel::SentencePieceModel() : processor_(std::make_unique<Processor>()) {}
 SentencePieceModel::~SentencePieceModel() = default;
 
-std::shared_ptr<const SentencePieceModel> SentencePieceModel::ForLang(
-    const recipe::OperatorArgs& args, const std::string& lang) {
-  const std::string file = lang + ".sp.model";
+std::string FindDataJuicerModelArgument(const recipe::OperatorArgs& args, const std::string& key,
+                                        const std::string& file, const std::string& what,
+                                        const std::string& lang) {
   const model::ModelLookup found = model::FindDataJuicerModelFile(file);
   if (!found.path) {
-    args.Fail("tokenization",
-              "needs Data-Juicer's SentencePiece model " + file + " for lang '" + lang +
+    args.Fail(key,
+              "needs Data-Juicer's " + what + " " + file + " for lang '" + lang +
                   "', which is not on this machine; djshard looked in:" +
                   model::ListSearched(found.searched),
               "copy " + file +
                   " from Data-Juicer's model cache (~/.cache/data_juicer/models on "
                   "a machine where Data-Juicer ran this operator) into DJSHARD_MODEL_HOME");
   }
+  return *found.path;
+}
+
+std::shared_ptr<const SentencePieceModel> SentencePieceModel::ForLang(
+    const recipe::OperatorArgs& args, const std::string& lang, const std::string& key) {
+  const std::string path =
+      FindDataJuicerModelArgument(args, key, lang + ".sp.model", "SentencePiece model", lang);
   static std::map<std::string, std::shared_ptr<const SentencePieceModel>> cache;
   std::lock_guard<std::mutex> lock(models_mu);
-  auto& slot = cache[*found.path];
+  auto& slot = cache[path];
   if (!slot) {
     std::shared_ptr<SentencePieceModel> m(new SentencePieceModel());
-    const auto status = m->processor_->sp.Load(*found.path);
+    const auto status = m->processor_->sp.Load(path);
     if (!status.ok()) {
-      throw Error(*found.path, 0, "not a SentencePiece model: " + status.ToString(),
+      throw Error(path, 0, "not a SentencePiece model: " + status.ToString(),
                   "copy the file again from Data-Juicer's model cache");
     }
-    m->path_ = *found.path;
+    m->path_ = path;
     slot = std::move(m);
   }
   return slot;

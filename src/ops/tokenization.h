@@ -31,13 +31,22 @@ std::shared_ptr<const model::Tokenizer> LoadHfTokenizer(const recipe::OperatorAr
                                                         const std::string& key,
                                                         const std::string& fallback);
 
+// The path of Data-Juicer's model file `file` ("en.sp.model", "en.arpa.bin"),
+// found as model::FindDataJuicerModelFile finds it. Not found: an Error at the
+// line of argument `key` naming `what`, `lang` and every path searched.
+std::string FindDataJuicerModelArgument(const recipe::OperatorArgs& args, const std::string& key,
+                                        const std::string& file, const std::string& what,
+                                        const std::string& lang);
+
 // Data-Juicer's SentencePiece model for a language ("<lang>.sp.model", from
 // $DJSHARD_MODEL_HOME or Data-Juicer's model cache). Thread-safe.
 class SentencePieceModel {
  public:
-  // Loaded once per process; not found or unreadable: an Error naming `lang`.
+  // Loaded once per process; not found or unreadable: an Error naming `lang`
+  // at the line of argument `key`.
   static std::shared_ptr<const SentencePieceModel> ForLang(const recipe::OperatorArgs& args,
-                                                           const std::string& lang);
+                                                           const std::string& lang,
+                                                           const std::string& key = "tokenization");
   ~SentencePieceModel();
   // sentencepiece's encode_as_pieces.
   std::vector<std::string> Pieces(std::string_view text) const;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -231,6 +232,53 @@ TEST_F(OperatorVectors, GeneralFieldFilterMatchesDataJuicer) {
 // Data-Juicer's code on the same library (tests/data/make_ops_chinese_convert.py).
 TEST_F(OperatorVectors, ChineseConvertMatchesDataJuicer) {
   CheckEveryVector("ops-chinese-convert.jsonl.zst", 15);
+}
+
+// perplexity_filter's models: for each language of the vectors, the
+// SentencePiece model of the other vectors and a KenLM test model of
+// tests/data/kenlm as <lang>.arpa.bin (make_ops_perplexity.py's LANG_MODELS);
+// "qq" has none.
+class PerplexityVectors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    home_ = ::testing::TempDir() + "/perplexity-vector-models";
+    std::filesystem::remove_all(home_);
+    std::filesystem::create_directories(home_);
+    const std::pair<const char*, const char*> models[] = {{"en", "o5.probing"},
+                                                          {"zz", "o3.trie"},
+                                                          {"yy", "o4-pruned.arpa"},
+                                                          {"ww", "o5-pruned.trie"}};
+    for (const auto& [lang, model] : models) {
+      std::filesystem::copy_file(kData + "/sentencepiece/en.sp.model",
+                                 home_ + "/" + lang + ".sp.model");
+      auto source = io::OpenInput(kData + "/kenlm/" + model + ".zst");
+      std::ofstream out(home_ + "/" + lang + ".arpa.bin", std::ios::binary);
+      char buf[1 << 16];
+      while (size_t n = source->Read(buf, sizeof buf)) out.write(buf, static_cast<long>(n));
+    }
+    const char* before = std::getenv("DJSHARD_MODEL_HOME");
+    had_ = before != nullptr;
+    if (had_) saved_ = before;
+    ::setenv("DJSHARD_MODEL_HOME", home_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (had_) {
+      ::setenv("DJSHARD_MODEL_HOME", saved_.c_str(), 1);
+    } else {
+      ::unsetenv("DJSHARD_MODEL_HOME");
+    }
+    std::filesystem::remove_all(home_);
+  }
+
+ private:
+  std::string home_, saved_;
+  bool had_ = false;
+};
+
+// perplexity_filter through the real kenlm and sentencepiece modules, four
+// KenLM data structures (tests/data/make_ops_perplexity.py).
+TEST_F(PerplexityVectors, PerplexityFilterMatchesDataJuicer) {
+  CheckEveryVector("ops-perplexity.jsonl.zst", 7);
 }
 
 }  // namespace

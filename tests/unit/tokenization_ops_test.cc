@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -118,9 +119,43 @@ TEST(TokenizationOps, MissingSentencePieceModelNamesLangAndPaths) {
                      "Data-Juicer's SentencePiece model zh.sp.model for lang 'zh'"),
             std::string::npos)
       << err;
-  EXPECT_NE(err.find("\n  " + dir + "/zh.sp.model\n  " + dir + "/dj/zh.sp.model"),
+  // DJSHARD_MODEL_HOME, then Data-Juicer's check_model: the name itself, the cache.
+  EXPECT_NE(err.find("\n  " + dir + "/zh.sp.model\n  zh.sp.model\n  " + dir + "/dj/zh.sp.model"),
             std::string::npos)
       << err;
+}
+
+TEST(TokenizationOps, MissingKenLmModelNamesLangAndEveryPathSearched) {
+  const std::string dir = ::testing::TempDir() + "/lm_missing_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kData + "/sentencepiece/en.sp.model", dir + "/zh.sp.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  ScopedEnv home("DJSHARD_MODEL_HOME", dir);
+  ScopedEnv external("DATA_JUICER_EXTERNAL_MODELS_HOME", " /ext/a : /ext/b");
+  ScopedEnv cache("DATA_JUICER_MODELS_CACHE", dir + "/dj");
+  const std::string err = LoadError("perplexity_filter", "{lang: zh}");
+  EXPECT_NE(err.find("recipe.yaml:1: perplexity_filter: argument 'lang' needs Data-Juicer's "
+                     "KenLM model zh.arpa.bin for lang 'zh'"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("\n  " + dir + "/zh.arpa.bin\n  zh.arpa.bin\n  /ext/a/zh.arpa.bin\n  " +
+                     "/ext/b/zh.arpa.bin\n  " + dir + "/dj/zh.arpa.bin"),
+            std::string::npos)
+      << err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TokenizationOps, DamagedKenLmModelIsAnErrorNamingTheFile) {
+  const std::string dir = ::testing::TempDir() + "/lm_damaged_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kData + "/sentencepiece/en.sp.model", dir + "/zz.sp.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir + "/zz.arpa.bin") << "mmap lm http://kheafield.com/code format version 5\n";
+  ScopedEnv home("DJSHARD_MODEL_HOME", dir);
+  const std::string err = LoadError("perplexity_filter", "{lang: zz}");
+  EXPECT_NE(err.find(dir + "/zz.arpa.bin: not a KenLM model djshard can read"), std::string::npos)
+      << err;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -25,8 +25,10 @@ ModelLookup FindHuggingFaceModel(const std::string& name, const std::string& rev
 // where its word lists live, ("DATA_JUICER_MODELS_CACHE", "models") its models.
 std::string DataJuicerCacheDir(const char* variable, const char* name);
 
-// Looks for the file `file_name` in $DJSHARD_MODEL_HOME, then in
-// Data-Juicer's model cache ($DATA_JUICER_MODELS_CACHE, else
+// Looks for the file `file_name` in $DJSHARD_MODEL_HOME, then where
+// Data-Juicer's check_model looks: `file_name` itself (from the working
+// directory), each directory of $DATA_JUICER_EXTERNAL_MODELS_HOME (separated
+// by ':'), Data-Juicer's model cache ($DATA_JUICER_MODELS_CACHE, else
 // $DATA_JUICER_CACHE_HOME/models, else ~/.cache/data_juicer/models).
 ModelLookup FindDataJuicerModelFile(const std::string& file_name);
 

@@ -107,9 +107,13 @@ class PublishedRecipeCli : public CliTest, public ::testing::WithParamInterface<
     const std::string sp = ReadSource("tests/data/sentencepiece/en.sp.model");
     Write("cache/models/en.sp.model", sp);
     Write("cache/models/zh.sp.model", sp);
-    const std::string lm = ReadSource("tests/data/kenlm/en.arpa.bin");
-    Write("cache/models/en.arpa.bin", lm);
-    Write("cache/models/zh.arpa.bin", lm);
+    for (const char* lang : {"en", "zh"}) {
+      const std::string lm = Path(std::string("cache/models/") + lang + ".arpa.bin");
+      ASSERT_EQ(
+          std::system(
+              ("zstd -qdc " + Source("tests/data/kenlm/o5.probing.zst") + " > " + lm).c_str()),
+          0);
+    }
     Write("home/EleutherAI--pythia-6.9b-deduped/README", "a BPE tokenizer in its place\n");
     ASSERT_EQ(
         std::system(("zstd -qdc " + Source("tests/data/tokenizers/mistral-bpe/tokenizer.json.zst") +

@@ -255,9 +255,8 @@ size_t AlteredUtf8At(const std::string& bytes, size_t i) {
 }
 
 bool HasAlteredUtf8(const std::string& bytes) {
-  if (bytes.find(' ') == std::string::npos) return false;
   for (size_t i = 0; i < bytes.size(); ++i) {
-    if (AlteredUtf8At(bytes, i) != 0) return true;
+    if (static_cast<unsigned char>(bytes[i]) >= 0xC2 && AlteredUtf8At(bytes, i) != 0) return true;
   }
   return false;
 }
@@ -288,7 +287,9 @@ std::string RestoreByteA0(const std::string& bytes) {
 
 std::string ReplaceLossySequences(const std::string& bytes) {
   // Every alternative of LOSSY_UTF8_RE has a byte 1A or '?'.
-  if (bytes.find_first_of("\x1A?") == std::string::npos) return bytes;
+  if (std::none_of(bytes.begin(), bytes.end(), [](char b) { return b == '\x1A' || b == '?'; })) {
+    return bytes;
+  }
   std::string out;
   out.reserve(bytes.size());
   for (size_t i = 0; i < bytes.size();) {

@@ -83,7 +83,8 @@ bool RedecodeAsUtf8(const std::u32string& text, std::u32string* fixed, bool* enc
     if (!encodable[c]) continue;
     if (c != kMacRoman && HasAlteredUtf8(bytes)) bytes = RestoreByteA0(bytes);
     if (kCharmaps[c].sloppy) bytes = ReplaceLossySequences(bytes);
-    const bool variants = bytes.find_first_of("\xED\xC0") != std::string::npos;
+    const bool variants =
+        std::any_of(bytes.begin(), bytes.end(), [](char b) { return b == '\xED' || b == '\xC0'; });
     if (DecodeUtf8(bytes, variants, fixed)) return true;
   }
   return false;

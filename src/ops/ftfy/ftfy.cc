@@ -2,6 +2,8 @@
 // points each), each segment through every step until it stops changing.
 #include "src/ops/ftfy/ftfy.h"
 
+#include <vector>
+
 #include "djshard/ops/text.h"
 #include "src/ops/ftfy/fixes.h"
 
@@ -19,9 +21,43 @@ bool IsAsciiTrigger(unsigned char c, bool unescape_html) {
          (c >= 0x0E && c <= 0x1F) || c == 0x7F;
 }
 
+// For each BMP code point, what IsAlreadyFixed needs in one byte: special
+// to ftfy, quick-check Yes for each form, a non-zero combining class. Built
+// once, read by every thread.
+class FastCheck {
+ public:
+  static const FastCheck& Get() {
+    static const FastCheck table;
+    return table;
+  }
+  static constexpr uint8_t kSpecial = 1;
+  static constexpr uint8_t kCombining = 2;
+  static uint8_t YesBit(unicode::NormalForm form) {
+    return static_cast<uint8_t>(4 << static_cast<int>(form));
+  }
+  uint8_t Bits(uint32_t cp) const { return bits_[cp]; }
+
+ private:
+  FastCheck() : bits_(0x10000) {
+    for (uint32_t cp = 0; cp < 0x10000; ++cp) {
+      uint8_t bits = IsSpecial(cp) ? kSpecial : 0;
+      for (const auto form : {unicode::NormalForm::kNfc, unicode::NormalForm::kNfd,
+                              unicode::NormalForm::kNfkc, unicode::NormalForm::kNfkd}) {
+        const unicode::QuickCheckValue qc = unicode::QuickCheck(form, cp);
+        if (qc.yes) bits |= YesBit(form);
+        if (qc.combining_class != 0) bits |= kCombining;
+      }
+      bits_[cp] = bits;
+    }
+  }
+  std::vector<uint8_t> bits_;
+};
+
 // True when no step of fix_and_explain can change `segment`: nothing that a
 // fixer or the mojibake heuristic looks at, and already normalized.
 bool IsAlreadyFixed(std::string_view segment, bool unescape_html, unicode::NormalForm form) {
+  const FastCheck& fast = FastCheck::Get();
+  const uint8_t yes = FastCheck::YesBit(form);
   uint8_t last_class = 0;
   for (size_t i = 0; i < segment.size();) {
     const unsigned char c = static_cast<unsigned char>(segment[i]);
@@ -32,10 +68,19 @@ bool IsAlreadyFixed(std::string_view segment, bool unescape_html, unicode::Norma
       continue;
     }
     const uint32_t cp = text::NextCodePoint(segment, &i);
-    const unicode::QuickCheckValue qc = unicode::QuickCheck(form, cp);
-    if (IsSpecial(cp) || !qc.yes) return false;
-    if (qc.combining_class != 0 && last_class > qc.combining_class) return false;
-    last_class = qc.combining_class;
+    if (cp < 0x10000) {
+      const uint8_t bits = fast.Bits(cp);
+      if ((bits & (FastCheck::kSpecial | yes)) != yes) return false;
+      if (!(bits & FastCheck::kCombining)) {
+        last_class = 0;
+        continue;
+      }
+    } else if (!unicode::QuickCheck(form, cp).yes) {
+      return false;  // no astral code point is special
+    }
+    const uint8_t cls = unicode::QuickCheck(form, cp).combining_class;
+    if (cls != 0 && last_class > cls) return false;
+    last_class = cls;
   }
   return true;
 }

@@ -169,16 +169,9 @@ namespace {
 // One alternative of a byte regex: a fixed sequence of byte classes.
 using ByteClass = bool (*)(unsigned char);
 
-bool IsSpaceByte(unsigned char b) { return b == ' '; }
 bool IsAlteredLead2(unsigned char b) {
   return b == 0xC2 || b == 0xC3 || b == 0xC5 || b == 0xCE || b == 0xD0 || b == 0xD9;
 }
-bool IsE2E3(unsigned char b) { return b == 0xE2 || b == 0xE3; }
-bool IsE0E3(unsigned char b) { return InRange(b, 0xE0, 0xE3); }
-bool IsF0(unsigned char b) { return b == 0xF0; }
-bool IsCont(unsigned char b) { return IsContinuation(b); }
-// [\x80-\x84\x86-\x9f\xa1-\xbf]: a continuation byte other than 85 and A0.
-bool IsContNot85A0(unsigned char b) { return IsContinuation(b) && b != 0x85 && b != 0xA0; }
 
 bool IsC2DF(unsigned char b) { return InRange(b, 0xC2, 0xDF); }
 bool IsC2C3(unsigned char b) { return b == 0xC2 || b == 0xC3; }
@@ -196,13 +189,6 @@ bool IsSubQuestionOrCont(unsigned char b) { return IsSubOrQuestion(b) || IsConti
 struct ByteAlternative {
   size_t length;
   ByteClass classes[6];
-};
-
-// chardata.ALTERED_UTF8_RE.
-const ByteAlternative kAlteredUtf8[] = {
-    {2, {IsAlteredLead2, IsSpaceByte}},        {3, {IsE2E3, IsSpaceByte, IsContNot85A0}},
-    {3, {IsE0E3, IsContNot85A0, IsSpaceByte}}, {4, {IsF0, IsSpaceByte, IsCont, IsCont}},
-    {4, {IsF0, IsCont, IsSpaceByte, IsCont}},  {4, {IsF0, IsCont, IsCont, IsSpaceByte}},
 };
 
 // chardata.LOSSY_UTF8_RE.
@@ -249,10 +235,32 @@ bool IsAGraveWord(const std::string& bytes, size_t i) {
 
 }  // namespace
 
-// Every alternative of ALTERED_UTF8_RE starts with a byte >= C2.
+namespace {
+
+// The length of the chardata.ALTERED_UTF8_RE match at bytes[i], or 0: its
+// alternatives, in order, are [C2 C3 C5 CE D0 D9] ' ', [E2 E3] ' ' X,
+// [E0-E3] X ' ', and F0 followed by two continuation bytes and a space in
+// any of the three places (X: a continuation byte other than 85 and A0).
 size_t AlteredUtf8At(const std::string& bytes, size_t i) {
-  return static_cast<unsigned char>(bytes[i]) < 0xC2 ? 0 : MatchAt(kAlteredUtf8, bytes, i);
+  const auto at = [&](size_t k) -> unsigned {
+    return k < bytes.size() ? static_cast<unsigned char>(bytes[k]) : 0x100;
+  };
+  const unsigned b0 = at(i);
+  if (b0 < 0xC2) return 0;
+  const auto x = [](unsigned b) { return b >= 0x80 && b <= 0xBF && b != 0x85 && b != 0xA0; };
+  const auto cont = [](unsigned b) { return b >= 0x80 && b <= 0xBF; };
+  const unsigned b1 = at(i + 1), b2 = at(i + 2);
+  if (IsAlteredLead2(static_cast<unsigned char>(b0))) return b1 == ' ' ? 2 : 0;
+  if ((b0 == 0xE2 || b0 == 0xE3) && b1 == ' ' && x(b2)) return 3;
+  if (b0 >= 0xE0 && b0 <= 0xE3) return x(b1) && b2 == ' ' ? 3 : 0;
+  if (b0 != 0xF0) return 0;
+  const unsigned b3 = at(i + 3);
+  const int spaces = (b1 == ' ') + (b2 == ' ') + (b3 == ' ');
+  const int conts = cont(b1) + cont(b2) + cont(b3);
+  return spaces == 1 && conts == 2 ? 4 : 0;
 }
+
+}  // namespace
 
 bool HasAlteredUtf8(const std::string& bytes) {
   for (size_t i = 0; i < bytes.size(); ++i) {

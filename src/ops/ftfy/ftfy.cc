@@ -140,10 +140,17 @@ void AppendUtf8(const std::u32string& text, std::string* out) {
 // ftfy.fix_and_explain on one segment, with its default configuration. A
 // fixer is skipped when the text has nothing it would change.
 std::u32string FixSegment(std::u32string text, bool unescape_html, unicode::NormalForm form) {
+  // FixEncoding's last result, which it would return unchanged.
+  std::u32string encoded;
+  bool have_encoded = false;
   while (true) {
     const std::u32string original = text;
     if (unescape_html) UnescapeHtml(&text);
-    text = FixEncoding(std::move(text));
+    if (!have_encoded || text != encoded) {
+      text = FixEncoding(std::move(text));
+      encoded = text;
+      have_encoded = true;
+    }
     const uint32_t needs = FixerNeeds(text);
     if (needs & kNeedsC1) FixC1Controls(&text);
     if (needs & kNeedsLigatures) FixLatinLigatures(&text);

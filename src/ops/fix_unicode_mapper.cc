@@ -9,12 +9,25 @@ namespace djshard::ops {
 
 namespace {
 
+// A plain YAML scalar that Data-Juicer's YAML loader (YAML 1.1) reads as
+// False or 0.
+bool IsFalseScalar(const YAML::Node& node) {
+  if (!node || !node.IsScalar() || node.Tag() != "?") return false;
+  const std::string& v = node.Scalar();
+  for (const char* f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "0"}) {
+    if (v == f) return true;
+  }
+  return false;
+}
+
 class FixUnicodeMapper : public Mapper {
  public:
   FixUnicodeMapper(const recipe::OperatorSpec& spec, const std::string& key) : Mapper(spec, key) {
-    // Data-Juicer: None or "" means NFC; otherwise normalization.upper() must
-    // be one of the four forms.
-    const std::string given = args().GetString("normalization", "");
+    // Data-Juicer: a false value (None, "", YAML's false or 0) means NFC;
+    // otherwise normalization.upper() must be one of the four forms.
+    const std::string given = IsFalseScalar(args().Raw("normalization"))
+                                  ? std::string()
+                                  : args().GetString("normalization", "");
     std::string upper = given;
     for (char& c : upper) {
       if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
@@ -28,8 +41,8 @@ class FixUnicodeMapper : public Mapper {
     } else if (upper == "NFKD") {
       form_ = unicode::NormalForm::kNfkd;
     } else {
-      args().Fail("normalization", "Normalization mode [" + given + "] is not supported",
-                  "one of NFC, NFKC, NFD, NFKD (any case)");
+      args().Fail("normalization", "'" + given + "' is not a normalization form",
+                  "one of NFC, NFKC, NFD, NFKD, in any case");
     }
   }
 

@@ -45,8 +45,9 @@ Inputs
 Lone surrogates are not used: djshard's records are valid UTF-8.
 
 Variants: normalization absent (None: NFC), NFC, NFKC, NFD, NFKD on every
-input; "nfkc", "Nfd", "nFkD", "" on a sample of inputs; "NFX" and "NFC "
-(refused: Data-Juicer raises ValueError in the constructor).
+input; "nfkc", "Nfd", "nFkD", "", false and 0 (false values mean NFC) on a
+sample of inputs; "NFX" and "NFC " (ValueError in the constructor), true and 1
+(TypeError: no len()) are refused.
 
 Versions used for the committed file
 ------------------------------------
@@ -83,8 +84,10 @@ OP = "fix_unicode_mapper"
 FORMS = [{}, {"normalization": "NFC"}, {"normalization": "NFKC"},
          {"normalization": "NFD"}, {"normalization": "NFKD"}]
 ALIASES = [{"normalization": "nfkc"}, {"normalization": "Nfd"},
-           {"normalization": "nFkD"}, {"normalization": ""}]
-REFUSED = [{"normalization": "NFX"}, {"normalization": "NFC "}]
+           {"normalization": "nFkD"}, {"normalization": ""},
+           {"normalization": False}, {"normalization": 0}]
+REFUSED = [{"normalization": "NFX"}, {"normalization": "NFC "},
+           {"normalization": True}, {"normalization": 1}]
 
 
 def _LazyLoader(module_name, package_name=None, package_url=None,

@@ -126,6 +126,11 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        "kanji with OpenCC (Debian's libopencc and its dictionaries)",
        {{"mode", "'s2t'",
          "s2t, t2s, s2tw, tw2s, s2hk, hk2s, s2twp, tw2sp, t2tw, tw2t, hk2t, t2hk, t2jp or jp2t"}}},
+      {"fix_unicode_mapper",
+       MakeFixUnicodeMapper,
+       "Fixes mojibake, HTML entities, C1 controls, ligatures, full-width forms, curly quotes, "
+       "line breaks and control characters, then normalizes (ftfy 6.3.1's fix_text, ported)",
+       {{"normalization", "None", "NFC (the default), NFKC, NFD or NFKD, in any case"}}},
       {"clean_copyright_mapper",
        MakeCleanCopyrightMapper,
        "Removes a leading copyright comment",

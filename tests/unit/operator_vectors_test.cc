@@ -281,5 +281,12 @@ TEST_F(PerplexityVectors, PerplexityFilterMatchesDataJuicer) {
   CheckEveryVector("ops-perplexity.jsonl.zst", 7);
 }
 
+// fix_unicode_mapper (djshard's port of ftfy 6.3.1) on mojibake, HTML
+// entities, control characters, ... in every normalization form, the vectors
+// made by Data-Juicer's code with the real ftfy (tests/data/make_ops_fix_unicode.py).
+TEST_F(OperatorVectors, FixUnicodeMatchesDataJuicer) {
+  CheckEveryVector("ops-fix-unicode.jsonl.zst", 11);
+}
+
 }  // namespace
 }  // namespace djshard::ops

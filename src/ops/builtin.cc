@@ -126,6 +126,17 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        "kanji with OpenCC (Debian's libopencc and its dictionaries)",
        {{"mode", "'s2t'",
          "s2t, t2s, s2tw, tw2s, s2hk, hk2s, s2twp, tw2sp, t2tw, tw2t, hk2t, t2hk, t2jp or jp2t"}}},
+      {"clean_html_mapper",
+       MakeCleanHtmlMapper,
+       "Converts HTML to plain text: '<li>' and '<ol>' become a newline and '*', '</li>' and "
+       "'</ol>' are removed, then the text is parsed as an HTML5 document and replaced by the "
+       "text nodes of <body> joined as they are (script and style contents included, comments "
+       "and <head> left out). Data-Juicer parses with selectolax (MyHTML), djshard with Gumbo "
+       "(Debian's libgumbo); they differ on U+0000: MyHTML repeats the last character of the "
+       "text before it ('a\\x00bc' gives 'abcc'), Gumbo drops it ('abc'); and a text that "
+       "holds one of U+10FE00-10FEEF gets U+FFFD for its control characters and "
+       "noncharacters, which djshard otherwise carries through Gumbo unchanged",
+       {}},
       {"clean_copyright_mapper",
        MakeCleanCopyrightMapper,
        "Removes a leading copyright comment",

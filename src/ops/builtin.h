@@ -41,6 +41,7 @@ DJSHARD_DECLARE_FACTORY(MakeRemoveWordsWithIncorrectSubstringsMapper);
 DJSHARD_DECLARE_FACTORY(MakeFlaggedWordsFilter);
 DJSHARD_DECLARE_FACTORY(MakeTokenNumFilter);
 DJSHARD_DECLARE_FACTORY(MakeChineseConvertMapper);
+DJSHARD_DECLARE_FACTORY(MakeCleanHtmlMapper);
 DJSHARD_DECLARE_FACTORY(MakeGeneralFieldFilter);
 DJSHARD_DECLARE_FACTORY(MakeStopwordsFilter);
 DJSHARD_DECLARE_FACTORY(MakeCleanCopyrightMapper);

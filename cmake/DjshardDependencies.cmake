@@ -28,6 +28,8 @@ pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 # OpenCC for chinese_convert_mapper (libopencc-dev, with its dictionaries).
 pkg_check_modules(OPENCC REQUIRED IMPORTED_TARGET opencc)
+# Gumbo, an HTML5 parser, for clean_html_mapper (libgumbo-dev).
+pkg_check_modules(GUMBO REQUIRED IMPORTED_TARGET gumbo)
 
 # fastText (Debian's libfasttext-dev) for language_id_score_filter.
 find_library(DJSHARD_FASTTEXT_LIBRARY NAMES fasttext REQUIRED)

@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev
   libsimdjson-dev zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev
-  libtorch-dev libpcre2-dev libfasttext-dev fasttext libutf8proc-dev libsentencepiece-dev libopencc-dev
+  libtorch-dev libpcre2-dev libfasttext-dev fasttext libutf8proc-dev libsentencepiece-dev libopencc-dev libgumbo-dev
   python3 python3-regex python3-yaml python3-fusepy
   python3-torch python3-numpy libopenblas0-pthread
   util-linux time bc faketime openmpi-bin

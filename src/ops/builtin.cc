@@ -131,6 +131,17 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        "Fixes mojibake, HTML entities, C1 controls, ligatures, full-width forms, curly quotes, "
        "line breaks and control characters, then normalizes (ftfy 6.3.1's fix_text, ported)",
        {{"normalization", "None", "NFC (the default), NFKC, NFD or NFKD, in any case"}}},
+      {"clean_html_mapper",
+       MakeCleanHtmlMapper,
+       "Converts HTML to plain text: '<li>' and '<ol>' become a newline and '*', '</li>' and "
+       "'</ol>' are removed, then the text is parsed as an HTML5 document and replaced by the "
+       "text nodes of <body> joined as they are (script and style contents included, comments "
+       "and <head> left out). Data-Juicer parses with selectolax (MyHTML), djshard with Gumbo "
+       "(Debian's libgumbo); they differ on U+0000: MyHTML repeats the last character of the "
+       "text before it ('a\\x00bc' gives 'abcc'), Gumbo drops it ('abc'); and a text that "
+       "holds one of U+10FE00-10FEEF gets U+FFFD for its control characters and "
+       "noncharacters, which djshard otherwise carries through Gumbo unchanged",
+       {}},
       {"clean_copyright_mapper",
        MakeCleanCopyrightMapper,
        "Removes a leading copyright comment",

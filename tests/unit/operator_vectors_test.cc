@@ -101,7 +101,13 @@ std::string Check(const Operator& op, const json& v) {
       if (got != v["output_text"].get<std::string>()) {
         return "text " + json(got).dump() + " != " + v["output_text"].dump();
       }
-      return "";
+      if (!v.contains("output_meta")) return "";
+      sample.Commit(false);
+      std::string out;
+      record.Serialize(&out);
+      const json meta = json::parse(out).value("__dj__meta__", json());
+      return meta == v["output_meta"] ? ""
+                                      : "meta " + meta.dump() + " != " + v["output_meta"].dump();
     }
     const bool keep = static_cast<const Filter&>(op).Process(sample);
     if (want_error) return "no error, want " + v["error"].dump();
@@ -133,8 +139,15 @@ void CheckEveryVector(const std::string& file, size_t min_variants) {
   std::map<std::string, int> checked, failed, errors;
   std::map<std::string, Built> built;
   int reported = 0;
+  int known_differences = 0;
   while (reader.Next(&line)) {
     const json v = json::parse(line);
+    // Where djshard's library builds another result than the reference's on
+    // malformed input; the operator's summary says how (`djshard ops NAME`).
+    if (v.contains("known_difference")) {
+      ++known_differences;
+      continue;
+    }
     const std::string variant = v["op"].get<std::string>() + " " + v["args"].dump();
     auto it = built.find(variant);
     if (it == built.end()) it = built.emplace(variant, Build(v["op"], v["args"])).first;
@@ -169,7 +182,8 @@ void CheckEveryVector(const std::string& file, size_t min_variants) {
   EXPECT_GE(checked.size(), min_variants);
   int total = 0;
   for (const auto& [variant, n] : checked) total += n;
-  std::printf("checked %d vectors in %zu operator variants\n", total, checked.size());
+  std::printf("checked %d vectors in %zu operator variants (%d known differences left out)\n",
+              total, checked.size(), known_differences);
 }
 
 // The SentencePiece models of the vectors' generators, which serve
@@ -287,6 +301,11 @@ TEST_F(PerplexityVectors, PerplexityFilterMatchesDataJuicer) {
 TEST_F(OperatorVectors, FixUnicodeMatchesDataJuicer) {
   CheckEveryVector("ops-fix-unicode.jsonl.zst", 11);
 }
+
+// clean_html_mapper through Gumbo against Data-Juicer's code on selectolax
+// (tests/data/make_ops_html.py); the few vectors where the two HTML5 parsers
+// differ are marked known_difference.
+TEST_F(OperatorVectors, CleanHtmlMatchesDataJuicer) { CheckEveryVector("ops-html.jsonl.zst", 1); }
 
 }  // namespace
 }  // namespace djshard::ops

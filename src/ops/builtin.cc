@@ -260,7 +260,7 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        {{"min_ratio", "0.0", "minimum ratio"}, {"max_ratio", "0.25", "maximum ratio"}}},
       {"suffix_filter",
        MakeSuffixFilter,
-       "Keeps records whose __dj__suffix__ is listed",
+       "Keeps records whose __dj__suffix__ is listed (a record without one is not)",
        {{"suffixes", "[]", "suffixes to keep (empty keeps all)"}}},
       {"specified_field_filter",
        MakeSpecifiedFieldFilter,

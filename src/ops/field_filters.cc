@@ -83,11 +83,11 @@ class SuffixFilter : public Filter {
   bool uses_stats() const override { return false; }
   bool Process(Sample& sample) const override {
     if (suffixes_.empty()) return true;
+    // A record without the field is one Data-Juicer's loader gave no suffix
+    // of a listed kind (its column holds None there): not listed.
     const std::optional<std::string> raw = sample.Field(kSuffixKey);
-    if (!raw) throw OpError(std::string("field '") + kSuffixKey + "' not found");
-    const Scalar value = FromJson(*raw);
     bool ok = false;
-    if (value.kind == Scalar::kString) {
+    if (const Scalar value = raw ? FromJson(*raw) : Scalar(); value.kind == Scalar::kString) {
       for (const std::string& s : suffixes_) ok = ok || s == value.str;
     }
     return reversed() ? !ok : ok;

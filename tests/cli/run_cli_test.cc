@@ -264,10 +264,10 @@ TEST_F(RunCli, RefusesUnknownArgumentsTokenizationAndUnimplementedOperators) {
   EXPECT_NE(r.err.find("needs Data-Juicer's SentencePiece model xx-none.sp.model"),
             std::string::npos)
       << r.err;
-  Recipe("  - clean_html_mapper:\n");
+  Recipe("  - extract_tables_from_html_mapper:\n");
   r = Run({"run", "--config", "recipe.yaml"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("operator 'clean_html_mapper' is not implemented"), std::string::npos);
+  EXPECT_NE(r.err.find("operator 'extract_tables_from_html_mapper' is not implemented"), std::string::npos);
 }
 
 TEST_F(RunCli, DataJuicersGpuDemoRecipeRunsWithItsRaySettings) {

@@ -12,6 +12,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/io/fd.h"
+#include "djshard/io/mapped_file.h"
 #include "djshard/model/kenlm.h"
 #include "src/model/kenlm/format.h"
 
@@ -210,35 +211,6 @@ std::unique_ptr<const KenLanguageModel> FromArpa(std::string_view text, const st
   return std::make_unique<Model<ProbingSearch>>(std::move(search), "ARPA", std::move(memory));
 }
 
-// A whole file mapped read-only, unmapped when the last model using it goes.
-class MappedFile {
- public:
-  explicit MappedFile(const std::string& path) {
-    io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) ThrowSystemError(path, "cannot open");
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) ThrowSystemError(path, "cannot stat");
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ == 0) return;
-    void* addr = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (addr == MAP_FAILED) ThrowSystemError(path, "cannot map");
-    addr_ = addr;
-  }
-  ~MappedFile() {
-    if (addr_ != nullptr) ::munmap(addr_, size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  std::string_view bytes() const {
-    return addr_ == nullptr ? std::string_view()
-                            : std::string_view(static_cast<char*>(addr_), size_);
-  }
-
- private:
-  void* addr_ = nullptr;
-  size_t size_ = 0;
-};
-
 std::unique_ptr<const KenLanguageModel> Read(std::string_view bytes, const std::string& name,
                                              std::shared_ptr<const void> backing) {
   if (bytes.substr(0, sizeof(kMagicIncomplete) - 1) == kMagicIncomplete) {
@@ -254,7 +226,7 @@ std::unique_ptr<const KenLanguageModel> Read(std::string_view bytes, const std::
 }  // namespace kenlm
 
 std::unique_ptr<const KenLanguageModel> KenLanguageModel::Load(const std::string& path) {
-  auto file = std::make_shared<kenlm::MappedFile>(path);
+  auto file = std::make_shared<io::MappedFile>(path);
   return kenlm::Read(file->bytes(), path, file);
 }
 

@@ -9,6 +9,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/io/fd.h"
+#include "djshard/io/mapped_file.h"
 #include "djshard/model/weights.h"
 #include "src/model/weights/formats.h"
 
@@ -20,36 +21,6 @@ constexpr const char* kSafetensors = "model.safetensors";
 constexpr const char* kSafetensorsIndex = "model.safetensors.index.json";
 constexpr const char* kTorchBin = "pytorch_model.bin";
 constexpr const char* kTorchBinIndex = "pytorch_model.bin.index.json";
-
-// A whole file mapped read-only; its bytes live as long as the object.
-class MappedFile {
- public:
-  explicit MappedFile(const std::string& path) {
-    io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) ThrowSystemError(path, "cannot open");
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) ThrowSystemError(path, "cannot stat");
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ == 0) return;  // mmap refuses empty mappings; the parsers refuse empty files
-    void* addr = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (addr == MAP_FAILED) ThrowSystemError(path, "cannot map");
-    addr_ = addr;
-  }
-  ~MappedFile() {
-    if (addr_ != nullptr) ::munmap(addr_, size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  std::string_view bytes() const {
-    return addr_ == nullptr ? std::string_view()
-                            : std::string_view(static_cast<char*>(addr_), size_);
-  }
-
- private:
-  void* addr_ = nullptr;
-  size_t size_ = 0;
-};
 
 bool IsFile(const std::string& path) {
   struct stat st;
@@ -64,7 +35,7 @@ using Parser = weights::ParsedWeights (*)(std::string_view, const std::string&);
 
 // What the tensors of a set point into.
 struct Holdings {
-  std::vector<std::unique_ptr<MappedFile>> mappings;
+  std::vector<std::unique_ptr<io::MappedFile>> mappings;
   std::vector<std::vector<char>> owned;  // copies of strided views
 };
 
@@ -72,7 +43,7 @@ struct Holdings {
 void ReadWeightsFile(const std::string& dir, const std::string& name, Parser parse,
                      Holdings* storage, std::vector<WeightTensor>* tensors) {
   const std::string path = Join(dir, name);
-  auto mapping = std::make_unique<MappedFile>(path);
+  auto mapping = std::make_unique<io::MappedFile>(path);
   weights::ParsedWeights parsed = parse(mapping->bytes(), path);
   storage->mappings.push_back(std::move(mapping));
   for (std::vector<char>& o : parsed.owned) storage->owned.push_back(std::move(o));
@@ -84,7 +55,7 @@ std::vector<std::string> ReadShards(const std::string& dir, const std::string& i
                                     Parser parse, Holdings* storage,
                                     std::vector<WeightTensor>* tensors) {
   const std::string index_path = Join(dir, index_name);
-  const MappedFile index(index_path);
+  const io::MappedFile index(index_path);
   const auto weight_map = weights::ParseShardIndex(index.bytes(), index_path);
   std::vector<std::string> shards;
   std::unordered_set<std::string> seen;

@@ -78,8 +78,14 @@ def sentence(r):
     return text[:1].upper() + text[1:] + r.choice([".", ".", "!", "?"])
 
 
+def paragraph(r):
+    # Lines of one or two sentences, as in wiki and news text.
+    lines = [" ".join(sentence(r) for _ in range(r.randint(1, 2))) for _ in range(r.randint(1, 5))]
+    return "\n".join(lines)
+
+
 def prose(r, paragraphs):
-    paras = [" ".join(sentence(r) for _ in range(r.randint(2, 9))) for _ in range(paragraphs)]
+    paras = [paragraph(r) for _ in range(paragraphs)]
     if r.random() < 0.2:
         paras.append(r.choice(["All rights reserved.", "Click here to subscribe!", "Read more..."]))
     return r.choice(["\n\n", "\n"]).join(paras)

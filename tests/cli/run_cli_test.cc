@@ -267,7 +267,8 @@ TEST_F(RunCli, RefusesUnknownArgumentsTokenizationAndUnimplementedOperators) {
   Recipe("  - extract_tables_from_html_mapper:\n");
   r = Run({"run", "--config", "recipe.yaml"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("operator 'extract_tables_from_html_mapper' is not implemented"), std::string::npos);
+  EXPECT_NE(r.err.find("operator 'extract_tables_from_html_mapper' is not implemented"),
+            std::string::npos);
 }
 
 TEST_F(RunCli, DataJuicersGpuDemoRecipeRunsWithItsRaySettings) {

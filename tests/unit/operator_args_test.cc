@@ -60,7 +60,8 @@ class OperatorArgs : public ::testing::Test {
 // is on this machine, so that lookup is the error they end with.
 bool IsModelOperator(const std::string& name) {
   return name == "query_sentiment_detection_mapper" || name == "query_topic_detection_mapper" ||
-         name == "text_pair_similarity_filter" || name == "token_num_filter";
+         name == "text_pair_similarity_filter" || name == "token_num_filter" ||
+         name == "perplexity_filter";
 }
 const char* kNoModel = "which is not on this machine";
 
@@ -95,7 +96,8 @@ TEST_F(OperatorArgs, EveryOperatorAcceptsEveryCommonArgument) {
     ++checked;
     if (op.name == "language_id_score_filter") {
       // Its model is not on this machine: the common arguments pass, then the model fails.
-      EXPECT_NE(ErrorOf(op.name, args).find("lid.176.bin is not on this machine"), std::string::npos);
+      EXPECT_NE(ErrorOf(op.name, args).find("lid.176.bin is not on this machine"),
+                std::string::npos);
       continue;
     }
     if (op.name == "expand" || op.name == "gather") {
@@ -112,7 +114,7 @@ TEST_F(OperatorArgs, EveryOperatorAcceptsEveryCommonArgument) {
       std::string model_args;
       if (op.name == "text_pair_similarity_filter") {
         model_args = "      text_key_second: second\n";
-      } else if (op.name != "token_num_filter") {
+      } else if (op.name != "token_num_filter" && op.name != "perplexity_filter") {
         model_args = "      zh_to_en_hf_model: null\n";
       }
       EXPECT_NE(ErrorOf(op.name, args + model_args).find(kNoModel), std::string::npos) << op.name;

@@ -88,6 +88,7 @@ std::string TextLine(const LogRecord& r) {
 }
 
 void Emit(spdlog::logger& logger, const LogRecord& r) {
+  if (!logger.should_log(SpdLevel(r.level))) return;
   const std::string line = Current().json ? JsonLine(r) : TextLine(r);
   logger.log(SpdLevel(r.level), spdlog::string_view_t(line.data(), line.size()));
 }

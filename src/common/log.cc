@@ -71,6 +71,7 @@ void Log(const LogRecord& record) {
     log = ProcessLog();
   }
   if (log) return log(record);
+  if (record.level < LogLevel::kInfo) return;
   std::fprintf(stderr, "%s%s%s\n", record.level == LogLevel::kError ? "ERROR: " : "",
                record.source.empty() ? "" : (record.source + ": ").c_str(), record.message.c_str());
   std::fflush(stderr);

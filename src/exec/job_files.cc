@@ -10,6 +10,7 @@
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
+#include "djshard/common/log.h"
 #include "djshard/common/text.h"
 #include "djshard/io/fd.h"
 
@@ -58,6 +59,19 @@ EventLog::~EventLog() {
 }
 
 void EventLog::Emit(const std::string& type, nlohmann::json fields) {
+  // Every event is a debug record of the log too (`--log-level debug`).
+  LogRecord r;
+  r.level = LogLevel::kDebug;
+  r.event = type;
+  r.job_id = job_id_;
+  for (const char* key : {"partition_id", "shard_id"}) {
+    const auto it = fields.find(key);
+    if (it == fields.end() || it->is_null()) continue;
+    (std::string(key) == "shard_id" ? r.shard_id : r.partition_id) =
+        it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  r.message = type + " " + fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  Log(r);
   if (fd_ < 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   nlohmann::json e;

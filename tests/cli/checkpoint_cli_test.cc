@@ -78,6 +78,29 @@ class CheckpointCli : public CliTest {
       "  - words_num_filter:\n      min_num: 1\n";
 };
 
+// --log-level debug: every event of the run job is a log record too, with the
+// job and partition ids; the default level shows none of them.
+TEST_F(CheckpointCli, DebugLogsCarryEachPartitionsEvents) {
+  Write("data.jsonl", Rows(10));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n");
+  CliResult r = Run({"run", "--config", "recipe.yaml", "--job_id", "quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("partition_complete"), std::string::npos) << r.err;
+  r = Run({"run", "--config", "recipe.yaml", "--job_id", "loud", "--log-level", "debug",
+           "--log-format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> completed;
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);) {
+    const json record = json::parse(line);  // every line is one JSON object
+    if (record.value("event", "") != "partition_complete") continue;
+    EXPECT_EQ(record["level"], "debug");
+    EXPECT_EQ(record["job_id"], "loud");
+    completed.insert(record.value("partition_id", ""));
+  }
+  EXPECT_EQ(completed, (std::set<std::string>{"0", "1", "2", "3"})) << r.err;
+}
+
 TEST_F(CheckpointCli, ManualPartitionsHaveExactBoundsAndHashes) {
   const std::string rows = Rows(10);
   Write("data.jsonl", rows);

@@ -45,7 +45,7 @@ using LogFileOpener = std::function<std::unique_ptr<LogFile>(const std::string& 
 std::unique_ptr<LogFile> OpenPlainLogFile(const std::string& path);
 
 // The process's log function, for library code with no caller to report to.
-// Default: the message on stderr, "ERROR: " before errors.
+// Default: records at info and above on stderr, "ERROR: " before errors.
 void SetProcessLog(LogFunction log);
 void Log(const LogRecord& record);
 inline void Log(LogLevel level, const std::string& event, const std::string& message) {

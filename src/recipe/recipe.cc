@@ -40,7 +40,13 @@ bool OperatorArgs::Has(const std::string& key) const {
 std::vector<std::string> OperatorArgs::Keys() const {
   std::vector<std::string> keys;
   if (!args_ || !args_.IsMap()) return keys;
-  for (const auto& kv : args_) keys.push_back(kv.first.as<std::string>());
+  for (const auto& kv : args_) {
+    if (!kv.first.IsScalar()) {
+      throw Error(recipe_path_, line_, op_name_ + ": an argument's name is not a string",
+                  "write each argument as name: value under the operator");
+    }
+    keys.push_back(kv.first.Scalar());
+  }
   return keys;
 }
 

@@ -125,6 +125,17 @@ TEST_F(OperatorArgs, EveryOperatorAcceptsEveryCommonArgument) {
   EXPECT_EQ(checked, BuiltinOperators().size() + LineageEntries().size());
 }
 
+// An argument name YAML allows but no operator can have (a list, a map,
+// null) is refused at the operator's line, not a crash (found by fuzzing).
+TEST_F(OperatorArgs, ANameThatIsNotAStringIsRefused) {
+  for (const char* args : {"      [a, b]: 1\n", "      {x: 1}: 2\n", "      ~: 3\n"}) {
+    const std::string error = ErrorOf("text_length_filter", args);
+    EXPECT_NE(error.find("text_length_filter: an argument's name is not a string"),
+              std::string::npos)
+        << args << error;
+  }
+}
+
 TEST_F(OperatorArgs, EveryOperatorAcceptsTheArgumentsOfItsTableEntry) {
   for (const BuiltinOperator& b : BuiltinOperators()) {
     std::string args;

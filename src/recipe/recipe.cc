@@ -134,14 +134,16 @@ std::vector<std::string> OperatorArgs::GetStringList(
   return out;
 }
 
-Recipe LoadRecipe(const std::string& path) {
+namespace {
+
+// The recipe file parsed as YAML; a mapping, else an Error.
+YAML::Node ReadRecipeYaml(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     throw Error(path, 0, "recipe is not a readable file", "pass --config with a YAML recipe");
   }
   std::ifstream in(path);
   if (!in) throw Error(path, 0, "recipe is not a readable file", "check its permissions");
-
   YAML::Node root;
   try {
     root = YAML::Load(in);
@@ -152,11 +154,11 @@ Recipe LoadRecipe(const std::string& path) {
     throw Error(path, 0, "recipe must be a YAML mapping",
                 "a Data-Juicer recipe has top-level keys such as dataset_path and process");
   }
+  return root;
+}
 
-  Recipe recipe;
-  recipe.path = path;
-  recipe.root = root;
-  recipe.directory = fs::absolute(fs::path(path)).lexically_normal().parent_path().string();
+// The global keys djshard uses: paths, text and media keys, np and the two flags.
+void ReadGlobalKeys(const YAML::Node& root, const std::string& path, Recipe& recipe) {
   recipe.dataset_path = OptionalString(root, "dataset_path", path);
   recipe.export_path = OptionalString(root, "export_path", path);
   recipe.executor_type = OptionalString(root, "executor_type", path);
@@ -184,7 +186,6 @@ Recipe LoadRecipe(const std::string& path) {
                   "it is the number of threads; got " + std::to_string(*recipe.np));
     }
   }
-
   for (const char* key : {"skip_op_error", "keep_stats_in_res_ds"}) {
     const YAML::Node node = root[key];
     if (!node || node.IsNull()) continue;
@@ -197,7 +198,42 @@ Recipe LoadRecipe(const std::string& path) {
     (std::string(key) == "skip_op_error" ? recipe.skip_op_error : recipe.keep_stats_in_res_ds) =
         value;
   }
+}
 
+// Entry i of the process list: "- name:" and its argument mapping.
+OperatorSpec ReadOperatorEntry(const YAML::Node& entry, size_t i, const std::string& path) {
+  const int line = LineOfNode(entry);
+  if (!entry.IsMap() || entry.size() != 1 || !entry.begin()->first.IsScalar()) {
+    throw Error(path, line,
+                "process[" + std::to_string(i) + "] must be a mapping with exactly one key",
+                "write '- operator_name:' followed by its arguments");
+  }
+  const auto first = entry.begin();
+  OperatorSpec spec;
+  spec.name = first->first.Scalar();
+  spec.line = line;
+  // The column of the entry's name, after "- ".
+  const int column = first->first.Mark().column >= 0 ? first->first.Mark().column + 1 : 1;
+  YAML::Node args = first->second;
+  if (args && !args.IsNull() && !args.IsMap()) {
+    throw Error(path, LineOfNode(args), "arguments of '" + spec.name + "' must be a mapping",
+                "write 'name: value' pairs under the operator");
+  }
+  spec.args =
+      OperatorArgs(args.IsMap() ? args : YAML::Node(YAML::NodeType::Map), path, spec.name, line);
+  spec.args.set_column(column);
+  return spec;
+}
+
+}  // namespace
+
+Recipe LoadRecipe(const std::string& path) {
+  const YAML::Node root = ReadRecipeYaml(path);
+  Recipe recipe;
+  recipe.path = path;
+  recipe.root = root;
+  recipe.directory = fs::absolute(fs::path(path)).lexically_normal().parent_path().string();
+  ReadGlobalKeys(root, path, recipe);
   const YAML::Node process = root["process"];
   if (!process || process.IsNull()) {
     throw Error(path, 0, "recipe has no 'process' list",
@@ -207,28 +243,7 @@ Recipe LoadRecipe(const std::string& path) {
     throw Error(path, LineOfNode(process), "'process' must be a list of operators");
   }
   for (size_t i = 0; i < process.size(); ++i) {
-    const YAML::Node entry = process[i];
-    const int line = LineOfNode(entry);
-    if (!entry.IsMap() || entry.size() != 1) {
-      throw Error(path, line,
-                  "process[" + std::to_string(i) + "] must be a mapping with exactly one key",
-                  "write '- operator_name:' followed by its arguments");
-    }
-    const auto first = entry.begin();
-    OperatorSpec spec;
-    spec.name = first->first.as<std::string>();
-    spec.line = line;
-    // The column of the entry's name, after "- ".
-    const int column = first->first.Mark().column >= 0 ? first->first.Mark().column + 1 : 1;
-    YAML::Node args = first->second;
-    if (args && !args.IsNull() && !args.IsMap()) {
-      throw Error(path, LineOfNode(args), "arguments of '" + spec.name + "' must be a mapping",
-                  "write 'name: value' pairs under the operator");
-    }
-    spec.args =
-        OperatorArgs(args.IsMap() ? args : YAML::Node(YAML::NodeType::Map), path, spec.name, line);
-    spec.args.set_column(column);
-    recipe.process.push_back(std::move(spec));
+    recipe.process.push_back(ReadOperatorEntry(process[i], i, path));
   }
   return recipe;
 }

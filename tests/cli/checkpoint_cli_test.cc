@@ -676,59 +676,69 @@ TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
 // commit record names goes; so does the journal of a partition whose final
 // tap is committed (records first); the segments of an unfinished partition
 // and every tap stay, and both jobs resume to the uninterrupted bytes.
-TEST_F(CheckpointCli, GcRemovesUncommittedAndFinishedGatherJournalSegments) {
-  std::string docs;
-  for (int i = 0; i < 60; ++i) {
-    const int len = i % 5 == 0 ? i % 6 : 15 + (i * 37) % 75;
-    std::string t;
-    for (int k = 0; k < len; ++k) {
-      t += (k % 6 == 5 && k + 1 < len) ? ' ' : static_cast<char>('a' + (i + k) % 26);
+class GatherJournalGcCli : public CheckpointCli {
+ protected:
+  // 60 documents, 2 partitions, an expand/gather region journaled every 4
+  // parents; the uninterrupted output in ref.jsonl.
+  void SetUp() override {
+    CheckpointCli::SetUp();
+    std::string docs;
+    for (int i = 0; i < 60; ++i) {
+      const int len = i % 5 == 0 ? i % 6 : 15 + (i * 37) % 75;
+      std::string t;
+      for (int k = 0; k < len; ++k) {
+        t += (k % 6 == 5 && k + 1 < len) ? ' ' : static_cast<char>('a' + (i + k) % 26);
+      }
+      docs += "{\"id\":" + std::to_string(i) + ",\"text\":\"" + t + "\"}\n";
     }
-    docs += "{\"id\":" + std::to_string(i) + ",\"text\":\"" + t + "\"}\n";
+    Write("data.jsonl", docs);
+    Recipe("partition: {mode: manual, num_of_partitions: 2, max_concurrent_partitions: 1}\n",
+           "  - text_length_filter: {min_len: 10}\n"
+           "  - expand: {name: p, by: \"chars:7\", max_inflight_parents: 4}\n"
+           "  - djshard_test_delay_mapper: {seed: 5, max_ms: 1}\n"
+           "  - text_length_filter: {min_len: 4}\n"
+           "  - gather: {name: p, journal_flush_parents: 4}\n"
+           "  - whitespace_normalization_mapper:\n");
+    ASSERT_EQ(RunJob({"--job_id", "ref", "--export-path", "ref.jsonl"}).exit_code, 0);
   }
-  Write("data.jsonl", docs);
-  Recipe("partition: {mode: manual, num_of_partitions: 2, max_concurrent_partitions: 1}\n",
-         "  - text_length_filter: {min_len: 10}\n"
-         "  - expand: {name: p, by: \"chars:7\", max_inflight_parents: 4}\n"
-         "  - djshard_test_delay_mapper: {seed: 5, max_ms: 1}\n"
-         "  - text_length_filter: {min_len: 4}\n"
-         "  - gather: {name: p, journal_flush_parents: 4}\n"
-         "  - whitespace_normalization_mapper:\n");
-  auto run = [&](const std::vector<std::string>& more, const std::vector<std::string>& env) {
+  CliResult RunJob(const std::vector<std::string>& more,
+                   const std::vector<std::string>& env = {}) const {
     std::vector<std::string> args = {"run", "--config", "recipe.yaml", "--threads", "1"};
     args.insert(args.end(), more.begin(), more.end());
     std::vector<std::string> e = kTestOps;
     e.insert(e.end(), env.begin(), env.end());
     return WaitFor(Spawn(args, e));
-  };
-  ASSERT_EQ(run({"--job_id", "ref", "--export-path", "ref.jsonl"}, {}).exit_code, 0);
-  auto journal = [&](const std::string& job) {
+  }
+  // The job's gather journal: its segment data and commit records.
+  std::vector<std::string> Journal(const std::string& job) const {
     std::vector<std::string> out;
     for (const std::string& n : List("out/" + job + "/checkpoints")) {
       if (n.rfind("lineage_p_partition_", 0) == 0) out.push_back(n);
     }
     return out;
-  };
-  auto stale = [&](const std::string& job) {
+  }
+  // The job's heartbeat two minutes old: its run is dead to gc.
+  void MakeStale(const std::string& job) const {
     fs::last_write_time(Path("out/" + job + "/heartbeat"),
                         fs::file_time_type::clock::now() - std::chrono::minutes(2));
-  };
+  }
+};
 
-  // f: killed right after partition 0's final tap committed, before its
-  // journal was deleted; a dead attempt's segment of partition 1 was never
-  // committed.
-  ASSERT_EQ(run({"--job_id", "f"}, {"DJSHARD_TEST_KILL_AT=tap_committed@2"}).exit_code,
+// Killed right after partition 0's final tap committed, before its journal
+// was deleted; a dead attempt's segment of partition 1 was never committed.
+TEST_F(GatherJournalGcCli, TheJournalOfAFinishedPartitionGoesRecordsFirst) {
+  ASSERT_EQ(RunJob({"--job_id", "f"}, {"DJSHARD_TEST_KILL_AT=tap_committed@2"}).exit_code,
             128 + SIGKILL);
   ASSERT_TRUE(Exists("out/f/checkpoints/checkpoint_op_0005_partition_00000.commit.json"));
   Write("out/f/checkpoints/lineage_p_partition_00001.0badc0de.seg00000.jsonl.zst", "torn");
-  const std::vector<std::string> f_journal = journal("f");
+  const std::vector<std::string> f_journal = Journal("f");
   ASSERT_GE(f_journal.size(), 3u);
   const std::vector<std::string> f_commits = Commits("f");
-  stale("f");
+  MakeStale("f");
   CliResult r = Run({"gc", "f", "--work-dir", "out", "--dry-run", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["removed"].size(), f_journal.size()) << r.out;
-  EXPECT_EQ(journal("f"), f_journal);
+  EXPECT_EQ(Journal("f"), f_journal);
   r = Run({"gc", "f", "--work-dir", "out", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json f_gc = json::parse(r.out);
@@ -744,27 +754,30 @@ TEST_F(CheckpointCli, GcRemovesUncommittedAndFinishedGatherJournalSegments) {
     }
   }
   EXPECT_LT(last_record, first_data) << r.out;
-  EXPECT_TRUE(journal("f").empty());
+  EXPECT_TRUE(Journal("f").empty());
   EXPECT_EQ(f_gc["commits_kept"], 2);
   for (const std::string& c : f_commits) {
     if (c.rfind("checkpoint_op_", 0) == 0) {
       EXPECT_TRUE(Exists("out/f/checkpoints/" + c)) << c;
     }
   }
-  r = run({"--resume", "f"}, {});
+  r = RunJob({"--resume", "f"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Read("out/result.jsonl") == Read("ref.jsonl"));
+}
 
-  // s: killed after partition 1's second segment: its committed segments
-  // stay (the resume takes their parents), the uncommitted one goes.
-  ASSERT_EQ(run({"--job_id", "s"}, {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@8"}).exit_code,
-            128 + SIGKILL);
-  const std::vector<std::string> s_journal = journal("s");
+// Killed after partition 1's second segment: its committed segments stay
+// (the resume takes their parents), the uncommitted one goes.
+TEST_F(GatherJournalGcCli, TheCommittedSegmentsOfAnUnfinishedPartitionStay) {
+  ASSERT_EQ(
+      RunJob({"--job_id", "s"}, {"DJSHARD_TEST_KILL_AT=lineage_segment_committed@8"}).exit_code,
+      128 + SIGKILL);
+  const std::vector<std::string> s_journal = Journal("s");
   ASSERT_EQ(s_journal.size(), 4u);
   const std::string orphan = "lineage_p_partition_00001.0badc0de.seg00002.jsonl.zst";
   Write("out/s/checkpoints/" + orphan, "torn");
-  stale("s");
-  r = Run({"gc", "s", "--work-dir", "out", "--json"});
+  MakeStale("s");
+  CliResult r = Run({"gc", "s", "--work-dir", "out", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json s_gc = json::parse(r.out);
   // The orphan, and the temp files of the taps partition 1 was writing.
@@ -775,8 +788,8 @@ TEST_F(CheckpointCli, GcRemovesUncommittedAndFinishedGatherJournalSegments) {
     EXPECT_TRUE(name == orphan || name.find(".tmp.") != std::string::npos) << r.out;
   }
   EXPECT_EQ(orphans, 1u) << r.out;
-  EXPECT_EQ(journal("s"), s_journal);
-  r = run({"--resume", "s"}, {});
+  EXPECT_EQ(Journal("s"), s_journal);
+  r = RunJob({"--resume", "s"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Read("out/result.jsonl") == Read("ref.jsonl"));
   const json stats = json::parse(Read("out/result.jsonl.stats.json"));

@@ -186,19 +186,15 @@ void CheckEveryVector(const std::string& file, size_t min_variants) {
               total, checked.size(), known_differences);
 }
 
-// The SentencePiece models of the vectors' generators, which serve
-// tests/data/sentencepiece/en.sp.model for every language, for the life of
-// the fixture (DJSHARD_MODEL_HOME).
-class OperatorVectors : public ::testing::Test {
+// A directory of models that DJSHARD_MODEL_HOME points at for the life of a
+// fixture (the variable's value before is restored).
+class ModelHomeFixture : public ::testing::Test {
  protected:
-  void SetUp() override {
-    home_ = ::testing::TempDir() + "/operator-vectors-models";
+  // A fresh, empty directory named `name` under the test's temp dir.
+  void UseModelHome(const std::string& name) {
+    home_ = ::testing::TempDir() + "/" + name;
+    std::filesystem::remove_all(home_);
     std::filesystem::create_directories(home_);
-    for (const char* lang : {"en", "zh", "vi", "fr", "xx"}) {
-      std::filesystem::copy_file(kData + "/sentencepiece/en.sp.model",
-                                 home_ + "/" + lang + ".sp.model",
-                                 std::filesystem::copy_options::overwrite_existing);
-    }
     const char* before = std::getenv("DJSHARD_MODEL_HOME");
     had_ = before != nullptr;
     if (had_) saved_ = before;
@@ -210,11 +206,27 @@ class OperatorVectors : public ::testing::Test {
     } else {
       ::unsetenv("DJSHARD_MODEL_HOME");
     }
+    std::filesystem::remove_all(home_);
   }
+  std::string home_;
 
  private:
-  std::string home_, saved_;
+  std::string saved_;
   bool had_ = false;
+};
+
+// The SentencePiece models of the vectors' generators, which serve
+// tests/data/sentencepiece/en.sp.model for every language, for the life of
+// the fixture (DJSHARD_MODEL_HOME).
+class OperatorVectors : public ModelHomeFixture {
+ protected:
+  void SetUp() override {
+    UseModelHome("operator-vectors-models");
+    for (const char* lang : {"en", "zh", "vi", "fr", "xx"}) {
+      std::filesystem::copy_file(kData + "/sentencepiece/en.sp.model",
+                                 home_ + "/" + lang + ".sp.model");
+    }
+  }
 };
 
 TEST_F(OperatorVectors, EveryVectorMatchesTheReference) { CheckEveryVector("ops.jsonl.zst", 30); }
@@ -252,12 +264,10 @@ TEST_F(OperatorVectors, ChineseConvertMatchesDataJuicer) {
 // SentencePiece model of the other vectors and a KenLM test model of
 // tests/data/kenlm as <lang>.arpa.bin (make_ops_perplexity.py's LANG_MODELS);
 // "qq" has none.
-class PerplexityVectors : public ::testing::Test {
+class PerplexityVectors : public ModelHomeFixture {
  protected:
   void SetUp() override {
-    home_ = ::testing::TempDir() + "/perplexity-vector-models";
-    std::filesystem::remove_all(home_);
-    std::filesystem::create_directories(home_);
+    UseModelHome("perplexity-vector-models");
     const std::pair<const char*, const char*> models[] = {{"en", "o5.probing"},
                                                           {"zz", "o3.trie"},
                                                           {"yy", "o4-pruned.arpa"},
@@ -270,23 +280,7 @@ class PerplexityVectors : public ::testing::Test {
       char buf[1 << 16];
       while (size_t n = source->Read(buf, sizeof buf)) out.write(buf, static_cast<long>(n));
     }
-    const char* before = std::getenv("DJSHARD_MODEL_HOME");
-    had_ = before != nullptr;
-    if (had_) saved_ = before;
-    ::setenv("DJSHARD_MODEL_HOME", home_.c_str(), 1);
   }
-  void TearDown() override {
-    if (had_) {
-      ::setenv("DJSHARD_MODEL_HOME", saved_.c_str(), 1);
-    } else {
-      ::unsetenv("DJSHARD_MODEL_HOME");
-    }
-    std::filesystem::remove_all(home_);
-  }
-
- private:
-  std::string home_, saved_;
-  bool had_ = false;
 };
 
 // perplexity_filter through the real kenlm and sentencepiece modules, four

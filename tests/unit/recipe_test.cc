@@ -154,6 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
               "process[1] must be a mapping with exactly one key"},
         Shape{"process:\n  - just_a_name\n", 2,
               "process[0] must be a mapping with exactly one key"},
+        Shape{"process:\n  - [a, b]: 1\n", 2, "process[0] must be a mapping with exactly one key"},
         Shape{"process:\n  - clean_email_mapper: [1, 2]\n", 2,
               "arguments of 'clean_email_mapper' must be a mapping"},
         Shape{"process:\n  - text_length_filter:\n      - min_len\n", 3,

@@ -30,6 +30,8 @@ pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 pkg_check_modules(OPENCC REQUIRED IMPORTED_TARGET opencc)
 # Gumbo, an HTML5 parser, for clean_html_mapper (libgumbo-dev).
 pkg_check_modules(GUMBO REQUIRED IMPORTED_TARGET gumbo)
+# XXH3-128, the checksum of every file djshard checks itself (libxxhash-dev).
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 # fastText (Debian's libfasttext-dev) for language_id_score_filter.
 find_library(DJSHARD_FASTTEXT_LIBRARY NAMES fasttext REQUIRED)

@@ -13,7 +13,7 @@ PACKAGES=(
   python3-torch python3-numpy libopenblas0-pthread
   util-linux time bc faketime openmpi-bin
   clang libclang-rt-14-dev
-  libspdlog-dev
+  libspdlog-dev libxxhash-dev xxhash
 )
 
 missing=()

@@ -46,12 +46,21 @@ void AddVerifyCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--expect-nodes", opt->request.expect_nodes,
                   "Distinct hostnames required among the done records")
       ->capture_default_str();
+  cmd->add_flag("--deep", opt->request.deep,
+                "Also re-read and re-parse every line of every shard output as JSON");
   cmd->callback([opt, exit_code]() {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
     const store::MergeOutcome out = store::Verify(job, opt->request);
     if (!out.model_devices_warning.empty())
       Log(LogLevel::kWarn, "warning", "WARNING: " + out.model_devices_warning);
     std::printf("%s\n", store::PassLine(out).c_str());
+    if (opt->request.deep) {
+      char took[64];
+      std::snprintf(took, sizeof(took), "%.2f s", out.seconds);
+      Log(LogLevel::kInfo, "verify",
+          "deep check: every line of the " + std::to_string(out.num_shards) +
+              " shard outputs parsed as JSON in " + took);
+    }
     *exit_code = 0;
   });
 }

@@ -6,6 +6,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/exec/plan.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/sha256.h"
 
 namespace djshard::exec {
@@ -442,6 +443,11 @@ std::string OpsPrefixSha256(const YAML::Node& root, size_t op_idx) {
     ops.push_back(CanonicalJson(process[i]));
   }
   return Sha256Hex(ops.dump());
+}
+
+void AddCheckpointChecksum(nlohmann::json& fields, const nlohmann::json& record) {
+  const io::Checksum sum = io::Checksum::FromJsonOrEmpty(record);
+  if (!sum.empty()) sum.ToJson(fields, "checkpoint_");
 }
 
 std::string Sha256Hex(const std::string& bytes) {

@@ -11,10 +11,10 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/exec/checkpoint.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
-#include "djshard/io/sha256.h"
 #include "src/exec/job_files.h"
 
 namespace djshard::exec {
@@ -248,28 +248,30 @@ void GatherJournal::Commit(const Sealed& sealed) {
   // Data first (temp, fsync, rename), then the commit record: only a commit
   // record makes a segment exist (SPEC-checkpoints §5).
   disk_.WriteAtomic(data, stored);
-  const std::string sha = Sha256Hex(stored);
+  io::Xxh3 hash;
+  hash.Update(stored);
+  const io::Checksum sum = io::Checksum::Xxh3(hash.HexDigest());
   const uint64_t count = sealed.rows.size();
-  const json record = {{"schema_version", 1},
-                       {"job_id", scope_.job_id},
-                       {"shard_id", scope_.shard_id},
-                       {"region", scope_.region},
-                       {"partition_id", scope_.partition},
-                       {"gather_idx", scope_.gather_idx},
-                       {"segment", segment},
-                       {"rows", sealed.rows},
-                       {"count", count},
-                       {"data_path", rel},
-                       {"compression", "zstd"},
-                       {"size_bytes", stored.size()},
-                       {"sha256", sha},
-                       {"region_ops_sha256", scope_.region_ops_sha256},
-                       {"input_tap_sha256", scope_.input_tap_sha256},
-                       {"attempt_token", scope_.token},
-                       {"created_at", IsoMicros(NowNanos())},
-                       {"hostname", HostName()},
-                       {"pid", ::getpid()},
-                       {"engine", {{"version", scope_.engine_version}}}};
+  json record = {{"schema_version", 1},
+                 {"job_id", scope_.job_id},
+                 {"shard_id", scope_.shard_id},
+                 {"region", scope_.region},
+                 {"partition_id", scope_.partition},
+                 {"gather_idx", scope_.gather_idx},
+                 {"segment", segment},
+                 {"rows", sealed.rows},
+                 {"count", count},
+                 {"data_path", rel},
+                 {"compression", "zstd"},
+                 {"size_bytes", stored.size()},
+                 {"region_ops_sha256", scope_.region_ops_sha256},
+                 {"attempt_token", scope_.token},
+                 {"created_at", IsoMicros(NowNanos())},
+                 {"hostname", HostName()},
+                 {"pid", ::getpid()},
+                 {"engine", {{"version", scope_.engine_version}}}};
+  sum.ToJson(record);
+  scope_.input_tap.ToJson(record, "input_tap_");
   const std::string commit =
       scope_.checkpoints + "/" + scope_.stem + "." + SegmentName(segment) + ".commit.json";
   bool linked = false;
@@ -295,12 +297,13 @@ void GatherJournal::Commit(const Sealed& sealed) {
     disk_.Unlink(data);
     return;
   }
-  committed_({{"partition_id", scope_.partition},
-              {"op_idx", scope_.gather_idx},
-              {"checkpoint_path", rel},
-              {"checkpoint_sha256", sha},
-              {"output_rows", count},
-              {"metadata", {{"region", scope_.region}, {"segment", segment}}}});
+  json fields = {{"partition_id", scope_.partition},
+                 {"op_idx", scope_.gather_idx},
+                 {"checkpoint_path", rel},
+                 {"output_rows", count},
+                 {"metadata", {{"region", scope_.region}, {"segment", segment}}}};
+  AddCheckpointChecksum(fields, record);
+  committed_(fields);
   CrashPoint("lineage_segment_committed");
 }
 
@@ -320,10 +323,10 @@ LoadedJournal LoadJournal(
                        record.value("data_path", json()).is_string() &&
                        record.value("size_bytes", json()).is_number_unsigned() &&
                        record.value("count", json()).is_number_unsigned() &&
-                       record.value("sha256", json()).is_string() &&
+                       !io::Checksum::FromJsonOrEmpty(record).empty() &&
                        record.value("region", json()).is_string() &&
                        record.value("region_ops_sha256", json()).is_string() &&
-                       record.value("input_tap_sha256", json()).is_string() &&
+                       !io::Checksum::FromJsonOrEmpty(record, "input_tap_").empty() &&
                        record.value("engine", json()).is_object() &&
                        record["engine"].value("version", json()).is_string();
     const std::string rel = typed ? record.value("data_path", "") : "";
@@ -336,8 +339,8 @@ LoadedJournal LoadJournal(
       why = "made for another region, partition or segment";
     } else if (record.value("region_ops_sha256", "") != scope.region_ops_sha256) {
       why = "its operators differ from the recipe's (region_ops_sha256)";
-    } else if (record.value("input_tap_sha256", "") != scope.input_tap_sha256) {
-      why = "made from another region input (input_tap_sha256)";
+    } else if (io::Checksum::FromJsonOrEmpty(record, "input_tap_") != scope.input_tap) {
+      why = "made from another region input (input_tap_xxh3_128)";
     } else if (record.value("engine", json::object()).value("version", "") !=
                scope.engine_version) {
       why = "made by another djshard version";
@@ -348,7 +351,8 @@ LoadedJournal LoadJournal(
             std::to_string(record.value("size_bytes", uint64_t{0}));
     } else {
       // One read: the stored bytes hashed, the lines decoded and parsed.
-      io::Sha256 stored;
+      const io::Checksum want = io::Checksum::FromJsonOrEmpty(record);
+      io::ChecksumHasher stored(want.kind);
       std::string text;
       try {
         std::unique_ptr<io::ByteSource> in = io::OpenInput(data, &stored);
@@ -357,9 +361,7 @@ LoadedJournal LoadJournal(
       } catch (const Error& e) {
         why = rel + ": unreadable: " + e.what();
       }
-      if (why.empty() && stored.HexDigest() != record.value("sha256", "")) {
-        why = rel + ": sha256 differs";
-      }
+      if (why.empty() && stored.Finish() != want) why = rel + ": " + want.field() + " differs";
       for (size_t at = 0; why.empty() && at < text.size();) {
         const size_t nl = text.find('\n', at);
         const size_t end = nl == std::string::npos ? text.size() : nl;
@@ -386,15 +388,16 @@ LoadedJournal LoadJournal(
       const uint64_t row = p.row;
       out.parents.emplace(row, std::move(p));
     }
-    loaded({{"partition_id", scope.partition},
-            {"op_idx", scope.gather_idx},
-            {"checkpoint_path", rel},
-            {"checkpoint_sha256", record.value("sha256", "")},
-            {"output_rows", record.value("count", uint64_t{0})},
-            {"metadata",
-             {{"region", scope.region},
-              {"segment", segment},
-              {"origin_attempt_token", record.value("attempt_token", json())}}}});
+    json fields = {{"partition_id", scope.partition},
+                   {"op_idx", scope.gather_idx},
+                   {"checkpoint_path", rel},
+                   {"output_rows", record.value("count", uint64_t{0})},
+                   {"metadata",
+                    {{"region", scope.region},
+                     {"segment", segment},
+                     {"origin_attempt_token", record.value("attempt_token", json())}}}};
+    AddCheckpointChecksum(fields, record);
+    loaded(fields);
   }
   return out;
 }

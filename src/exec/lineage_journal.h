@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "djshard/exec/executor.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/disk.h"
 
 namespace djshard::exec {
@@ -34,8 +35,8 @@ struct JournalScope {
   std::string token;              // the run's or attempt's token
   std::string region_ops_sha256;  // OpsPrefixSha256 through the gather
   // The partition's stream the region read, by which rows are numbered: the
-  // committed tap it resumed from (its sha256) or the partition input (its hash).
-  std::string input_tap_sha256;
+  // committed tap it resumed from (its checksum) or the partition input (its hash).
+  io::Checksum input_tap;
   std::string engine_version;
 };
 
@@ -103,8 +104,8 @@ struct LoadedJournal {
 };
 
 // Reads every commit record of `scope`'s journal and verifies it (region,
-// partition, region_ops_sha256, input_tap_sha256, the data file's size,
-// sha256, rows and count). A record that fails is handed to `reject(path,
+// partition, region_ops_sha256, input_tap_xxh3_128, the data file's size,
+// xxh3_128, rows and count). A record that fails is handed to `reject(path,
 // record, why)` and its parents are left out (recomputed); `loaded(fields)`
 // is called for each segment used.
 LoadedJournal LoadJournal(const JournalScope& scope,

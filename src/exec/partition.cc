@@ -6,8 +6,8 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
-#include "djshard/io/sha256.h"
 
 namespace djshard::exec {
 
@@ -19,7 +19,7 @@ constexpr uint64_t kSampleRows = 1000;
 // Feeds the whole lines of a chunk to `hash` as sha256-lines-v1: each line
 // without its terminator and one trailing '\r', then '\n'. The chunker gives
 // every line a '\n', so only a '\r' before one needs care.
-void HashLines(const char* data, size_t size, io::Sha256& hash) {
+void HashLines(const char* data, size_t size, io::ChecksumHasher& hash) {
   if (std::memchr(data, '\r', size) == nullptr) {
     hash.Update(data, size);
     return;
@@ -149,21 +149,23 @@ InputScan ScanInput(const std::vector<io::InputCandidate>& inputs, const recipe:
 
 std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate>& inputs,
                                             const std::vector<PartitionBounds>& bounds,
-                                            uint64_t* total_rows, std::string* input_sha256) {
+                                            uint64_t* total_rows, const InputHashes& hashes,
+                                            io::Checksum* whole_out) {
   std::vector<PartitionDigest> digests;
   io::LineChunker chunker = MakeChunker(inputs);
   io::LineChunk chunk;
-  io::Sha256 whole;
+  const bool want_whole = hashes.whole.has_value() && whole_out != nullptr;
+  io::ChecksumHasher whole(hashes.whole.value_or(io::ChecksumKind::kXxh3_128));
   // The whole input's hash runs on a second thread, chunk by chunk, beside
   // the partition's: the same read feeds both at the cost of one.
   auto hash_whole = [&](const io::LineChunk& c) {
-    if (input_sha256 == nullptr) return std::future<void>();
+    if (!want_whole) return std::future<void>();
     return std::async(std::launch::async,
                       [&whole, &c] { HashLines(c.data.data(), c.size, whole); });
   };
   *total_rows = 0;
   for (const PartitionBounds& b : bounds) {
-    io::Sha256 hash;
+    io::ChecksumHasher hash(hashes.partitions);
     PartitionDigest d;
     chunker.LimitLines(b.rows());
     while (chunker.Next(&chunk)) {
@@ -173,7 +175,7 @@ std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate
       d.size_bytes += chunk.size;
       *total_rows += chunk.lines;
     }
-    d.sha256 = hash.HexDigest();
+    d.checksum = hash.Finish();
     digests.push_back(std::move(d));
   }
   // Rows past the last partition (the input grew) still count.
@@ -183,7 +185,7 @@ std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate
     if (other.valid()) other.get();
     *total_rows += chunk.lines;
   }
-  if (input_sha256 != nullptr) *input_sha256 = whole.HexDigest();
+  if (want_whole) *whole_out = whole.Finish();
   return digests;
 }
 

@@ -19,8 +19,8 @@
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
-#include "djshard/io/sha256.h"
 #include "src/exec/job_files.h"
 #include "src/exec/lineage_journal.h"
 
@@ -31,20 +31,17 @@ using nlohmann::json;
 
 namespace {
 
-// Appends a whole file's decoded bytes to `out`; returns their SHA-256.
-std::string AppendFile(const std::string& path, io::OutputStream& out) {
+// Appends a whole file's decoded bytes to `out`.
+void AppendFile(const std::string& path, io::OutputStream& out) {
   std::unique_ptr<io::ByteSource> in = io::OpenInput(path);
-  io::Sha256 hash;
   std::vector<char> buf(1 << 20);
   for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) {
     out.Append(std::string_view(buf.data(), n));
-    hash.Update(buf.data(), n);
   }
-  return hash.HexDigest();
 }
 
 // Rows of a file (decoded); `stored`, when given, hashes its stored bytes.
-uint64_t CountLines(const std::string& path, io::Sha256* stored = nullptr) {
+uint64_t CountLines(const std::string& path, io::ChecksumHasher* stored = nullptr) {
   std::unique_ptr<io::ByteSource> in = io::OpenInput(path, stored);
   std::vector<char> buf(1 << 20);
   uint64_t lines = 0;
@@ -123,7 +120,7 @@ struct OpenTap {
   std::string rel_path;                          // relative to the checkpoint dir
   bool compressed = false;                       // zstd frames, else rows
   std::unique_ptr<io::AtomicFileWriter> stream;  // stored bytes (an intermediate tap)
-  std::unique_ptr<io::Sha256> hash;              // of the stored bytes, as they are appended
+  std::unique_ptr<io::Xxh3> hash;                // of the stored bytes, as they are appended
   std::unique_ptr<io::OutputStream> final_rows;  // the final tap: the partition's output
   uint64_t rows = 0;
 };
@@ -139,7 +136,7 @@ struct FinalTap {
 PartitionSet PartitionInput(const JobSettings& st, const recipe::Recipe& recipe,
                             const std::vector<io::InputCandidate>& inputs,
                             const std::string& input_name, std::optional<uint64_t> known_rows,
-                            bool hash_whole) {
+                            const InputHashes& hashes) {
   if (known_rows && st.mode == PartitionMode::kManual) {
     PartitionSet set;
     set.mode = "manual";
@@ -152,8 +149,7 @@ PartitionSet PartitionInput(const JobSettings& st, const recipe::Recipe& recipe,
     }
     set.bounds = ExactBounds(*known_rows, st.num_of_partitions);
     uint64_t rows = 0;
-    set.digests =
-        HashPartitions(inputs, set.bounds, &rows, hash_whole ? &set.input_sha256 : nullptr);
+    set.digests = HashPartitions(inputs, set.bounds, &rows, hashes, &set.input);
     if (rows != *known_rows) {
       throw Error(input_name, 0,
                   "has " + std::to_string(rows) + " rows, not " + std::to_string(*known_rows));
@@ -185,7 +181,7 @@ PartitionSet PartitionInput(const JobSettings& st, const recipe::Recipe& recipe,
   }
   set.bounds = ExactBounds(scan.rows, parts);
   uint64_t rows = 0;
-  set.digests = HashPartitions(inputs, set.bounds, &rows, &set.input_sha256);
+  set.digests = HashPartitions(inputs, set.bounds, &rows, hashes, &set.input);
   if (rows != scan.rows) {
     throw Error(input_name, 0, "the input changed while it was partitioned",
                 "run again once nothing writes to it");
@@ -197,25 +193,28 @@ json PartitioningInfoJson(const PartitionSet& set, const std::string& job_id, co
                           const std::string& token) {
   json parts = json::array();
   for (size_t i = 0; i < set.bounds.size(); ++i) {
-    parts.push_back({{"partition_id", i},
-                     {"start_row", set.bounds[i].start},
-                     {"end_row", set.bounds[i].end},
-                     {"rows", set.bounds[i].rows()},
-                     {"size_bytes", set.digests[i].size_bytes},
-                     {"sha256", set.digests[i].sha256}});
+    json part = {{"partition_id", i},
+                 {"start_row", set.bounds[i].start},
+                 {"end_row", set.bounds[i].end},
+                 {"rows", set.bounds[i].rows()},
+                 {"size_bytes", set.digests[i].size_bytes}};
+    set.digests[i].checksum.ToJson(part);
+    parts.push_back(std::move(part));
   }
-  return {{"schema_version", 1},
-          {"job_id", job_id},
-          {"shard_id", shard_id},
-          {"mode", set.mode},
-          {"num_partitions", set.bounds.size()},
-          {"total_rows", set.total_rows},
-          {"total_bytes", set.total_bytes},
-          {"input_sha256", set.input_sha256},
-          {"hash_algorithm", kPartitionHashAlgorithm},
-          {"created_at", FormatUtcIso8601(NowNanos())},
-          {"created_by", {{"hostname", HostName()}, {"pid", ::getpid()}, {"attempt_token", token}}},
-          {"partitions", parts}};
+  json info = {
+      {"schema_version", 1},
+      {"job_id", job_id},
+      {"shard_id", shard_id},
+      {"mode", set.mode},
+      {"num_partitions", set.bounds.size()},
+      {"total_rows", set.total_rows},
+      {"total_bytes", set.total_bytes},
+      {"hash_algorithm", kPartitionHashAlgorithm},
+      {"created_at", FormatUtcIso8601(NowNanos())},
+      {"created_by", {{"hostname", HostName()}, {"pid", ::getpid()}, {"attempt_token", token}}},
+      {"partitions", parts}};
+  set.input.ToJson(info, "input_");
+  return info;
 }
 
 PartitionSet ParsePartitioningInfo(const json& info,
@@ -227,7 +226,7 @@ PartitionSet ParsePartitioningInfo(const json& info,
     set.mode = info.at("mode").get<std::string>();
     set.total_rows = info.at("total_rows").get<uint64_t>();
     set.total_bytes = info.at("total_bytes").get<uint64_t>();
-    set.input_sha256 = info.at("input_sha256").get<std::string>();
+    set.input = io::Checksum::FromJson(info, "input_");
     const json& parts = info.at("partitions");
     if (info.at("num_partitions").get<uint64_t>() != parts.size()) {
       bad("num_partitions differs from the partitions listed");
@@ -245,8 +244,7 @@ PartitionSet ParsePartitioningInfo(const json& info,
         bad("partition " + std::to_string(i) + ": rows != end_row - start_row");
       }
       set.bounds.push_back({start, end});
-      set.digests.push_back(
-          {p.at("size_bytes").get<uint64_t>(), p.at("sha256").get<std::string>()});
+      set.digests.push_back({p.at("size_bytes").get<uint64_t>(), io::Checksum::FromJson(p)});
       next = end;
     }
     if (next != set.total_rows) bad("the last partition does not end at total_rows");
@@ -260,7 +258,7 @@ bool SameBounds(const PartitionSet& a, const PartitionSet& b) {
   if (a.bounds.size() != b.bounds.size() || a.total_rows != b.total_rows) return false;
   for (size_t i = 0; i < a.bounds.size(); ++i) {
     if (a.bounds[i].start != b.bounds[i].start || a.bounds[i].end != b.bounds[i].end ||
-        a.digests[i].sha256 != b.digests[i].sha256) {
+        a.digests[i].checksum != b.digests[i].checksum) {
       return false;
     }
   }
@@ -311,33 +309,32 @@ std::optional<CommitProblem> VerifyCommitFiles(const Commit& c, const std::strin
                                   std::to_string(c.record.value("size_bytes", uint64_t{0}))};
   }
   // One read: the stored bytes hashed, the decoded rows counted.
-  io::Sha256 stored;
+  const io::Checksum want = io::Checksum::FromJsonOrEmpty(c.record);
+  io::ChecksumHasher stored(want.kind);
   uint64_t lines = 0;
   try {
     lines = CountLines(data, &stored);
   } catch (const Error& e) {
     return CommitProblem{rel, std::string("unreadable: ") + e.what()};
   }
-  if (stored.HexDigest() != c.record.value("sha256", ""))
-    return CommitProblem{rel, "sha256 differs"};
+  if (stored.Finish() != want) return CommitProblem{rel, want.field() + " differs"};
   if (lines != c.record.value("rows", uint64_t{0})) return CommitProblem{rel, "row count differs"};
   if (c.partition >= set.digests.size() ||
-      c.record.value("input_partition_sha256", "") != set.digests[c.partition].sha256) {
+      io::Checksum::FromJsonOrEmpty(c.record, "input_partition_") !=
+          set.digests[c.partition].checksum) {
     return CommitProblem{rel, "made from other input rows"};
   }
-  if (const std::string rel = c.record.value("origins_path", ""); !rel.empty()) {
-    const std::string origins = checkpoints + "/" + rel;
-    if (::stat(origins.c_str(), &st) != 0 ||
-        io::Sha256OfFile(origins) != c.record.value("origins_sha256", "")) {
-      return CommitProblem{rel, "missing or changed"};
-    }
-  }
-  if (const std::string errors_rel = c.record.value("errors_path", ""); !errors_rel.empty()) {
-    const std::string errors = checkpoints + "/" + errors_rel;
-    if (::stat(errors.c_str(), &st) != 0 ||
-        io::Sha256OfFile(errors) != c.record.value("errors_sha256", "")) {
-      return CommitProblem{errors_rel, "missing or changed"};
-    }
+  // A side file (origins, errors) is present with the checksum recorded.
+  auto side_file_changed = [&](const char* prefix) {
+    const std::string path = checkpoints + "/" + c.record.value(std::string(prefix) + "path", "");
+    const io::Checksum recorded = io::Checksum::FromJsonOrEmpty(c.record, prefix);
+    return ::stat(path.c_str(), &st) != 0 || recorded.empty() ||
+           io::ChecksumOfFile(path, recorded.kind) != recorded;
+  };
+  for (const char* prefix : {"origins_", "errors_"}) {
+    const std::string side = c.record.value(std::string(prefix) + "path", "");
+    if (!side.empty() && side_file_changed(prefix))
+      return CommitProblem{side, "missing or changed"};
   }
   return std::nullopt;
 }
@@ -454,7 +451,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       if (record.is_object()) {
         fields["partition_id"] = record.value("partition_id", json());
         fields["checkpoint_path"] = record.value("data_path", json());
-        fields["checkpoint_sha256"] = record.value("sha256", json());
+        AddCheckpointChecksum(fields, record);
       }
       Emit("checkpoint_rejected", fields);
     };
@@ -616,10 +613,11 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       } else {
         append_final(done);
       }
-      Emit("checkpoint_load", {{"partition_id", p},
-                               {"op_idx", from.op_idx},
-                               {"checkpoint_path", from.commit.value("data_path", "")},
-                               {"checkpoint_sha256", from.commit.value("sha256", "")}});
+      json loaded = {{"partition_id", p},
+                     {"op_idx", from.op_idx},
+                     {"checkpoint_path", from.commit.value("data_path", "")}};
+      AddCheckpointChecksum(loaded, from.commit);
+      Emit("checkpoint_load", loaded);
       ExecSummary part = CountersFrom(plan, from.commit, num_ops);
       part.rows_out = from.commit.value("rows", uint64_t{0});
       {
@@ -649,10 +647,11 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       options.first_op = from.op_idx + 1;
       if (!from.continued) {
         Emit("partition_resume", {{"partition_id", p}, {"op_idx", from.op_idx}});
-        Emit("checkpoint_load", {{"partition_id", p},
-                                 {"op_idx", from.op_idx},
-                                 {"checkpoint_path", from.commit.value("data_path", "")},
-                                 {"checkpoint_sha256", from.commit.value("sha256", "")}});
+        json loaded = {{"partition_id", p},
+                       {"op_idx", from.op_idx},
+                       {"checkpoint_path", from.commit.value("data_path", "")}};
+        AddCheckpointChecksum(loaded, from.commit);
+        Emit("checkpoint_load", loaded);
       }
     } else {
       options.source = [&, p, reading = false, done = false](io::LineChunk* c) mutable {
@@ -694,8 +693,8 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       scope.shard_id = c_.shard_id;
       scope.token = token;
       scope.region_ops_sha256 = OpsPrefixSha256(root, region.gather_idx);
-      scope.input_tap_sha256 =
-          from.resumed ? from.commit.value("sha256", "") : set.digests[p].sha256;
+      scope.input_tap =
+          from.resumed ? io::Checksum::FromJsonOrEmpty(from.commit) : set.digests[p].checksum;
       scope.engine_version = version();
       loaded[r] =
           LoadJournal(scope, reject, [&](const json& fields) { Emit("lineage_load", fields); });
@@ -738,7 +737,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         tap.final_rows->HashContent();
       } else {
         tap.stream = std::make_unique<io::AtomicFileWriter>(data, /*overwrite=*/false, disk);
-        tap.hash = std::make_unique<io::Sha256>();
+        tap.hash = std::make_unique<io::Xxh3>();
         options.taps.push_back(t);
       }
       open.push_back(std::move(tap));
@@ -755,15 +754,18 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     // A phase's forced tap keeps where each of its rows came from, so that
     // the errors of the next phase name the input rows (ExecOptions::origin).
     std::unique_ptr<io::AtomicFileWriter> origins;
+    io::Xxh3 origins_hash;  // of its bytes, as they are appended
     std::string origins_rel;
     if (intermediate) {
       origins_rel =
           RunJobPaths::TapStem(run_end, p, set.bounds.size()) + "." + token + ".origins.jsonl";
       origins = std::make_unique<io::AtomicFileWriter>(c_.checkpoints + "/" + origins_rel,
                                                        /*overwrite=*/false, disk);
-      options.tap_origin_sink = [&origins, forced = options.taps.size() - 1](
+      options.tap_origin_sink = [&origins, &origins_hash, forced = options.taps.size() - 1](
                                     size_t i, std::string_view lines) {
-        if (i == forced) origins->Append(lines);
+        if (i != forced) return;
+        origins->Append(lines);
+        origins_hash.Update(lines);
       };
     }
     std::vector<RowOrigin> from_origins;
@@ -834,7 +836,8 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     // intermediate tap takes those (its operators after the tap would only
     // repeat their own errors, with the tap's line numbers).
     std::unique_ptr<io::OutputStream> part_errors;
-    std::string errors_rel, errors_sha;
+    std::string errors_rel;
+    io::Checksum errors_sum;
     // A phase's taps keep the errors of the operators through the phase
     // (errors_through_op): the pass that resumes from its forced tap copies
     // them and adds those of its own operators.
@@ -843,12 +846,13 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         !from_errors.empty() && ErrorsThroughOp(from.commit, last_op) >= run_end;
     if (committed_errors) {
       errors_rel = from_errors;
-      errors_sha = from.commit.value("errors_sha256", "");
+      errors_sum = io::Checksum::FromJsonOrEmpty(from.commit, "errors_");
     } else if (!open.empty() && (open.back().op_idx == last_op || intermediate)) {
       errors_rel =
           RunJobPaths::TapStem(run_end, p, set.bounds.size()) + "." + token + ".errors.jsonl";
       part_errors = std::make_unique<io::OutputStream>(c_.checkpoints + "/" + errors_rel,
                                                        /*overwrite=*/false, disk);
+      part_errors->HashContent();  // a plain file: its content is its stored bytes
       if (!from_errors.empty()) part_errors->AppendFile(c_.checkpoints + "/" + from_errors);
     }
     const bool has_errors = committed_errors || part_errors != nullptr;
@@ -871,12 +875,12 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     }
     if (part_errors) {
       part_errors->Commit();
-      errors_sha = io::Sha256OfFile(c_.checkpoints + "/" + errors_rel);
+      errors_sum = io::Checksum::Xxh3(part_errors->ContentXxh3());
     }
-    std::string origins_sha;
+    io::Checksum origins_sum;
     if (origins) {
       origins->Commit();
-      origins_sha = io::Sha256OfFile(c_.checkpoints + "/" + origins_rel);
+      origins_sum = io::Checksum::Xxh3(origins_hash.HexDigest());
     }
     // Ops before the tap resumed from count what the commit recorded.
     ExecSummary earlier = from.resumed ? CountersFrom(plan, from.commit, num_ops) : ExecSummary{};
@@ -920,15 +924,15 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
     }
     // Commits, earliest operator first: only a commit record makes a checkpoint.
     for (OpenTap& tap : open) {
-      std::string sha;
+      io::Checksum sum;
       // Hashed as written: reading the file back would cost a pass.
       if (tap.final_rows) {
         tap.final_rows->Commit();
-        sha = tap.final_rows->ContentSha256();
+        sum = io::Checksum::Xxh3(tap.final_rows->ContentXxh3());
         tap.rows = part.rows_out;
       } else {
         tap.stream->Commit();
-        sha = tap.hash->HexDigest();
+        sum = io::Checksum::Xxh3(tap.hash->HexDigest());
       }
       const std::string data = c_.checkpoints + "/" + tap.rel_path;
       CrashPoint("tap_data_published");
@@ -944,12 +948,10 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           {"op_name", plan.operators[tap.op_idx].op->name()},
           {"ops_prefix_sha256", OpsPrefixSha256(root, tap.op_idx)},
           {"config_sha256", config_sha},
-          {"input_partition_sha256", set.digests[p].sha256},
           {"data_path", tap.rel_path},
           {"compression", tap.compressed ? "zstd" : "none"},
           {"rows", tap.rows},
           {"size_bytes", static_cast<uint64_t>(dst.st_size)},
-          {"sha256", sha},
           {"created_at", IsoMicros(now)},
           {"hostname", HostName()},
           {"pid", ::getpid()},
@@ -959,9 +961,11 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
           {"counters",
            CountersJson(plan, cumulative, tap.op_idx, b.rows(), p_bytes,
                         tap.op_idx == last_op || (intermediate && tap.op_idx == run_end))}};
+      sum.ToJson(record);
+      set.digests[p].checksum.ToJson(record, "input_partition_");
       if (has_errors) {
         record["errors_path"] = errors_rel;
-        record["errors_sha256"] = errors_sha;
+        errors_sum.ToJson(record, "errors_");
         // Through this pass's last operator, or as far as the errors taken
         // from the tap it resumed from go.
         const size_t through = committed_errors ? ErrorsThroughOp(from.commit, last_op) : run_end;
@@ -969,7 +973,7 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
       }
       if (origins && tap.op_idx == run_end) {
         record["origins_path"] = origins_rel;
-        record["origins_sha256"] = origins_sha;
+        origins_sum.ToJson(record, "origins_");
       }
       const std::string commit_path = c_.checkpoints + "/" +
                                       RunJobPaths::TapStem(tap.op_idx, p, set.bounds.size()) +
@@ -997,12 +1001,13 @@ void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
         std::lock_guard<std::mutex> lock(mu);
         c_.on_checkpoint(now);
       }
-      Emit("checkpoint_save", {{"partition_id", p},
-                               {"op_idx", tap.op_idx},
-                               {"op_name", record["op_name"]},
-                               {"checkpoint_path", tap.rel_path},
-                               {"checkpoint_sha256", sha},
-                               {"output_rows", tap.rows}});
+      json saved = {{"partition_id", p},
+                    {"op_idx", tap.op_idx},
+                    {"op_name", record["op_name"]},
+                    {"checkpoint_path", tap.rel_path},
+                    {"output_rows", tap.rows}};
+      sum.ToJson(saved, "checkpoint_");
+      Emit("checkpoint_save", saved);
       if (!st.keep_all) drop_older_taps(p, tap.op_idx, errors_rel, origins_rel);
     }
     // The final tap is committed: the partition's journals are not needed,

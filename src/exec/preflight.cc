@@ -26,6 +26,7 @@
 #include "djshard/common/log.h"
 #include "djshard/exec/executor.h"
 #include "djshard/exec/replica_plan.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
@@ -303,7 +304,7 @@ std::string Megabytes(uint64_t bytes) {
 struct Sample {
   std::string rows;  // JSONL, each line ending in '\n'
   uint64_t count = 0;
-  json meta;  // mode, offset, seed, rows, sha256
+  json meta;  // mode, offset, seed, rows, xxh3_128
   bool reusable = true;
   std::vector<std::string> warnings;
 };
@@ -386,7 +387,9 @@ Sample DrawSample(const std::vector<std::string>& inputs, const PreflightSetting
     s.meta = {{"mode", "offset"}, {"offset", st.sample_offset}, {"seed", nullptr}};
   }
   s.meta["rows"] = s.count;
-  s.meta["sha256"] = Sha256Hex(s.rows);
+  io::Xxh3 hash;
+  hash.Update(s.rows);
+  s.meta["xxh3_128"] = hash.HexDigest();
   return s;
 }
 

@@ -142,7 +142,9 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
     return starts;
   });
   uint64_t rows = 0;
-  const std::vector<PartitionDigest> now = HashPartitions(inputs, set.bounds, &rows);
+  const io::ChecksumKind kind =
+      set.digests.empty() ? io::ChecksumKind::kXxh3_128 : set.digests[0].checksum.kind;
+  const std::vector<PartitionDigest> now = HashPartitions(inputs, set.bounds, &rows, {kind, {}});
   if (rows != set.total_rows) {
     RefuseResume(token, "input",
                  input_name + " has " + std::to_string(rows) + " rows; the job partitioned " +
@@ -150,10 +152,12 @@ std::vector<StartPoint> ValidateResume(const std::string& token, const std::stri
                  "resume with the job's original input");
   }
   for (size_t i = 0; i < now.size(); ++i) {
-    if (now[i].sha256 != set.digests[i].sha256) {
+    if (now[i].checksum != set.digests[i].checksum) {
+      const io::Checksum& was = set.digests[i].checksum;
       RefuseResume(token, "input",
-                   "partition " + std::to_string(i) + " of " + input_name + " changed (sha256 " +
-                       now[i].sha256 + ", the job recorded " + set.digests[i].sha256 + ")",
+                   "partition " + std::to_string(i) + " of " + input_name + " changed (" +
+                       was.field() + " " + now[i].checksum.hex + ", the job recorded " + was.hex +
+                       ")",
                    "resume with the job's original input");
     }
   }
@@ -407,7 +411,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
                            {"rows", set.total_rows},
                            {"bytes", set.total_bytes},
                            {"hash_algorithm", kPartitionHashAlgorithm},
-                           {"sha256", set.input_sha256}})
+                           {"sha256", set.input.hex}})
                              .dump(2) +
                          "\n");
     disk.WriteAtomic(paths.PartitioningInfo(),

@@ -67,4 +67,9 @@ ScopedFd::~ScopedFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void ScopedFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
 }  // namespace djshard::io

@@ -11,7 +11,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "djshard/io/sha256.h"
+#include "djshard/io/checksum.h"
 
 namespace djshard::io {
 
@@ -21,7 +21,7 @@ constexpr size_t kReadBlock = 4 << 20;
 
 class FileSource : public ByteSource {
  public:
-  FileSource(const std::string& path, Sha256* raw_hash) : path_(path), raw_hash_(raw_hash) {
+  FileSource(const std::string& path, ChecksumHasher* raw_hash) : path_(path), raw_hash_(raw_hash) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) ThrowSystemError(path, "cannot open");
     posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -42,13 +42,13 @@ class FileSource : public ByteSource {
 
  private:
   std::string path_;
-  Sha256* raw_hash_;
+  ChecksumHasher* raw_hash_;
   int fd_ = -1;
 };
 
 class GzipSource : public ByteSource {
  public:
-  GzipSource(const std::string& path, Sha256* raw_hash)
+  GzipSource(const std::string& path, ChecksumHasher* raw_hash)
       : path_(path), file_(path, raw_hash), in_(kReadBlock) {
     std::memset(&zs_, 0, sizeof zs_);
     // 15 + 32: zlib or gzip header, detected automatically.
@@ -100,7 +100,7 @@ class GzipSource : public ByteSource {
 
 class ZstdSource : public ByteSource {
  public:
-  ZstdSource(const std::string& path, Sha256* raw_hash)
+  ZstdSource(const std::string& path, ChecksumHasher* raw_hash)
       : path_(path), file_(path, raw_hash), in_(ZSTD_DStreamInSize()) {
     ds_ = ZSTD_createDStream();
     if (ds_ == nullptr) throw Error(path, 0, "zstd: cannot initialise");
@@ -142,7 +142,7 @@ class ZstdSource : public ByteSource {
 
 }  // namespace
 
-std::unique_ptr<ByteSource> OpenInput(const std::string& path, Sha256* raw_hash) {
+std::unique_ptr<ByteSource> OpenInput(const std::string& path, ChecksumHasher* raw_hash) {
   if (EndsWithIgnoreCase(path, ".gz")) return std::make_unique<GzipSource>(path, raw_hash);
   if (EndsWithIgnoreCase(path, ".zst")) return std::make_unique<ZstdSource>(path, raw_hash);
   return std::make_unique<FileSource>(path, raw_hash);

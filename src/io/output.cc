@@ -10,10 +10,10 @@
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
-#include "djshard/io/sha256.h"
 
 namespace djshard::io {
 
@@ -160,10 +160,10 @@ OutputStream::OutputStream(std::string path, bool overwrite, Disk& disk)
 OutputStream::~OutputStream() = default;
 
 void OutputStream::HashContent() {
-  if (!hash_) hash_ = std::make_unique<Sha256>();
+  if (!hash_) hash_ = std::make_unique<Xxh3>();
 }
 
-std::string OutputStream::ContentSha256() {
+std::string OutputStream::ContentXxh3() {
   if (!hash_) throw Error(file_.path(), 0, "content hashing was not enabled");
   if (digest_.empty()) digest_ = hash_->HexDigest();
   return digest_;

@@ -78,12 +78,13 @@ std::string Manifest::ToJson() const {
   j["num_shards"] = num_shards;
   j["shards"] = json::array();
   for (const ShardEntry& s : shards) {
-    j["shards"].push_back({{"id", s.id},
-                           {"index", s.index},
-                           {"path", s.path},
-                           {"rows", s.rows},
-                           {"size_bytes", s.size_bytes},
-                           {"sha256", s.sha256}});
+    json shard = {{"id", s.id},
+                  {"index", s.index},
+                  {"path", s.path},
+                  {"rows", s.rows},
+                  {"size_bytes", s.size_bytes}};
+    s.checksum.ToJson(shard);
+    j["shards"].push_back(std::move(shard));
   }
   j["recipe"] = {{"source_path", recipe_source_path},
                  {"snapshot_path", recipe_snapshot_path},
@@ -104,10 +105,12 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
   try {
     const json j = json::parse(text);
     m.schema_version = io::IntegerField<int>(j, "schema_version");
-    if (m.schema_version != kManifestSchemaVersion) {
+    if (m.schema_version < kOldestManifestSchemaVersion ||
+        m.schema_version > kManifestSchemaVersion) {
       throw Error(path, 0,
                   "manifest schema_version " + std::to_string(m.schema_version) +
                       " is not supported (this djshard reads " +
+                      std::to_string(kOldestManifestSchemaVersion) + " to " +
                       std::to_string(kManifestSchemaVersion) + ")",
                   "prepare the job again with this djshard");
     }
@@ -130,8 +133,7 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     for (const json& s : j.at("shards")) {
       m.shards.push_back({s.at("id").get<std::string>(), io::IntegerField<uint64_t>(s, "index"),
                           s.at("path").get<std::string>(), io::IntegerField<uint64_t>(s, "rows"),
-                          io::IntegerField<uint64_t>(s, "size_bytes"),
-                          s.at("sha256").get<std::string>()});
+                          io::IntegerField<uint64_t>(s, "size_bytes"), io::Checksum::FromJson(s)});
     }
     const json& r = j.at("recipe");
     m.recipe_source_path = r.at("source_path").get<std::string>();

@@ -1,5 +1,6 @@
 #include "djshard/store/merge.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -14,6 +15,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
@@ -47,35 +49,52 @@ std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std
   return job.InJob(rel.string());
 }
 
-// What reading a JSONL file line by line found.
+// What reading a shard output found.
 struct LinesRead {
   uint64_t rows = 0;
-  uint64_t bytes = 0;  // newlines included
-  std::string sha256;  // of exactly those bytes
+  uint64_t bytes = 0;     // newlines included
+  io::Checksum checksum;  // of exactly those bytes
 };
 
-// Reads `path` (decompressing .gz/.zst), validates every line as a JSON
-// object (Error with file and line otherwise) and hands each line, with its
-// '\n' when the file has one there, to `each`.
-LinesRead ReadValidatedLines(const std::string& path,
-                             const std::function<void(std::string_view)>& each) {
-  io::LineReader reader(io::OpenInput(path), path);
-  io::JsonLineParser parser;
-  io::Sha256 hash;
+// Reads `path` (decompressing .gz/.zst), hashing it with `kind`, counting its
+// lines and handing its bytes in order to `each`. The worker's writer produced
+// those lines and the checksum proves them unchanged, so they are not parsed
+// again unless `deep`: then every line must be a JSON object (Error with file
+// and line otherwise).
+LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool deep,
+                          const std::function<void(std::string_view)>& each) {
+  io::ChecksumHasher hash(kind);
   LinesRead read;
-  std::string_view line;
-  while (reader.Next(&line)) {
-    parser.ParseObject(line, path, reader.line_number());
-    // The view is followed by its '\n' in the reader's buffer, except on a
-    // last line without one.
-    const bool has_newline = reader.bytes_consumed() == read.bytes + line.size() + 1;
-    const std::string_view bytes(line.data(), line.size() + (has_newline ? 1 : 0));
-    hash.Update(bytes);
-    if (each) each(bytes);
-    read.bytes += bytes.size();
-    ++read.rows;
+  if (deep) {
+    io::LineReader reader(io::OpenInput(path), path);
+    io::JsonLineParser parser;
+    std::string_view line;
+    while (reader.Next(&line)) {
+      parser.ParseObject(line, path, reader.line_number());
+      // The view is followed by its '\n' in the reader's buffer, except on a
+      // last line without one.
+      const bool has_newline = reader.bytes_consumed() == read.bytes + line.size() + 1;
+      const std::string_view bytes(line.data(), line.size() + (has_newline ? 1 : 0));
+      hash.Update(bytes);
+      if (each) each(bytes);
+      read.bytes += bytes.size();
+      ++read.rows;
+    }
+  } else {
+    const std::unique_ptr<io::ByteSource> source = io::OpenInput(path);
+    std::string buf(4 << 20, '\0');
+    char last = '\n';
+    for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0;) {
+      const std::string_view piece(buf.data(), n);
+      hash.Update(piece);
+      if (each) each(piece);
+      read.bytes += n;
+      read.rows += static_cast<uint64_t>(std::count(piece.begin(), piece.end(), '\n'));
+      last = piece.back();
+    }
+    if (last != '\n') ++read.rows;  // a last line without its '\n'
   }
-  read.sha256 = hash.HexDigest();
+  read.checksum = hash.Finish();
   return read;
 }
 
@@ -183,7 +202,8 @@ void MergeErrorFiles(const JobDir& job, const std::string& path, io::Disk& disk)
 }  // namespace
 
 VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
-                                      const std::function<void(std::string_view)>& sink) {
+                                      const std::function<void(std::string_view)>& sink,
+                                      bool deep) {
   VerifiedOutputs total;
   ContentPipe content(sink);
   for (const ShardEntry& shard : job.manifest().shards) {
@@ -194,16 +214,15 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
                   "the record was copied from another shard; retry this one");
     }
     const std::string output = OutputInsideJob(job, done, record_path);
-    const LinesRead read =
-        ReadValidatedLines(output, [&](std::string_view bytes) { content.Append(bytes); });
+    const LinesRead read = ReadOutputLines(output, done.checksum.kind, deep,
+                                           [&](std::string_view bytes) { content.Append(bytes); });
     const uint64_t rows = read.rows, bytes = read.bytes;
-    const std::string& sha = read.sha256;
-    if (rows != done.rows || bytes != done.size_bytes || sha != done.sha256) {
+    if (rows != done.rows || bytes != done.size_bytes || read.checksum != done.checksum) {
       throw Error(output, 0,
                   "shard output does not match its done record (rows " + std::to_string(rows) +
                       " vs " + std::to_string(done.rows) + ", bytes " + std::to_string(bytes) +
-                      " vs " + std::to_string(done.size_bytes) + ", sha256 " + sha.substr(0, 12) +
-                      " vs " + done.sha256.substr(0, 12) + ")",
+                      " vs " + std::to_string(done.size_bytes) + ", " + read.checksum.Short() +
+                      " vs " + done.checksum.hex.substr(0, 12) + ")",
                   "the file was changed after it was published; run 'djshard retry --shard-id " +
                       shard.id + "' after removing " + record_path);
     }
@@ -249,8 +268,8 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
   }
   fs::create_directories(fs::path(output).parent_path(), ec);
   io::OutputStream writer(output, request.overwrite, disk);
-  const VerifiedOutputs v =
-      StreamVerifiedOutputs(job, [&](std::string_view bytes) { writer.Append(bytes); });
+  const VerifiedOutputs v = StreamVerifiedOutputs(
+      job, [&](std::string_view bytes) { writer.Append(bytes); }, /*deep=*/false);
   writer.Commit();
   CrashPoint("merge_committed");
   // Records the shards' operators dropped, with why (SPEC-lineage §5).
@@ -292,15 +311,18 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   }
   output = fs::absolute(output).lexically_normal().string();
 
-  const VerifiedOutputs v = StreamVerifiedOutputs(job, [](std::string_view) {});
+  const double started = MonotonicSeconds();
+  const VerifiedOutputs v = StreamVerifiedOutputs(
+      job, [](std::string_view) {}, request.deep);
   if (v.hosts.size() < request.expect_nodes) {
     throw Error(job.dir(), 0,
                 "shards were completed by " + std::to_string(v.hosts.size()) +
                     " distinct node(s), expected at least " + std::to_string(request.expect_nodes),
                 "some nodes did not take part; check their logs");
   }
-  const MergeOutcome expected = OutcomeOf(job, output, v);
+  MergeOutcome expected = OutcomeOf(job, output, v);
   CheckMergedOutput(expected);
+  expected.seconds = MonotonicSeconds() - started;
   if (merge_record && merge_record->value("output_path", "") == output &&
       merge_record->value("sha256", "") != v.sha256) {
     throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
@@ -318,26 +340,11 @@ void CheckMergedOutput(const MergeOutcome& expected) {
   // The content (decompressed for a .gz or .zst output) must be the verified
   // shard outputs byte for byte: the same rows, bytes and sha256. Equal bytes
   // are equally valid JSON, so the lines need no second parse.
-  io::Sha256 hash;
-  uint64_t rows = 0, bytes = 0;
-  bool ends_with_newline = true;
-  const std::unique_ptr<io::ByteSource> source = io::OpenInput(output);
-  std::string buf(4 << 20, '\0');
-  for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0;) {
-    const std::string_view piece(buf.data(), n);
-    hash.Update(piece);
-    bytes += n;
-    for (const char* p = piece.data();
-         (p = static_cast<const char*>(std::memchr(p, '\n', piece.data() + n - p))) != nullptr;
-         ++p) {
-      ++rows;
-    }
-    ends_with_newline = piece.back() == '\n';
-  }
-  if (!ends_with_newline) ++rows;  // a last line without its '\n'
-  if (rows != expected.rows || bytes != expected.bytes || hash.HexDigest() != expected.sha256) {
+  const LinesRead read = ReadOutputLines(output, io::ChecksumKind::kSha256, false, {});
+  if (read.rows != expected.rows || read.bytes != expected.bytes ||
+      read.checksum.hex != expected.sha256) {
     throw Error(output, 0,
-                "merged output differs from the shard outputs (" + std::to_string(rows) +
+                "merged output differs from the shard outputs (" + std::to_string(read.rows) +
                     " rows vs " + std::to_string(expected.rows) + ")",
                 "merge again with --overwrite");
   }

@@ -19,6 +19,7 @@
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
 #include "djshard/io/sha256.h"
@@ -30,14 +31,30 @@ namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 
+// One shard file being written by pass 2.
+struct ShardFile {
+  std::string path;
+  io::ScopedFd fd;
+  int pending = 0;        // pieces placed and not yet written
+  bool complete = false;  // the cut has closed it: no more pieces
+};
+
+// A run of a chunk's normalized bytes that goes into one shard file.
+struct Piece {
+  std::shared_ptr<ShardFile> file;
+  uint64_t offset = 0;  // in the file
+  size_t begin = 0;     // in the chunk's normalized bytes
+  size_t size = 0;
+};
+
 // A run of whole lines of one input file, and what normalizing it gave.
 struct Chunk {
   uint64_t seq = 0;
-  uint64_t offset = 0;     // of its normalized bytes in the stream, once known
   uint64_t first_row = 0;  // 0-based global row number of its first line
   io::LineChunk lines;
-  std::string normalized;    // the normalized lines, each ending in '\n'
-  std::exception_ptr error;  // the chunk's first bad line, or the reader's failure
+  std::string normalized;     // the normalized lines, each ending in '\n'
+  std::exception_ptr error;   // the chunk's first bad line, or the reader's failure
+  std::vector<Piece> pieces;  // what of it must be written where
 };
 
 struct FileStamp {
@@ -69,13 +86,22 @@ void NormalizeChunk(RecordNormalizer& normalizer, const std::string& display_pat
   }
 }
 
-// Reads the inputs as chunks of whole lines, hashing each file's stored bytes
-// and checking that it did not change while it was read. Runs on one thread.
+Error ChangedBetweenPasses(const std::string& what) {
+  return Error(what, 0, "input changed between passes",
+               "prepare again once nothing writes to the input");
+}
+
+// Reads the inputs as chunks of whole lines and checks that no file changed
+// while it was read. Pass 1 (`first` null) hashes each file's stored bytes and
+// records it in `files`; pass 2 checks each file against pass 1's `first`.
+// Runs on one thread.
 class InputReader {
  public:
-  InputReader(const std::vector<io::InputCandidate>& inputs, std::vector<InputFile>* files)
+  InputReader(const std::vector<io::InputCandidate>& inputs, std::vector<InputFile>* files,
+              const std::vector<InputFile>* first)
       : inputs_(inputs),
         files_(files),
+        first_(first),
         chunker_(
             inputs.size(), kChunkBytes, 0, [this](size_t i) { return Open(i); },
             [this](size_t i, uint64_t lines) { Close(i, lines); }) {}
@@ -91,7 +117,8 @@ class InputReader {
  private:
   std::unique_ptr<io::ByteSource> Open(size_t i) {
     before_ = Stamp(inputs_[i].path);
-    raw_hash_ = std::make_unique<io::Sha256>();
+    if (first_ != nullptr) return io::OpenInput(inputs_[i].path);
+    raw_hash_ = std::make_unique<io::ChecksumHasher>(io::ChecksumKind::kSha256);
     return io::OpenInput(inputs_[i].path, raw_hash_.get());
   }
   void Close(size_t i, uint64_t lines) {
@@ -101,41 +128,60 @@ class InputReader {
       throw Error(in.display_path, 0, "input changed while it was being read",
                   "prepare again once the file is no longer being written");
     }
+    if (first_ != nullptr) {
+      const InputFile& was = (*first_)[i];
+      if (was.size_bytes != after.size || was.mtime_ns != after.mtime_ns || was.rows != lines) {
+        throw ChangedBetweenPasses(in.display_path);
+      }
+      return;
+    }
     files_->push_back(
-        {in.path, in.relative_path, after.size, after.mtime_ns, lines, raw_hash_->HexDigest()});
+        {in.path, in.relative_path, after.size, after.mtime_ns, lines, raw_hash_->Finish().hex});
   }
 
   const std::vector<io::InputCandidate>& inputs_;
   std::vector<InputFile>* files_;
+  const std::vector<InputFile>* first_;
   FileStamp before_;
-  std::unique_ptr<io::Sha256> raw_hash_;  // of the file's bytes as stored
+  std::unique_ptr<io::ChecksumHasher> raw_hash_;  // of the file's bytes as stored
   uint64_t next_row_ = 0;
   io::LineChunker chunker_;  // last: its callbacks use the members above
 };
 
-}  // namespace
+// What becomes of the normalized chunks.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  // Each chunk in input order, on one thread: fills c->pieces with what must
+  // be written.
+  virtual void Place(Chunk& c) = 0;
+  // After a chunk's pieces are written, on any thread.
+  virtual void Written(Chunk& c) = 0;
+};
 
-NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
-                               const NormalizeRules& rules, const std::string& out_path,
-                               int threads) {
+// Reads the input (on this thread), normalizes it on `threads` threads, hands
+// the chunks to `sink` in input order and writes their pieces on the
+// normalizer threads. Rethrows the first failure in input order.
+void RunNormalizePipeline(const std::vector<io::InputCandidate>& inputs,
+                          const NormalizeRules& rules, int threads, InputReader& reader,
+                          ChunkSink& sink) {
   threads = std::max(1, threads);
-  const io::ScopedFd out(::open(out_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (out.get() < 0) ThrowSystemError(out_path, "cannot create");
-
-  NormalizedInput result;
-  io::Sha256 digest;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Chunk*> todo;                           // read, waiting for a normalizer
   std::map<uint64_t, std::unique_ptr<Chunk>> ready;  // normalized (or failed), by seq
-  std::deque<std::unique_ptr<Chunk>> to_write;       // placed in the stream, to be written
+  std::deque<std::unique_ptr<Chunk>> to_write;       // placed, to be written
   std::vector<std::unique_ptr<Chunk>> spare;
-  // Chunks read, placed in the stream (in order) and written (in any order).
+  // Chunks read, placed (in order) and done with (in any order).
   uint64_t read_count = 0, placed = 0, written = 0;
-  uint64_t stream_end = 0;
   bool end_of_input = false, stop = false;
   std::exception_ptr failure;  // the first failure in input order
   const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2 + 2;
+  auto fail = [&](std::exception_ptr error) {
+    if (!failure) failure = error;
+    stop = true;
+    cv.notify_all();
+  };
 
   // Normalizers: any chunk, any order; writing a placed chunk comes first.
   std::map<Chunk*, std::unique_ptr<Chunk>> owned;  // chunks being normalized, by address
@@ -151,15 +197,18 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
         lock.unlock();
         std::exception_ptr error;
         try {
-          io::PwriteFully(out.get(), c->normalized, c->offset, out_path);
+          for (const Piece& p : c->pieces) {
+            io::PwriteFully(p.file->fd.get(),
+                            std::string_view(c->normalized).substr(p.begin, p.size), p.offset,
+                            p.file->path);
+          }
+          sink.Written(*c);
         } catch (...) {
           error = std::current_exception();
         }
+        c->pieces.clear();
         lock.lock();
-        if (error && !failure) {
-          failure = error;
-          stop = true;
-        }
+        if (error) fail(error);
         ++written;
         spare.push_back(std::move(c));
         cv.notify_all();
@@ -180,8 +229,7 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
       cv.notify_all();
     }
   };
-  // The placer: chunks in input order into the digest, each given its offset
-  // in the stream; a normalizer then writes it there.
+  // The placer: chunks in input order to the sink, then to a writer.
   auto place = [&]() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
@@ -191,21 +239,23 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
       if (stop || ready.count(placed) == 0) return;
       std::unique_ptr<Chunk> c = std::move(ready[placed]);
       ready.erase(placed);
-      if (c->error) {
-        if (!failure) failure = c->error;
-        stop = true;
-        cv.notify_all();
-        return;
-      }
-      c->offset = stream_end;
-      stream_end += c->normalized.size();
+      if (c->error) return fail(c->error);
       lock.unlock();
-      digest.Update(c->normalized);
-      result.rows += c->lines.lines;
-      result.bytes += c->normalized.size();
+      std::exception_ptr error;
+      try {
+        sink.Place(*c);
+      } catch (...) {
+        error = std::current_exception();
+      }
       lock.lock();
+      if (error) return fail(error);
       ++placed;
-      to_write.push_back(std::move(c));
+      if (c->pieces.empty()) {
+        ++written;
+        spare.push_back(std::move(c));
+      } else {
+        to_write.push_back(std::move(c));
+      }
       cv.notify_all();
     }
   };
@@ -215,7 +265,6 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
   std::thread placer(place);
 
   // The reader, on this thread.
-  InputReader reader(inputs, &result.files);
   for (;;) {
     std::unique_ptr<Chunk> c;
     {
@@ -264,86 +313,155 @@ NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
   }
   for (std::thread& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
-  result.digest = digest.HexDigest();
+}
+
+// Pass 1: totals and hashes, nothing written.
+class ScanSink : public ChunkSink {
+ public:
+  explicit ScanSink(NormalizedInput* out) : out_(out) {}
+  void Place(Chunk& c) override {
+    digest_.Update(c.normalized);
+    check_.Update(c.normalized);
+    out_->rows += c.lines.lines;
+    out_->bytes += c.normalized.size();
+  }
+  void Written(Chunk&) override {}
+  void Finish() {
+    out_->digest = digest_.HexDigest();
+    out_->check = check_.HexDigest();
+  }
+
+ private:
+  NormalizedInput* out_;
+  io::Sha256 digest_;
+  io::Xxh3 check_;
+};
+
+// Pass 2: the cut, each shard's pieces and checksum.
+class ShardSink : public ChunkSink {
+ public:
+  ShardSink(const NormalizedInput& scanned, const std::vector<std::string>& paths)
+      : scanned_(scanned),
+        paths_(paths),
+        cutter_(scanned.rows, scanned.bytes, paths.size()),
+        out_(paths.size()) {}
+
+  void Place(Chunk& c) override {
+    const std::string& n = c.normalized;
+    check_.Update(n);
+    rows_ += c.lines.lines;
+    bytes_ += n.size();
+    if (rows_ > scanned_.rows || bytes_ > scanned_.bytes) {
+      throw ChangedBetweenPasses("the input's rows");
+    }
+    size_t pos = 0, piece_start = 0;
+    while (pos < n.size()) {
+      if (!file_) Open();
+      const char* nl = static_cast<const char*>(std::memchr(n.data() + pos, '\n', n.size() - pos));
+      const size_t row_end = static_cast<size_t>(nl - n.data()) + 1;
+      const bool closes = cutter_.Add(row_end - pos);
+      ++out_[shard_].rows;
+      pos = row_end;
+      if (closes) {
+        AddPiece(c, piece_start, pos);
+        piece_start = pos;
+        CloseCurrent();
+      }
+    }
+    if (piece_start < pos) AddPiece(c, piece_start, pos);
+  }
+
+  void Written(Chunk& c) override {
+    for (const Piece& p : c.pieces) {
+      bool last = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last = --p.file->pending == 0 && p.file->complete;
+      }
+      if (last) SyncAndClose(*p.file);
+    }
+  }
+
+  // After the pipeline: every shard cut and written, as pass 1 counted.
+  std::vector<ShardWritten> Finish() {
+    if (file_) CloseCurrent();
+    if (rows_ != scanned_.rows || bytes_ != scanned_.bytes || opened_ != paths_.size() ||
+        check_.HexDigest() != scanned_.check) {
+      throw ChangedBetweenPasses("the input's rows");
+    }
+    return out_;
+  }
+
+ private:
+  void Open() {
+    if (opened_ == paths_.size()) throw ChangedBetweenPasses("the input's rows");
+    shard_ = opened_++;
+    file_ = std::make_shared<ShardFile>();
+    file_->path = paths_[shard_];
+    file_->fd.reset(::open(file_->path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (file_->fd.get() < 0) ThrowSystemError(file_->path, "cannot create");
+    hash_ = std::make_unique<io::Xxh3>();
+  }
+
+  void AddPiece(Chunk& c, size_t begin, size_t end) {
+    const std::string_view bytes = std::string_view(c.normalized).substr(begin, end - begin);
+    hash_->Update(bytes);
+    c.pieces.push_back({file_, out_[shard_].bytes, begin, bytes.size()});
+    out_[shard_].bytes += bytes.size();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++file_->pending;
+  }
+
+  void CloseCurrent() {
+    out_[shard_].checksum = io::Checksum::Xxh3(hash_->HexDigest());
+    bool idle = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      file_->complete = true;
+      idle = file_->pending == 0;
+    }
+    if (idle) SyncAndClose(*file_);
+    file_.reset();
+  }
+
+  static void SyncAndClose(ShardFile& f) {
+    if (::fsync(f.fd.get()) != 0) ThrowSystemError(f.path, "cannot fsync");
+    f.fd.reset();
+    CrashPoint("prepare_shard_cut");
+  }
+
+  const NormalizedInput& scanned_;
+  const std::vector<std::string>& paths_;
+  ShardCutter cutter_;
+  std::vector<ShardWritten> out_;
+  io::Xxh3 check_;
+  uint64_t rows_ = 0, bytes_ = 0;
+  size_t opened_ = 0, shard_ = 0;
+  std::shared_ptr<ShardFile> file_;  // the shard being cut
+  std::unique_ptr<io::Xxh3> hash_;   // of its bytes, in order
+  std::mutex mu_;                    // ShardFile::pending and complete
+};
+
+}  // namespace
+
+NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
+                               const NormalizeRules& rules, int threads) {
+  NormalizedInput result;
+  InputReader reader(inputs, &result.files, nullptr);
+  ScanSink sink(&result);
+  RunNormalizePipeline(inputs, rules, threads, reader, sink);
+  sink.Finish();
   return result;
 }
 
-std::vector<ShardRange> CutNormalized(const std::string& path, uint64_t rows, uint64_t bytes,
-                                      uint64_t num_shards) {
-  const io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) ThrowSystemError(path, "cannot open");
-  ShardCutter cutter(rows, bytes, num_shards);
-  std::vector<ShardRange> ranges(1);
-  uint64_t offset = 0, row_start = 0;
-  io::ReadChunks(fd.get(), path, 4 << 20, [&](std::string_view block) {
-    const char* p = block.data();
-    const char* end = p + block.size();
-    while (const char* nl = static_cast<const char*>(std::memchr(p, '\n', end - p))) {
-      const uint64_t row_end = offset + static_cast<uint64_t>(nl - block.data()) + 1;
-      ShardRange& r = ranges.back();
-      ++r.rows;
-      r.bytes += row_end - row_start;
-      const bool closes = cutter.Add(row_end - row_start);
-      row_start = row_end;
-      if (closes) ranges.push_back({row_end, 0, 0});
-      p = nl + 1;
-    }
-    offset += block.size();
-  });
-  if (offset != bytes || ranges.size() != num_shards) {
-    throw Error(path, 0, "normalized input changed while it was being cut",
-                "prepare again; nothing else may write into the staging directory");
-  }
-  return ranges;
-}
-
-std::vector<std::string> WriteShards(const std::string& path, const std::vector<ShardRange>& ranges,
-                                     const std::vector<std::string>& shard_paths, int threads) {
-  std::vector<std::string> sha(ranges.size());
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::exception_ptr failure;
-  auto copy = [&]() {
-    std::string buf(1 << 20, '\0');
-    try {
-      const io::ScopedFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-      if (in.get() < 0) ThrowSystemError(path, "cannot open");
-      for (size_t i = next++; i < ranges.size(); i = next++) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (failure) return;
-        }
-        const ShardRange& r = ranges[i];
-        const std::string& to = shard_paths[i];
-        const io::ScopedFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-        if (out.get() < 0) ThrowSystemError(to, "cannot create");
-        io::Sha256 hash;
-        for (uint64_t done = 0; done < r.bytes;) {
-          const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), r.bytes - done));
-          const ssize_t n =
-              ::pread(in.get(), buf.data(), want, static_cast<off_t>(r.offset + done));
-          if (n < 0 && errno == EINTR) continue;
-          if (n <= 0) ThrowSystemError(path, "cannot read");
-          const std::string_view piece(buf.data(), static_cast<size_t>(n));
-          hash.Update(piece);
-          io::WriteFully(out.get(), piece, to);
-          done += static_cast<uint64_t>(n);
-        }
-        if (::fsync(out.get()) != 0) ThrowSystemError(to, "cannot fsync");
-        sha[i] = hash.HexDigest();
-        CrashPoint("prepare_shard_cut");
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!failure) failure = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  const int n = std::max(1, std::min<int>(threads, static_cast<int>(ranges.size())));
-  for (int t = 0; t < n; ++t) pool.emplace_back(copy);
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-  return sha;
+std::vector<ShardWritten> WriteNormalizedShards(const std::vector<io::InputCandidate>& inputs,
+                                                const NormalizeRules& rules, int threads,
+                                                const NormalizedInput& scanned,
+                                                const std::vector<std::string>& shard_paths) {
+  InputReader reader(inputs, nullptr, &scanned.files);
+  ShardSink sink(scanned, shard_paths);
+  RunNormalizePipeline(inputs, rules, threads, reader, sink);
+  return sink.Finish();
 }
 
 }  // namespace djshard::store

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "djshard/io/checksum.h"
 #include "djshard/io/discover.h"
 #include "djshard/store/manifest.h"
 
@@ -16,38 +17,40 @@ struct NormalizeRules {
   std::vector<std::string> index_keys;
 };
 
-// What one pass over the input found.
+// What the first pass over the input found.
 struct NormalizedInput {
   uint64_t rows = 0;
   uint64_t bytes = 0;            // normalized, newlines included
   std::string digest;            // sha256 of the normalized stream
+  std::string check;             // xxh3_128 of the normalized stream, for the second pass
   std::vector<InputFile> files;  // per input file: size, mtime, rows, raw sha256
 };
 
-// Reads every input file once, in order: validates and normalizes each line
-// on `threads` threads and appends the normalized stream, in input order, to
-// the new file `out_path`. A bad line is an Error naming its file and line
-// (the first one in input order); a file that changes while it is read is an
-// Error too. Memory is bounded by a few 1 MB chunks per thread.
-NormalizedInput NormalizeInput(const std::vector<io::InputCandidate>& inputs,
-                               const NormalizeRules& rules, const std::string& out_path,
-                               int threads);
+// Pass 1 of prepare: reads every input file once, in order, validating and
+// normalizing each line on `threads` threads, and hashes the raw files and the
+// normalized stream; writes nothing. A bad line is an Error naming its file
+// and line (the first one in input order); a file that changes while it is
+// read is an Error too. Memory is bounded by a few 1 MB chunks per thread.
+NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
+                               const NormalizeRules& rules, int threads);
 
-// One shard cut out of a normalized stream.
-struct ShardRange {
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
+// One shard file as pass 2 wrote it.
+struct ShardWritten {
   uint64_t rows = 0;
+  uint64_t bytes = 0;
+  io::Checksum checksum;  // xxh3_128 of the file
 };
 
-// The byte-balanced cut of SPEC "prepare" (ShardCutter) over the normalized
-// stream in `path`, whose totals are `rows` and `bytes`.
-std::vector<ShardRange> CutNormalized(const std::string& path, uint64_t rows, uint64_t bytes,
-                                      uint64_t num_shards);
-
-// Copies each range of `path` into its own new file (`shard_paths`, same
-// order), fsynced, on `threads` threads; returns each shard's sha256.
-std::vector<std::string> WriteShards(const std::string& path, const std::vector<ShardRange>& ranges,
-                                     const std::vector<std::string>& shard_paths, int threads);
+// Pass 2 of prepare: reads and normalizes the input again, cuts the normalized
+// stream into `shard_paths.size()` byte-balanced shards (SPEC "prepare",
+// ShardCutter over the totals of `scanned`) and writes each into its new file,
+// fsynced, hashing it as it is written. The data is written once: there is no
+// intermediate copy. Rows, bytes and the normalized stream's hash must equal
+// pass 1's, and every file's size and mtime too ("input changed between
+// passes" otherwise).
+std::vector<ShardWritten> WriteNormalizedShards(const std::vector<io::InputCandidate>& inputs,
+                                                const NormalizeRules& rules, int threads,
+                                                const NormalizedInput& scanned,
+                                                const std::vector<std::string>& shard_paths);
 
 }  // namespace djshard::store

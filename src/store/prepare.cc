@@ -181,13 +181,12 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
   }
 
-  // One read of the input: validate and normalize every line on every core,
-  // into one normalized stream in the staging directory.
-  const std::string stream = staged.NormalizedStreamPath();
+  // Pass 1: validate and normalize every line on every core, for the totals
+  // and hashes; nothing is written (the data is written once, by pass 2).
+  const NormalizeRules rules{media_keys, media_root, safety.index_keys};
   Manifest m;
-  NormalizedInput normalized =
-      NormalizeInput(inputs, {media_keys, media_root, safety.index_keys}, stream, threads);
-  m.input_files = std::move(normalized.files);
+  const NormalizedInput normalized = ScanNormalized(inputs, rules, threads);
+  m.input_files = normalized.files;
   if (normalized.rows == 0) {
     throw Error(dataset_display, 0, "no records found", "the input files are empty");
   }
@@ -197,22 +196,29 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
                 "every shard must hold at least one row");
   }
 
-  // Cut the stream into byte-balanced shards, copied and hashed in parallel.
-  const std::vector<ShardRange> ranges =
-      CutNormalized(stream, normalized.rows, normalized.bytes, num_shards);
+  ThrowIfStopRequested();
+  CrashPoint("prepare_normalized");
+  // Pass 2: normalize again and cut the stream straight into byte-balanced
+  // shard files, each hashed as it is written.
   std::vector<std::string> shard_paths;
   for (uint64_t i = 0; i < num_shards; ++i) {
     ShardEntry shard;
     shard.id = ShardId(i, num_shards);
     shard.index = i;
     shard.path = JobPaths::ShardRelPath(shard.id);
-    shard.rows = ranges[i].rows;
-    shard.size_bytes = ranges[i].bytes;
     shard_paths.push_back(staged.InJob(shard.path));
     m.shards.push_back(std::move(shard));
   }
+  const std::vector<ShardWritten> written =
+      WriteNormalizedShards(inputs, rules, threads, normalized, shard_paths);
+  for (uint64_t i = 0; i < num_shards; ++i) {
+    m.shards[i].rows = written[i].rows;
+    m.shards[i].size_bytes = written[i].bytes;
+    m.shards[i].checksum = written[i].checksum;
+  }
   if (partitioning && partitioning->mode == exec::PartitionMode::kManual) {
-    // Every shard is a partition set: a manual count must fit the smallest.
+    // Every shard is a partition set: a manual count must fit the smallest
+    // (the staged shards are removed with the staging directory).
     const ShardEntry* smallest = &m.shards.front();
     for (const ShardEntry& s : m.shards) smallest = s.rows < smallest->rows ? &s : smallest;
     if (partitioning->num_of_partitions > smallest->rows) {
@@ -222,11 +228,6 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
                   "lower partition.num_of_partitions or --num-shards");
     }
   }
-  ThrowIfStopRequested();
-  CrashPoint("prepare_normalized");
-  const std::vector<std::string> sha = WriteShards(stream, ranges, shard_paths, threads);
-  for (uint64_t i = 0; i < num_shards; ++i) m.shards[i].sha256 = sha[i];
-  disk.Unlink(stream);
 
   m.job_id = job_path.filename().string();
   m.created_at = FormatUtcIso8601(NowNanos());
@@ -300,7 +301,8 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   // rewrite it (SPEC-checkpoints §8). It is for people: a failure to write
   // it does not undo the published job.
   try {
-    WriteJobSummary(JobDir::Open(job_dir, disk), SummaryUpdate{SummaryStatus::kPrepared, {}, false, ""});
+    WriteJobSummary(JobDir::Open(job_dir, disk),
+                    SummaryUpdate{SummaryStatus::kPrepared, {}, false, ""});
   } catch (const Error&) {
   }
   return PrepareOutcome{false, job_dir, std::move(m)};

@@ -148,12 +148,12 @@ std::string DoneRecord::ToJson() const {
             {"output_path", output_path},
             {"rows", rows},
             {"size_bytes", size_bytes},
-            {"sha256", sha256},
             {"engine",
              {{"name", "djshard"}, {"version", engine_version}, {"git_commit", engine_git_commit}}},
             {"op_stats", ops},
             {"seconds", seconds},
             {"model_devices", model_devices}};
+  checksum.ToJson(j);
   if (!region_stats.empty()) j["regions"] = exec::RegionCountersJson(region_stats);
   if (!partitions.is_null()) j["partitions"] = partitions;
   return j.dump(2) + "\n";
@@ -171,7 +171,7 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
     r.output_path = j.at("output_path").get<std::string>();
     r.rows = io::IntegerField<uint64_t>(j, "rows");
     r.size_bytes = io::IntegerField<uint64_t>(j, "size_bytes");
-    r.sha256 = j.at("sha256").get<std::string>();
+    r.checksum = io::Checksum::FromJson(j);
     r.completed_at = j.value("completed_at", "");
     if (j.contains("partitions") && j["partitions"].is_object()) r.partitions = j["partitions"];
     if (j.contains("engine") && j["engine"].is_object()) {

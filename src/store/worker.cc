@@ -28,6 +28,8 @@
 #include "djshard/exec/plan.h"
 #include "djshard/exec/preflight.h"
 #include "djshard/exec/stop_request.h"
+#include "djshard/io/checksum.h"
+#include "djshard/io/input.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "djshard/recipe/recipe.h"
@@ -539,7 +541,7 @@ class Worker {
       const io::InputCandidate input{path, path, shard->path};
       a.output = std::make_unique<io::OutputStream>(
           JobPaths::AttemptOutputPath(claim.attempt_dir()), true, job_.disk());
-      a.output->HashContent();  // the done record's sha256, without reading the file again
+      a.output->HashContent();  // the done record's xxh3_128, without reading the file again
       a.errors = std::make_unique<io::OutputStream>(
           JobPaths::AttemptErrorsPath(claim.attempt_dir()), true, job_.disk());
       if (settings_) {
@@ -549,6 +551,12 @@ class Worker {
       exec::ExecOptions exec_options;
       exec_options.threads = threads_;
       exec_options.cancel = &a.lost;
+      // The shard is checked against the manifest as it is read: its stored
+      // bytes hashed on the way in, its rows counted by the executor.
+      io::ChecksumHasher shard_hash(shard->checksum.kind);
+      io::LineChunker shard_reader(1, exec_options.batch_bytes, plan_->batch_rows,
+                                   [&](size_t) { return io::OpenInput(path, &shard_hash); });
+      exec_options.source = [&shard_reader](io::LineChunk* c) { return shard_reader.Next(c); };
       exec_options.shard_id = shard->id;  // lineage errors name records by shard and row
       std::vector<double> op_started(plan_->operators.size(), 0);
       exec_options.op_event = [&](size_t i, const exec::OperatorCounters* done) {
@@ -574,6 +582,12 @@ class Worker {
                             " operator(s) with " + std::to_string(threads_) + " thread(s) on " +
                             shard->path);
       a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
+      if (a.summary.rows_in != shard->rows || shard_hash.Finish() != shard->checksum) {
+        throw Error(
+            path, 0,
+            "shard file differs from the manifest (rows or " + shard->checksum.field() + ")",
+            "the job directory was changed; prepare the job again");
+      }
     } catch (const Error& e) {
       error = e.what();
       if (e.IsInfrastructure()) a.infrastructure_error = FilesystemFailure(e);
@@ -642,7 +656,7 @@ class Worker {
       return linked;
     };
     // §7 step 1: the shard file is the manifest's (normalized shards end every
-    // line with \n, so the sha256-lines-v1 hash is the file's sha256).
+    // line with \n, so the hash of the sha256-lines-v1 bytes is the file's).
     const std::optional<io::FileStat> file = disk.Stat(input.path);
     if (!file || file->size != shard.size_bytes) {
       throw Error(input.path, 0, "shard file size differs from the manifest",
@@ -701,22 +715,29 @@ class Worker {
           exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
       decided = std::async(std::launch::async, [&] { return decide(*theirs); });
     }
-    // The shard's sha256 is checked here, or, on a takeover, through the
+    // The shard's checksum is checked here, or, on a takeover, through the
     // partitions' hashes: they must equal those of partitioning_info.json,
     // whose writer checked the whole shard's against the manifest.
-    exec::PartitionSet set = exec::PartitionInput(st, *recipe_, {input}, shard.id, shard.rows,
-                                                  /*hash_whole=*/!theirs.has_value());
+    exec::InputHashes hashes;
+    if (theirs && !theirs->digests.empty()) hashes.partitions = theirs->digests[0].checksum.kind;
+    if (!theirs) hashes.whole = shard.checksum.kind;
+    exec::PartitionSet set =
+        exec::PartitionInput(st, *recipe_, {input}, shard.id, shard.rows, hashes);
     if (theirs) {
-      if (theirs->input_sha256 != shard.sha256) {
-        throw Error(info_path, 0, "input_sha256 is not the manifest's sha256 of " + shard.id,
+      if (theirs->input != shard.checksum) {
+        throw Error(info_path, 0,
+                    "its input checksum is not the manifest's " + shard.checksum.field() + " of " +
+                        shard.id,
                     "remove the shard's checkpoint directory");
       }
-      if (set.mode == "manual") set.input_sha256 = theirs->input_sha256;
+      set.input = theirs->input;
     }
     if (set.total_rows != shard.rows || set.total_bytes != shard.size_bytes ||
-        set.input_sha256 != shard.sha256) {
-      throw Error(input.path, 0, "shard file differs from the manifest (rows, size or sha256)",
-                  "the job directory was changed; prepare the job again");
+        set.input != shard.checksum) {
+      throw Error(
+          input.path, 0,
+          "shard file differs from the manifest (rows, size or " + shard.checksum.field() + ")",
+          "the job directory was changed; prepare the job again");
     }
     if (!theirs) {
       const bool first = publish_fenced(
@@ -761,7 +782,7 @@ class Worker {
         fields["partition_id"] = record.value("partition_id", nlohmann::json());
         fields["op_idx"] = record.value("op_idx", nlohmann::json());
         fields["checkpoint_path"] = record.value("data_path", nlohmann::json());
-        fields["checkpoint_sha256"] = record.value("sha256", nlohmann::json());
+        exec::AddCheckpointChecksum(fields, record);
       }
       fields["error_message"] = why;
       fields["metadata"] = {{"commit", name},
@@ -901,7 +922,7 @@ class Worker {
       // directory fsync also covers the errors file renamed just before.
       a.errors->Commit(/*durable=*/false);
       a.output->Commit();
-      done.sha256 = a.output->ContentSha256();
+      done.checksum = io::Checksum::Xxh3(a.output->ContentXxh3());
       CrashPoint("after_output");
     } catch (const Error& e) {
       a.heartbeat->Stop();

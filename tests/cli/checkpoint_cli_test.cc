@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "djshard/io/checksum.h"
 #include "djshard/io/sha256.h"
 #include "tests/cli/cli_harness.h"
 
@@ -21,6 +22,12 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kTestOps = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
+
+std::string Xxh3(const std::string& bytes) {
+  io::Xxh3 h;
+  h.Update(bytes);
+  return h.HexDigest();
+}
 
 std::string Sha256(const std::string& bytes) {
   io::Sha256 h;
@@ -125,7 +132,7 @@ TEST_F(CheckpointCli, ManualPartitionsHaveExactBoundsAndHashes) {
     EXPECT_EQ(p["rows"], bounds[i].second - bounds[i].first);
     std::string bytes;
     for (int k = bounds[i].first; k < bounds[i].second; ++k) bytes += lines[k] + "\n";
-    EXPECT_EQ(p["sha256"], Sha256(bytes)) << i;
+    EXPECT_EQ(p["xxh3_128"], Xxh3(bytes)) << i;
     EXPECT_EQ(p["size_bytes"], bytes.size());
   }
   EXPECT_EQ(info["input_sha256"], Sha256(rows));

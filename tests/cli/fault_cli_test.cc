@@ -76,6 +76,42 @@ umount mnt
   EXPECT_EQ(io::Sha256OfFile(Path("merged.jsonl")), io::Sha256OfFile(Path("reference.jsonl")));
 }
 
+// Prepare writes the data once: a job directory on a filesystem only 5%
+// larger than the normalized input holds the job, and its shards are the
+// input's rows in order.
+TEST_F(FaultCli, PrepareFitsOnAFilesystemFivePercentLargerThanTheData) {
+  std::string rows;
+  for (int i = 0; rows.size() < (8u << 20); ++i) {
+    rows += "{\"id\":" + std::to_string(i) + ",\"text\":\"row " + std::to_string(i) + " " +
+            std::string(200 + i % 300, 'y') + "\"}\n";
+  }
+  Write("data.jsonl", rows);  // compact: normalizing leaves it as it is
+  DemoRecipe();
+  const uint64_t limit_kb = (rows.size() * 105 / 100 + 1023) / 1024;
+  Write("small.sh", std::string(R"SH(set -u
+cd "$1"; bin="$2"; kb="$3"
+mkdir -p mnt
+if ! mount -t tmpfs -o size=${kb}k none mnt 2>/dev/null; then echo "mount=refused"; exit 0; fi
+"$bin" prepare --config recipe.yaml --job-dir mnt/job --num-shards 4 2>prepare.err
+echo "prepare=$?"
+cat mnt/job/shards/*.jsonl >shards.jsonl
+echo "left=$(ls -A mnt | tr '
+' ' ')"
+umount mnt
+)SH"));
+  // The script gets the test dir, the djshard binary and the size as $1..$3.
+  const CliResult r =
+      WaitFor(Spawn({std::to_string(limit_kb)}, {},
+                    {"unshare", "-m", "--propagation", "private", "bash", Path("small.sh"), dir_}));
+  if (r.out.find("mount=refused") != std::string::npos) {
+    GTEST_SKIP() << "mounting a tmpfs is not allowed here (needs root and a mount namespace)";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("prepare=0"), std::string::npos) << r.out << Read("prepare.err");
+  EXPECT_NE(r.out.find("left=job \n"), std::string::npos) << r.out;
+  EXPECT_TRUE(Read("shards.jsonl") == rows);
+}
+
 }  // namespace
 }  // namespace djshard::testing
 

@@ -1003,7 +1003,7 @@ TEST_F(DurableLineageCli, CorruptedJournalSegmentIsRejectedAndItsParentsRecomput
       const json e = json::parse(line);
       if (e["event_type"] == "checkpoint_rejected") {
         logged = true;
-        EXPECT_NE(e["error_message"].get<std::string>().find("sha256 differs"), std::string::npos)
+        EXPECT_NE(e["error_message"].get<std::string>().find("xxh3_128 differs"), std::string::npos)
             << e;
       }
     }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "djshard/io/checksum.h"
 #include "tests/cli/cli_harness.h"
 
 namespace djshard::testing {
@@ -49,7 +50,7 @@ TEST_F(PrepareCli, DirectoryInputKeepsSortedOrderAndAddsGlobalIndexes) {
   EXPECT_EQ(Read("job/shards/part-00001-of-00002.jsonl"),
             "{\"text\":\"fourth\",\"idx\":3}\n{\"text\":\"fifth\",\"idx\":4}\n");
   const json m = json::parse(Read("job/manifest.json"));
-  EXPECT_EQ(m["schema_version"], 2);
+  EXPECT_EQ(m["schema_version"], 3);
   EXPECT_EQ(m["job_id"], "job");
   EXPECT_EQ(m["total_rows"], 5);
   EXPECT_EQ(m["index_keys"], json::array({"idx"}));
@@ -60,6 +61,10 @@ TEST_F(PrepareCli, DirectoryInputKeepsSortedOrderAndAddsGlobalIndexes) {
   EXPECT_EQ(m["input_files"][2]["rows"], 1);
   EXPECT_EQ(m["shards"][1]["id"], "part-00001-of-00002");
   EXPECT_EQ(m["shards"][1]["path"], "shards/part-00001-of-00002.jsonl");
+  // The shard's checksum is the XXH3-128 that xxh128sum prints for the file.
+  EXPECT_EQ(m["shards"][1]["xxh3_128"],
+            io::ChecksumOfFile(Path("job/shards/part-00001-of-00002.jsonl")).hex);
+  EXPECT_FALSE(m["shards"][1].contains("sha256"));
   EXPECT_EQ(m["recipe"]["snapshot_path"], "recipe.yaml");
   EXPECT_EQ(m["engine"]["name"], "djshard");
   EXPECT_EQ(m["policy"]["lease_secs"], 300);

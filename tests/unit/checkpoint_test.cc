@@ -7,6 +7,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/exec/partition.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/sha256.h"
 #include "tests/unit/temp_dir.h"
 
@@ -69,20 +70,35 @@ std::string Sha(const std::string& s) {
   return h.HexDigest();
 }
 
-TEST(Partition, HashesAreSha256OfEachRowWithoutItsTerminatorThenNewline) {
+std::string Xxh3(const std::string& bytes) {
+  io::Xxh3 h;
+  h.Update(bytes);
+  return h.HexDigest();
+}
+
+TEST(Partition, HashesAreOfEachRowWithoutItsTerminatorThenNewline) {
   testing::TempDir tmp;
   // CRLF rows, a missing last newline, and two files: one stream of rows.
   const std::string a = tmp.Write("a.jsonl", "{\"x\":1}\r\n{\"x\":2}\n{\"x\":3}");
   const std::string b = tmp.Write("b.jsonl", "{\"x\":4}\n{\"x\":5}\r\n");
   const std::vector<io::InputCandidate> inputs = {{a, a, "a.jsonl"}, {b, b, "b.jsonl"}};
   uint64_t rows = 0;
-  std::string whole;
-  const std::vector<PartitionDigest> d = HashPartitions(inputs, ExactBounds(5, 2), &rows, &whole);
+  io::Checksum whole;
+  // Partitions with XXH3-128, the whole input with SHA-256 (a run job's).
+  const std::vector<PartitionDigest> d =
+      HashPartitions(inputs, ExactBounds(5, 2), &rows,
+                     {io::ChecksumKind::kXxh3_128, io::ChecksumKind::kSha256}, &whole);
   EXPECT_EQ(rows, 5u);
-  EXPECT_EQ(whole, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n{\"x\":4}\n{\"x\":5}\n"));
+  EXPECT_EQ(whole.kind, io::ChecksumKind::kSha256);
+  EXPECT_EQ(whole.hex, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n{\"x\":4}\n{\"x\":5}\n"));
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[0].sha256, Sha("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n"));
-  EXPECT_EQ(d[1].sha256, Sha("{\"x\":4}\n{\"x\":5}\n"));
+  EXPECT_EQ(d[0].checksum, io::Checksum::Xxh3(Xxh3("{\"x\":1}\n{\"x\":2}\n{\"x\":3}\n")));
+  EXPECT_EQ(d[1].checksum, io::Checksum::Xxh3(Xxh3("{\"x\":4}\n{\"x\":5}\n")));
+  // Older jobs' partitions: SHA-256 of the same bytes.
+  const std::vector<PartitionDigest> old =
+      HashPartitions(inputs, ExactBounds(5, 2), &rows, {io::ChecksumKind::kSha256, {}});
+  EXPECT_EQ(old[1].checksum.hex, Sha("{\"x\":4}\n{\"x\":5}\n"));
+  EXPECT_EQ(old[1].checksum.kind, io::ChecksumKind::kSha256);
   recipe::Recipe recipe;
   const InputScan scan = ScanInput(inputs, recipe);
   EXPECT_EQ(scan.rows, 5u);

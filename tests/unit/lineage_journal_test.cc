@@ -30,7 +30,7 @@ JournalScope ScopeIn(const std::string& dir) {
   s.job_id = "job";
   s.token = "0a1b2c3d";
   s.region_ops_sha256 = "ops";
-  s.input_tap_sha256 = "input";
+  s.input_tap = io::Checksum::Xxh3("input");
   s.engine_version = "1.0";
   return s;
 }
@@ -80,7 +80,7 @@ TEST(GatherJournal, SealsWholeAddsOnceFlushParentsArePendingAndLoadsEveryByteBac
   const json seg0 = json::parse(published.records.begin()->second);
   EXPECT_EQ(seg0["rows"], json({0, 1, 2, 3, 4, 5}));
   EXPECT_EQ(seg0["count"], 6);
-  EXPECT_EQ(seg0["input_tap_sha256"], "input");
+  EXPECT_EQ(seg0["input_tap_xxh3_128"], "input");
 
   std::vector<std::string> rejected;
   const LoadedJournal loaded = LoadJournal(
@@ -124,7 +124,7 @@ TEST(GatherJournal, ASegmentOfAnotherRegionInputOrWithChangedBytesIsRejected) {
   EXPECT_EQ(why.begin()->first, "lineage_p_partition_00001.seg00001.commit.json");
   EXPECT_EQ(loaded.parents.size(), 4u);
   // Rows numbered in another stream: every segment is rejected.
-  scope.input_tap_sha256 = "other";
+  scope.input_tap = io::Checksum::Xxh3("other");
   why.clear();
   loaded = LoadJournal(
       scope,

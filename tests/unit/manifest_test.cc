@@ -60,8 +60,10 @@ Manifest Full() {
   m.total_size_bytes = 17;
   m.normalized_sha256 = "cc";
   m.num_shards = 2;
-  m.shards.push_back({"part-00000-of-00002", 0, "shards/part-00000-of-00002.jsonl", 2, 9, "ff"});
-  m.shards.push_back({"part-00001-of-00002", 1, "shards/part-00001-of-00002.jsonl", 1, 8, "ee"});
+  m.shards.push_back({"part-00000-of-00002", 0, "shards/part-00000-of-00002.jsonl", 2, 9,
+                      io::Checksum::Xxh3("ff")});
+  m.shards.push_back({"part-00001-of-00002", 1, "shards/part-00001-of-00002.jsonl", 1, 8,
+                      io::Checksum::Xxh3("ee")});
   m.recipe_source_path = "/r/recipe.yaml";
   m.recipe_snapshot_path = "recipe.yaml";
   m.recipe_sha256 = "dd";
@@ -76,7 +78,7 @@ Manifest Full() {
 TEST(Manifest, WritesEveryFieldUnderItsSchemaKey) {
   const std::string text = Full().ToJson();
   const nlohmann::json j = nlohmann::json::parse(text);
-  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["schema_version"], 3);
   EXPECT_EQ(j["job_id"], "j-1");
   EXPECT_EQ(j["created_at"], "2026-01-01T00:00:00.000Z");
   EXPECT_EQ(j["dataset_path"], "/d");
@@ -101,7 +103,7 @@ TEST(Manifest, WritesEveryFieldUnderItsSchemaKey) {
                                             {"path", "shards/part-00001-of-00002.jsonl"},
                                             {"rows", 1},
                                             {"size_bytes", 8},
-                                            {"sha256", "ee"}}));
+                                            {"xxh3_128", "ee"}}));
   EXPECT_EQ(j["recipe"], nlohmann::json({{"source_path", "/r/recipe.yaml"},
                                          {"snapshot_path", "recipe.yaml"},
                                          {"sha256", "dd"}}));
@@ -150,7 +152,7 @@ TEST(Manifest, RoundTripsEveryFieldThroughJson) {
     EXPECT_EQ(back.shards[i].path, m.shards[i].path);
     EXPECT_EQ(back.shards[i].rows, m.shards[i].rows);
     EXPECT_EQ(back.shards[i].size_bytes, m.shards[i].size_bytes);
-    EXPECT_EQ(back.shards[i].sha256, m.shards[i].sha256);
+    EXPECT_EQ(back.shards[i].checksum, m.shards[i].checksum);
   }
   EXPECT_EQ(back.recipe_source_path, "/r/recipe.yaml");
   EXPECT_EQ(back.recipe_snapshot_path, "recipe.yaml");
@@ -174,7 +176,8 @@ TEST(Manifest, AnotherSchemaVersionIsRefusedNamingBoth) {
     ADD_FAILURE() << "schema_version 1 was read";
   } catch (const Error& e) {
     EXPECT_EQ(e.file(), "job/manifest.json");
-    EXPECT_EQ(e.message(), "manifest schema_version 1 is not supported (this djshard reads 2)");
+    EXPECT_EQ(e.message(),
+              "manifest schema_version 1 is not supported (this djshard reads 2 to 3)");
   }
 }
 

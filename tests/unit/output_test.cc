@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "djshard/common/error.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
-#include "djshard/io/sha256.h"
 #include "tests/unit/temp_dir.h"
 
 namespace djshard::io {
@@ -23,8 +23,8 @@ std::string Decoded(const std::string& path) {
   return out;
 }
 
-std::string Sha256Of(std::string_view bytes) {
-  Sha256 h;
+std::string Xxh3Of(std::string_view bytes) {
+  Xxh3 h;
   h.Update(bytes);
   return h.HexDigest();
 }
@@ -132,7 +132,7 @@ TEST_P(CompressedOutput, IsCompressedByItsNameAndDecodesToTheAppendedBytes) {
   EXPECT_TRUE(Decoded(tmp_.Path(name)) == content);
   EXPECT_EQ(out.bytes_in(), content.size());
   // The hash is of the content, not of the compressed file.
-  EXPECT_EQ(out.ContentSha256(), Sha256Of(content));
+  EXPECT_EQ(out.ContentXxh3(), Xxh3Of(content));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -150,21 +150,21 @@ TEST_F(OutputTest, AnEmptyCompressedOutputDecodesToNothing) {
   }
 }
 
-TEST_F(OutputTest, ContentSha256CoversEverythingAppendedAfterHashContent) {
+TEST_F(OutputTest, ContentXxh3CoversEverythingAppendedAfterHashContent) {
   OutputStream out(tmp_.Path("out.jsonl"), false);
   out.HashContent();
   out.Append("{\"a\":1}\n");
   out.Append("{\"b\":2}\n");
   out.Commit();
-  EXPECT_EQ(out.ContentSha256(), Sha256Of("{\"a\":1}\n{\"b\":2}\n"));
-  EXPECT_EQ(out.ContentSha256(), Sha256OfFile(tmp_.Path("out.jsonl")));
+  EXPECT_EQ(out.ContentXxh3(), Xxh3Of("{\"a\":1}\n{\"b\":2}\n"));
+  EXPECT_EQ(out.ContentXxh3(), ChecksumOfFile(tmp_.Path("out.jsonl")).hex);
 }
 
-TEST_F(OutputTest, ContentSha256WithoutHashContentIsAnError) {
+TEST_F(OutputTest, ContentXxh3WithoutHashContentIsAnError) {
   OutputStream out(tmp_.Path("out.jsonl"), false);
   out.Append("x\n");
   try {
-    out.ContentSha256();
+    out.ContentXxh3();
     ADD_FAILURE() << "a hash was returned without hashing";
   } catch (const Error& e) {
     EXPECT_EQ(e.message(), "content hashing was not enabled");

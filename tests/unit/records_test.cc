@@ -100,7 +100,7 @@ TEST(Records, ADoneRecordKeepsEveryFieldMergeAndStatusUse) {
   d.output_path = "attempts/s/0003-t/processed.jsonl";
   d.rows = 10;
   d.size_bytes = 123;
-  d.sha256 = std::string(64, 'a');
+  d.checksum = io::Checksum::Xxh3(std::string(32, 'a'));
   d.op_stats = {{"text_length_filter", 10, 8, 0, 0.5}};
   d.seconds = 1.5;
   const DoneRecord back = DoneRecord::FromJson(d.ToJson(), "done.json");
@@ -108,7 +108,7 @@ TEST(Records, ADoneRecordKeepsEveryFieldMergeAndStatusUse) {
   EXPECT_EQ(back.output_path, d.output_path);
   EXPECT_EQ(back.rows, 10u);
   EXPECT_EQ(back.size_bytes, 123u);
-  EXPECT_EQ(back.sha256, d.sha256);
+  EXPECT_EQ(back.checksum, d.checksum);
   ASSERT_EQ(back.op_stats.size(), 1u);
   EXPECT_EQ(back.op_stats[0].name, "text_length_filter");
   EXPECT_EQ(back.op_stats[0].rows_out, 8u);

@@ -65,7 +65,7 @@ class SmallJob : public ::testing::Test {
     done.output_path = rel;
     done.rows = rows;
     done.size_bytes = bytes.size();
-    done.sha256 = io::Sha256OfFile(tmp_.Path("job/" + rel));
+    done.checksum = io::ChecksumOfFile(tmp_.Path("job/" + rel));
     ASSERT_EQ(claims.PublishDone(*claim, done), store::ClaimStore::PublishResult::kPublished);
   }
   void FinishAll() {

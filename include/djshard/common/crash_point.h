@@ -13,12 +13,12 @@ namespace djshard {
 // workers also "heartbeat_write" (ownership verified, the lock not yet
 // rewritten; dlc's coordinators too) and "record_staged" (a done or failed
 // record written and fsynced, not yet linked); prepare "prepare_normalized"
-// (the input normalized into the staging directory), "prepare_shard_cut" (a
+// (the input validated and hashed, no shard written yet), "prepare_shard_cut" (a
 // shard file written) and "prepare_staged" (the staging directory complete,
 // not yet renamed into place); merge "merge_shard_copied" (a shard's output
 // appended to the temporary output) and "merge_committed" (the output
 // renamed into place, merge.json not yet written); dlc "finalize_merged"
-// (merged and checked, finalize-result.json not yet published).
+// (merged, finalize-result.json not yet published).
 // DJSHARD_TEST_STOP_AT takes the same names and stops the process with
 // SIGSTOP there instead, as a node that hangs would (SIGCONT resumes it).
 void CrashPoint(const char* point);

@@ -103,4 +103,8 @@ std::string OpsPrefixSha256(const YAML::Node& root, size_t op_idx);
 // SHA-256 of a string's bytes, hex.
 std::string Sha256Hex(const std::string& bytes);
 
+// Sets an event's `checkpoint_xxh3_128` (`checkpoint_sha256` for a commit of
+// an older job) to the checksum a commit or journal record holds, if any.
+void AddCheckpointChecksum(nlohmann::json& fields, const nlohmann::json& record);
+
 }  // namespace djshard::exec

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "djshard/io/checksum.h"
 #include "djshard/io/discover.h"
 #include "djshard/recipe/recipe.h"
 
@@ -55,18 +56,26 @@ struct InputScan {
 };
 InputScan ScanInput(const std::vector<io::InputCandidate>& inputs, const recipe::Recipe& recipe);
 
-// What a partition holds: its decoded bytes and sha256-lines-v1 hash.
+// What a partition holds: its decoded bytes and their hash (sha256-lines-v1's
+// bytes, hashed with XXH3-128, or SHA-256 in partition sets of older jobs).
 struct PartitionDigest {
   uint64_t size_bytes = 0;
-  std::string sha256;
+  io::Checksum checksum;
+};
+// Which hashes one read of the input takes.
+struct InputHashes {
+  io::ChecksumKind partitions = io::ChecksumKind::kXxh3_128;
+  // The whole input's, if any: SHA-256 for a run job's partitioning_info (a
+  // fingerprint people compare), XXH3-128 to check a shard file.
+  std::optional<io::ChecksumKind> whole;
 };
 // Reads the input once and hashes each partition of `bounds` (which must be
-// contiguous from row 0). `total_rows` is set to the rows actually read; a
-// non-null `input_sha256` to the sha256-lines-v1 hash of all of them
-// (computed on a second thread from the same read).
+// contiguous from row 0). `total_rows` is set to the rows actually read;
+// `*whole` to the hash of all of them when `hashes.whole` is set (computed on
+// a second thread from the same read).
 std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate>& inputs,
                                             const std::vector<PartitionBounds>& bounds,
-                                            uint64_t* total_rows,
-                                            std::string* input_sha256 = nullptr);
+                                            uint64_t* total_rows, const InputHashes& hashes,
+                                            io::Checksum* whole = nullptr);
 
 }  // namespace djshard::exec

@@ -25,8 +25,10 @@ namespace djshard::exec {
 
 class EventLog;
 
-// The hash of partitioning_info.json: SHA-256 over each row's bytes without
-// its terminator (one trailing \r dropped), each followed by \n.
+// The bytes partitioning_info.json hashes: each row's bytes without its
+// terminator (one trailing \r dropped), each followed by \n; partitions
+// hashed with XXH3-128 (SHA-256 in older jobs), the whole input of a run job
+// with SHA-256.
 inline constexpr const char* kPartitionHashAlgorithm = "sha256-lines-v1";
 
 // The partition set of a `run` job or of one shard: bounds and the digests of
@@ -36,20 +38,22 @@ struct PartitionSet {
   std::vector<PartitionBounds> bounds;
   std::vector<PartitionDigest> digests;
   uint64_t total_rows = 0, total_bytes = 0;
-  std::string input_sha256;
+  // The whole input's hash (`input_sha256` of a run job; a shard's is its
+  // `input_xxh3_128`, the manifest's); empty when it was not taken.
+  io::Checksum input;
 };
 
 // A new partition set of `inputs`: a scan for rows and auto mode's sample,
-// then one read that hashes the partitions and the whole input. A manual
-// count above the rows is an Error "num_of_partitions (P) exceeds the rows of
-// <input_name> (R)". With `known_rows` (a shard's rows from the manifest) a
-// manual count needs no scan: the input is read once; `hash_whole` false
-// then leaves input_sha256 empty (the partitions' hashes are still taken).
+// then one read that takes `hashes`. A manual count above the rows is an
+// Error "num_of_partitions (P) exceeds the rows of <input_name> (R)". With
+// `known_rows` (a shard's rows from the manifest) a manual count needs no
+// scan: the input is read once.
 PartitionSet PartitionInput(const JobSettings& settings, const recipe::Recipe& recipe,
                             const std::vector<io::InputCandidate>& inputs,
                             const std::string& input_name,
                             std::optional<uint64_t> known_rows = std::nullopt,
-                            bool hash_whole = true);
+                            const InputHashes& hashes = {io::ChecksumKind::kXxh3_128,
+                                                         io::ChecksumKind::kSha256});
 
 // partitioning_info.json of a set; `shard_id` is null for `run`.
 nlohmann::json PartitioningInfoJson(const PartitionSet& set, const std::string& job_id,
@@ -85,7 +89,7 @@ struct CommitProblem {
   std::string what;
 };
 
-// Verifies a commit's data file (present, size, sha256 of the stored bytes,
+// Verifies a commit's data file (present, size, xxh3_128 of the stored bytes,
 // rows), its input partition's hash in `set` and its errors file. nullopt
 // when it may be used.
 std::optional<CommitProblem> VerifyCommitFiles(const Commit& commit, const std::string& checkpoints,

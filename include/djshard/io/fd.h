@@ -33,6 +33,8 @@ class ScopedFd {
   ScopedFd(const ScopedFd&) = delete;
   ScopedFd& operator=(const ScopedFd&) = delete;
   int get() const { return fd_; }
+  // Closes the descriptor held, if any, and holds `fd`.
+  void reset(int fd = -1);
   // Gives up ownership.
   int release() {
     const int fd = fd_;

@@ -8,7 +8,7 @@
 
 namespace djshard::io {
 
-class Sha256;
+class ChecksumHasher;
 
 // A stream of decoded bytes (plain file, gzip or zstd).
 class ByteSource {
@@ -21,7 +21,7 @@ class ByteSource {
 // Opens `path` for reading, decoding gzip (".gz") or zstd (".zst") by the
 // name's suffix (case-insensitive). When `raw_hash` is given, every byte read
 // from the file itself (before decoding) is fed to it; it must outlive the source.
-std::unique_ptr<ByteSource> OpenInput(const std::string& path, Sha256* raw_hash = nullptr);
+std::unique_ptr<ByteSource> OpenInput(const std::string& path, ChecksumHasher* raw_hash = nullptr);
 
 // Splits a ByteSource into lines. Memory is one read block plus the longest line.
 class LineReader {

@@ -8,7 +8,7 @@
 
 namespace djshard::io {
 
-class Sha256;
+class Xxh3;
 
 // A buffered writer to a new file that becomes visible under its final name
 // only on Commit(): bytes go to "<path>.tmp.<random>", Commit() flushes,
@@ -79,14 +79,14 @@ class OutputStream {
 
   // Hashes everything appended from now on (call before the first Append).
   void HashContent();
-  // SHA-256 of the uncompressed bytes appended (after HashContent()).
-  std::string ContentSha256();
+  // XXH3-128 of the uncompressed bytes appended (after HashContent()).
+  std::string ContentXxh3();
 
  private:
   struct Codec;
   AtomicFileWriter file_;
   std::unique_ptr<Codec> codec_;
-  std::unique_ptr<Sha256> hash_;
+  std::unique_ptr<Xxh3> hash_;
   std::string digest_;
   uint64_t bytes_in_ = 0;
 };

@@ -45,10 +45,6 @@ class JobPaths {
   // state/. Such a path is never an output.
   bool IsJobFile(const std::string& path) const;
 
-  // Where prepare writes the normalized input before cutting it into shards
-  // (inside a staging job, removed before it is published).
-  std::string NormalizedStreamPath() const { return ShardsDir() + "/.normalized"; }
-
   // Every directory a new job has, the job dir itself first.
   std::vector<std::string> SkeletonDirs() const;
 

@@ -4,9 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "djshard/io/checksum.h"
+
 namespace djshard::store {
 
-inline constexpr int kManifestSchemaVersion = 2;
+// Schema 3 holds each shard's xxh3_128; schema 2 (its sha256) stays readable.
+inline constexpr int kManifestSchemaVersion = 3;
+inline constexpr int kOldestManifestSchemaVersion = 2;
 
 // How workers treat claims of this job (fixed at prepare time). Durations
 // are seconds, fractions allowed, as Data-Juicer takes them.
@@ -37,7 +41,7 @@ struct ShardEntry {
   std::string path;  // relative to the job dir: shards/<id>.jsonl
   uint64_t rows = 0;
   uint64_t size_bytes = 0;
-  std::string sha256;
+  io::Checksum checksum;  // of the file's bytes
 };
 
 // manifest.json of a job directory (SPEC-elastic-sharding.md, "prepare").

@@ -23,12 +23,13 @@ struct VerifiedOutputs {
   ShardsByModelDevices shards_by_model_devices;
 };
 
-// Streams every shard's published output in manifest order, re-validating
-// each line as a JSON object and checking rows, size and sha256 against its
-// done record; `sink` receives the bytes in order. The job must be complete.
-// Throws Error naming the shard and the mismatch.
+// Streams every shard's published output in manifest order, checking rows,
+// size and checksum against its done record while reading it (`deep` also
+// re-validates each line as a JSON object); `sink` receives the bytes in
+// order. The job must be complete. Throws Error naming the shard and the
+// mismatch.
 VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
-                                      const std::function<void(std::string_view)>& sink);
+                                      const std::function<void(std::string_view)>& sink, bool deep);
 
 struct MergeRequest {
   std::string output;  // empty: <job-dir>/merged.jsonl
@@ -43,6 +44,7 @@ struct MergeOutcome {
   uint64_t num_shards = 0;
   uint64_t nodes = 0;
   std::string model_devices_warning;  // MixedModelDevicesWarning, or empty
+  double seconds = 0;                 // how long Verify took
 };
 
 // Concatenates verified shard outputs into one file (temp + fsync + rename;
@@ -54,15 +56,16 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
 struct VerifyRequest {
   std::string output;         // empty: merge.json's output, else <job-dir>/merged.jsonl
   uint64_t expect_nodes = 1;  // distinct hostnames required among done records
+  bool deep = false;          // also re-parse every line of every shard output
 };
 
 // Re-checks a finished job end to end: every shard done and intact, enough
 // distinct nodes, and the merged output equal to the shard outputs in order.
 MergeOutcome Verify(const JobDir& job, const VerifyRequest& request);
 
-// Re-reads a merged output (decompressing .gz/.zst), re-validates every line
-// and checks rows, bytes and content sha256 against `expected`. Throws Error
-// naming the file on any difference.
+// Re-reads a merged output (decompressing .gz/.zst) and checks rows, bytes and
+// content sha256 against `expected`. Throws Error naming the file on any
+// difference.
 void CheckMergedOutput(const MergeOutcome& expected);
 
 // "PASS: N shards were completed by K node(s); merged R rows into <path>"

@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "djshard/exec/executor.h"
+#include "djshard/io/checksum.h"
 
 namespace djshard::store {
 
 // Version of the lock, attempt, done and failed records below. Readers accept
 // records without one (written before records carried it) and refuse newer ones.
-inline constexpr int kRecordSchemaVersion = 1;
+// Version 2: done records hold their output's xxh3_128 (version 1: sha256).
+inline constexpr int kRecordSchemaVersion = 2;
 
 // What became of an attempt (attempts/<shard>/<NNNN>-<token>/attempt.json).
 enum class AttemptStatus {
@@ -80,7 +82,7 @@ struct DoneRecord {
   std::string output_path;  // relative to the job dir
   uint64_t rows = 0;
   uint64_t size_bytes = 0;
-  std::string sha256;
+  io::Checksum checksum;  // of the output's uncompressed bytes
   std::string completed_at;
   std::string engine_version;
   std::string engine_git_commit;

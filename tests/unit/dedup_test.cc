@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -304,6 +305,53 @@ TEST(DedupGrouping, SimhashKeysFindEveryPairWithinHammingDistance) {
     for (const auto& [x, y] : got) {
       EXPECT_LE(__builtin_popcountll(x ^ y), k);
     }
+  }
+}
+
+}  // namespace
+}  // namespace djshard::ops::dedup
+
+namespace djshard::ops::dedup {
+namespace {
+
+// bench/ops_bench_dedup.sh: Signer::Sign over every "text" of
+// $DJSHARD_DEDUP_BENCH_INPUT on this thread, for each variant of
+// $DJSHARD_DEDUP_BENCH_VARIANTS ("op:{json args}" separated by ';'); prints
+// MB/s of CPU time, best of 3.
+TEST(DedupBench, DISABLED_SignaturesPerCpuSecond) {
+  const char* input = std::getenv("DJSHARD_DEDUP_BENCH_INPUT");
+  const char* variants = std::getenv("DJSHARD_DEDUP_BENCH_VARIANTS");
+  ASSERT_TRUE(input != nullptr && variants != nullptr);
+  std::vector<std::string> texts;
+  io::LineReader reader(io::OpenInput(input), input);
+  std::string_view line;
+  double mb = 0;
+  while (reader.Next(&line)) {
+    texts.push_back(json::parse(line)["text"].get<std::string>());
+    mb += static_cast<double>(texts.back().size()) / 1e6;
+  }
+  std::string all = variants;
+  for (size_t start = 0; start < all.size();) {
+    size_t end = all.find(';', start);
+    if (end == std::string::npos) end = all.size();
+    const std::string variant = all.substr(start, end - start);
+    start = end + 1;
+    const size_t colon = variant.find(':');
+    const std::string op = variant.substr(0, colon);
+    const json args =
+        colon == std::string::npos ? json::object() : json::parse(variant.substr(colon + 1));
+    const DedupConfig c = Config(op, args);
+    Signer signer(c);
+    Signature sig;
+    std::string error;
+    double best = 1e30;
+    for (int round = 0; round < 3; ++round) {
+      const std::clock_t t0 = std::clock();
+      for (const std::string& t : texts) signer.Sign(TextValue::String(t), &sig, &error);
+      best = std::min(best, static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC);
+    }
+    std::printf("%s %s %.2f MB %.4f s %.2f MB/s\n", op.c_str(), args.dump().c_str(), mb, best,
+                mb / best);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <cstring>
 
 namespace djshard::ops::dedup {
@@ -111,21 +112,21 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i Md5Step(__m512i
       b, _mm512_or_si512(_mm512_slli_epi32(sum, kShift), _mm512_srli_epi32(sum, 32 - kShift)));
 }
 
-__attribute__((target("avx512f"))) void Md5Blocks16(const uint8_t* blocks, uint32_t* out_a,
-                                                    uint32_t* out_b) {
+// One MD5 compression in each of 16 lanes: lane i's block is at blocks + i * stride,
+// its state in state[0..3][i] (updated).
+__attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* blocks, int stride,
+                                                      uint32_t state[4][16]) {
   const __m512i lane_base =
       _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(16));
+                         _mm512_set1_epi32(stride / 4));
   __m512i m[16];
   for (int i = 0; i < 16; ++i) {
     m[i] =
         _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF,
                                     _mm512_add_epi32(lane_base, _mm512_set1_epi32(i)), blocks, 4);
   }
-  const __m512i a0 = _mm512_set1_epi32(0x67452301),
-                b0 = _mm512_set1_epi32(static_cast<int>(0xefcdab89)),
-                c0 = _mm512_set1_epi32(static_cast<int>(0x98badcfe)),
-                d0 = _mm512_set1_epi32(0x10325476);
+  const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
+                c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]);
   __m512i a = a0, b = b0, c = c0, d = d0;
 #define DJSHARD_MD5_ROUND(i, fexpr, g, s)    \
   {                                          \
@@ -209,8 +210,10 @@ __attribute__((target("avx512f"))) void Md5Blocks16(const uint8_t* blocks, uint3
 #undef DJSHARD_MD5_G
 #undef DJSHARD_MD5_H
 #undef DJSHARD_MD5_I
-  _mm512_storeu_si512(out_a, _mm512_add_epi32(a, a0));
-  _mm512_storeu_si512(out_b, _mm512_add_epi32(b, b0));
+  _mm512_storeu_si512(state[0], _mm512_add_epi32(a, a0));
+  _mm512_storeu_si512(state[1], _mm512_add_epi32(b, b0));
+  _mm512_storeu_si512(state[2], _mm512_add_epi32(c, c0));
+  _mm512_storeu_si512(state[3], _mm512_add_epi32(d, d0));
 }
 
 bool CpuHasAvx512() {
@@ -296,6 +299,67 @@ __attribute__((target("sha,sse4.1,ssse3"))) void Sha1BlockShaNi(uint32_t s[5],
   s[4] = static_cast<uint32_t>(_mm_extract_epi32(e_out, 3));
 }
 
+// One SHA-1 compression in each of 16 lanes: lane i's block at blocks + i * stride,
+// its state in state[0..4][i] (updated).
+__attribute__((target("avx512f,avx512bw"))) void Sha1Compress16(const uint8_t* blocks, int stride,
+                                                                uint32_t state[5][16]) {
+  const __m512i lane_base =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(stride / 4));
+  const __m512i byte_swap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
+  __m512i w[16];
+  for (int i = 0; i < 16; ++i) {
+    w[i] = _mm512_shuffle_epi8(
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF,
+                                    _mm512_add_epi32(lane_base, _mm512_set1_epi32(i)), blocks, 4),
+        byte_swap);
+  }
+  const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
+                c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]),
+                e0 = _mm512_loadu_si512(state[4]);
+  __m512i a = a0, b = b0, c = c0, d = d0, e = e0;
+  for (int i = 0; i < 80; ++i) {
+    if (i >= 16) {
+      const __m512i x =
+          _mm512_ternarylogic_epi32(w[(i - 3) & 15], w[(i - 8) & 15], w[(i - 14) & 15], 0x96);
+      w[i & 15] = _mm512_rol_epi32(_mm512_xor_si512(x, w[i & 15]), 1);
+    }
+    __m512i f;
+    uint32_t k;
+    if (i < 20) {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0xCA);
+      k = 0x5a827999;
+    } else if (i < 40) {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0x96);
+      k = 0x6ed9eba1;
+    } else if (i < 60) {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0xE8);
+      k = 0x8f1bbcdc;
+    } else {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0x96);
+      k = 0xca62c1d6;
+    }
+    const __m512i t = _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_rol_epi32(a, 5), f),
+        _mm512_add_epi32(_mm512_add_epi32(e, w[i & 15]), _mm512_set1_epi32(static_cast<int>(k))));
+    e = d;
+    d = c;
+    c = _mm512_rol_epi32(b, 30);
+    b = a;
+    a = t;
+  }
+  _mm512_storeu_si512(state[0], _mm512_add_epi32(a, a0));
+  _mm512_storeu_si512(state[1], _mm512_add_epi32(b, b0));
+  _mm512_storeu_si512(state[2], _mm512_add_epi32(c, c0));
+  _mm512_storeu_si512(state[3], _mm512_add_epi32(d, d0));
+  _mm512_storeu_si512(state[4], _mm512_add_epi32(e, e0));
+}
+
+bool CpuHasAvx512Bw() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return has;
+}
+
 bool CpuHasSha() {
   static const bool has = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
                           __builtin_cpu_supports("ssse3");
@@ -336,25 +400,71 @@ void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
     for (size_t i = 0; i < n; ++i) out[i] = Md5High64(msgs[i]);
     return;
   }
-  alignas(64) uint8_t blocks[kMd5Lanes * 64];
-  std::memset(blocks, 0, sizeof blocks);
-  bool one_block[kMd5Lanes] = {};
+  // Each lane's message padded to 1 to kMaxBlocks blocks; longer ones are hashed alone.
+  constexpr size_t kMaxBlocks = 4;
+  alignas(64) uint8_t blocks[kMd5Lanes][64 * kMaxBlocks];
+  size_t nblocks[kMd5Lanes] = {};
+  size_t most = 0;
   for (size_t i = 0; i < n; ++i) {
     const size_t len = msgs[i].size();
-    if (len > 55) continue;
-    one_block[i] = true;
-    uint8_t* b = blocks + 64 * i;
+    if (len + 9 > 64 * kMaxBlocks) continue;
+    nblocks[i] = (len + 9 + 63) / 64;
+    most = std::max(most, nblocks[i]);
+    uint8_t* b = blocks[i];
     std::memcpy(b, msgs[i].data(), len);
+    const size_t total = 64 * nblocks[i];
+    std::memset(b + len, 0, total - len);
     b[len] = 0x80;
     const uint64_t bits = static_cast<uint64_t>(len) * 8;
-    std::memcpy(b + 56, &bits, 8);  // little-endian length
+    std::memcpy(b + total - 8, &bits, 8);  // little-endian length
   }
-  alignas(64) uint32_t a[kMd5Lanes], b[kMd5Lanes];
-  Md5Blocks16(blocks, a, b);
+  alignas(64) uint32_t state[4][16];
+  for (int l = 0; l < 16; ++l) {
+    state[0][l] = 0x67452301;
+    state[1][l] = 0xefcdab89;
+    state[2][l] = 0x98badcfe;
+    state[3][l] = 0x10325476;
+  }
+  for (size_t pass = 0; pass < most; ++pass) {
+    alignas(64) uint32_t before[4][16];
+    std::memcpy(before, state, sizeof state);
+    Md5Compress16(&blocks[0][64 * pass], 64 * kMaxBlocks, state);
+    for (size_t i = 0; i < kMd5Lanes; ++i) {
+      if (nblocks[i] > pass) continue;  // this lane was done: keep its digest
+      for (int w = 0; w < 4; ++w) state[w][i] = before[w][i];
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
-    out[i] = one_block[i]
-                 ? (static_cast<uint64_t>(__builtin_bswap32(a[i])) << 32) | __builtin_bswap32(b[i])
-                 : Md5High64(msgs[i]);
+    out[i] = nblocks[i] > 0 ? (static_cast<uint64_t>(__builtin_bswap32(state[0][i])) << 32) |
+                                  __builtin_bswap32(state[1][i])
+                            : Md5High64(msgs[i]);
+  }
+}
+
+namespace {
+
+// Bytes of 0xFF where a bit is set, subtracted from 64 byte counters.
+__attribute__((target("avx512f,avx512bw"))) void CountBitsAvx512(const uint64_t* hashes, size_t n,
+                                                                 int64_t ones[64]) {
+  __m512i counts = _mm512_setzero_si512();
+  for (size_t i = 0; i < n; ++i) {
+    counts = _mm512_sub_epi8(counts, _mm512_movm_epi8(hashes[i]));
+  }
+  alignas(64) uint8_t bytes[64];
+  _mm512_store_si512(bytes, counts);
+  for (int b = 0; b < 64; ++b) ones[b] += bytes[b];
+}
+
+}  // namespace
+
+void CountBits(const uint64_t* hashes, size_t n, int64_t ones[64]) {
+  if (CpuHasAvx512Bw()) {
+    for (size_t i = 0; i < n; i += 255)
+      CountBitsAvx512(hashes + i, std::min<size_t>(255, n - i), ones);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (int b = 0; b < 64; ++b) ones[b] += (hashes[i] >> b) & 1;
   }
 }
 
@@ -362,6 +472,47 @@ uint32_t Sha1Low32(std::string_view data) {
   uint32_t s[5];
   Sha1State(data, s, CpuHasSha());
   return __builtin_bswap32(s[0]);
+}
+
+void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out) {
+  if (!CpuHasAvx512Bw() || n < 4) {
+    for (size_t i = 0; i < n; ++i) out[i] = Sha1Low32(msgs[i]);
+    return;
+  }
+  constexpr size_t kMaxBlocks = 4;
+  alignas(64) uint8_t blocks[kSha1Lanes][64 * kMaxBlocks];
+  size_t nblocks[kSha1Lanes] = {};
+  size_t most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t len = msgs[i].size();
+    if (len + 9 > 64 * kMaxBlocks) continue;
+    nblocks[i] = (len + 9 + 63) / 64;
+    most = std::max(most, nblocks[i]);
+    uint8_t* b = blocks[i];
+    std::memcpy(b, msgs[i].data(), len);
+    const size_t total = 64 * nblocks[i];
+    std::memset(b + len, 0, total - len);
+    b[len] = 0x80;
+    const uint64_t bits = static_cast<uint64_t>(len) * 8;
+    for (int k = 0; k < 8; ++k) b[total - 1 - k] = static_cast<uint8_t>(bits >> (8 * k));
+  }
+  alignas(64) uint32_t state[5][16];
+  constexpr uint32_t kInit[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
+  for (int w = 0; w < 5; ++w) {
+    for (int l = 0; l < 16; ++l) state[w][l] = kInit[w];
+  }
+  for (size_t pass = 0; pass < most; ++pass) {
+    alignas(64) uint32_t before[5][16];
+    std::memcpy(before, state, sizeof state);
+    Sha1Compress16(&blocks[0][64 * pass], 64 * kMaxBlocks, state);
+    for (size_t i = 0; i < kSha1Lanes; ++i) {
+      if (nblocks[i] > pass) continue;
+      for (int w = 0; w < 5; ++w) state[w][i] = before[w][i];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = nblocks[i] > 0 ? __builtin_bswap32(state[0][i]) : Sha1Low32(msgs[i]);
+  }
 }
 
 uint32_t Sha1Low32Scalar(std::string_view data) {

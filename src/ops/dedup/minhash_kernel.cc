@@ -26,7 +26,7 @@ void UpdateScalar(const uint64_t* a, const uint64_t* b, uint64_t* mins, size_t f
   for (size_t j = from; j < n; ++j) {
     uint64_t m = mins[j];
     for (size_t t = 0; t < count; ++t) {
-      m = std::min(m, ModMersenne(hv[t] * a[j] + b[j]) & 0xFFFFFFFFu);
+      m = std::min(m, ModMersenne(hv[t] * a[j] + b[j]) & 0xFFFFFFFFu);  // wraps as numpy does
     }
     mins[j] = m;
   }
@@ -41,12 +41,17 @@ __attribute__((target("avx512f,avx512dq"))) size_t UpdateAvx512(const uint64_t* 
   const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFLL);
   size_t j = 0;
   for (; j + 8 <= n; j += 8) {
+    // hv < 2^32, so hv * a mod 2^64 = hv * a_lo + (hv * a_hi << 32): two
+    // 32x32 multiplies, cheaper than a 64-bit vpmullq
     const __m512i va = _mm512_loadu_si512(a + j);
+    const __m512i va_hi = _mm512_srli_epi64(va, 32);
     const __m512i vb = _mm512_loadu_si512(b + j);
     __m512i m = _mm512_loadu_si512(mins + j);
     for (size_t t = 0; t < count; ++t) {
       const __m512i h = _mm512_set1_epi64(static_cast<long long>(hv[t]));
-      const __m512i x = _mm512_add_epi64(_mm512_mullo_epi64(h, va), vb);
+      const __m512i product = _mm512_add_epi64(_mm512_mul_epu32(h, va),
+                                               _mm512_slli_epi64(_mm512_mul_epu32(h, va_hi), 32));
+      const __m512i x = _mm512_add_epi64(product, vb);
       __m512i r = _mm512_add_epi64(_mm512_and_si512(x, prime), _mm512_srli_epi64(x, 61));
       r = _mm512_min_epu64(r, _mm512_sub_epi64(r, prime));  // r - P wraps when r < P
       m = _mm512_min_epu64(m, _mm512_and_si512(r, low32));

@@ -3,6 +3,7 @@
 // strip()), the tokenization and shingles, and the hashes over them.
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "djshard/ops/dedup.h"
 #include "djshard/ops/sample.h"
@@ -60,21 +61,6 @@ const char* TypeName(TextValue::Type t) {
 }
 
 }  // namespace
-
-struct Signer::State {
-  std::string lowered;                               // the text after lower()
-  std::string replaced;                              // the text after the ignore pattern
-  std::string shingle;                               // a shingle that is not a slice of the text
-  std::vector<uint32_t> offsets;                     // code point starts (character)
-  std::vector<std::pair<uint32_t, uint32_t>> words;  // [begin, end) of tokens
-  std::vector<std::string> pieces;                   // sentencepiece pieces
-  MinhashKernel kernel;
-};
-
-Signer::Signer(const DedupConfig& config) : config_(config), state_(std::make_unique<State>()) {
-  if (config.kind == Kind::kMinhash) state_->kernel.Reset(config.perm_a, config.perm_b);
-}
-Signer::~Signer() = default;
 
 namespace {
 
@@ -149,18 +135,27 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
   }
 }
 
-// Python's str.lower() into *out; ASCII text without a copy of the slow path.
+// Python's str.lower() into *out: ASCII letters here, each run of other
+// characters through text::Lower (the whole text when it holds a capital
+// sigma, whose lower case depends on the letters around it).
 std::string_view LowerInto(std::string_view s, std::string* out) {
-  bool ascii = true;
-  for (char ch : s) ascii &= static_cast<unsigned char>(ch) < 0x80;
-  if (!ascii) {
-    *out = text::Lower(s);
-    return *out;
-  }
-  out->resize(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
+  out->clear();
+  for (size_t i = 0; i < s.size();) {
     const char ch = s[i];
-    (*out)[i] = (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch + 32) : ch;
+    if (static_cast<unsigned char>(ch) < 0x80) {
+      out->push_back((ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch + 32) : ch);
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < s.size() && static_cast<unsigned char>(s[end]) >= 0x80) ++end;
+    const std::string_view run = s.substr(i, end - i);
+    if (run.find("\xCE\xA3") != std::string_view::npos) {
+      *out = text::Lower(s);
+      return *out;
+    }
+    out->append(text::Lower(run));
+    i = end;
   }
   return *out;
 }
@@ -180,23 +175,48 @@ std::string NonStringError(const DedupConfig& c, const TextValue& v) {
   return what;
 }
 
+// Up to 16 shingles waiting to be hashed together. A shingle that is a slice
+// of the text is kept as a view; one built in the caller's scratch buffer is
+// copied.
+class ShingleBatch {
+ public:
+  static constexpr size_t kSize = 16;
+  // Adds a shingle (`stable`: the view outlives the batch); returns whether
+  // the batch is full.
+  bool Add(std::string_view shingle, bool stable) {
+    if (!stable) {
+      if (shingle.size() <= sizeof slots_[0]) {
+        std::memcpy(slots_[n_], shingle.data(), shingle.size());
+        shingle = std::string_view(slots_[n_], shingle.size());
+      } else {
+        overflow_.emplace_back(shingle);
+        shingle = overflow_.back();
+      }
+    }
+    views_[n_++] = shingle;
+    return n_ == kSize;
+  }
+  const std::string_view* views() const { return views_; }
+  size_t size() const { return n_; }
+  void Clear() {
+    n_ = 0;
+    overflow_.clear();
+  }
+
+ private:
+  std::string_view views_[kSize];
+  char slots_[kSize][248];
+  std::deque<std::string> overflow_;  // copies of the rare longer ones
+  size_t n_ = 0;
+};
+
 // simhash-cpp's compute over unsigned_hash of each shingle: per bit, +1 for
 // a shingle whose hash has it set, -1 otherwise; the bit is set when the sum
-// is positive. Hashes 16 shingles at a time.
+// is positive.
 class SimhashCounts {
  public:
-  // `stable`: the view outlives the batch (a slice of the text).
   void Add(std::string_view shingle, bool stable) {
-    if (!stable) {
-      if (shingle.size() > sizeof slots_[0]) {
-        Count(Md5High64(shingle));
-        return;
-      }
-      std::memcpy(slots_[n_], shingle.data(), shingle.size());
-      shingle = std::string_view(slots_[n_], shingle.size());
-    }
-    batch_[n_++] = shingle;
-    if (n_ == kMd5Lanes) Flush();
+    if (batch_.Add(shingle, stable)) Flush();
   }
   uint64_t Finish() {
     Flush();
@@ -208,24 +228,35 @@ class SimhashCounts {
   }
 
  private:
-  void Count(uint64_t h) {
-    for (int b = 0; b < 64; ++b) ones_[b] += (h >> b) & 1;
-    ++total_;
-  }
   void Flush() {
-    uint64_t hashes[kMd5Lanes];
-    Md5High64Batch(batch_, n_, hashes);
-    for (size_t i = 0; i < n_; ++i) Count(hashes[i]);
-    n_ = 0;
+    uint64_t hashes[ShingleBatch::kSize];
+    Md5High64Batch(batch_.views(), batch_.size(), hashes);
+    CountBits(hashes, batch_.size(), ones_);
+    total_ += static_cast<int64_t>(batch_.size());
+    batch_.Clear();
   }
-  std::string_view batch_[kMd5Lanes];
-  char slots_[kMd5Lanes][64];
-  size_t n_ = 0;
+  ShingleBatch batch_;
   int64_t ones_[64] = {};
   int64_t total_ = 0;
 };
 
 }  // namespace
+
+struct Signer::State {
+  std::string lowered;                               // the text after lower()
+  std::string replaced;                              // the text after the ignore pattern
+  std::string shingle;                               // a shingle that is not a slice of the text
+  std::vector<uint32_t> offsets;                     // code point starts (character)
+  std::vector<std::pair<uint32_t, uint32_t>> words;  // [begin, end) of tokens
+  std::vector<std::string> pieces;                   // sentencepiece pieces
+  MinhashKernel kernel;
+  ShingleBatch batch;
+};
+
+Signer::Signer(const DedupConfig& config) : config_(config), state_(std::make_unique<State>()) {
+  if (config.kind == Kind::kMinhash) state_->kernel.Reset(config.perm_a, config.perm_b);
+}
+Signer::~Signer() = default;
 
 bool Signer::Sign(const TextValue& value, Signature* out, std::string* error) {
   const DedupConfig& c = config_;
@@ -295,11 +326,19 @@ bool Signer::Sign(const TextValue& value, Signature* out, std::string* error) {
     return true;
   }
   st.kernel.Start();
+  ShingleBatch& batch = st.batch;
+  const auto flush = [&] {
+    uint32_t hashes[ShingleBatch::kSize];
+    Sha1Low32Batch(batch.views(), batch.size(), hashes);
+    for (size_t i = 0; i < batch.size(); ++i) st.kernel.Add(hashes[i]);
+    batch.Clear();
+  };
   ForEachShingle(c, text, &st.shingle, &st.offsets, &st.words, &st.pieces,
                  [&](std::string_view sh) {
-                   st.kernel.Add(Sha1Low32(sh));
+                   if (batch.Add(sh, sh.data() != st.shingle.data())) flush();
                    ++shingles;
                  });
+  flush();
   if (shingles == 0) {
     if (c.ray) {
       out->empty_marker = true;

@@ -1,0 +1,526 @@
+#include "src/ops/dedup/hashes.h"
+
+// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_epi32 as
+// uninitialized (GCC bug 105593) once they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cstring>
+
+namespace djshard::ops::dedup {
+namespace {
+
+inline uint32_t Rotl(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+
+inline uint32_t LoadLe32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;  // x86: little-endian
+}
+
+// ------------------------------------------------------------------ MD5
+
+constexpr uint32_t kMd5K[64] = {
+    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
+    0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
+    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
+    0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
+    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
+    0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
+    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
+constexpr int kMd5Shift[4][4] = {{7, 12, 17, 22}, {5, 9, 14, 20}, {4, 11, 16, 23}, {6, 10, 15, 21}};
+
+void Md5Block(uint32_t s[4], const uint8_t* block) {
+  uint32_t m[16];
+  for (int i = 0; i < 16; ++i) m[i] = LoadLe32(block + 4 * i);
+  uint32_t a = s[0], b = s[1], c = s[2], d = s[3];
+  for (int i = 0; i < 64; ++i) {
+    uint32_t f;
+    int g;
+    const int round = i >> 4;
+    if (round == 0) {
+      f = (b & c) | (~b & d);
+      g = i;
+    } else if (round == 1) {
+      f = (d & b) | (~d & c);
+      g = (5 * i + 1) & 15;
+    } else if (round == 2) {
+      f = b ^ c ^ d;
+      g = (3 * i + 5) & 15;
+    } else {
+      f = c ^ (b | ~d);
+      g = (7 * i) & 15;
+    }
+    const uint32_t t = d;
+    d = c;
+    c = b;
+    b = b + Rotl(a + f + kMd5K[i] + m[g], kMd5Shift[round][i & 3]);
+    a = t;
+  }
+  s[0] += a;
+  s[1] += b;
+  s[2] += c;
+  s[3] += d;
+}
+
+// Runs `block` over `data` with Merkle–Damgård padding; `big_endian_length`
+// selects SHA-1's length encoding (MD5's is little-endian).
+template <typename BlockFn>
+void Digest(std::string_view data, bool big_endian_length, BlockFn block) {
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  size_t n = data.size();
+  while (n >= 64) {
+    block(p);
+    p += 64;
+    n -= 64;
+  }
+  uint8_t tail[128] = {};
+  std::memcpy(tail, p, n);
+  tail[n] = 0x80;
+  const size_t total = n + 9 <= 64 ? 64 : 128;
+  const uint64_t bits = static_cast<uint64_t>(data.size()) * 8;
+  for (int i = 0; i < 8; ++i) {
+    const int shift = big_endian_length ? 56 - 8 * i : 8 * i;
+    tail[total - 8 + i] = static_cast<uint8_t>(bits >> shift);
+  }
+  block(tail);
+  if (total == 128) block(tail + 64);
+}
+
+void Md5State(std::string_view data, uint32_t s[4]) {
+  s[0] = 0x67452301;
+  s[1] = 0xefcdab89;
+  s[2] = 0x98badcfe;
+  s[3] = 0x10325476;
+  Digest(data, false, [s](const uint8_t* b) { Md5Block(s, b); });
+}
+
+// One padded block per lane, 16 lanes: word i of every lane is gathered from
+// `blocks` (16 consecutive 64-byte blocks).
+template <int kShift>
+__attribute__((target("avx512f"), always_inline)) inline __m512i Md5Step(__m512i a, __m512i b,
+                                                                         __m512i f, __m512i m,
+                                                                         uint32_t k) {
+  const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(a, f),
+                                       _mm512_add_epi32(m, _mm512_set1_epi32(static_cast<int>(k))));
+  return _mm512_add_epi32(
+      b, _mm512_or_si512(_mm512_slli_epi32(sum, kShift), _mm512_srli_epi32(sum, 32 - kShift)));
+}
+
+// One MD5 compression in each of 16 lanes: lane i's block is at blocks + i * stride,
+// its state in state[0..3][i] (updated).
+__attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* blocks, int stride,
+                                                      uint32_t state[4][16]) {
+  const __m512i lane_base =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(stride / 4));
+  __m512i m[16];
+  for (int i = 0; i < 16; ++i) {
+    m[i] =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF,
+                                    _mm512_add_epi32(lane_base, _mm512_set1_epi32(i)), blocks, 4);
+  }
+  const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
+                c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]);
+  __m512i a = a0, b = b0, c = c0, d = d0;
+#define DJSHARD_MD5_ROUND(i, fexpr, g, s)    \
+  {                                          \
+    const __m512i f = fexpr;                 \
+    const __m512i t = d;                     \
+    d = c;                                   \
+    c = b;                                   \
+    b = Md5Step<s>(a, b, f, m[g], kMd5K[i]); \
+    a = t;                                   \
+  }
+#define DJSHARD_MD5_F _mm512_ternarylogic_epi32(b, c, d, 0xCA)
+#define DJSHARD_MD5_G _mm512_ternarylogic_epi32(d, b, c, 0xCA)
+#define DJSHARD_MD5_H _mm512_ternarylogic_epi32(b, c, d, 0x96)
+#define DJSHARD_MD5_I _mm512_ternarylogic_epi32(b, c, d, 0x39)
+  DJSHARD_MD5_ROUND(0, DJSHARD_MD5_F, 0, 7)
+  DJSHARD_MD5_ROUND(1, DJSHARD_MD5_F, 1, 12)
+  DJSHARD_MD5_ROUND(2, DJSHARD_MD5_F, 2, 17)
+  DJSHARD_MD5_ROUND(3, DJSHARD_MD5_F, 3, 22)
+  DJSHARD_MD5_ROUND(4, DJSHARD_MD5_F, 4, 7)
+  DJSHARD_MD5_ROUND(5, DJSHARD_MD5_F, 5, 12)
+  DJSHARD_MD5_ROUND(6, DJSHARD_MD5_F, 6, 17)
+  DJSHARD_MD5_ROUND(7, DJSHARD_MD5_F, 7, 22)
+  DJSHARD_MD5_ROUND(8, DJSHARD_MD5_F, 8, 7)
+  DJSHARD_MD5_ROUND(9, DJSHARD_MD5_F, 9, 12)
+  DJSHARD_MD5_ROUND(10, DJSHARD_MD5_F, 10, 17)
+  DJSHARD_MD5_ROUND(11, DJSHARD_MD5_F, 11, 22)
+  DJSHARD_MD5_ROUND(12, DJSHARD_MD5_F, 12, 7)
+  DJSHARD_MD5_ROUND(13, DJSHARD_MD5_F, 13, 12)
+  DJSHARD_MD5_ROUND(14, DJSHARD_MD5_F, 14, 17)
+  DJSHARD_MD5_ROUND(15, DJSHARD_MD5_F, 15, 22)
+  DJSHARD_MD5_ROUND(16, DJSHARD_MD5_G, 1, 5)
+  DJSHARD_MD5_ROUND(17, DJSHARD_MD5_G, 6, 9)
+  DJSHARD_MD5_ROUND(18, DJSHARD_MD5_G, 11, 14)
+  DJSHARD_MD5_ROUND(19, DJSHARD_MD5_G, 0, 20)
+  DJSHARD_MD5_ROUND(20, DJSHARD_MD5_G, 5, 5)
+  DJSHARD_MD5_ROUND(21, DJSHARD_MD5_G, 10, 9)
+  DJSHARD_MD5_ROUND(22, DJSHARD_MD5_G, 15, 14)
+  DJSHARD_MD5_ROUND(23, DJSHARD_MD5_G, 4, 20)
+  DJSHARD_MD5_ROUND(24, DJSHARD_MD5_G, 9, 5)
+  DJSHARD_MD5_ROUND(25, DJSHARD_MD5_G, 14, 9)
+  DJSHARD_MD5_ROUND(26, DJSHARD_MD5_G, 3, 14)
+  DJSHARD_MD5_ROUND(27, DJSHARD_MD5_G, 8, 20)
+  DJSHARD_MD5_ROUND(28, DJSHARD_MD5_G, 13, 5)
+  DJSHARD_MD5_ROUND(29, DJSHARD_MD5_G, 2, 9)
+  DJSHARD_MD5_ROUND(30, DJSHARD_MD5_G, 7, 14)
+  DJSHARD_MD5_ROUND(31, DJSHARD_MD5_G, 12, 20)
+  DJSHARD_MD5_ROUND(32, DJSHARD_MD5_H, 5, 4)
+  DJSHARD_MD5_ROUND(33, DJSHARD_MD5_H, 8, 11)
+  DJSHARD_MD5_ROUND(34, DJSHARD_MD5_H, 11, 16)
+  DJSHARD_MD5_ROUND(35, DJSHARD_MD5_H, 14, 23)
+  DJSHARD_MD5_ROUND(36, DJSHARD_MD5_H, 1, 4)
+  DJSHARD_MD5_ROUND(37, DJSHARD_MD5_H, 4, 11)
+  DJSHARD_MD5_ROUND(38, DJSHARD_MD5_H, 7, 16)
+  DJSHARD_MD5_ROUND(39, DJSHARD_MD5_H, 10, 23)
+  DJSHARD_MD5_ROUND(40, DJSHARD_MD5_H, 13, 4)
+  DJSHARD_MD5_ROUND(41, DJSHARD_MD5_H, 0, 11)
+  DJSHARD_MD5_ROUND(42, DJSHARD_MD5_H, 3, 16)
+  DJSHARD_MD5_ROUND(43, DJSHARD_MD5_H, 6, 23)
+  DJSHARD_MD5_ROUND(44, DJSHARD_MD5_H, 9, 4)
+  DJSHARD_MD5_ROUND(45, DJSHARD_MD5_H, 12, 11)
+  DJSHARD_MD5_ROUND(46, DJSHARD_MD5_H, 15, 16)
+  DJSHARD_MD5_ROUND(47, DJSHARD_MD5_H, 2, 23)
+  DJSHARD_MD5_ROUND(48, DJSHARD_MD5_I, 0, 6)
+  DJSHARD_MD5_ROUND(49, DJSHARD_MD5_I, 7, 10)
+  DJSHARD_MD5_ROUND(50, DJSHARD_MD5_I, 14, 15)
+  DJSHARD_MD5_ROUND(51, DJSHARD_MD5_I, 5, 21)
+  DJSHARD_MD5_ROUND(52, DJSHARD_MD5_I, 12, 6)
+  DJSHARD_MD5_ROUND(53, DJSHARD_MD5_I, 3, 10)
+  DJSHARD_MD5_ROUND(54, DJSHARD_MD5_I, 10, 15)
+  DJSHARD_MD5_ROUND(55, DJSHARD_MD5_I, 1, 21)
+  DJSHARD_MD5_ROUND(56, DJSHARD_MD5_I, 8, 6)
+  DJSHARD_MD5_ROUND(57, DJSHARD_MD5_I, 15, 10)
+  DJSHARD_MD5_ROUND(58, DJSHARD_MD5_I, 6, 15)
+  DJSHARD_MD5_ROUND(59, DJSHARD_MD5_I, 13, 21)
+  DJSHARD_MD5_ROUND(60, DJSHARD_MD5_I, 4, 6)
+  DJSHARD_MD5_ROUND(61, DJSHARD_MD5_I, 11, 10)
+  DJSHARD_MD5_ROUND(62, DJSHARD_MD5_I, 2, 15)
+  DJSHARD_MD5_ROUND(63, DJSHARD_MD5_I, 9, 21)
+#undef DJSHARD_MD5_ROUND
+#undef DJSHARD_MD5_F
+#undef DJSHARD_MD5_G
+#undef DJSHARD_MD5_H
+#undef DJSHARD_MD5_I
+  _mm512_storeu_si512(state[0], _mm512_add_epi32(a, a0));
+  _mm512_storeu_si512(state[1], _mm512_add_epi32(b, b0));
+  _mm512_storeu_si512(state[2], _mm512_add_epi32(c, c0));
+  _mm512_storeu_si512(state[3], _mm512_add_epi32(d, d0));
+}
+
+bool CpuHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// ---------------------------------------------------------------- SHA-1
+
+void Sha1BlockScalar(uint32_t s[5], const uint8_t* block) {
+  uint32_t w[80];
+  for (int i = 0; i < 16; ++i) w[i] = __builtin_bswap32(LoadLe32(block + 4 * i));
+  for (int i = 16; i < 80; ++i) w[i] = Rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+  uint32_t a = s[0], b = s[1], c = s[2], d = s[3], e = s[4];
+  for (int i = 0; i < 80; ++i) {
+    uint32_t f, k;
+    if (i < 20) {
+      f = (b & c) | (~b & d);
+      k = 0x5a827999;
+    } else if (i < 40) {
+      f = b ^ c ^ d;
+      k = 0x6ed9eba1;
+    } else if (i < 60) {
+      f = (b & c) | (b & d) | (c & d);
+      k = 0x8f1bbcdc;
+    } else {
+      f = b ^ c ^ d;
+      k = 0xca62c1d6;
+    }
+    const uint32_t t = Rotl(a, 5) + f + e + k + w[i];
+    e = d;
+    d = c;
+    c = Rotl(b, 30);
+    b = a;
+    a = t;
+  }
+  s[0] += a;
+  s[1] += b;
+  s[2] += c;
+  s[3] += d;
+  s[4] += e;
+}
+
+// One 64-byte block with the SHA extensions: 20 groups of 4 rounds, the
+// message schedule W[g] = msg2(msg1(W[g-4], W[g-3]) ^ W[g-2], W[g-1]).
+__attribute__((target("sha,sse4.1,ssse3"))) void Sha1BlockShaNi(uint32_t s[5],
+                                                                const uint8_t* block) {
+  const __m128i byte_swap = _mm_set_epi64x(0x0001020304050607LL, 0x08090a0b0c0d0e0fLL);
+  __m128i abcd = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), 0x1B);
+  const __m128i abcd_save = abcd;
+  const __m128i e_save = _mm_set_epi32(static_cast<int>(s[4]), 0, 0, 0);
+  __m128i w[20];
+  for (int g = 0; g < 4; ++g) {
+    w[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * g)),
+                            byte_swap);
+  }
+  __m128i previous = abcd;  // the abcd whose A becomes the next group's E
+  for (int g = 0; g < 20; ++g) {
+    if (g >= 4) {
+      w[g] = _mm_sha1msg2_epu32(_mm_xor_si128(_mm_sha1msg1_epu32(w[g - 4], w[g - 3]), w[g - 2]),
+                                w[g - 1]);
+    }
+    const __m128i e = g == 0 ? _mm_add_epi32(e_save, w[0]) : _mm_sha1nexte_epu32(previous, w[g]);
+    previous = abcd;
+    switch (g / 5) {
+      case 0:
+        abcd = _mm_sha1rnds4_epu32(abcd, e, 0);
+        break;
+      case 1:
+        abcd = _mm_sha1rnds4_epu32(abcd, e, 1);
+        break;
+      case 2:
+        abcd = _mm_sha1rnds4_epu32(abcd, e, 2);
+        break;
+      default:
+        abcd = _mm_sha1rnds4_epu32(abcd, e, 3);
+        break;
+    }
+  }
+  const __m128i e_out = _mm_sha1nexte_epu32(previous, e_save);
+  abcd = _mm_shuffle_epi32(_mm_add_epi32(abcd, abcd_save), 0x1B);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(s), abcd);
+  s[4] = static_cast<uint32_t>(_mm_extract_epi32(e_out, 3));
+}
+
+// One SHA-1 compression in each of 16 lanes: lane i's block at blocks + i * stride,
+// its state in state[0..4][i] (updated).
+__attribute__((target("avx512f,avx512bw"))) void Sha1Compress16(const uint8_t* blocks, int stride,
+                                                                uint32_t state[5][16]) {
+  const __m512i lane_base =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(stride / 4));
+  const __m512i byte_swap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
+  __m512i w[16];
+  for (int i = 0; i < 16; ++i) {
+    w[i] = _mm512_shuffle_epi8(
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF,
+                                    _mm512_add_epi32(lane_base, _mm512_set1_epi32(i)), blocks, 4),
+        byte_swap);
+  }
+  const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
+                c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]),
+                e0 = _mm512_loadu_si512(state[4]);
+  __m512i a = a0, b = b0, c = c0, d = d0, e = e0;
+  for (int i = 0; i < 80; ++i) {
+    if (i >= 16) {
+      const __m512i x =
+          _mm512_ternarylogic_epi32(w[(i - 3) & 15], w[(i - 8) & 15], w[(i - 14) & 15], 0x96);
+      w[i & 15] = _mm512_rol_epi32(_mm512_xor_si512(x, w[i & 15]), 1);
+    }
+    __m512i f;
+    uint32_t k;
+    if (i < 20) {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0xCA);
+      k = 0x5a827999;
+    } else if (i < 40) {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0x96);
+      k = 0x6ed9eba1;
+    } else if (i < 60) {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0xE8);
+      k = 0x8f1bbcdc;
+    } else {
+      f = _mm512_ternarylogic_epi32(b, c, d, 0x96);
+      k = 0xca62c1d6;
+    }
+    const __m512i t = _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_rol_epi32(a, 5), f),
+        _mm512_add_epi32(_mm512_add_epi32(e, w[i & 15]), _mm512_set1_epi32(static_cast<int>(k))));
+    e = d;
+    d = c;
+    c = _mm512_rol_epi32(b, 30);
+    b = a;
+    a = t;
+  }
+  _mm512_storeu_si512(state[0], _mm512_add_epi32(a, a0));
+  _mm512_storeu_si512(state[1], _mm512_add_epi32(b, b0));
+  _mm512_storeu_si512(state[2], _mm512_add_epi32(c, c0));
+  _mm512_storeu_si512(state[3], _mm512_add_epi32(d, d0));
+  _mm512_storeu_si512(state[4], _mm512_add_epi32(e, e0));
+}
+
+bool CpuHasAvx512Bw() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return has;
+}
+
+bool CpuHasSha() {
+  static const bool has = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
+                          __builtin_cpu_supports("ssse3");
+  return has;
+}
+
+void Sha1State(std::string_view data, uint32_t s[5], bool sha_ni) {
+  s[0] = 0x67452301;
+  s[1] = 0xefcdab89;
+  s[2] = 0x98badcfe;
+  s[3] = 0x10325476;
+  s[4] = 0xc3d2e1f0;
+  if (sha_ni) {
+    Digest(data, true, [s](const uint8_t* b) { Sha1BlockShaNi(s, b); });
+  } else {
+    Digest(data, true, [s](const uint8_t* b) { Sha1BlockScalar(s, b); });
+  }
+}
+
+}  // namespace
+
+std::array<uint8_t, 16> Md5(std::string_view data) {
+  uint32_t s[4];
+  Md5State(data, s);
+  std::array<uint8_t, 16> out;
+  std::memcpy(out.data(), s, 16);  // little-endian words
+  return out;
+}
+
+uint64_t Md5High64(std::string_view data) {
+  uint32_t s[4];
+  Md5State(data, s);
+  return (static_cast<uint64_t>(__builtin_bswap32(s[0])) << 32) | __builtin_bswap32(s[1]);
+}
+
+void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
+  if (!CpuHasAvx512() || n < 4) {
+    for (size_t i = 0; i < n; ++i) out[i] = Md5High64(msgs[i]);
+    return;
+  }
+  // Each lane's message padded to 1 to kMaxBlocks blocks; longer ones are hashed alone.
+  constexpr size_t kMaxBlocks = 4;
+  alignas(64) uint8_t blocks[kMd5Lanes][64 * kMaxBlocks];
+  size_t nblocks[kMd5Lanes] = {};
+  size_t most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t len = msgs[i].size();
+    if (len + 9 > 64 * kMaxBlocks) continue;
+    nblocks[i] = (len + 9 + 63) / 64;
+    most = std::max(most, nblocks[i]);
+    uint8_t* b = blocks[i];
+    std::memcpy(b, msgs[i].data(), len);
+    const size_t total = 64 * nblocks[i];
+    std::memset(b + len, 0, total - len);
+    b[len] = 0x80;
+    const uint64_t bits = static_cast<uint64_t>(len) * 8;
+    std::memcpy(b + total - 8, &bits, 8);  // little-endian length
+  }
+  alignas(64) uint32_t state[4][16];
+  for (int l = 0; l < 16; ++l) {
+    state[0][l] = 0x67452301;
+    state[1][l] = 0xefcdab89;
+    state[2][l] = 0x98badcfe;
+    state[3][l] = 0x10325476;
+  }
+  for (size_t pass = 0; pass < most; ++pass) {
+    alignas(64) uint32_t before[4][16];
+    std::memcpy(before, state, sizeof state);
+    Md5Compress16(&blocks[0][64 * pass], 64 * kMaxBlocks, state);
+    for (size_t i = 0; i < kMd5Lanes; ++i) {
+      if (nblocks[i] > pass) continue;  // this lane was done: keep its digest
+      for (int w = 0; w < 4; ++w) state[w][i] = before[w][i];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = nblocks[i] > 0 ? (static_cast<uint64_t>(__builtin_bswap32(state[0][i])) << 32) |
+                                  __builtin_bswap32(state[1][i])
+                            : Md5High64(msgs[i]);
+  }
+}
+
+namespace {
+
+// Bytes of 0xFF where a bit is set, subtracted from 64 byte counters.
+__attribute__((target("avx512f,avx512bw"))) void CountBitsAvx512(const uint64_t* hashes, size_t n,
+                                                                 int64_t ones[64]) {
+  __m512i counts = _mm512_setzero_si512();
+  for (size_t i = 0; i < n; ++i) {
+    counts = _mm512_sub_epi8(counts, _mm512_movm_epi8(hashes[i]));
+  }
+  alignas(64) uint8_t bytes[64];
+  _mm512_store_si512(bytes, counts);
+  for (int b = 0; b < 64; ++b) ones[b] += bytes[b];
+}
+
+}  // namespace
+
+void CountBits(const uint64_t* hashes, size_t n, int64_t ones[64]) {
+  if (CpuHasAvx512Bw()) {
+    for (size_t i = 0; i < n; i += 255)
+      CountBitsAvx512(hashes + i, std::min<size_t>(255, n - i), ones);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (int b = 0; b < 64; ++b) ones[b] += (hashes[i] >> b) & 1;
+  }
+}
+
+uint32_t Sha1Low32(std::string_view data) {
+  uint32_t s[5];
+  Sha1State(data, s, CpuHasSha());
+  return __builtin_bswap32(s[0]);
+}
+
+void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out) {
+  if (!CpuHasAvx512Bw() || n < 4) {
+    for (size_t i = 0; i < n; ++i) out[i] = Sha1Low32(msgs[i]);
+    return;
+  }
+  constexpr size_t kMaxBlocks = 4;
+  alignas(64) uint8_t blocks[kSha1Lanes][64 * kMaxBlocks];
+  size_t nblocks[kSha1Lanes] = {};
+  size_t most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t len = msgs[i].size();
+    if (len + 9 > 64 * kMaxBlocks) continue;
+    nblocks[i] = (len + 9 + 63) / 64;
+    most = std::max(most, nblocks[i]);
+    uint8_t* b = blocks[i];
+    std::memcpy(b, msgs[i].data(), len);
+    const size_t total = 64 * nblocks[i];
+    std::memset(b + len, 0, total - len);
+    b[len] = 0x80;
+    const uint64_t bits = static_cast<uint64_t>(len) * 8;
+    for (int k = 0; k < 8; ++k) b[total - 1 - k] = static_cast<uint8_t>(bits >> (8 * k));
+  }
+  alignas(64) uint32_t state[5][16];
+  constexpr uint32_t kInit[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
+  for (int w = 0; w < 5; ++w) {
+    for (int l = 0; l < 16; ++l) state[w][l] = kInit[w];
+  }
+  for (size_t pass = 0; pass < most; ++pass) {
+    alignas(64) uint32_t before[5][16];
+    std::memcpy(before, state, sizeof state);
+    Sha1Compress16(&blocks[0][64 * pass], 64 * kMaxBlocks, state);
+    for (size_t i = 0; i < kSha1Lanes; ++i) {
+      if (nblocks[i] > pass) continue;
+      for (int w = 0; w < 5; ++w) state[w][i] = before[w][i];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = nblocks[i] > 0 ? __builtin_bswap32(state[0][i]) : Sha1Low32(msgs[i]);
+  }
+}
+
+uint32_t Sha1Low32Scalar(std::string_view data) {
+  uint32_t s[5];
+  Sha1State(data, s, false);
+  return __builtin_bswap32(s[0]);
+}
+
+bool Sha1UsesShaExtensions() { return CpuHasSha(); }
+
+}  // namespace djshard::ops::dedup

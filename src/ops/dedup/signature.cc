@@ -1,0 +1,389 @@
+// Per-record signatures, as Data-Juicer's compute_hash computes them: the text
+// preprocessing (lower(), the ignore pattern or the non-character removal,
+// strip()), the tokenization and shingles, and the hashes over them.
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "djshard/ops/dedup.h"
+#include "djshard/ops/sample.h"
+#include "djshard/ops/text.h"
+#include "src/ops/dedup/dedup_tables.h"
+#include "src/ops/dedup/hashes.h"
+#include "src/ops/dedup/minhash_kernel.h"
+#include "src/ops/dedup/sentencepiece_tokenizer.h"
+#include "src/ops/regex.h"
+
+namespace djshard::ops::dedup {
+namespace {
+
+bool InRanges(const CodePointRange* ranges, size_t n, uint32_t cp) {
+  const CodePointRange* end = ranges + n;
+  const CodePointRange* it = std::upper_bound(
+      ranges, end, cp, [](uint32_t c, const CodePointRange& r) { return c < r.lo; });
+  return it != ranges && cp <= (it - 1)->hi;
+}
+
+bool IsRegexPunctuation(uint32_t cp) {
+  if (cp < 0x80) {
+    // \p{P} in ASCII: !"#%&'()*,-./:;?@[\]_{}  (not $+<=>^`|~, which are symbols)
+    static constexpr char kAsciiP[] = "!\"#%&'()*,-./:;?@[\\]_{}";
+    return cp != 0 && std::strchr(kAsciiP, static_cast<int>(cp)) != nullptr;
+  }
+  return InRanges(kRegexPunctuation, kRegexPunctuationSize, cp);
+}
+
+// document_deduplicator's ignore_non_character: \s+|\d+|[string.punctuation].
+bool IsNonCharacter(uint32_t cp) {
+  if (cp < 0x80) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == ' ' || (cp >= '0' && cp <= '9') ||
+           (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+           (cp >= 0x7B && cp <= 0x7E);
+  }
+  return InRanges(kRegexSpace, kRegexSpaceSize, cp) || InRanges(kRegexDigit, kRegexDigitSize, cp);
+}
+
+const char* TypeName(TextValue::Type t) {
+  switch (t) {
+    case TextValue::Type::kNull:
+      return "null";
+    case TextValue::Type::kBool:
+      return "a boolean";
+    case TextValue::Type::kNumber:
+      return "a number";
+    case TextValue::Type::kArray:
+      return "an array";
+    case TextValue::Type::kObject:
+      return "an object";
+    default:
+      return "a string";
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Calls f(shingle) for each shingle of `text` (Data-Juicer's list, in order,
+// repeats included): windows of `w` code points (character), of `w` tokens
+// split on ' ' (space) or at each \p{P} (punctuation) joined by ' ', or of
+// `w` SentencePiece pieces concatenated.
+template <typename F>
+void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* shingle,
+                    std::vector<uint32_t>* offsets,
+                    std::vector<std::pair<uint32_t, uint32_t>>* words,
+                    std::vector<std::string>* pieces, F&& f) {
+  const size_t w = static_cast<size_t>(c.window_size);
+  if (c.tokenization == Tokenization::kCharacter) {
+    offsets->clear();
+    for (size_t i = 0; i < text.size(); i += text::SequenceLength(text[i])) {
+      offsets->push_back(static_cast<uint32_t>(i));
+    }
+    offsets->push_back(static_cast<uint32_t>(text.size()));
+    const size_t n = offsets->size() - 1;
+    for (size_t i = 0; i + w <= n; ++i) {
+      f(text.substr((*offsets)[i], (*offsets)[i + w] - (*offsets)[i]));
+    }
+    return;
+  }
+  if (c.tokenization == Tokenization::kSentencePiece) {
+    c.tokenizer->Pieces(text, pieces);
+    for (size_t i = 0; i + w <= pieces->size(); ++i) {
+      shingle->clear();
+      for (size_t j = i; j < i + w; ++j) shingle->append((*pieces)[j]);
+      f(std::string_view(*shingle));
+    }
+    return;
+  }
+  words->clear();
+  const bool punctuation = c.tokenization == Tokenization::kPunctuation;
+  if (punctuation) {  // regex.split(r"\p{P}", text): empty pieces stay
+    size_t start = 0;
+    for (size_t i = 0; i < text.size();) {
+      const size_t at = i;
+      const uint32_t cp = text::NextCodePoint(text, &i);
+      if (IsRegexPunctuation(cp)) {
+        words->emplace_back(start, at);
+        start = i;
+      }
+    }
+    words->emplace_back(start, text.size());
+  } else {  // split_on_whitespace: split on ' ', empty pieces dropped
+    size_t i = 0;
+    while (i < text.size()) {
+      while (i < text.size() && text[i] == ' ') ++i;
+      const size_t start = i;
+      while (i < text.size() && text[i] != ' ') ++i;
+      if (i > start) words->emplace_back(start, i);
+    }
+  }
+  const auto& ws = *words;
+  for (size_t i = 0; i + w <= ws.size(); ++i) {
+    // With single spaces between the words, the joined shingle is a slice of the text.
+    bool slice = !punctuation || w == 1;
+    for (size_t j = i; slice && j + 1 < i + w; ++j) slice = ws[j + 1].first == ws[j].second + 1;
+    if (slice) {
+      f(text.substr(ws[i].first, ws[i + w - 1].second - ws[i].first));
+      continue;
+    }
+    shingle->clear();
+    for (size_t j = i; j < i + w; ++j) {
+      if (j > i) shingle->push_back(' ');
+      shingle->append(text.data() + ws[j].first, ws[j].second - ws[j].first);
+    }
+    f(std::string_view(*shingle));
+  }
+}
+
+// Python's str.lower() into *out: ASCII letters here, each run of other
+// characters through text::Lower (the whole text when it holds a capital
+// sigma, whose lower case depends on the letters around it).
+std::string_view LowerInto(std::string_view s, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < s.size();) {
+    const char ch = s[i];
+    if (static_cast<unsigned char>(ch) < 0x80) {
+      out->push_back((ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch + 32) : ch);
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < s.size() && static_cast<unsigned char>(s[end]) >= 0x80) ++end;
+    const std::string_view run = s.substr(i, end - i);
+    if (run.find("\xCE\xA3") != std::string_view::npos) {
+      *out = text::Lower(s);
+      return *out;
+    }
+    out->append(text::Lower(run));
+    i = end;
+  }
+  return *out;
+}
+
+// Why a non-string text fails in compute_hash; "" when it does not fail (a
+// list or dict shorter than the window under character tokenization without
+// lower() or an ignore pattern has no shingles at all).
+std::string NonStringError(const DedupConfig& c, const TextValue& v) {
+  const std::string what =
+      "the text field '" + c.text_key + "' is " + TypeName(v.type) + ", not a string";
+  const bool sized = v.type == TextValue::Type::kArray || v.type == TextValue::Type::kObject;
+  if (c.kind != Kind::kExact && !c.lowercase && !c.ignore_pattern &&
+      c.tokenization == Tokenization::kCharacter && sized &&
+      v.length < static_cast<size_t>(c.window_size)) {
+    return "";
+  }
+  return what;
+}
+
+// Up to 16 shingles waiting to be hashed together. A shingle that is a slice
+// of the text is kept as a view; one built in the caller's scratch buffer is
+// copied.
+class ShingleBatch {
+ public:
+  static constexpr size_t kSize = 16;
+  // Adds a shingle (`stable`: the view outlives the batch); returns whether
+  // the batch is full.
+  bool Add(std::string_view shingle, bool stable) {
+    if (!stable) {
+      if (shingle.size() <= sizeof slots_[0]) {
+        std::memcpy(slots_[n_], shingle.data(), shingle.size());
+        shingle = std::string_view(slots_[n_], shingle.size());
+      } else {
+        overflow_.emplace_back(shingle);
+        shingle = overflow_.back();
+      }
+    }
+    views_[n_++] = shingle;
+    return n_ == kSize;
+  }
+  const std::string_view* views() const { return views_; }
+  size_t size() const { return n_; }
+  void Clear() {
+    n_ = 0;
+    overflow_.clear();
+  }
+
+ private:
+  std::string_view views_[kSize];
+  char slots_[kSize][248];
+  std::deque<std::string> overflow_;  // copies of the rare longer ones
+  size_t n_ = 0;
+};
+
+// simhash-cpp's compute over unsigned_hash of each shingle: per bit, +1 for
+// a shingle whose hash has it set, -1 otherwise; the bit is set when the sum
+// is positive.
+class SimhashCounts {
+ public:
+  void Add(std::string_view shingle, bool stable) {
+    if (batch_.Add(shingle, stable)) Flush();
+  }
+  uint64_t Finish() {
+    Flush();
+    uint64_t result = 0;
+    for (int b = 0; b < 64; ++b) {
+      if (2 * ones_[b] > total_) result |= uint64_t{1} << b;
+    }
+    return result;
+  }
+
+ private:
+  void Flush() {
+    uint64_t hashes[ShingleBatch::kSize];
+    Md5High64Batch(batch_.views(), batch_.size(), hashes);
+    CountBits(hashes, batch_.size(), ones_);
+    total_ += static_cast<int64_t>(batch_.size());
+    batch_.Clear();
+  }
+  ShingleBatch batch_;
+  int64_t ones_[64] = {};
+  int64_t total_ = 0;
+};
+
+}  // namespace
+
+struct Signer::State {
+  std::string lowered;                               // the text after lower()
+  std::string replaced;                              // the text after the ignore pattern
+  std::string shingle;                               // a shingle that is not a slice of the text
+  std::vector<uint32_t> offsets;                     // code point starts (character)
+  std::vector<std::pair<uint32_t, uint32_t>> words;  // [begin, end) of tokens
+  std::vector<std::string> pieces;                   // sentencepiece pieces
+  MinhashKernel kernel;
+  ShingleBatch batch;
+};
+
+Signer::Signer(const DedupConfig& config) : config_(config), state_(std::make_unique<State>()) {
+  if (config.kind == Kind::kMinhash) state_->kernel.Reset(config.perm_a, config.perm_b);
+}
+Signer::~Signer() = default;
+
+bool Signer::Sign(const TextValue& value, Signature* out, std::string* error) {
+  const DedupConfig& c = config_;
+  State& st = *state_;
+  out->empty_marker = false;
+  out->minhash.clear();
+  if (value.type == TextValue::Type::kMissing && !(c.ray && c.kind == Kind::kExact)) {
+    *error = "the record has no text field '" + c.text_key + "'";
+    return false;
+  }
+  if (c.kind == Kind::kExact && c.ray &&
+      (value.type == TextValue::Type::kMissing || value.type == TextValue::Type::kNull ||
+       value.falsy || (value.type == TextValue::Type::kString && value.text.empty()) ||
+       ((value.type == TextValue::Type::kArray || value.type == TextValue::Type::kObject) &&
+        value.length == 0))) {
+    out->empty_marker = true;  // RayBasicDeduplicator.EMPTY_HASH_VALUE
+    return true;
+  }
+  if (value.type != TextValue::Type::kString) {
+    *error = NonStringError(c, value);
+    if (!error->empty()) return false;
+    // no shingles: simhash 0, or ray_bts's key for a text without shingles
+    if (c.kind == Kind::kSimhash) {
+      out->simhash = 0;
+      return true;
+    }
+    if (c.ray) {
+      out->empty_marker = true;
+      return true;
+    }
+    *error = "the text has no shingles of window_size " + std::to_string(c.window_size);
+    return false;
+  }
+
+  std::string_view text = value.text;
+  if (c.lowercase) text = LowerInto(text, &st.lowered);
+  if (c.kind == Kind::kExact) {
+    if (c.ignore_non_character) {
+      std::string& kept = st.lowered.data() == text.data() ? st.replaced : st.lowered;
+      kept.clear();
+      for (size_t i = 0; i < text.size();) {
+        const size_t at = i;
+        const uint32_t cp = text::NextCodePoint(text, &i);
+        if (!IsNonCharacter(cp)) kept.append(text.data() + at, i - at);
+      }
+      text = kept;
+    }
+    out->md5 = Md5(text::Strip(text));
+    return true;
+  }
+  if (c.ignore_pattern) {
+    try {
+      std::string& dst = st.lowered.data() == text.data() ? st.replaced : st.lowered;
+      if (c.ignore_pattern->Replace(text, "", &dst)) text = dst;
+    } catch (const OpError& e) {
+      *error = e.what();
+      return false;
+    }
+  }
+
+  size_t shingles = 0;
+  if (c.kind == Kind::kSimhash) {
+    SimhashCounts counts;
+    ForEachShingle(c, text, &st.shingle, &st.offsets, &st.words, &st.pieces,
+                   [&](std::string_view sh) { counts.Add(sh, sh.data() != st.shingle.data()); });
+    out->simhash = counts.Finish();
+    return true;
+  }
+  st.kernel.Start();
+  ShingleBatch& batch = st.batch;
+  const auto flush = [&] {
+    uint32_t hashes[ShingleBatch::kSize];
+    Sha1Low32Batch(batch.views(), batch.size(), hashes);
+    for (size_t i = 0; i < batch.size(); ++i) st.kernel.Add(hashes[i]);
+    batch.Clear();
+  };
+  ForEachShingle(c, text, &st.shingle, &st.offsets, &st.words, &st.pieces,
+                 [&](std::string_view sh) {
+                   if (batch.Add(sh, sh.data() != st.shingle.data())) flush();
+                   ++shingles;
+                 });
+  flush();
+  if (shingles == 0) {
+    if (c.ray) {
+      out->empty_marker = true;
+      return true;
+    }
+    // np.min over zero shingles: "zero-size array to reduction operation minimum"
+    *error = "the text has no shingles of window_size " + std::to_string(c.window_size);
+    return false;
+  }
+  st.kernel.Finish(&out->minhash);
+  return true;
+}
+
+std::string Md5Hex(const std::array<uint8_t, 16>& md5) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : md5) {
+    s.push_back(kHex[b >> 4]);
+    s.push_back(kHex[b & 15]);
+  }
+  return s;
+}
+
+std::string MinhashBandBytes(const DedupConfig& c, const Signature& sig, int64_t band) {
+  const int64_t r = c.num_rows_per_band;
+  std::string bytes;
+  if (c.ray) {
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((band >> s) & 0xFF));
+    if (sig.empty_marker) {
+      bytes.assign(4, '\0');  // band 0, then num_rows_per_band times MAX_HASH
+      bytes.append(static_cast<size_t>(r) * 4, '\xFF');
+      return bytes;
+    }
+  }
+  const int64_t n = static_cast<int64_t>(sig.minhash.size());
+  for (int64_t i = std::min(band * r, n); i < std::min((band + 1) * r, n); ++i) {
+    const uint32_t v = sig.minhash[static_cast<size_t>(i)];
+    if (c.ray) {  // uint32 tobytes(): little-endian
+      for (int s = 0; s < 32; s += 8) bytes.push_back(static_cast<char>((v >> s) & 0xFF));
+    } else {  // uint64 byteswap(): big-endian
+      bytes.append(4, '\0');
+      for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((v >> s) & 0xFF));
+    }
+  }
+  return bytes;
+}
+
+}  // namespace djshard::ops::dedup

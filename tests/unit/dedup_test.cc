@@ -1,0 +1,359 @@
+// The deduplicators' core against tests/data/dedup-vectors.jsonl.zst (made by
+// tests/data/make_dedup_vectors.py from Data-Juicer 1.4.3's own operator code):
+// every per-row signature, every kept set, Data-Juicer's unit-test datasets,
+// its LSH parameters and permutations; and the properties the distributed
+// stage relies on.
+#include "djshard/ops/dedup.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "djshard/common/error.h"
+#include "djshard/io/input.h"
+#include "src/ops/dedup/hashes.h"
+
+namespace djshard::ops::dedup {
+namespace {
+
+using nlohmann::json;
+
+const std::string kData = DJSHARD_SOURCE_DIR "/tests/data";
+
+struct Vectors {
+  std::map<std::string, json> rows;  // dataset name -> rows
+  std::vector<json> datasets, units, load_errors, params;
+  json permutations;
+};
+
+const Vectors& AllVectors() {
+  static const Vectors* v = [] {
+    auto* out = new Vectors;
+    io::LineReader reader(io::OpenInput(kData + "/dedup-vectors.jsonl.zst"),
+                          "dedup-vectors.jsonl.zst");
+    std::string_view line;
+    while (reader.Next(&line)) {
+      json j = json::parse(line);
+      const std::string kind = j["kind"];
+      if (kind == "rows") out->rows[j["dataset"]] = j["rows"];
+      if (kind == "dataset") out->datasets.push_back(std::move(j));
+      if (kind == "unit") out->units.push_back(std::move(j));
+      if (kind == "load_error") out->load_errors.push_back(std::move(j));
+      if (kind == "optimal_param") out->params.push_back(std::move(j));
+      if (kind == "permutations") out->permutations = std::move(j);
+    }
+    return out;
+  }();
+  return *v;
+}
+
+DedupConfig Config(const std::string& op, const json& args) {
+  std::string yaml = args.dump();
+  for (size_t at; (at = yaml.find("@DATA@")) != std::string::npos;) yaml.replace(at, 6, kData);
+  return ParseDedupConfig(op, recipe::OperatorArgs(YAML::Load(yaml), "vectors", op, 1));
+}
+
+// The value of the text key of a vector's row, as a record reader hands it over.
+TextValue ValueOf(const json& row, const std::string& key) {
+  TextValue v;
+  if (!row.contains(key)) {
+    v.type = TextValue::Type::kMissing;
+    return v;
+  }
+  const json& t = row[key];
+  if (t.is_string()) return TextValue::String(t.get_ref<const std::string&>());
+  if (t.is_null()) v.type = TextValue::Type::kNull;
+  if (t.is_boolean()) v.type = TextValue::Type::kBool, v.falsy = !t.get<bool>();
+  if (t.is_number()) v.type = TextValue::Type::kNumber, v.falsy = t.get<double>() == 0;
+  if (t.is_array()) v.type = TextValue::Type::kArray, v.length = t.size();
+  if (t.is_object()) v.type = TextValue::Type::kObject, v.length = t.size();
+  return v;
+}
+
+std::vector<TextValue> ValuesOf(const json& rows, const std::string& key) {
+  std::vector<TextValue> values;
+  for (const json& r : rows) values.push_back(ValueOf(r, key));
+  return values;
+}
+
+std::string Hex(const std::string& bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) {
+    s.push_back(kHex[b >> 4]);
+    s.push_back(kHex[b & 15]);
+  }
+  return s;
+}
+
+// The signature Data-Juicer stored for a row, as the vector writes it.
+json SignatureJson(const DedupConfig& c, const Signature& sig) {
+  if (c.kind == Kind::kExact) return sig.empty_marker ? json("EMPTY") : json(Md5Hex(sig.md5));
+  if (c.kind == Kind::kSimhash) return json(std::to_string(sig.simhash));
+  json keys = json::array();
+  const int64_t bands = c.ray && sig.empty_marker ? 1 : c.num_bands;
+  for (int64_t b = 0; b < bands; ++b) keys.push_back(Hex(MinhashBandBytes(c, sig, b)));
+  return keys;
+}
+
+// "" when every row's signature and error, and the kept rows, are the vector's.
+std::string CheckDataset(const json& v, const json& rows) {
+  const DedupConfig c = Config(v["op"], v["args"]);
+  const std::vector<TextValue> values = ValuesOf(rows, c.text_key);
+  Signer signer(c);
+  for (size_t r = 0; r < values.size(); ++r) {
+    Signature sig;
+    std::string error;
+    const bool ok = signer.Sign(values[r], &sig, &error);
+    const bool want_error = v["errors"].contains(std::to_string(r));
+    if (ok == want_error) {
+      return "row " + std::to_string(r) + ": " +
+             (ok ? "signed, want error " : "error '" + error + "', want a signature") +
+             (want_error ? v["errors"][std::to_string(r)].dump() : "");
+    }
+    if (!ok) continue;
+    const json& want = v["sig"][r];
+    if (!want.is_null() && SignatureJson(c, sig) != want) {
+      return "row " + std::to_string(r) + ": signature " + SignatureJson(c, sig).dump() +
+             " != " + want.dump();
+    }
+    // Data-Juicer keeps the values its bands cover (num_bands * num_rows_per_band of them)
+    if (v.contains("minhash") && !v["minhash"][r].is_null()) {
+      const json& values = v["minhash"][r];
+      const std::vector<uint32_t> got(
+          sig.minhash.begin(), sig.minhash.begin() + std::min(sig.minhash.size(), values.size()));
+      if (json(got) != values) return "row " + std::to_string(r) + ": minhash values differ";
+    }
+  }
+  const KeptResult got = KeptRows(c, values);
+  if (json(got.kept) != v["kept"])
+    return "kept " + json(got.kept).dump() + " != " + v["kept"].dump();
+  return "";
+}
+
+TEST(DedupVectors, EverySignatureAndKeptSetIsDataJuicers) {
+  const Vectors& all = AllVectors();
+  ASSERT_GE(all.datasets.size(), 150u);
+  std::set<std::string> ops;
+  int failures = 0;
+  for (const json& v : all.datasets) {
+    ops.insert(v["op"]);
+    const std::string problem = CheckDataset(v, all.rows.at(v["dataset"]));
+    if (!problem.empty() && ++failures <= 10) {
+      ADD_FAILURE() << v["op"] << " " << v["args"].dump() << " on " << v["dataset"] << ": "
+                    << problem;
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(ops.size(), 5u);
+}
+
+TEST(DedupVectors, DataJuicerUnitTestDatasetsKeepTheSameRows) {
+  const Vectors& all = AllVectors();
+  ASSERT_GE(all.units.size(), 14u);
+  for (const json& u : all.units) {
+    EXPECT_EQ(u["result"], "passed") << u["test"];
+    const DedupConfig c = Config(u["op"], u["args"]);
+    const KeptResult got = KeptRows(c, ValuesOf(u["rows"], c.text_key));
+    EXPECT_EQ(json(got.kept), u["kept"]) << u["op"] << " " << u["test"];
+  }
+}
+
+TEST(DedupVectors, ArgumentsDataJuicerFailsOnAreRefusedAtLoad) {
+  const Vectors& all = AllVectors();
+  ASSERT_GE(all.load_errors.size(), 7u);
+  for (const json& v : all.load_errors) {
+    EXPECT_THROW(Config(v["op"], v["args"]), Error) << v["op"] << " " << v["args"].dump();
+  }
+}
+
+TEST(DedupParams, OptimalParamIsScipys) {
+  const Vectors& all = AllVectors();
+  ASSERT_GE(all.params.size(), 300u);
+  for (const json& p : all.params) {
+    const auto [b, r] = OptimalParam(p["threshold"].get<double>(), p["num_perm"].get<int64_t>());
+    EXPECT_EQ(b, p["bands"].get<int64_t>()) << p.dump();
+    EXPECT_EQ(r, p["rows"].get<int64_t>()) << p.dump();
+  }
+}
+
+TEST(DedupParams, PermutationsAreNumpyRandomState42) {
+  const json& p = AllVectors().permutations;
+  std::vector<uint64_t> a, b;
+  MinhashPermutations(p["num_perm"].get<int64_t>(), &a, &b);
+  ASSERT_EQ(a.size(), p["a"].size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(std::to_string(a[i]), p["a"][i].get<std::string>()) << i;
+    EXPECT_EQ(std::to_string(b[i]), p["b"][i].get<std::string>()) << i;
+  }
+  MinhashPermutations(3, &a, &b);  // a shorter draw is the same prefix
+  EXPECT_EQ(std::to_string(a[2]), p["a"][2].get<std::string>());
+}
+
+TEST(DedupParams, BadArgumentsAreErrorsAtTheRecipeLine) {
+  const auto refuse = [](const std::string& op, const std::string& yaml) {
+    try {
+      ParseDedupConfig(op, recipe::OperatorArgs(YAML::Load(yaml), "r.yaml", op, 7));
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("r.yaml:", 0), 0u) << e.what();
+      return;
+    }
+    ADD_FAILURE() << op << " " << yaml << " was accepted";
+  };
+  refuse("document_simhash_deduplicator", "{window_size: 0}");
+  refuse("document_simhash_deduplicator", "{tokenization: sentencepiece}");
+  refuse("document_simhash_deduplicator", "{num_blocks: 40, hamming_distance: 20}");
+  refuse("document_minhash_deduplicator", "{jaccard_threshold: 1.5}");
+  refuse("document_minhash_deduplicator", "{num_permutations: -1}");
+  refuse("document_minhash_deduplicator",
+         "{tokenization: sentencepiece, tokenizer_model: /nonexistent/x.model}");
+  refuse("ray_bts_minhash_deduplicator",
+         "{num_bands: 3, num_rows_per_band: 5, num_permutations: 8}");
+  refuse("ray_document_deduplicator", "{backend: spark}");
+  refuse("document_deduplicator", "{lowercase: maybe}");
+}
+
+TEST(DedupHashes, ShaExtensionsAgreeWithTheScalarSha1) {
+  std::mt19937 rng(5);
+  for (size_t len = 0; len < 300; ++len) {
+    std::string s(len, '\0');
+    for (char& ch : s) ch = static_cast<char>(rng());
+    ASSERT_EQ(Sha1Low32(s), Sha1Low32Scalar(s)) << len;
+  }
+}
+
+// The distributed stage groups keys by ranges and unions the edges of all
+// ranges: any split of the key groups gives the single-process kept set.
+TEST(DedupGrouping, KeptSetDoesNotDependOnHowKeyGroupsAreSplit) {
+  const Vectors& all = AllVectors();
+  int checked = 0;
+  for (const json& v : all.datasets) {
+    if (v["dataset"] != "corpus") continue;
+    const DedupConfig c = Config(v["op"], v["args"]);
+    const json& rows = all.rows.at("corpus");
+    const std::vector<TextValue> values = ValuesOf(rows, c.text_key);
+    Signer signer(c);
+    std::vector<GroupKey> keys;
+    std::vector<bool> signed_rows(values.size());
+    // rows signed in reverse, as shards would finish in any order
+    for (size_t r = values.size(); r-- > 0;) {
+      Signature sig;
+      std::string error;
+      if (!signer.Sign(values[r], &sig, &error)) continue;
+      signed_rows[r] = true;
+      AppendKeys(c, sig, r, &keys);
+    }
+    for (size_t ranges : {1u, 3u, 7u}) {
+      std::vector<std::vector<GroupKey>> split(ranges);
+      for (const GroupKey& k : keys) {
+        split[(std::hash<std::string>()(k.bytes) + k.part) % ranges].push_back(k);
+      }
+      std::vector<Edge> edges;
+      for (auto& part : split) EmitEdges(c, &part, &edges);
+      std::reverse(edges.begin(), edges.end());
+      const std::vector<bool> kept = KeepFirstOfComponents(values.size(), signed_rows, edges);
+      std::vector<uint64_t> kept_rows;
+      for (uint64_t r = 0; r < kept.size(); ++r) {
+        if (kept[r]) kept_rows.push_back(r);
+      }
+      EXPECT_EQ(json(kept_rows), v["kept"]) << v["op"] << " " << v["args"].dump() << " " << ranges;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 50);
+}
+
+// simhash-cpp's find_all finds exactly the pairs of distinct simhashes within
+// hamming_distance bits; the block keys must find every one of them.
+TEST(DedupGrouping, SimhashKeysFindEveryPairWithinHammingDistance) {
+  std::mt19937_64 rng(9);
+  for (const auto& [m, k] : std::vector<std::pair<int, int>>{{6, 4}, {4, 3}, {9, 2}, {64, 2}}) {
+    DedupConfig c;
+    c.kind = Kind::kSimhash;
+    c.num_blocks = m;
+    c.hamming_distance = k;
+    std::vector<uint64_t> hashes;
+    for (int i = 0; i < 60; ++i) {
+      uint64_t h = i < 10 ? rng() : hashes[rng() % hashes.size()];
+      for (int f = static_cast<int>(rng() % (k + 2)); f > 0; --f) h ^= uint64_t{1} << (rng() % 64);
+      hashes.push_back(h);
+    }
+    std::vector<GroupKey> keys;
+    for (size_t r = 0; r < hashes.size(); ++r) {
+      Signature sig;
+      sig.simhash = hashes[r];
+      AppendKeys(c, sig, r, &keys);
+    }
+    std::vector<Edge> edges;
+    EmitEdges(c, &keys, &edges);
+    std::set<std::pair<uint64_t, uint64_t>> got;
+    for (const Edge& e : edges) {
+      got.insert({hashes[e.a], hashes[e.b]});
+      got.insert({hashes[e.b], hashes[e.a]});
+    }
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      for (size_t j = 0; j < hashes.size(); ++j) {
+        if (hashes[i] == hashes[j] || __builtin_popcountll(hashes[i] ^ hashes[j]) > k) continue;
+        EXPECT_TRUE(got.count({hashes[i], hashes[j]})) << m << "/" << k << " " << i << " " << j;
+      }
+    }
+    for (const auto& [x, y] : got) {
+      EXPECT_LE(__builtin_popcountll(x ^ y), k);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace djshard::ops::dedup
+
+namespace djshard::ops::dedup {
+namespace {
+
+// bench/ops_bench_dedup.sh: Signer::Sign over every "text" of
+// $DJSHARD_DEDUP_BENCH_INPUT on this thread, for each variant of
+// $DJSHARD_DEDUP_BENCH_VARIANTS ("op:{json args}" separated by ';'); prints
+// MB/s of CPU time, best of 3.
+TEST(DedupBench, DISABLED_SignaturesPerCpuSecond) {
+  const char* input = std::getenv("DJSHARD_DEDUP_BENCH_INPUT");
+  const char* variants = std::getenv("DJSHARD_DEDUP_BENCH_VARIANTS");
+  ASSERT_TRUE(input != nullptr && variants != nullptr);
+  std::vector<std::string> texts;
+  io::LineReader reader(io::OpenInput(input), input);
+  std::string_view line;
+  double mb = 0;
+  while (reader.Next(&line)) {
+    texts.push_back(json::parse(line)["text"].get<std::string>());
+    mb += static_cast<double>(texts.back().size()) / 1e6;
+  }
+  std::string all = variants;
+  for (size_t start = 0; start < all.size();) {
+    size_t end = all.find(';', start);
+    if (end == std::string::npos) end = all.size();
+    const std::string variant = all.substr(start, end - start);
+    start = end + 1;
+    const size_t colon = variant.find(':');
+    const std::string op = variant.substr(0, colon);
+    const json args =
+        colon == std::string::npos ? json::object() : json::parse(variant.substr(colon + 1));
+    const DedupConfig c = Config(op, args);
+    Signer signer(c);
+    Signature sig;
+    std::string error;
+    double best = 1e30;
+    for (int round = 0; round < 3; ++round) {
+      const std::clock_t t0 = std::clock();
+      for (const std::string& t : texts) signer.Sign(TextValue::String(t), &sig, &error);
+      best = std::min(best, static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC);
+    }
+    std::printf("%s %s %.2f MB %.4f s %.2f MB/s\n", op.c_str(), args.dump().c_str(), mb, best,
+                mb / best);
+  }
+}
+
+}  // namespace
+}  // namespace djshard::ops::dedup

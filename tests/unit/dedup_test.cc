@@ -153,6 +153,23 @@ TEST(DedupVectors, EverySignatureAndKeptSetIsDataJuicers) {
   EXPECT_EQ(ops.size(), 5u);
 }
 
+// The portable kernels, which machines without AVX-512 or SHA instructions
+// run, give the same signatures and kept sets.
+TEST(DedupVectors, ThePortableKernelsGiveTheSameResults) {
+  UsePortableKernelsOnly(true);
+  const Vectors& all = AllVectors();
+  int failures = 0;
+  for (const json& v : all.datasets) {
+    const std::string problem = CheckDataset(v, all.rows.at(v["dataset"]));
+    if (!problem.empty() && ++failures <= 10) {
+      ADD_FAILURE() << v["op"] << " " << v["args"].dump() << " on " << v["dataset"] << ": "
+                    << problem;
+    }
+  }
+  UsePortableKernelsOnly(false);
+  EXPECT_EQ(failures, 0);
+}
+
 TEST(DedupVectors, DataJuicerUnitTestDatasetsKeepTheSameRows) {
   const Vectors& all = AllVectors();
   ASSERT_GE(all.units.size(), 14u);

@@ -6,6 +6,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include <atomic>
 #pragma GCC diagnostic pop
 
 #include <algorithm>
@@ -218,7 +220,7 @@ __attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* blocks, int
 
 bool CpuHasAvx512() {
   static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
+  return has && !PortableKernelsOnly();
 }
 
 // ---------------------------------------------------------------- SHA-1
@@ -357,13 +359,13 @@ __attribute__((target("avx512f,avx512bw"))) void Sha1Compress16(const uint8_t* b
 
 bool CpuHasAvx512Bw() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return has;
+  return has && !PortableKernelsOnly();
 }
 
 bool CpuHasSha() {
   static const bool has = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
                           __builtin_cpu_supports("ssse3");
-  return has;
+  return has && !PortableKernelsOnly();
 }
 
 void Sha1State(std::string_view data, uint32_t s[5], bool sha_ni) {
@@ -522,5 +524,12 @@ uint32_t Sha1Low32Scalar(std::string_view data) {
 }
 
 bool Sha1UsesShaExtensions() { return CpuHasSha(); }
+
+namespace {
+std::atomic<bool> portable_only{false};
+}  // namespace
+
+void UsePortableKernelsOnly(bool portable) { portable_only.store(portable); }
+bool PortableKernelsOnly() { return portable_only.load(std::memory_order_relaxed); }
 
 }  // namespace djshard::ops::dedup

@@ -36,6 +36,13 @@ void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out);
 // The same without the CPU's SHA instructions (tests compare the two).
 uint32_t Sha1Low32Scalar(std::string_view data);
 
+// Makes every deduplicator kernel (these digests, bit counts and the minhash
+// permutations) use its portable code whatever the CPU has, as on a machine
+// without AVX-512 or SHA instructions: tests check both paths on one machine.
+// Not thread-safe against kernels running at the time.
+void UsePortableKernelsOnly(bool portable);
+bool PortableKernelsOnly();
+
 // Whether Sha1Low32 uses the CPU's SHA instructions (for the benchmark's report).
 bool Sha1UsesShaExtensions();
 

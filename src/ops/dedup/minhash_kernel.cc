@@ -1,5 +1,7 @@
 #include "src/ops/dedup/minhash_kernel.h"
 
+#include "src/ops/dedup/hashes.h"
+
 // GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_epi32 as
 // uninitialized (GCC bug 105593) once they are inlined.
 #pragma GCC diagnostic push
@@ -63,7 +65,7 @@ __attribute__((target("avx512f,avx512dq"))) size_t UpdateAvx512(const uint64_t* 
 
 bool CpuHasAvx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return has;
+  return has && !PortableKernelsOnly();
 }
 
 }  // namespace

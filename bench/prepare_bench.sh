@@ -5,8 +5,10 @@
 #
 # Generates a synthetic corpus with gen_corpus.py (default ../shared/data/gen_corpus.py
 # beside the checkout), warms the page cache, then in one run times sha256sum and
-# `djshard prepare --num-shards N`, and prints MB/s, peak RSS and the ratio.
-# Target (issue: foundation): prepare <= 4x sha256sum time, peak RSS < 200 MB.
+# `djshard prepare --num-shards N`, and prints MB/s, peak RSS, the ratio, and the
+# peak space the job took in its filesystem during prepare (sampled every 20 ms
+# with du) against the normalized input.
+# Targets: prepare <= 4x sha256sum time, peak RSS < 200 MB, peak space <= 1.02x.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mb=1024
@@ -44,16 +46,31 @@ measure() {  # measure LABEL CMD...: prints "seconds peak_kb"
 }
 
 read -r sha_s sha_kb < <(measure sha256sum "$corpus")
-rm -rf "$workdir/job"
+rm -rf "$workdir/prep"
+mkdir -p "$workdir/prep"  # the job and its staging directory, alone, for du
+( peak=0
+  while [ ! -f "$workdir/prep/done" ]; do
+    used=$(du -sb "$workdir/prep" 2>/dev/null | cut -f1)
+    [ "${used:-0}" -gt "$peak" ] && peak=$used
+    sleep 0.02
+  done
+  echo "$peak" >"$workdir/prep/peak" ) &
+sampler=$!
 read -r prep_s prep_kb < <(measure "$bin" prepare --config "$recipe" --dataset-path "$corpus" \
-  --job-dir "$workdir/job" --num-shards "$shards")
-rows=$(python3 -c "import json;print(json.load(open('$workdir/job/manifest.json'))['total_rows'])")
-rm -rf "$workdir/job"
+  --job-dir "$workdir/prep/job" --num-shards "$shards")
+touch "$workdir/prep/done"
+wait "$sampler"
+peak=$(cat "$workdir/prep/peak")
+read -r rows normalized < <(python3 -c "import json;m=json.load(open('$workdir/prep/job/manifest.json'));print(m['total_rows'], m['total_size_bytes'])")
+fstype=$(stat -f -c %T "$workdir")
+rm -rf "$workdir/prep"
 
-awk -v b="$bytes" -v rows="$rows" -v ss="$sha_s" -v ps="$prep_s" -v pk="$prep_kb" -v n="$shards" 'BEGIN {
+awk -v b="$bytes" -v rows="$rows" -v ss="$sha_s" -v ps="$prep_s" -v pk="$prep_kb" -v n="$shards" \
+    -v peak="$peak" -v norm="$normalized" -v fs="$fstype" 'BEGIN {
   mb = b / 1e6
   printf "input: %.1f MB, %d rows, %d shards\n", mb, rows, n
   printf "sha256sum:       %6.2f s  %7.1f MB/s\n", ss, mb / ss
   printf "djshard prepare: %6.2f s  %7.1f MB/s  %9.0f rows/s  peak RSS %.1f MB\n", ps, mb / ps, rows / ps, pk / 1024
   printf "ratio prepare/sha256sum: %.2fx (target <= 4x); RSS target < 200 MB\n", ps / ss
+  printf "peak space of the job during prepare (%s): %.1f MB, %.3fx the normalized input (target <= 1.02x)\n", fs, peak / 1e6, peak / norm
 }'

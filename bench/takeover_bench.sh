@@ -18,7 +18,7 @@
 # and prints the ratios fresh/plain (checkpointing overhead in a worker) and
 # takeover/fresh (target <= 0.35) of the best times, and takeover/fresh within
 # each round with its median (a noisy machine makes rounds differ). Job directories go to --outdir (default: a
-# directory in /dev/shm), so the figures measure djshard, not the disk.
+# directory beside the corpus, on the disk users write to).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mb=64

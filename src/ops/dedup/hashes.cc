@@ -397,15 +397,17 @@ uint64_t Md5High64(std::string_view data) {
   return (static_cast<uint64_t>(__builtin_bswap32(s[0])) << 32) | __builtin_bswap32(s[1]);
 }
 
-void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
-  if (!CpuHasAvx512() || n < 4) {
-    for (size_t i = 0; i < n; ++i) out[i] = Md5High64(msgs[i]);
-    return;
-  }
-  // Each lane's message padded to 1 to kMaxBlocks blocks; longer ones are hashed alone.
-  constexpr size_t kMaxBlocks = 4;
-  alignas(64) uint8_t blocks[kMd5Lanes][64 * kMaxBlocks];
-  size_t nblocks[kMd5Lanes] = {};
+namespace {
+
+// Blocks per lane of the 16-lane digests: messages of up to 247 bytes.
+constexpr size_t kMaxBlocks = 4;
+
+// Pads each of the n (at most 16) messages into its lane as MD5 and SHA-1 do:
+// 0x80, zeros, the bit length in the last 8 bytes (little-endian for MD5,
+// big-endian for SHA-1). A message too long for kMaxBlocks gets 0 blocks (it
+// is hashed alone). Returns the most blocks of any lane.
+size_t PadLanes(const std::string_view* msgs, size_t n, bool big_endian_length,
+                uint8_t (*blocks)[64 * kMaxBlocks], size_t* nblocks) {
   size_t most = 0;
   for (size_t i = 0; i < n; ++i) {
     const size_t len = msgs[i].size();
@@ -418,8 +420,24 @@ void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
     std::memset(b + len, 0, total - len);
     b[len] = 0x80;
     const uint64_t bits = static_cast<uint64_t>(len) * 8;
-    std::memcpy(b + total - 8, &bits, 8);  // little-endian length
+    for (int k = 0; k < 8; ++k) {
+      b[big_endian_length ? total - 1 - k : total - 8 + k] = static_cast<uint8_t>(bits >> (8 * k));
+    }
   }
+  return most;
+}
+
+}  // namespace
+
+void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
+  if (!CpuHasAvx512() || n < 4) {
+    for (size_t i = 0; i < n; ++i) out[i] = Md5High64(msgs[i]);
+    return;
+  }
+  // Each lane's message padded to 1 to kMaxBlocks blocks; longer ones are hashed alone.
+  alignas(64) uint8_t blocks[kMd5Lanes][64 * kMaxBlocks];
+  size_t nblocks[kMd5Lanes] = {};
+  const size_t most = PadLanes(msgs, n, /*big_endian_length=*/false, blocks, nblocks);
   alignas(64) uint32_t state[4][16];
   for (int l = 0; l < 16; ++l) {
     state[0][l] = 0x67452301;
@@ -481,23 +499,9 @@ void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out) {
     for (size_t i = 0; i < n; ++i) out[i] = Sha1Low32(msgs[i]);
     return;
   }
-  constexpr size_t kMaxBlocks = 4;
   alignas(64) uint8_t blocks[kSha1Lanes][64 * kMaxBlocks];
   size_t nblocks[kSha1Lanes] = {};
-  size_t most = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const size_t len = msgs[i].size();
-    if (len + 9 > 64 * kMaxBlocks) continue;
-    nblocks[i] = (len + 9 + 63) / 64;
-    most = std::max(most, nblocks[i]);
-    uint8_t* b = blocks[i];
-    std::memcpy(b, msgs[i].data(), len);
-    const size_t total = 64 * nblocks[i];
-    std::memset(b + len, 0, total - len);
-    b[len] = 0x80;
-    const uint64_t bits = static_cast<uint64_t>(len) * 8;
-    for (int k = 0; k < 8; ++k) b[total - 1 - k] = static_cast<uint8_t>(bits >> (8 * k));
-  }
+  const size_t most = PadLanes(msgs, n, /*big_endian_length=*/true, blocks, nblocks);
   alignas(64) uint32_t state[5][16];
   constexpr uint32_t kInit[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
   for (int w = 0; w < 5; ++w) {

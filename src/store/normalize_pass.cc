@@ -159,161 +159,184 @@ class ChunkSink {
   virtual void Written(Chunk& c) = 0;
 };
 
-// Reads the input (on this thread), normalizes it on `threads` threads, hands
-// the chunks to `sink` in input order and writes their pieces on the
-// normalizer threads. Rethrows the first failure in input order.
-void RunNormalizePipeline(const std::vector<io::InputCandidate>& inputs,
-                          const NormalizeRules& rules, int threads, InputReader& reader,
-                          ChunkSink& sink) {
-  threads = std::max(1, threads);
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Chunk*> todo;                           // read, waiting for a normalizer
-  std::map<uint64_t, std::unique_ptr<Chunk>> ready;  // normalized (or failed), by seq
-  std::deque<std::unique_ptr<Chunk>> to_write;       // placed, to be written
-  std::vector<std::unique_ptr<Chunk>> spare;
-  // Chunks read, placed (in order) and done with (in any order).
-  uint64_t read_count = 0, placed = 0, written = 0;
-  bool end_of_input = false, stop = false;
-  std::exception_ptr failure;  // the first failure in input order
-  const uint64_t max_in_flight = static_cast<uint64_t>(threads) * 2 + 2;
-  auto fail = [&](std::exception_ptr error) {
-    if (!failure) failure = error;
-    stop = true;
-    cv.notify_all();
-  };
+// Reads the input (on the caller's thread), normalizes it on `threads`
+// threads, hands the chunks to the sink in input order (on a placer thread)
+// and writes their pieces on the normalizer threads. Run() rethrows the first
+// failure in input order.
+class NormalizePipeline {
+ public:
+  NormalizePipeline(const std::vector<io::InputCandidate>& inputs, const NormalizeRules& rules,
+                    int threads, InputReader& reader, ChunkSink& sink)
+      : inputs_(inputs),
+        rules_(rules),
+        threads_(std::max(1, threads)),
+        max_in_flight_(static_cast<uint64_t>(threads_) * 2 + 2),
+        reader_(reader),
+        sink_(sink) {}
 
-  // Normalizers: any chunk, any order; writing a placed chunk comes first.
-  std::map<Chunk*, std::unique_ptr<Chunk>> owned;  // chunks being normalized, by address
-  auto normalize = [&]() {
-    RecordNormalizer normalizer(rules.media_keys, rules.media_root, rules.index_keys);
-    std::unique_lock<std::mutex> lock(mu);
+  void Run() {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads_; ++t) pool.emplace_back([this] { Normalize(); });
+    std::thread placer([this] { Place(); });
+    Read();
+    placer.join();
+    {
+      // The normalizers end once every placed chunk is written, or at a stop.
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    }
+    for (std::thread& t : pool) t.join();
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+ private:
+  // Under mu_.
+  void Fail(std::exception_ptr error) {
+    if (!failure_) failure_ = error;
+    stop_ = true;
+    cv_.notify_all();
+  }
+
+  // A normalizer thread: any chunk, any order; writing a placed chunk comes first.
+  void Normalize() {
+    RecordNormalizer normalizer(rules_.media_keys, rules_.media_root, rules_.index_keys);
+    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      const auto all_placed = [&] { return end_of_input && placed == read_count; };
-      cv.wait(lock, [&] { return !to_write.empty() || !todo.empty() || stop || all_placed(); });
-      if (!to_write.empty()) {
-        std::unique_ptr<Chunk> c = std::move(to_write.front());
-        to_write.pop_front();
+      const auto all_placed = [&] { return end_of_input_ && placed_ == read_count_; };
+      cv_.wait(lock, [&] { return !to_write_.empty() || !todo_.empty() || stop_ || all_placed(); });
+      if (!to_write_.empty()) {
+        std::unique_ptr<Chunk> c = std::move(to_write_.front());
+        to_write_.pop_front();
         lock.unlock();
-        std::exception_ptr error;
-        try {
-          for (const Piece& p : c->pieces) {
-            io::PwriteFully(p.file->fd.get(),
-                            std::string_view(c->normalized).substr(p.begin, p.size), p.offset,
-                            p.file->path);
-          }
-          sink.Written(*c);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        c->pieces.clear();
+        std::exception_ptr error = Write(*c);
         lock.lock();
-        if (error) fail(error);
-        ++written;
-        spare.push_back(std::move(c));
-        cv.notify_all();
+        if (error) Fail(error);
+        ++written_;
+        spare_.push_back(std::move(c));
+        cv_.notify_all();
         continue;
       }
-      if (todo.empty()) return;  // stopped, or everything is placed and written
-      Chunk* c = todo.front();
-      todo.pop_front();
+      if (todo_.empty()) return;  // stopped, or everything is placed and written
+      Chunk* c = todo_.front();
+      todo_.pop_front();
       lock.unlock();
       try {
-        NormalizeChunk(normalizer, inputs[c->lines.file].display_path, c);
+        NormalizeChunk(normalizer, inputs_[c->lines.file].display_path, c);
       } catch (...) {
         c->error = std::current_exception();
       }
       lock.lock();
-      ready.emplace(c->seq, std::move(owned[c]));
-      owned.erase(c);
-      cv.notify_all();
+      ready_.emplace(c->seq, std::move(owned_[c]));
+      owned_.erase(c);
+      cv_.notify_all();
     }
-  };
-  // The placer: chunks in input order to the sink, then to a writer.
-  auto place = [&]() {
-    std::unique_lock<std::mutex> lock(mu);
+  }
+
+  // Writes a placed chunk's pieces; returns the failure, if any.
+  std::exception_ptr Write(Chunk& c) {
+    std::exception_ptr error;
+    try {
+      for (const Piece& p : c.pieces) {
+        io::PwriteFully(p.file->fd.get(), std::string_view(c.normalized).substr(p.begin, p.size),
+                        p.offset, p.file->path);
+      }
+      sink_.Written(c);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    c.pieces.clear();
+    return error;
+  }
+
+  // The placer thread: chunks in input order to the sink, then to a writer.
+  void Place() {
+    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv.wait(lock, [&] {
-        return ready.count(placed) != 0 || stop || (end_of_input && placed == read_count);
+      cv_.wait(lock, [&] {
+        return ready_.count(placed_) != 0 || stop_ || (end_of_input_ && placed_ == read_count_);
       });
-      if (stop || ready.count(placed) == 0) return;
-      std::unique_ptr<Chunk> c = std::move(ready[placed]);
-      ready.erase(placed);
-      if (c->error) return fail(c->error);
+      if (stop_ || ready_.count(placed_) == 0) return;
+      std::unique_ptr<Chunk> c = std::move(ready_[placed_]);
+      ready_.erase(placed_);
+      if (c->error) return Fail(c->error);
       lock.unlock();
       std::exception_ptr error;
       try {
-        sink.Place(*c);
+        sink_.Place(*c);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
-      if (error) return fail(error);
-      ++placed;
+      if (error) return Fail(error);
+      ++placed_;
       if (c->pieces.empty()) {
-        ++written;
-        spare.push_back(std::move(c));
+        ++written_;
+        spare_.push_back(std::move(c));
       } else {
-        to_write.push_back(std::move(c));
+        to_write_.push_back(std::move(c));
       }
-      cv.notify_all();
+      cv_.notify_all();
     }
-  };
+  }
 
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(normalize);
-  std::thread placer(place);
-
-  // The reader, on this thread.
-  for (;;) {
-    std::unique_ptr<Chunk> c;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return stop || read_count - written < max_in_flight; });
-      if (stop) break;
-      if (!spare.empty()) {
-        c = std::move(spare.back());
-        spare.pop_back();
+  // The reader, on the caller's thread, at most max_in_flight_ chunks ahead.
+  void Read() {
+    for (;;) {
+      std::unique_ptr<Chunk> c;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || read_count_ - written_ < max_in_flight_; });
+        if (stop_) return;
+        if (!spare_.empty()) {
+          c = std::move(spare_.back());
+          spare_.pop_back();
+        }
       }
+      if (!c) c = std::make_unique<Chunk>();
+      bool got = false;
+      std::exception_ptr error;
+      try {
+        ThrowIfStopRequested();
+        got = reader_.Next(c.get());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!got || error) end_of_input_ = true;
+      cv_.notify_all();
+      if (!got && !error) return;
+      c->seq = read_count_++;
+      if (error) {
+        // Reported in input order, after any bad line read before it.
+        c->error = error;
+        ready_.emplace(c->seq, std::move(c));
+        return;
+      }
+      Chunk* raw = c.get();
+      owned_.emplace(raw, std::move(c));
+      todo_.push_back(raw);
     }
-    if (!c) c = std::make_unique<Chunk>();
-    bool got = false;
-    std::exception_ptr error;
-    try {
-      ThrowIfStopRequested();
-      got = reader.Next(c.get());
-    } catch (...) {
-      error = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    if (!got && !error) {
-      end_of_input = true;
-      cv.notify_all();
-      break;
-    }
-    c->seq = read_count++;
-    if (error) {
-      // Reported in input order, after any bad line read before it.
-      c->error = error;
-      ready.emplace(c->seq, std::move(c));
-      end_of_input = true;
-      cv.notify_all();
-      break;
-    }
-    Chunk* raw = c.get();
-    owned.emplace(raw, std::move(c));
-    todo.push_back(raw);
-    cv.notify_all();
   }
-  placer.join();
-  {
-    // The normalizers end once every placed chunk is written, or at a stop.
-    std::lock_guard<std::mutex> lock(mu);
-    cv.notify_all();
-  }
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-}
+
+  const std::vector<io::InputCandidate>& inputs_;
+  const NormalizeRules& rules_;
+  const int threads_;
+  const uint64_t max_in_flight_;
+  InputReader& reader_;
+  ChunkSink& sink_;
+
+  std::mutex mu_;  // everything below
+  std::condition_variable cv_;
+  std::deque<Chunk*> todo_;                           // read, waiting for a normalizer
+  std::map<Chunk*, std::unique_ptr<Chunk>> owned_;    // chunks being normalized, by address
+  std::map<uint64_t, std::unique_ptr<Chunk>> ready_;  // normalized (or failed), by seq
+  std::deque<std::unique_ptr<Chunk>> to_write_;       // placed, to be written
+  std::vector<std::unique_ptr<Chunk>> spare_;
+  // Chunks read, placed (in order) and done with (in any order).
+  uint64_t read_count_ = 0, placed_ = 0, written_ = 0;
+  bool end_of_input_ = false, stop_ = false;
+  std::exception_ptr failure_;  // the first failure in input order
+};
 
 // Pass 1: totals and hashes, nothing written.
 class ScanSink : public ChunkSink {
@@ -449,7 +472,7 @@ NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
   NormalizedInput result;
   InputReader reader(inputs, &result.files, nullptr);
   ScanSink sink(&result);
-  RunNormalizePipeline(inputs, rules, threads, reader, sink);
+  NormalizePipeline(inputs, rules, threads, reader, sink).Run();
   sink.Finish();
   return result;
 }
@@ -460,7 +483,7 @@ std::vector<ShardWritten> WriteNormalizedShards(const std::vector<io::InputCandi
                                                 const std::vector<std::string>& shard_paths) {
   InputReader reader(inputs, nullptr, &scanned.files);
   ShardSink sink(scanned, shard_paths);
-  RunNormalizePipeline(inputs, rules, threads, reader, sink);
+  NormalizePipeline(inputs, rules, threads, reader, sink).Run();
   return sink.Finish();
 }
 

@@ -100,9 +100,21 @@ void CheckPolicy(const Policy& p) {
   if (p.poll_interval_secs <= 0) throw Error("--poll-interval-secs must be greater than 0");
 }
 
-}  // namespace
+// The recipe as prepare checked it, before the input is looked at.
+struct CheckedRecipe {
+  std::string bytes;
+  std::string sha256;
+  recipe::Recipe recipe;
+  exec::ShardSafetyReport safety;
+  // partition: and checkpoint: sections (SPEC-checkpoints §2).
+  std::optional<exec::JobSettings> partitioning;
+  std::unique_ptr<exec::Plan> compiled;  // with checkpointing: for dag_execution_plan.json
+  std::vector<size_t> checkpoint_taps;
+};
 
-PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
+// The request's options and the recipe, every key, tap name and operator
+// argument checked before any job dir exists.
+CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
   struct stat st {};
   if (::stat(request.config_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
       ::access(request.config_path.c_str(), R_OK) != 0) {
@@ -113,78 +125,38 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     throw Error("--num-shards must be greater than 0", "got " + std::to_string(request.num_shards));
   }
   CheckPolicy(request.policy);
-  const std::string recipe_bytes = io::ReadFile(request.config_path);
-  const recipe::Recipe recipe = recipe::LoadRecipe(request.config_path);
-  const exec::ShardSafetyReport safety = exec::CheckShardSafety(recipe, ops::Registry::Global());
-  // partition: and checkpoint: sections (SPEC-checkpoints §2): every key and
-  // tap name checked before any job dir exists.
-  std::optional<exec::JobSettings> partitioning;
-  std::unique_ptr<exec::Plan> compiled;  // with checkpointing: for dag_execution_plan.json
-  std::vector<size_t> checkpoint_taps;
-  {
-    const YAML::Node p = recipe.root["partition"], k = recipe.root["checkpoint"];
-    if ((p && !p.IsNull()) || (k && !k.IsNull())) {
-      partitioning = exec::ParseJobSettings(recipe.root, recipe.path);
-      exec::TapPositions(*partitioning, recipe);
-    }
+  CheckedRecipe c;
+  c.bytes = io::ReadFile(request.config_path);
+  c.recipe = recipe::LoadRecipe(request.config_path);
+  c.safety = exec::CheckShardSafety(c.recipe, ops::Registry::Global());
+  const YAML::Node p = c.recipe.root["partition"], k = c.recipe.root["checkpoint"];
+  if ((p && !p.IsNull()) || (k && !k.IsNull())) {
+    c.partitioning = exec::ParseJobSettings(c.recipe.root, c.recipe.path);
+    exec::TapPositions(*c.partitioning, c.recipe);
   }
   // The plan a worker builds, with every argument checked, so that a job no
   // worker could run is refused here; only operators this build lacks are
-  // left to the warnings above.
-  {
-    // Model paths and configs are checked; weights load on the workers,
-    // which may have GPUs this machine lacks.
-    model::CheckOnlyScope check_only;
-    exec::Plan plan =
-        exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
-    if (partitioning && partitioning->checkpointing() &&
-        plan.operators.size() == recipe.process.size()) {
-      checkpoint_taps = exec::TapPositions(*partitioning, recipe);
-      compiled = std::make_unique<exec::Plan>(std::move(plan));
-    }
+  // left to the warnings above. Model paths and configs are checked; weights
+  // load on the workers, which may have GPUs this machine lacks.
+  model::CheckOnlyScope check_only;
+  exec::Plan plan =
+      exec::CompilePlan(c.recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+  if (c.partitioning && c.partitioning->checkpointing() &&
+      plan.operators.size() == c.recipe.process.size()) {
+    c.checkpoint_taps = exec::TapPositions(*c.partitioning, c.recipe);
+    c.compiled = std::make_unique<exec::Plan>(std::move(plan));
   }
+  io::Sha256 hash;
+  hash.Update(c.bytes);
+  c.sha256 = hash.HexDigest();
+  return c;
+}
 
-  const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
-  const std::string& dataset_path = dataset.path;
-  const std::string& dataset_display = dataset.display;
-  const std::vector<InputCandidate> inputs = io::DiscoverInputs(dataset_path, dataset_display);
-
-  io::Sha256 recipe_hash;
-  recipe_hash.Update(recipe_bytes);
-  const std::string recipe_sha256 = recipe_hash.HexDigest();
-  const uint64_t num_shards = static_cast<uint64_t>(request.num_shards);
-
-  const JobPaths job(request.job_dir);
-  const std::string& job_dir = job.dir();
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(job_dir, ec))) {
-    return CheckExistingJob(job, dataset_path, recipe_sha256, num_shards, inputs);
-  }
-
-  const std::string media_root = fs::is_directory(dataset_path, ec)
-                                     ? dataset_path
-                                     : fs::path(dataset_path).parent_path().string();
-  std::vector<std::string> media_keys = {recipe.image_key, recipe.audio_key, recipe.video_key};
-  const int threads = request.threads > 0
-                          ? request.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-
-  // The job is built in a staging directory beside the job dir.
-  const fs::path job_path(job_dir);
-  fs::create_directories(job_path.parent_path(), ec);
-  if (ec) throw Error(job_path.parent_path().string(), 0, "cannot create: " + ec.message());
-  CheckJobFilesystem(job_path.parent_path().string(), disk);
-  StagingDir staging(
-      job.StagingPath(request.staging_tag.empty() ? RandomHex(16) : request.staging_tag));
-  const JobPaths staged(staging.path());
-  for (const std::string& dir : staged.SkeletonDirs()) {
-    if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
-  }
-
-  // Pass 1: validate and normalize every line on every core, for the totals
-  // and hashes; nothing is written (the data is written once, by pass 2).
-  const NormalizeRules rules{media_keys, media_root, safety.index_keys};
-  Manifest m;
+// Pass 1 (validate, count, hash) and pass 2 (write the shards) over the input,
+// into the staged job; fills the manifest's input files and shards.
+NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const NormalizeRules& rules,
+                            int threads, uint64_t num_shards, const std::string& dataset_display,
+                            const JobPaths& staged, Manifest& m) {
   const NormalizedInput normalized = ScanNormalized(inputs, rules, threads);
   m.input_files = normalized.files;
   if (normalized.rows == 0) {
@@ -195,11 +167,8 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
                     std::to_string(normalized.rows) + " rows of the input",
                 "every shard must hold at least one row");
   }
-
   ThrowIfStopRequested();
   CrashPoint("prepare_normalized");
-  // Pass 2: normalize again and cut the stream straight into byte-balanced
-  // shard files, each hashed as it is written.
   std::vector<std::string> shard_paths;
   for (uint64_t i = 0; i < num_shards; ++i) {
     ShardEntry shard;
@@ -216,73 +185,137 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
     m.shards[i].size_bytes = written[i].bytes;
     m.shards[i].checksum = written[i].checksum;
   }
-  if (partitioning && partitioning->mode == exec::PartitionMode::kManual) {
-    // Every shard is a partition set: a manual count must fit the smallest
-    // (the staged shards are removed with the staging directory).
-    const ShardEntry* smallest = &m.shards.front();
-    for (const ShardEntry& s : m.shards) smallest = s.rows < smallest->rows ? &s : smallest;
-    if (partitioning->num_of_partitions > smallest->rows) {
-      throw Error("num_of_partitions (" + std::to_string(partitioning->num_of_partitions) +
-                      ") exceeds the rows of " + smallest->id + " (" +
-                      std::to_string(smallest->rows) + ")",
-                  "lower partition.num_of_partitions or --num-shards");
-    }
+  return normalized;
+}
+
+// Every shard is a partition set: a manual partition count must fit the
+// smallest shard (the staged shards are removed with the staging directory).
+void CheckManualPartitions(const CheckedRecipe& c, const Manifest& m) {
+  if (!c.partitioning || c.partitioning->mode != exec::PartitionMode::kManual) return;
+  const ShardEntry* smallest = &m.shards.front();
+  for (const ShardEntry& s : m.shards) smallest = s.rows < smallest->rows ? &s : smallest;
+  if (c.partitioning->num_of_partitions > smallest->rows) {
+    throw Error("num_of_partitions (" + std::to_string(c.partitioning->num_of_partitions) +
+                    ") exceeds the rows of " + smallest->id + " (" +
+                    std::to_string(smallest->rows) + ")",
+                "lower partition.num_of_partitions or --num-shards");
+  }
+}
+
+// A checkpoint.dir outside the job dir is the user's to share between nodes.
+void WarnAboutCheckpointDir(const CheckedRecipe& c, const std::string& job_dir, Manifest& m) {
+  if (!c.partitioning || !c.partitioning->checkpointing() || !c.partitioning->checkpoint_dir) {
+    return;
+  }
+  const std::string root =
+      JobPaths::CheckpointsRoot(job_dir, m.job_id, c.partitioning->checkpoint_dir);
+  const std::string job_prefix = fs::path(job_dir).lexically_normal().string() + "/";
+  if (root.rfind(job_prefix, 0) != 0) {
+    m.warnings.push_back("checkpoint.dir " + root +
+                         " is not under the job dir: every node must see it, or takeover "
+                         "resume falls back to recomputing");
+  }
+}
+
+// dag_execution_plan.json of a checkpointed job (SPEC-checkpoints §8). Each
+// shard is a partition set of its own: a manual count is every shard's, auto
+// sizes each shard by itself.
+nlohmann::json ExecutionPlan(const CheckedRecipe& c, const std::string& job_id) {
+  const bool manual = c.partitioning->mode == exec::PartitionMode::kManual;
+  const nlohmann::json parts = {
+      {"mode", manual ? "manual" : "auto"},
+      {"num_partitions",
+       manual ? nlohmann::json(c.partitioning->num_of_partitions) : nlohmann::json()},
+      {"per_shard", true}};
+  nlohmann::json plan = exec::ExecutionPlanJson(*c.compiled, job_id, c.sha256, c.checkpoint_taps,
+                                                *c.partitioning, parts);
+  // Model operators are probed by the workers before they claim
+  // (SPEC-checkpoints §10): a key depends on the node's device, so the keys
+  // and each node's replicas are in its attempts' `plan`.
+  for (size_t i = 0; i < c.compiled->operators.size(); ++i) {
+    if (!c.compiled->operators[i].op->model_description()) continue;
+    plan["ops"][i]["kind"] = "model";
+    plan["probe"]["enabled"] = c.partitioning->preflight.enabled;
+    plan["probe"]["records"] = "probe/<cache_key>.json; per node: attempts/*/*/attempt.json plan";
+  }
+  return plan;
+}
+
+// The recipe snapshot, the manifest and the plan, written into the staged job
+// and made durable with its directories.
+void WriteJobFiles(const CheckedRecipe& c, const Manifest& m, const JobPaths& staged,
+                   io::Disk& disk) {
+  disk.WriteAtomic(staged.InJob(m.recipe_snapshot_path), c.bytes);
+  disk.WriteAtomic(staged.ManifestPath(), m.ToJson());
+  if (c.compiled) {
+    disk.WriteAtomic(staged.dir() + "/dag_execution_plan.json",
+                     ExecutionPlan(c, m.job_id).dump(2) + "\n");
+  }
+  for (const std::string& dir : {staged.ShardsDir(), staged.StateDir(), staged.dir()}) {
+    disk.SyncDir(dir);
+  }
+}
+
+}  // namespace
+
+PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
+  const CheckedRecipe checked = CheckRequestAndRecipe(request);
+  const recipe::Recipe& recipe = checked.recipe;
+  const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
+  const std::string& dataset_path = dataset.path;
+  const std::vector<InputCandidate> inputs = io::DiscoverInputs(dataset_path, dataset.display);
+  const uint64_t num_shards = static_cast<uint64_t>(request.num_shards);
+
+  const JobPaths job(request.job_dir);
+  const std::string& job_dir = job.dir();
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(job_dir, ec))) {
+    return CheckExistingJob(job, dataset_path, checked.sha256, num_shards, inputs);
+  }
+  const std::string media_root = fs::is_directory(dataset_path, ec)
+                                     ? dataset_path
+                                     : fs::path(dataset_path).parent_path().string();
+  const NormalizeRules rules{{recipe.image_key, recipe.audio_key, recipe.video_key},
+                             media_root,
+                             checked.safety.index_keys};
+  const int threads = request.threads > 0
+                          ? request.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  // The job is built in a staging directory beside the job dir.
+  const fs::path job_path(job_dir);
+  fs::create_directories(job_path.parent_path(), ec);
+  if (ec) throw Error(job_path.parent_path().string(), 0, "cannot create: " + ec.message());
+  CheckJobFilesystem(job_path.parent_path().string(), disk);
+  StagingDir staging(
+      job.StagingPath(request.staging_tag.empty() ? RandomHex(16) : request.staging_tag));
+  const JobPaths staged(staging.path());
+  for (const std::string& dir : staged.SkeletonDirs()) {
+    if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
   }
 
+  Manifest m;
+  const NormalizedInput normalized =
+      WriteShards(inputs, rules, threads, num_shards, dataset.display, staged, m);
+  CheckManualPartitions(checked, m);
   m.job_id = job_path.filename().string();
   m.created_at = FormatUtcIso8601(NowNanos());
   m.dataset_path = dataset_path;
   m.media_root = media_root;
-  m.media_keys = media_keys;
-  m.index_keys = safety.index_keys;
+  m.media_keys = rules.media_keys;
+  m.index_keys = checked.safety.index_keys;
   m.total_rows = normalized.rows;
   m.total_size_bytes = normalized.bytes;
   m.normalized_sha256 = normalized.digest;
   m.num_shards = num_shards;
   m.recipe_source_path = fs::absolute(request.config_path).lexically_normal().string();
-  m.recipe_sha256 = recipe_sha256;
+  m.recipe_sha256 = checked.sha256;
   m.engine_version = version();
   m.engine_git_commit = git_commit();
   m.policy = request.policy;
-  m.warnings = safety.warnings;
-  if (partitioning && partitioning->checkpointing() && partitioning->checkpoint_dir) {
-    const std::string root =
-        JobPaths::CheckpointsRoot(job_dir, m.job_id, partitioning->checkpoint_dir);
-    const std::string job_prefix = fs::path(job_dir).lexically_normal().string() + "/";
-    if (root.rfind(job_prefix, 0) != 0) {
-      m.warnings.push_back("checkpoint.dir " + root +
-                           " is not under the job dir: every node must see it, or takeover "
-                           "resume falls back to recomputing");
-    }
-  }
-
-  disk.WriteAtomic(staged.InJob(m.recipe_snapshot_path), recipe_bytes);
-  disk.WriteAtomic(staged.ManifestPath(), m.ToJson());
-  if (compiled) {
-    // Each shard is a partition set of its own: a manual count is every
-    // shard's, auto sizes each shard by itself.
-    const bool manual = partitioning->mode == exec::PartitionMode::kManual;
-    const nlohmann::json parts = {
-        {"mode", manual ? "manual" : "auto"},
-        {"num_partitions",
-         manual ? nlohmann::json(partitioning->num_of_partitions) : nlohmann::json()},
-        {"per_shard", true}};
-    nlohmann::json plan = exec::ExecutionPlanJson(*compiled, m.job_id, recipe_sha256,
-                                                  checkpoint_taps, *partitioning, parts);
-    // Model operators are probed by the workers before they claim
-    // (SPEC-checkpoints §10): a key depends on the node's device, so the keys
-    // and each node's replicas are in its attempts' `plan`.
-    for (size_t i = 0; i < compiled->operators.size(); ++i) {
-      if (!compiled->operators[i].op->model_description()) continue;
-      plan["ops"][i]["kind"] = "model";
-      plan["probe"]["enabled"] = partitioning->preflight.enabled;
-      plan["probe"]["records"] = "probe/<cache_key>.json; per node: attempts/*/*/attempt.json plan";
-    }
-    disk.WriteAtomic(staged.dir() + "/dag_execution_plan.json", plan.dump(2) + "\n");
-  }
-  for (const std::string& dir : {staged.ShardsDir(), staged.StateDir(), staged.dir()}) {
-    disk.SyncDir(dir);
-  }
+  m.warnings = checked.safety.warnings;
+  WarnAboutCheckpointDir(checked, job_dir, m);
+  WriteJobFiles(checked, m, staged, disk);
   ThrowIfStopRequested();
   CrashPoint("prepare_staged");
 
@@ -291,7 +324,7 @@ PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
   } catch (const Error&) {
     // Another prepare of the same job published first: compare with it.
     if (fs::exists(fs::symlink_status(job_dir, ec))) {
-      return CheckExistingJob(job, dataset_path, recipe_sha256, num_shards, inputs);
+      return CheckExistingJob(job, dataset_path, checked.sha256, num_shards, inputs);
     }
     throw;
   }

@@ -621,42 +621,113 @@ class Worker {
   // Commits are linked under the claim's fence, like the done record. The
   // output is the final taps, in order, so the done record means what it
   // always does. Throws on any error; sets a.lost when the claim was lost.
+  // A checkpointed shard (SPEC-checkpoints §7): its partition set, the
+  // commits earlier attempts left (verified, or rejected into rejected/),
+  // then the partitions from where those commits stand.
   void ProcessPartitions(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input) {
-    const Claim& claim = a.claim;
     const exec::JobSettings& st = *settings_;
     const Manifest& m = job_.manifest();
-    io::Disk& disk = job_.disk();
-    const size_t num_ops = plan_->operators.size();
     const std::string dir =
         JobPaths::CheckpointsRoot(job_.dir(), m.job_id, st.checkpoint_dir) + "/" + shard.id;
     a.checkpoints = dir;
-    auto as_owner = [&](const std::function<void()>& fn) {
-      if (!store_.AsOwner(claim, fn)) {
-        a.lost.store(true);
-        throw Error("lost the claim of " + shard.id + "; committing nothing");
-      }
-    };
-    // Publishes `content` at `path` first-writer-wins under the claim's fence.
-    // The file is written and fsynced first, so that the fenced section is one
-    // link(): a process frozen there (SIGSTOP, a hung node) would hold the
-    // flock, and with it keep every other worker from taking the shard over.
-    auto publish_fenced = [&](const std::string& path, const std::string& content) {
-      const std::string tmp =
-          dir + "/tmp." + std::filesystem::path(path).filename().string() + "." + claim.token();
-      disk.WriteAtomic(tmp, content);
-      bool linked = false;
-      try {
-        as_owner([&] { linked = disk.Link(tmp, path); });
-      } catch (...) {
-        disk.Unlink(tmp);
-        throw;
-      }
+    ShardPartitions sp;
+    OpenPartitionSet(a, shard, input, dir, sp);
+    for (const std::string& path : sp.unreadable) {
+      RejectCommit(a, shard, dir, path, nlohmann::json(), "not a commit record");
+    }
+    std::vector<exec::StartPoint> starts = ResumePoints(a, shard, dir, sp);
+    RemoveUnreferencedData(a, shard, dir);
+    RunPartitions(a, shard, input, dir, sp.set, std::move(starts));
+  }
+
+  // Runs `fn` under the claim's fence; a lost claim marks the attempt lost
+  // and throws.
+  void AsOwner(Attempt& a, const ShardEntry& shard, const std::function<void()>& fn) {
+    if (!store_.AsOwner(a.claim, fn)) {
+      a.lost.store(true);
+      throw Error("lost the claim of " + shard.id + "; committing nothing");
+    }
+  }
+
+  // Publishes `content` at `path` first-writer-wins under the claim's fence.
+  // The file is written and fsynced first, so that the fenced section is one
+  // link(): a process frozen there (SIGSTOP, a hung node) would hold the
+  // flock, and with it keep every other worker from taking the shard over.
+  bool PublishFenced(Attempt& a, const ShardEntry& shard, const std::string& dir,
+                     const std::string& path, const std::string& content) {
+    io::Disk& disk = job_.disk();
+    const std::string tmp =
+        dir + "/tmp." + std::filesystem::path(path).filename().string() + "." + a.claim.token();
+    disk.WriteAtomic(tmp, content);
+    bool linked = false;
+    try {
+      AsOwner(a, shard, [&] { linked = disk.Link(tmp, path); });
+    } catch (...) {
       disk.Unlink(tmp);
-      if (linked) disk.SyncDir(dir);
-      return linked;
-    };
-    // §7 step 1: the shard file is the manifest's (normalized shards end every
-    // line with \n, so the hash of the sha256-lines-v1 bytes is the file's).
+      throw;
+    }
+    disk.Unlink(tmp);
+    if (linked) disk.SyncDir(dir);
+    return linked;
+  }
+
+  // A commit and why it is rejected ("" for the one a partition resumes from).
+  struct Decision {
+    const exec::Commit* commit;
+    std::string why;
+  };
+
+  // What an attempt found in its shard's checkpoint directory.
+  struct ShardPartitions {
+    exec::PartitionSet set;
+    std::map<uint64_t, std::vector<exec::Commit>> commits;
+    std::vector<std::string> unreadable;  // commit records that are not records
+    std::vector<Decision> decisions;      // point into `commits`
+  };
+
+  // §7 steps 2-3, the checks: per partition, commits newest first until one
+  // verifies against `against`.
+  std::vector<Decision> DecideCommits(const ShardEntry& shard, const std::string& dir,
+                                      const std::map<uint64_t, std::vector<exec::Commit>>& commits,
+                                      const exec::PartitionSet& against) {
+    const Manifest& m = job_.manifest();
+    const size_t num_ops = plan_->operators.size();
+    std::vector<Decision> out;
+    for (const auto& [partition, list] : commits) {
+      for (const exec::Commit& c : list) {
+        std::string why;
+        const std::string engine =
+            c.record.value("engine", nlohmann::json::object()).value("version", "");
+        if (partition >= against.bounds.size()) {
+          why = "partition " + std::to_string(partition) + " is not one of the shard's " +
+                std::to_string(against.bounds.size());
+        } else if (c.record.value("shard_id", nlohmann::json()) != shard.id) {
+          why = "made for another shard";
+        } else if (c.op_idx >= num_ops || c.record.value("ops_prefix_sha256", "") !=
+                                              exec::OpsPrefixSha256(recipe_->root, c.op_idx)) {
+          why = "its operators differ from the recipe's (ops_prefix_sha256)";
+        } else if (engine != m.engine_version) {
+          why = "made by djshard " + engine + ", the job by " + m.engine_version;
+        } else if (const std::optional<exec::CommitProblem> problem =
+                       exec::VerifyCommitFiles(c, dir, against)) {
+          why = problem->subject + ": " + problem->what;
+        }
+        out.push_back({&c, why});
+        if (why.empty()) break;
+      }
+    }
+    return out;
+  }
+
+  // §7 steps 1-3: checks the shard file against the manifest, publishes or
+  // reads partitioning_info.json, and decides the earlier commits (verified on
+  // another thread while this attempt hashes the shard).
+  void OpenPartitionSet(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input,
+                        const std::string& dir, ShardPartitions& sp) {
+    const Manifest& m = job_.manifest();
+    io::Disk& disk = job_.disk();
+    // Normalized shards end every line with \n, so the hash of the
+    // sha256-lines-v1 bytes is the file's.
     const std::optional<io::FileStat> file = disk.Stat(input.path);
     if (!file || file->size != shard.size_bytes) {
       throw Error(input.path, 0, "shard file size differs from the manifest",
@@ -670,50 +741,17 @@ class Worker {
         throw Error(info_path, 0, what, "remove the shard's checkpoint directory");
       });
     };
-    // §7 steps 2-3, the checks: per partition, commits newest first until one
-    // verifies; each gets the reason it is rejected ("" for the one used).
-    struct Decision {
-      const exec::Commit* commit;
-      std::string why;
+    auto list_commits = [&] {
+      sp.commits =
+          exec::ListCommits(dir, [&](const std::string& path) { sp.unreadable.push_back(path); });
     };
-    std::vector<std::string> unreadable;
-    std::map<uint64_t, std::vector<exec::Commit>> commits;
-    auto decide = [&](const exec::PartitionSet& against) {
-      std::vector<Decision> out;
-      for (const auto& [partition, list] : commits) {
-        for (const exec::Commit& c : list) {
-          std::string why;
-          const std::string engine =
-              c.record.value("engine", nlohmann::json::object()).value("version", "");
-          if (partition >= against.bounds.size()) {
-            why = "partition " + std::to_string(partition) + " is not one of the shard's " +
-                  std::to_string(against.bounds.size());
-          } else if (c.record.value("shard_id", nlohmann::json()) != shard.id) {
-            why = "made for another shard";
-          } else if (c.op_idx >= num_ops || c.record.value("ops_prefix_sha256", "") !=
-                                                exec::OpsPrefixSha256(recipe_->root, c.op_idx)) {
-            why = "its operators differ from the recipe's (ops_prefix_sha256)";
-          } else if (engine != m.engine_version) {
-            why = "made by djshard " + engine + ", the job by " + m.engine_version;
-          } else if (const std::optional<exec::CommitProblem> problem =
-                         exec::VerifyCommitFiles(c, dir, against)) {
-            why = problem->subject + ": " + problem->what;
-          }
-          out.push_back({&c, why});
-          if (why.empty()) break;
-        }
-      }
-      return out;
-    };
-    // A shard an earlier attempt started: its commits are verified (read and
-    // hashed) on another thread while this attempt hashes the shard.
     std::optional<exec::PartitionSet> theirs;
     std::future<std::vector<Decision>> decided;
     if (disk.Stat(info_path)) {
       theirs = read_info();
-      commits =
-          exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
-      decided = std::async(std::launch::async, [&] { return decide(*theirs); });
+      list_commits();
+      decided = std::async(std::launch::async,
+                           [&] { return DecideCommits(shard, dir, sp.commits, *theirs); });
     }
     // The shard's checksum is checked here, or, on a takeover, through the
     // partitions' hashes: they must equal those of partitioning_info.json,
@@ -721,8 +759,7 @@ class Worker {
     exec::InputHashes hashes;
     if (theirs && !theirs->digests.empty()) hashes.partitions = theirs->digests[0].checksum.kind;
     if (!theirs) hashes.whole = shard.checksum.kind;
-    exec::PartitionSet set =
-        exec::PartitionInput(st, *recipe_, {input}, shard.id, shard.rows, hashes);
+    sp.set = exec::PartitionInput(*settings_, *recipe_, {input}, shard.id, shard.rows, hashes);
     if (theirs) {
       if (theirs->input != shard.checksum) {
         throw Error(info_path, 0,
@@ -730,77 +767,87 @@ class Worker {
                         shard.id,
                     "remove the shard's checkpoint directory");
       }
-      set.input = theirs->input;
+      sp.set.input = theirs->input;
     }
-    if (set.total_rows != shard.rows || set.total_bytes != shard.size_bytes ||
-        set.input != shard.checksum) {
+    if (sp.set.total_rows != shard.rows || sp.set.total_bytes != shard.size_bytes ||
+        sp.set.input != shard.checksum) {
       throw Error(
           input.path, 0,
           "shard file differs from the manifest (rows, size or " + shard.checksum.field() + ")",
           "the job directory was changed; prepare the job again");
     }
     if (!theirs) {
-      const bool first = publish_fenced(
-          info_path,
-          exec::PartitioningInfoJson(set, m.job_id, shard.id, claim.token()).dump(2) + "\n");
+      const bool first = PublishFenced(
+          a, shard, dir, info_path,
+          exec::PartitioningInfoJson(sp.set, m.job_id, shard.id, a.claim.token()).dump(2) + "\n");
       if (!first) theirs = read_info();
     }
-    if (theirs && !exec::SameBounds(set, *theirs)) {
+    if (theirs && !exec::SameBounds(sp.set, *theirs)) {
       throw Error(info_path, 0,
                   "partition bounds differ: this attempt computed " +
-                      std::to_string(set.bounds.size()) + " partitions, the file has " +
+                      std::to_string(sp.set.bounds.size()) + " partitions, the file has " +
                       std::to_string(theirs->bounds.size()) + " or other bounds",
                   "the recipe's partition settings or the shard changed; prepare a new job");
     }
-    std::vector<Decision> decisions;
     if (decided.valid()) {
-      decisions = decided.get();
+      sp.decisions = decided.get();
     } else if (theirs) {
-      commits =
-          exec::ListCommits(dir, [&](const std::string& path) { unreadable.push_back(path); });
-      decisions = decide(set);
+      list_commits();
+      sp.decisions = DecideCommits(shard, dir, sp.commits, sp.set);
     }
+  }
 
-    // §7 step 3: a commit that fails is rejected, not fatal.
-    const nlohmann::json event_fields = {{"shard_id", shard.id}, {"attempt_token", claim.token()}};
-    auto reject = [&](const std::string& record_path, const nlohmann::json& record,
-                      const std::string& why) {
-      const std::string rejected = dir + "/rejected";
-      const std::string name = std::filesystem::path(record_path).filename().string();
-      as_owner([&] {
-        disk.MakeDirs(rejected);
-        disk.Rename(record_path, rejected + "/" + name + "." + claim.token());
-        for (const char* key : {"data_path", "errors_path"}) {
-          const std::string rel = record.is_object() ? record.value(key, "") : "";
-          if (!rel.empty() && rel.find('/') == std::string::npos && disk.Stat(dir + "/" + rel)) {
-            disk.Rename(dir + "/" + rel, rejected + "/" + rel);
-          }
+  // The events of a checkpointed shard's attempt carry these.
+  static nlohmann::json ShardEventFields(const Attempt& a, const ShardEntry& shard) {
+    return {{"shard_id", shard.id}, {"attempt_token", a.claim.token()}};
+  }
+
+  // §7 step 3: a commit that fails is rejected, not fatal: it moves into
+  // rejected/ (record and data) with a checkpoint_rejected event.
+  void RejectCommit(Attempt& a, const ShardEntry& shard, const std::string& dir,
+                    const std::string& record_path, const nlohmann::json& record,
+                    const std::string& why) {
+    io::Disk& disk = job_.disk();
+    const std::string rejected = dir + "/rejected";
+    const std::string name = std::filesystem::path(record_path).filename().string();
+    const std::string& token = a.claim.token();
+    AsOwner(a, shard, [&] {
+      disk.MakeDirs(rejected);
+      disk.Rename(record_path, rejected + "/" + name + "." + token);
+      for (const char* key : {"data_path", "errors_path"}) {
+        const std::string rel = record.is_object() ? record.value(key, "") : "";
+        if (!rel.empty() && rel.find('/') == std::string::npos && disk.Stat(dir + "/" + rel)) {
+          disk.Rename(dir + "/" + rel, rejected + "/" + rel);
         }
-      });
-      nlohmann::json fields = event_fields;
-      if (record.is_object()) {
-        fields["partition_id"] = record.value("partition_id", nlohmann::json());
-        fields["op_idx"] = record.value("op_idx", nlohmann::json());
-        fields["checkpoint_path"] = record.value("data_path", nlohmann::json());
-        exec::AddCheckpointChecksum(fields, record);
       }
-      fields["error_message"] = why;
-      fields["metadata"] = {{"commit", name},
-                            {"moved_to", "rejected/" + name + "." + claim.token()}};
-      events_->Emit("checkpoint_rejected", fields);
-      a.log.Line("checkpoint_rejected",
-                 "rejected checkpoint " + name + ": " + why + " (moved to rejected/)");
-    };
-    for (const std::string& path : unreadable) {
-      reject(path, nlohmann::json(), "not a commit record");
+    });
+    nlohmann::json fields = ShardEventFields(a, shard);
+    if (record.is_object()) {
+      fields["partition_id"] = record.value("partition_id", nlohmann::json());
+      fields["op_idx"] = record.value("op_idx", nlohmann::json());
+      fields["checkpoint_path"] = record.value("data_path", nlohmann::json());
+      exec::AddCheckpointChecksum(fields, record);
     }
-    std::vector<exec::StartPoint> starts(set.bounds.size());
+    fields["error_message"] = why;
+    fields["metadata"] = {{"commit", name}, {"moved_to", "rejected/" + name + "." + token}};
+    events_->Emit("checkpoint_rejected", fields);
+    a.log.Line("checkpoint_rejected",
+               "rejected checkpoint " + name + ": " + why + " (moved to rejected/)");
+  }
+
+  // Where each partition starts: the commit it resumes from, if any; §7 step
+  // 4: what is resumed, in attempt.json and process.log.
+  std::vector<exec::StartPoint> ResumePoints(Attempt& a, const ShardEntry& shard,
+                                             const std::string& dir, const ShardPartitions& sp) {
+    const size_t num_ops = plan_->operators.size();
+    const size_t total = sp.set.bounds.size();
+    std::vector<exec::StartPoint> starts(total);
     nlohmann::json resumed_from = nlohmann::json::array();
     uint64_t finished = 0;
-    for (const Decision& d : decisions) {
+    for (const Decision& d : sp.decisions) {
       const exec::Commit& c = *d.commit;
       if (!d.why.empty()) {
-        reject(c.record_path, c.record, d.why);
+        RejectCommit(a, shard, dir, c.record_path, c.record, d.why);
         continue;
       }
       starts[c.partition] = {true, c.op_idx, dir + "/" + c.record.value("data_path", ""), c.record};
@@ -811,33 +858,37 @@ class Worker {
            {"commit", std::filesystem::path(c.record_path).filename().string()},
            {"origin_attempt_token", c.record.value("attempt_token", nlohmann::json())}});
     }
-    RemoveUnreferencedData(a, dir, as_owner);
-
-    // §7 step 4: what is resumed, in attempt.json and process.log.
-    const nlohmann::json partitions = {{"total", set.bounds.size()},
-                                       {"resumed", finished},
-                                       {"computed", set.bounds.size() - finished}};
-    store_.RecordPartitions(claim.attempt_dir(), partitions, resumed_from);
+    const nlohmann::json partitions = {
+        {"total", total}, {"resumed", finished}, {"computed", total - finished}};
+    store_.RecordPartitions(a.claim.attempt_dir(), partitions, resumed_from);
     a.partitions = partitions;
-    a.log.Line("resume", "partitions: total " + std::to_string(set.bounds.size()) + ", resumed " +
+    a.log.Line("resume", "partitions: total " + std::to_string(total) + ", resumed " +
                              std::to_string(finished) + ", computed " +
-                             std::to_string(set.bounds.size() - finished) + "; checkpoints in " +
-                             dir);
+                             std::to_string(total - finished) + "; checkpoints in " + dir);
     for (const nlohmann::json& r : resumed_from) {
       a.log.Line("resume", "resumed partition " + r["partition_id"].dump() + " from op " +
                                r["op_idx"].dump() + " (" + r["commit"].get<std::string>() +
                                " of attempt " + r["origin_attempt_token"].dump() + ")");
     }
+    return starts;
+  }
 
+  // The shard's partitions through the run-job partition runner: taps and
+  // commits published under the claim's fence, the output assembled from the
+  // final taps.
+  void RunPartitions(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input,
+                     const std::string& dir, const exec::PartitionSet& set,
+                     std::vector<exec::StartPoint> starts) {
+    const Manifest& m = job_.manifest();
     exec::PartitionRunConfig config;
     config.plan = plan_.get();
     config.root = recipe_->root;
-    config.settings = st;
+    config.settings = *settings_;
     config.taps = taps_;
     config.checkpoints = dir;
     config.job_id = m.job_id;
     config.shard_id = shard.id;
-    config.token = claim.token();
+    config.token = a.claim.token();
     config.config_sha256 = m.recipe_sha256;
     config.set = &set;
     config.starts = std::move(starts);
@@ -847,10 +898,17 @@ class Worker {
     config.assemble = true;
     config.cancel = &a.lost;
     config.events = events_.get();
-    config.event_fields = event_fields;
-    config.disk = &disk;
-    config.publish_commit = publish_fenced;
-    config.reject_commit = reject;
+    config.event_fields = ShardEventFields(a, shard);
+    config.disk = &job_.disk();
+    config.publish_commit = [this, &a, &shard, &dir](const std::string& path,
+                                                     const std::string& content) {
+      return PublishFenced(a, shard, dir, path, content);
+    };
+    config.reject_commit = [this, &a, &shard, &dir](const std::string& record_path,
+                                                    const nlohmann::json& record,
+                                                    const std::string& why) {
+      RejectCommit(a, shard, dir, record_path, record, why);
+    };
     // A job stop starts no more partitions; those in flight finish and commit.
     config.before_partition = [] {
       if (StopRequested() || JobStopRequested()) {
@@ -858,7 +916,7 @@ class Worker {
       }
     };
     exec::PartitionRunner runner(std::move(config));
-    a.log.Line("run", "running " + std::to_string(num_ops) + " operator(s) with " +
+    a.log.Line("run", "running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
                           std::to_string(threads_) + " thread(s) on " + shard.path + " in " +
                           std::to_string(set.bounds.size()) + " partition(s)");
     runner.Run(*a.output, *a.errors);
@@ -868,8 +926,7 @@ class Worker {
   // Data files in the shard's checkpoint directory that no commit record
   // names: left by an attempt that died before its commit (or between the
   // two unlinks of keep: latest). Removed while the claim is ours.
-  template <typename AsOwner>
-  void RemoveUnreferencedData(Attempt& a, const std::string& dir, AsOwner& as_owner) {
+  void RemoveUnreferencedData(Attempt& a, const ShardEntry& shard, const std::string& dir) {
     std::vector<std::string> referenced;
     for (const auto& [p, list] : exec::ListCommits(dir, [](const std::string&) {})) {
       for (const exec::Commit& c : list) {
@@ -894,7 +951,7 @@ class Worker {
       }
     }
     if (garbage.empty()) return;
-    as_owner([&] {
+    AsOwner(a, shard, [&] {
       for (const std::string& g : garbage) job_.disk().Unlink(g);
     });
   }

@@ -160,160 +160,200 @@ PartitionCounts CountPartitions(const JobDir& job, const JobStatus& status) {
 
 bool IsElasticJobDir(const std::string& dir) { return io::IsRegularFile(dir + "/manifest.json"); }
 
-ElasticJobView ReadElasticJob(const JobDir& job) {
-  ElasticJobView v;
-  const Manifest& m = job.manifest();
-  v.job_id = m.job_id;
-  v.job_dir = job.dir();
-  v.start_time = m.created_at;
-  v.rows_total = m.total_rows;
-  const JobStatus status = ReadStatus(job);
-  v.shards_total = status.total;
-  v.shards_done = status.counts.done;
-  v.shards_failed = status.counts.failed;
-  v.shards_running = status.counts.running;
-  v.shards_stale = status.counts.stale;
-  v.merged = io::IsRegularFile(job.MergeRecordPath());
-  v.partitions = CountPartitions(job, status);
+namespace {
 
-  std::set<std::string> hosts;
-  // Per host, the attempt.json whose replica plan monitor shows: a running
-  // attempt's, else one done shard's (one read per node, not per shard).
-  std::map<std::string, std::string> plan_of_host;
-  std::map<std::string, RunningAttempt*> by_token;
-  std::map<size_t, json> ops;  // by op index
-  int64_t first_start = 0, last_done = 0;
-  v.running.reserve(status.shards.size());
-  std::string checkpoints_root;  // read from the recipe when a running shard needs it
-  for (const ShardStatus& sh : status.shards) {
+// Reads an elastic job's records into its view, in named steps.
+class ElasticJobReader {
+ public:
+  ElasticJobReader(const JobDir& job, ElasticJobView& v) : job_(job), v_(v) {}
+
+  void Read() {
+    const Manifest& m = job_.manifest();
+    v_.job_id = m.job_id;
+    v_.job_dir = job_.dir();
+    v_.start_time = m.created_at;
+    v_.rows_total = m.total_rows;
+    const JobStatus status = ReadStatus(job_);
+    v_.shards_total = status.total;
+    v_.shards_done = status.counts.done;
+    v_.shards_failed = status.counts.failed;
+    v_.shards_running = status.counts.running;
+    v_.shards_stale = status.counts.stale;
+    v_.merged = io::IsRegularFile(job_.MergeRecordPath());
+    v_.partitions = CountPartitions(job_, status);
+    v_.running.reserve(status.shards.size());
+    for (const ShardStatus& sh : status.shards) AddShard(sh);
+    ReadReplicaPlans();
+    for (auto& [k, t] : ops_) v_.op_totals.push_back(t);
+    v_.model_devices_warning = MixedModelDevicesWarning(v_.shards_by_model_devices);
+    v_.hosts.assign(hosts_.begin(), hosts_.end());
+    FindCurrentOperators();
+    if (const std::optional<exec::StopRequest> r = exec::ReadStopRequest(job_.dir(), job_.disk())) {
+      v_.stop = {{"requested_at", r->requested_at},
+                 {"mode", r->mode},
+                 {"reason", r->reason.empty() ? json() : json(r->reason)},
+                 {"requested_by", r->hostname + ":" + std::to_string(r->pid)}};
+    }
+    v_.status = StatusName();
+    AddRates(m);
+  }
+
+ private:
+  // One shard's row of the view, and what its records add to the totals.
+  void AddShard(const ShardStatus& sh) {
     json row = {{"shard_id", sh.shard->id},
                 {"status", ShardStateName(sh.state)},
                 {"rows", sh.shard->rows},
                 {"owner", sh.owner.empty() ? json() : json(sh.owner)}};
-    if (!sh.owner.empty()) hosts.insert(sh.owner);
+    if (!sh.owner.empty()) hosts_.insert(sh.owner);
     if (sh.state == ShardState::kDone) {
-      v.rows_done += sh.shard->rows;
-      try {
-        const std::string path = job.DonePath(sh.shard->id);
-        const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
-        row["rows_out"] = done.rows;
-        v.shards_by_model_devices[done.model_devices].push_back(done.shard_id);
-        if (!plan_of_host.count(done.hostname)) {
-          plan_of_host[done.hostname] =
-              job.InJob(fs::path(done.output_path).parent_path().string()) + "/attempt.json";
-        }
-        const int64_t end = ParseUtcIso8601(done.completed_at);
-        const int64_t begin = end - static_cast<int64_t>(done.seconds * 1e9);
-        if (end > 0) {
-          last_done = std::max(last_done, end);
-          first_start = first_start == 0 ? begin : std::min(first_start, begin);
-        }
-        for (size_t i = 0; i < done.op_stats.size(); ++i) {
-          const exec::OperatorCounters& c = done.op_stats[i];
-          json& t = ops[i];
-          if (t.is_null()) {
-            t = {
-                {"op_idx", i}, {"name", c.name}, {"rows_in", 0}, {"rows_out", 0}, {"seconds", 0.0}};
-          }
-          t["rows_in"] = t["rows_in"].get<uint64_t>() + c.rows_in;
-          t["rows_out"] = t["rows_out"].get<uint64_t>() + c.rows_out;
-          t["seconds"] = t["seconds"].get<double>() + c.seconds;
-        }
-      } catch (const std::exception&) {
-        // An unreadable done record: the shard still counts as done.
-      }
+      v_.rows_done += sh.shard->rows;
+      AddDoneRecord(sh, row);
     }
     if (sh.error.size()) row["error"] = sh.error;
-    if (sh.state == ShardState::kRunning && sh.lock) {
-      RunningAttempt a;
-      a.shard_id = sh.shard->id;
-      a.hostname = sh.lock->hostname;
-      a.pid = sh.lock->pid;
-      a.token = sh.lock->token;
-      a.lock_age_secs = sh.lock->age_secs;
-      if (checkpoints_root.empty()) checkpoints_root = ShardCheckpointsRoot(job);
-      ReadShardCheckpoints(checkpoints_root + "/" + sh.shard->id, &a, &v.last_checkpoint_time);
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator(job.AttemptsDir(a.shard_id), ec)) {
-        const std::string name = e.path().filename().string();
-        if (!a.token.empty() && name.ends_with("-" + a.token)) {
-          plan_of_host[a.hostname] = e.path().string() + "/attempt.json";
-        }
-      }
-      v.running.push_back(a);
-      row["attempt_token"] = a.token;
-      row["pid"] = a.pid;
-    }
-    v.shard_details.push_back(row);
+    if (sh.state == ShardState::kRunning && sh.lock) AddRunningAttempt(sh, row);
+    v_.shard_details.push_back(row);
   }
-  for (RunningAttempt& a : v.running) by_token[a.token] = &a;
-  for (const auto& [host, path] : plan_of_host) {
-    std::string text;
+
+  // A done shard's record: rows out, model devices, the node's plan, the
+  // job's first start and last finish, operator totals.
+  void AddDoneRecord(const ShardStatus& sh, json& row) {
     try {
-      text = job.disk().Read(path);
-    } catch (const Error&) {
-      continue;  // gone or unreadable: the node's plan is not shown
+      const std::string path = job_.DonePath(sh.shard->id);
+      const DoneRecord done = DoneRecord::FromJson(job_.disk().Read(path), path);
+      row["rows_out"] = done.rows;
+      v_.shards_by_model_devices[done.model_devices].push_back(done.shard_id);
+      if (!plan_of_host_.count(done.hostname)) {
+        plan_of_host_[done.hostname] =
+            job_.InJob(fs::path(done.output_path).parent_path().string()) + "/attempt.json";
+      }
+      const int64_t end = ParseUtcIso8601(done.completed_at);
+      const int64_t begin = end - static_cast<int64_t>(done.seconds * 1e9);
+      if (end > 0) {
+        last_done_ = std::max(last_done_, end);
+        first_start_ = first_start_ == 0 ? begin : std::min(first_start_, begin);
+      }
+      for (size_t i = 0; i < done.op_stats.size(); ++i) {
+        const exec::OperatorCounters& c = done.op_stats[i];
+        json& t = ops_[i];
+        if (t.is_null()) {
+          t = {{"op_idx", i}, {"name", c.name}, {"rows_in", 0}, {"rows_out", 0}, {"seconds", 0.0}};
+        }
+        t["rows_in"] = t["rows_in"].get<uint64_t>() + c.rows_in;
+        t["rows_out"] = t["rows_out"].get<uint64_t>() + c.rows_out;
+        t["seconds"] = t["seconds"].get<double>() + c.seconds;
+      }
+    } catch (const std::exception&) {
+      // An unreadable done record: the shard still counts as done.
     }
-    const json attempt = json::parse(text, nullptr, false);
-    if (!attempt.is_object() || !attempt.contains("plan")) continue;
-    json plan = exec::ReplicaPlanOf(attempt["plan"]);
-    if (plan.is_null()) continue;
-    plan["hostname"] = host;
-    plan["pid"] = attempt["plan"].value("pid", json());
-    plan["threads"] = attempt["plan"].value("threads", json());
-    v.replica_plans.push_back(plan);
   }
-  for (auto& [k, t] : ops) v.op_totals.push_back(t);
-  v.model_devices_warning = MixedModelDevicesWarning(v.shards_by_model_devices);
-  v.hosts.assign(hosts.begin(), hosts.end());
+
+  // A running shard's attempt: its owner, checkpoints and attempt.json.
+  void AddRunningAttempt(const ShardStatus& sh, json& row) {
+    RunningAttempt a;
+    a.shard_id = sh.shard->id;
+    a.hostname = sh.lock->hostname;
+    a.pid = sh.lock->pid;
+    a.token = sh.lock->token;
+    a.lock_age_secs = sh.lock->age_secs;
+    if (checkpoints_root_.empty()) checkpoints_root_ = ShardCheckpointsRoot(job_);
+    ReadShardCheckpoints(checkpoints_root_ + "/" + sh.shard->id, &a, &v_.last_checkpoint_time);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(job_.AttemptsDir(a.shard_id), ec)) {
+      const std::string name = e.path().filename().string();
+      if (!a.token.empty() && name.ends_with("-" + a.token)) {
+        plan_of_host_[a.hostname] = e.path().string() + "/attempt.json";
+      }
+    }
+    v_.running.push_back(a);
+    row["attempt_token"] = a.token;
+    row["pid"] = a.pid;
+  }
+
+  // Per node, the replica plan of one of its attempts (one read per node).
+  void ReadReplicaPlans() {
+    for (const auto& [host, path] : plan_of_host_) {
+      std::string text;
+      try {
+        text = job_.disk().Read(path);
+      } catch (const Error&) {
+        continue;  // gone or unreadable: the node's plan is not shown
+      }
+      const json attempt = json::parse(text, nullptr, false);
+      if (!attempt.is_object() || !attempt.contains("plan")) continue;
+      json plan = exec::ReplicaPlanOf(attempt["plan"]);
+      if (plan.is_null()) continue;
+      plan["hostname"] = host;
+      plan["pid"] = attempt["plan"].value("pid", json());
+      plan["threads"] = attempt["plan"].value("threads", json());
+      v_.replica_plans.push_back(plan);
+    }
+  }
 
   // The operator each running attempt is in: its last op_start in the events.
-  if (!by_token.empty()) {
+  void FindCurrentOperators() {
+    std::map<std::string, RunningAttempt*> by_token;
+    for (RunningAttempt& a : v_.running) by_token[a.token] = &a;
+    if (by_token.empty()) return;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(job.dir(), ec)) {
+    for (const auto& e : fs::directory_iterator(job_.dir(), ec)) {
       const std::string name = e.path().filename().string();
       if (name.rfind("events_", 0) != 0) continue;
       for (const json& ev : exec::ReadEventLines(e.path().string())) {
         const auto it = by_token.find(ev.value("attempt_token", std::string()));
         if (it == by_token.end()) continue;
-        const std::string type = ev.value("event_type", "");
-        if (type == "op_start") it->second->current_op = ev.value("op_name", "");
+        if (ev.value("event_type", "") == "op_start")
+          it->second->current_op = ev.value("op_name", "");
       }
     }
   }
 
-  if (const std::optional<exec::StopRequest> r = exec::ReadStopRequest(job.dir(), job.disk())) {
-    v.stop = {{"requested_at", r->requested_at},
-              {"mode", r->mode},
-              {"reason", r->reason.empty() ? json() : json(r->reason)},
-              {"requested_by", r->hostname + ":" + std::to_string(r->pid)}};
+  const char* StatusName() const {
+    const bool live = v_.shards_running > 0;
+    if (v_.shards_failed > 0) return "failed";
+    if (v_.shards_done == v_.shards_total) return "completed";
+    if (!v_.stop.is_null()) return live ? "stopping" : "stopped";
+    if (live) return "running";
+    if (v_.shards_done > 0 || v_.shards_stale > 0 || Tried(job_.dir() + "/attempts")) {
+      return "incomplete";
+    }
+    return "prepared";
   }
-  const bool live = v.shards_running > 0;
-  if (v.shards_failed > 0) {
-    v.status = "failed";
-  } else if (v.shards_done == v.shards_total) {
-    v.status = "completed";
-  } else if (!v.stop.is_null()) {
-    v.status = live ? "stopping" : "stopped";
-  } else if (live) {
-    v.status = "running";
-  } else if (v.shards_done > 0 || v.shards_stale > 0 || Tried(job.dir() + "/attempts")) {
-    v.status = "incomplete";
-  } else {
-    v.status = "prepared";
+
+  // Duration, rows per second and the time left.
+  void AddRates(const Manifest& m) {
+    const bool live = v_.shards_running > 0;
+    const bool completed = v_.shards_failed == 0 && v_.shards_done == v_.shards_total;
+    const int64_t now = NowNanos();
+    const int64_t created = ParseUtcIso8601(m.created_at);
+    const int64_t end = completed && last_done_ > 0 ? last_done_ : now;
+    if (created > 0) v_.duration_secs = static_cast<double>(end - created) / 1e9;
+    if (first_start_ > 0 && last_done_ > first_start_) {
+      const int64_t until = live ? now : last_done_;
+      v_.rows_per_sec =
+          static_cast<double>(v_.rows_done) / (static_cast<double>(until - first_start_) / 1e9);
+    }
+    if (live && v_.rows_per_sec > 0 && v_.rows_total >= v_.rows_done) {
+      v_.eta_secs = static_cast<double>(v_.rows_total - v_.rows_done) / v_.rows_per_sec;
+    }
   }
-  const int64_t now = NowNanos();
-  const int64_t created = ParseUtcIso8601(m.created_at);
-  const int64_t end = v.status == "completed" && last_done > 0 ? last_done : now;
-  if (created > 0) v.duration_secs = static_cast<double>(end - created) / 1e9;
-  if (first_start > 0 && last_done > first_start) {
-    const int64_t until = live ? now : last_done;
-    v.rows_per_sec =
-        static_cast<double>(v.rows_done) / (static_cast<double>(until - first_start) / 1e9);
-  }
-  if (live && v.rows_per_sec > 0 && v.rows_total >= v.rows_done) {
-    v.eta_secs = static_cast<double>(v.rows_total - v.rows_done) / v.rows_per_sec;
-  }
+
+  const JobDir& job_;
+  ElasticJobView& v_;
+  std::set<std::string> hosts_;
+  // Per host, the attempt.json whose replica plan monitor shows: a running
+  // attempt's, else one done shard's.
+  std::map<std::string, std::string> plan_of_host_;
+  std::map<size_t, json> ops_;  // by op index
+  int64_t first_start_ = 0, last_done_ = 0;
+  std::string checkpoints_root_;  // read from the recipe when a running shard needs it
+};
+
+}  // namespace
+
+ElasticJobView ReadElasticJob(const JobDir& job) {
+  ElasticJobView v;
+  ElasticJobReader(job, v).Read();
   return v;
 }
 

@@ -5,6 +5,10 @@
 // nested tables included) as lists of their direct <td>/<th> cells'
 // get_text(strip=True), rows without such cells and tables without such
 // rows left out; include_header false leaves out rows with a direct <th>.
+// Gumbo, which clean_html_mapper uses, cannot stand in for the parser: as an
+// HTML5 parser it closes an open <td> at the next one, moves text and stray
+// cells out of or into tables and drops end tags that html.parser keeps, so
+// its cells differ from Data-Juicer's on malformed tables.
 #include <string>
 
 #include "djshard/io/json_text.h"

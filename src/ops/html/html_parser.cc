@@ -43,6 +43,19 @@ std::string LowerName(std::string_view s) {
   return out;
 }
 
+// Where a forward search is known to fail: a search that finds nothing from
+// `from` finds nothing from any later position either. Keeps html.parser's
+// rescans of the rest of the text (each '<' of "<a<a<a...", each quote that
+// never closes) from making a malformed text quadratic.
+class FailedSearch {
+ public:
+  bool Known(size_t at) const { return at >= from_; }
+  void Record(size_t at) { from_ = std::min(from_, at); }
+
+ private:
+  size_t from_ = std::string_view::npos;
+};
+
 class Parser {
  public:
   Parser(std::string_view s, HtmlEvents* events) : s_(s), n_(s.size()), events_(events) {}
@@ -92,10 +105,36 @@ class Parser {
     return i;
   }
   // [a-zA-Z] followed by [^\t\n\r\f />\x00]*: the end of a tag name at `i`.
-  size_t TagNameEnd(size_t i) const {
-    ++i;
-    while (i < n_ && !InSet("\t\n\r\f />", s_[i]) && s_[i] != '\0') ++i;
+  size_t TagNameEnd(size_t i) {
+    if (i + 1 >= name_run_.first && i + 1 <= name_run_.second) return name_run_.second;
+    const size_t begin = i + 1;
+    for (++i; i < n_; ++i) {
+      const char c = s_[i];
+      if (c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == ' ' || c == '/' || c == '>' ||
+          c == '\0') {
+        break;
+      }
+    }
+    name_run_ = {begin, i};
     return i;
+  }
+  // The first '<' or '&' at or after `i`, or n_.
+  // (The next '&' is remembered: text without one is searched once.)
+  size_t FindMarkupOrReference(size_t i) {
+    if (next_ampersand_ == kNone || next_ampersand_ < i) {
+      const void* amp = std::memchr(s_.data() + i, '&', n_ - i);
+      next_ampersand_ = amp ? static_cast<const char*>(amp) - s_.data() : n_;
+    }
+    const void* lt = std::memchr(s_.data() + i, '<', next_ampersand_ - i);
+    return lt ? static_cast<const char*>(lt) - s_.data() : next_ampersand_;
+  }
+  // s_.find(c, i) for '>', '\'' and '"', remembering failures.
+  size_t Find(char c, size_t i) {
+    FailedSearch& failed = c == '>' ? no_gt_ : c == '\'' ? no_apostrophe_ : no_quote_;
+    if (failed.Known(i)) return kNone;
+    const size_t at = s_.find(c, i);
+    if (at == kNone) failed.Record(i);
+    return at;
   }
   bool StartsWith(size_t i, std::string_view prefix) const {
     return s_.substr(i, prefix.size()) == prefix;
@@ -111,7 +150,7 @@ class Parser {
     size_t value_begin, value_end;  // group 3, quotes included
     size_t end;
   };
-  bool MatchAttribute(size_t i, AttributeMatch* m) const {
+  bool MatchAttribute(size_t i, AttributeMatch* m) {
     if (i >= n_ || !AttributeMayStartAfter(i)) return false;
     if (SpaceAt(i) != 0 || s_[i] == '/' || s_[i] == '>') return false;
     m->name_begin = i;
@@ -126,9 +165,9 @@ class Parser {
   }
   // '[^']*' | "[^"]*" | (?!['"])[^>\s]* at `i`; false when a quote at `i`
   // never closes.
-  bool MatchValueText(size_t i, size_t* end) const {
+  bool MatchValueText(size_t i, size_t* end) {
     if (i < n_ && (s_[i] == '\'' || s_[i] == '"')) {
-      const size_t close = s_.find(s_[i], i + 1);
+      const size_t close = Find(s_[i], i + 1);
       if (close == kNone) return false;
       *end = close + 1;
       return true;
@@ -140,7 +179,7 @@ class Parser {
   // \s*=+\s*(value) at `i`, with Python's backtracking: when the value
   // starts with a quote that never closes, the last whitespace before it
   // (or else the last of two or more '=') starts an unquoted value instead.
-  bool MatchValue(size_t i, size_t* begin, size_t* end) const {
+  bool MatchValue(size_t i, size_t* begin, size_t* end) {
     const size_t eq = SkipSpaces(i);
     if (eq >= n_ || s_[eq] != '=') return false;
     size_t after_eq = eq;
@@ -166,7 +205,7 @@ class Parser {
   // ---------------------------------------------------------- start tags
 
   // locatestarttagend_tolerant's end at `i` ("<" + letter).
-  size_t LocateStartTagEnd(size_t i) const {
+  size_t LocateStartTagEnd(size_t i) {
     size_t j = TagNameEnd(i + 1);
     while (j < n_ && (SpaceAt(j) != 0 || s_[j] == '/')) j += s_[j] == '/' ? 1 : SpaceAt(j);
     AttributeMatch m;
@@ -175,7 +214,7 @@ class Parser {
   }
   // check_for_whole_start_tag: the end of the start tag, or -1 when it is
   // incomplete.
-  long CheckForWholeStartTag(size_t i) const {
+  long CheckForWholeStartTag(size_t i) {
     const size_t j = LocateStartTagEnd(i);
     if (j >= n_) return -1;
     const char next = s_[j];
@@ -237,7 +276,7 @@ class Parser {
     return true;
   }
   long ParseEndTag(size_t i) {
-    const size_t gt = s_.find('>', i + 1);
+    const size_t gt = Find('>', i + 1);
     if (gt == kNone) return -1;
     const size_t gtpos = gt + 1;
     size_t name_begin, name_end;
@@ -252,7 +291,7 @@ class Parser {
       }
       const size_t tag_end = TagNameEnd(i + 2);
       const std::string tag = LowerName(s_.substr(i + 2, tag_end - i - 2));
-      const size_t close = s_.find('>', SkipTagFiller(tag_end));
+      const size_t close = Find('>', SkipTagFiller(tag_end));
       events_->EndTag(tag);
       return static_cast<long>(close + 1);
     }
@@ -269,7 +308,9 @@ class Parser {
   // The next `</\s*script\s*>` (or style) at or after `i`, matched as
   // Python's re.IGNORECASE does: 's' also matches U+017F, 'i' also matches
   // U+0130 and U+0131.
-  size_t FindCdataEnd(size_t i) const {
+  size_t FindCdataEnd(size_t i) {
+    FailedSearch& failed = cdata_elem_ == "script" ? no_script_end_ : no_style_end_;
+    if (failed.Known(i)) return kNone;
     for (size_t lt = s_.find("</", i); lt != kNone; lt = s_.find("</", lt + 1)) {
       size_t p = SkipSpaces(lt + 2);
       bool ok = true;
@@ -294,12 +335,14 @@ class Parser {
       p = SkipSpaces(p);
       if (p < n_ && s_[p] == '>') return lt;
     }
+    failed.Record(i);
     return kNone;
   }
 
   // ---------------------------------------------------------- declarations
 
   long ParseComment(size_t i) {
+    if (no_comment_close_.Known(i + 4)) return -1;
     for (size_t p = s_.find("--", i + 4); p != kNone; p = s_.find("--", p + 1)) {
       const size_t q = SkipSpaces(p + 2);
       if (q < n_ && s_[q] == '>') {
@@ -307,16 +350,17 @@ class Parser {
         return static_cast<long>(q + 1);
       }
     }
+    no_comment_close_.Record(i + 4);
     return -1;
   }
   long ParseBogusComment(size_t i) {
-    const size_t pos = s_.find('>', i + 2);
+    const size_t pos = Find('>', i + 2);
     if (pos == kNone) return -1;
     events_->Comment(s_.substr(i + 2, pos - i - 2));
     return static_cast<long>(pos + 1);
   }
   long ParsePi(size_t i) {
-    const size_t gt = s_.find('>', i + 2);
+    const size_t gt = Find('>', i + 2);
     if (gt == kNone) return -1;
     events_->Pi(s_.substr(i + 2, gt - i - 2));
     return static_cast<long>(gt + 1);
@@ -325,7 +369,7 @@ class Parser {
     if (StartsWith(i, "<!--")) return ParseComment(i);
     if (StartsWith(i, "<![")) return ParseMarkedSection(i);
     if (EqualsIgnoringAsciiCase(s_.substr(i, 9), "<!doctype")) {
-      const size_t gt = s_.find('>', i + 9);
+      const size_t gt = Find('>', i + 9);
       if (gt == kNone) return -1;
       events_->Decl(s_.substr(i + 2, gt - i - 2));
       return static_cast<long>(gt + 1);
@@ -355,6 +399,8 @@ class Parser {
       throw MarkupRejected("unknown status keyword '" + name + "' in marked section");
     }
     // ]\s*]\s*> or ]\s*>
+    FailedSearch& failed = double_bracket ? no_double_bracket_close_ : no_bracket_close_;
+    if (failed.Known(i + 3)) return -1;
     for (size_t p = s_.find(']', i + 3); p != kNone; p = s_.find(']', p + 1)) {
       size_t q = SkipSpaces(p + 1);
       if (double_bracket) {
@@ -366,6 +412,7 @@ class Parser {
         return static_cast<long>(q + 1);
       }
     }
+    failed.Record(i + 3);
     return -1;
   }
 
@@ -426,8 +473,7 @@ class Parser {
         j = FindCdataEnd(i);
         if (j == kNone) break;
       } else {
-        j = s_.find_first_of("<&", i);
-        if (j == kNone) j = n_;
+        j = FindMarkupOrReference(i);
       }
       if (i < j) events_->Data(s_.substr(i, j - i));
       i = j;
@@ -437,7 +483,7 @@ class Parser {
         if (k == kLoneLessThanAtEnd) break;
         if (k < 0) {
           if (!end) break;
-          size_t stop = s_.find('>', i + 1);
+          size_t stop = Find('>', i + 1);
           if (stop == kNone) {
             stop = s_.find('<', i + 1);
             if (stop == kNone) stop = i + 1;
@@ -485,8 +531,12 @@ class Parser {
   const std::string_view s_;
   const size_t n_;
   HtmlEvents* events_;
-  size_t pos_ = 0;          // where the unhandled text starts (rawdata)
-  std::string cdata_elem_;  // "script" or "style" inside one, else empty
+  size_t pos_ = 0;                                    // where the unhandled text starts (rawdata)
+  std::pair<size_t, size_t> name_run_{kNone, kNone};  // the last tag name scanned
+  FailedSearch no_gt_, no_apostrophe_, no_quote_, no_script_end_, no_style_end_, no_comment_close_,
+      no_bracket_close_, no_double_bracket_close_;
+  size_t next_ampersand_ = kNone;  // the next '&' found (n_: none; kNone: not searched)
+  std::string cdata_elem_;         // "script" or "style" inside one, else empty
   std::vector<Attribute> attrs_;
 };
 

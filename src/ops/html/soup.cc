@@ -105,10 +105,11 @@ std::string_view DropCodePoints(std::string_view s, size_t count) {
 // bs4's EntitySubstitution.substitute_xml: '&', '<' and '>' as entities.
 void AppendXmlEscaped(std::string_view s, std::string* out) {
   size_t done = 0;
-  for (size_t i = s.find_first_of("&<>"); i != std::string_view::npos;
-       i = s.find_first_of("&<>", i + 1)) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c != '&' && c != '<' && c != '>') continue;
     out->append(s.substr(done, i - done));
-    out->append(s[i] == '&' ? "&amp;" : s[i] == '<' ? "&lt;" : "&gt;");
+    out->append(c == '&' ? "&amp;" : c == '<' ? "&lt;" : "&gt;");
     done = i + 1;
   }
   out->append(s.substr(done));
@@ -159,8 +160,8 @@ bool AllAsciiSpaces(std::string_view s) {
 class SoupBuilder : public HtmlEvents {
  public:
   explicit SoupBuilder(Soup* soup) : soup_(soup) {
-    soup_->nodes_.push_back({NodeKind::kTag, 0, 0, 0, 0, 0, 0});  // "[document]"
-    stack_.push_back(0);
+    soup_->nodes_.push_back({NodeKind::kTag, false, 0, 0, 0, 0, 0, 0});  // "[document]"
+    stack_.push_back({0, kUnknownName});
   }
 
   void Finish() {
@@ -177,12 +178,15 @@ class SoupBuilder : public HtmlEvents {
     EndTag(name);
   }
   void EndTag(const std::string& name) override {
-    auto it = std::find(already_closed_.begin(), already_closed_.end(), name);
-    if (it != already_closed_.end()) {
-      already_closed_.erase(it);
-    } else {
-      CloseTag(name);
+    const auto known = name_ids_.find(name);
+    if (known != name_ids_.end()) {
+      auto it = std::find(already_closed_.begin(), already_closed_.end(), known->second);
+      if (it != already_closed_.end()) {
+        already_closed_.erase(it);
+        return;
+      }
     }
+    CloseTag(known == name_ids_.end() ? kUnknownName : known->second);
   }
   void Data(std::string_view data) override {
     data_.append(data);
@@ -223,8 +227,14 @@ class SoupBuilder : public HtmlEvents {
   void HandleStartTag(const std::string& name, const std::vector<Attribute>& attrs,
                       bool close_void) {
     EndData(NodeKind::kText);
-    Soup::Node node{
-        NodeKind::kTag, stack_.back(), 0, static_cast<uint32_t>(soup_->attrs_.size()), 0, 0, 0};
+    Soup::Node node{NodeKind::kTag,
+                    false,
+                    stack_.back().index,
+                    0,
+                    static_cast<uint32_t>(soup_->attrs_.size()),
+                    0,
+                    0,
+                    0};
     node.content_begin = Append(name);
     node.content_size = name.size();
     for (size_t a = 0; a < attrs.size(); ++a) {
@@ -247,11 +257,23 @@ class SoupBuilder : public HtmlEvents {
       soup_->attrs_.push_back(out);
     }
     node.attr_count = static_cast<uint32_t>(soup_->attrs_.size() - node.attr_begin);
-    PushTag(node, name);
-    if (close_void && IsVoidElement(name)) {
-      CloseTag(name);
-      already_closed_.push_back(name);
+    const uint32_t id = NameId(name);
+    node.is_void = names_[id].is_void;
+    PushTag(node, id);
+    if (close_void && node.is_void) {
+      CloseTag(id);
+      already_closed_.push_back(id);
     }
+  }
+
+  // The number of tag name `name`, given at its first sight.
+  uint32_t NameId(const std::string& name) {
+    auto [it, added] = name_ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+    if (added) {
+      names_.push_back(
+          {IsVoidElement(name), name == "pre" || name == "textarea", StringContainerKind(name), 0});
+    }
+    return it->second;
   }
 
   size_t Append(std::string_view s) {
@@ -260,37 +282,35 @@ class SoupBuilder : public HtmlEvents {
     return at;
   }
 
-  void PushTag(const Soup::Node& node, const std::string& name) {
+  void PushTag(const Soup::Node& node, uint32_t id) {
     const uint32_t index = static_cast<uint32_t>(soup_->nodes_.size());
     soup_->nodes_.push_back(node);
-    stack_.push_back(index);
-    ++open_count_[name];
-    if (name == "pre" || name == "textarea") preserve_whitespace_.push_back(index);
-    if (StringContainerKind(name) != NodeKind::kText) containers_.push_back(index);
+    stack_.push_back({index, id});
+    NameInfo& info = names_[id];
+    ++info.open;
+    if (info.preserves_whitespace) preserve_whitespace_.push_back(index);
+    if (info.strings != NodeKind::kText) containers_.push_back({index, info.strings});
   }
 
-  void PopTag() {
-    const uint32_t index = stack_.back();
+  // Pops the innermost open tag; returns its name's number.
+  uint32_t PopTag() {
+    const OpenTag top = stack_.back();
     stack_.pop_back();
-    Soup::Node& node = soup_->nodes_[index];
-    node.end = static_cast<uint32_t>(soup_->nodes_.size());
-    --open_count_[std::string(soup_->Content(index))];
-    if (!preserve_whitespace_.empty() && preserve_whitespace_.back() == index) {
+    soup_->nodes_[top.index].end = static_cast<uint32_t>(soup_->nodes_.size());
+    --names_[top.name].open;
+    if (!preserve_whitespace_.empty() && preserve_whitespace_.back() == top.index) {
       preserve_whitespace_.pop_back();
     }
-    if (!containers_.empty() && containers_.back() == index) containers_.pop_back();
+    if (!containers_.empty() && containers_.back().index == top.index) containers_.pop_back();
+    return top.name;
   }
 
   // BeautifulSoup.handle_endtag: closes the most recent open tag named
-  // `name` and every tag opened after it; nothing when none is open.
-  void CloseTag(const std::string& name) {
+  // `id` and every tag opened after it; nothing when none is open.
+  void CloseTag(uint32_t id) {
     EndData(NodeKind::kText);
-    auto it = open_count_.find(name);
-    if (it == open_count_.end() || it->second == 0) return;
-    while (stack_.size() > 1) {
-      const bool found = soup_->Content(stack_.back()) == name;
-      PopTag();
-      if (found) break;
+    if (id == kUnknownName || names_[id].open == 0) return;
+    while (stack_.size() > 1 && PopTag() != id) {
     }
   }
 
@@ -302,10 +322,8 @@ class SoupBuilder : public HtmlEvents {
       const char collapsed = data_.find('\n') != std::string::npos ? '\n' : ' ';
       data_.assign(1, collapsed);
     }
-    if (kind == NodeKind::kText && !containers_.empty()) {
-      kind = StringContainerKind(soup_->Content(containers_.back()));
-    }
-    Soup::Node node{kind, stack_.back(), 0, 0, 0, 0, 0};
+    if (kind == NodeKind::kText && !containers_.empty()) kind = containers_.back().strings;
+    Soup::Node node{kind, false, stack_.back().index, 0, 0, 0, 0, 0};
     node.content_begin = Append(data_);
     node.content_size = data_.size();
     node.end = static_cast<uint32_t>(soup_->nodes_.size() + 1);
@@ -323,13 +341,31 @@ class SoupBuilder : public HtmlEvents {
     EndData(kind);
   }
 
+  // What Beautiful Soup's builder knows of a tag name, and how many tags of
+  // that name are open (BeautifulSoup.open_tag_counter).
+  struct NameInfo {
+    bool is_void;
+    bool preserves_whitespace;  // <pre>, <textarea>
+    NodeKind strings;           // the class of the strings inside (kText: none)
+    int open;
+  };
+  struct OpenTag {
+    uint32_t index, name;
+  };
+  struct OpenContainer {
+    uint32_t index;
+    NodeKind strings;
+  };
+  static constexpr uint32_t kUnknownName = ~0u;
+
   Soup* soup_;
-  std::vector<uint32_t> stack_;                      // open tags, the document first
-  std::unordered_map<std::string, int> open_count_;  // open tags by name
-  std::vector<uint32_t> preserve_whitespace_;        // open <pre> and <textarea>
-  std::vector<uint32_t> containers_;                 // open string containers
-  std::vector<std::string> already_closed_;          // void elements closed at their start
-  std::string data_;                                 // BeautifulSoup.current_data
+  std::vector<OpenTag> stack_;                          // open tags, the document first
+  std::unordered_map<std::string, uint32_t> name_ids_;  // tag names seen, numbered
+  std::vector<NameInfo> names_;                         // by number
+  std::vector<uint32_t> preserve_whitespace_;           // open <pre> and <textarea>
+  std::vector<OpenContainer> containers_;               // open string containers
+  std::vector<uint32_t> already_closed_;  // void elements closed at their start, by name
+  std::string data_;                      // BeautifulSoup.current_data
   bool has_data_ = false;
 };
 
@@ -408,7 +444,7 @@ void Soup::AppendStartTag(size_t i, std::string* out) const {
     out->append(escaped);
     out->push_back(quote);
   }
-  if (node.end == i + 1 && IsVoidElement(name)) out->push_back('/');
+  if (node.end == i + 1 && node.is_void) out->push_back('/');
   out->push_back('>');
 }
 
@@ -456,7 +492,7 @@ std::string Soup::Serialize(size_t i) const {
       continue;
     }
     AppendStartTag(d, &out);
-    if (!(nodes_[d].end == d + 1 && IsVoidElement(Content(d)))) open.push_back(d);
+    if (!(nodes_[d].end == d + 1 && nodes_[d].is_void)) open.push_back(d);
   }
   while (!open.empty()) {
     out.append("</").append(Content(open.back())).push_back('>');

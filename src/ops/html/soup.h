@@ -69,6 +69,7 @@ class Soup {
 
   struct Node {
     NodeKind kind;
+    bool is_void;  // a tag that HTMLTreeBuilder.empty_element_tags names
     uint32_t parent;
     uint32_t end;  // one past the last descendant
     uint32_t attr_begin = 0, attr_count = 0;

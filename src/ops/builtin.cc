@@ -142,6 +142,23 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        "holds one of U+10FE00-10FEEF gets U+FFFD for its control characters and "
        "noncharacters, which djshard otherwise carries through Gumbo unchanged",
        {}},
+      {"extract_tables_from_html_mapper",
+       MakeExtractTablesFromHtmlMapper,
+       "Stores the text's HTML tables in __dj__meta__: with retain_html_tags, each <table> as "
+       "Beautiful Soup writes it (attributes sorted, '&', '<' and '>' escaped, void elements "
+       "as '<br/>'); otherwise each table as a list of rows, a row the stripped text of its "
+       "direct <td> and <th> cells (script, style, template, rt and rp text and comments left "
+       "out), every <tr> below the table counting, those of nested tables too; rows without "
+       "cells and tables without rows are left out, and a record whose __dj__meta__ already "
+       "holds the key is left as it is. The HTML is parsed as Data-Juicer does, by Beautiful "
+       "Soup 4.14 over Python 3.11's html.parser (not an HTML5 parser): tags nest as written "
+       "(an unclosed <td> holds the next one), an end tag closes up to the most recent open "
+       "tag of its name. One difference: a numeric reference to a surrogate (&#xD800;), which "
+       "Python keeps as a lone surrogate, is U+FFFD",
+       {{"tables_field_name", "'html_tables'", "the __dj__meta__ key the tables go to"},
+        {"retain_html_tags", "False", "store each table's HTML instead of its cells' text"},
+        {"include_header", "True",
+         "keep rows that have a <th> cell (when retain_html_tags is false)"}}},
       {"clean_copyright_mapper",
        MakeCleanCopyrightMapper,
        "Removes a leading copyright comment",

@@ -43,6 +43,7 @@ DJSHARD_DECLARE_FACTORY(MakeTokenNumFilter);
 DJSHARD_DECLARE_FACTORY(MakeChineseConvertMapper);
 DJSHARD_DECLARE_FACTORY(MakeFixUnicodeMapper);
 DJSHARD_DECLARE_FACTORY(MakeCleanHtmlMapper);
+DJSHARD_DECLARE_FACTORY(MakeExtractTablesFromHtmlMapper);
 DJSHARD_DECLARE_FACTORY(MakeGeneralFieldFilter);
 DJSHARD_DECLARE_FACTORY(MakeStopwordsFilter);
 DJSHARD_DECLARE_FACTORY(MakeCleanCopyrightMapper);

@@ -44,7 +44,10 @@ The layout of ops.jsonl, plus for extract_tables_from_html_mapper
 `"output_meta"`: the whole __dj__meta__ after the operator. Inputs: the
 distinct inputs of shared/testvectors/ops.jsonl, the unit tests' inputs
 (dj-unit-<op>-NN; each unit test's assertions run and must pass), and
-hand-written pages and fragments (hand-NN). A vector with "known_difference"
+hand-written pages and fragments (hand-NN); for extract_tables_from_html_mapper
+also tables written for Beautiful Soup's html.parser builder (tables-NN), 80
+seeded random tables (tables-random-NN) and tables-meta-00. A vector with
+"known_difference"
 is one where djshard's parser (Gumbo for clean_html_mapper) builds another
 tree than the reference's on malformed markup; the test leaves those out and
 the string says how they differ (KNOWN_DIFFERENCES below).
@@ -359,6 +362,139 @@ HAND = [
 ]
 
 
+# extract_tables_from_html_mapper only: how Beautiful Soup's html.parser
+# builder and Python's html.parser treat tables, cells and odd markup.
+TABLES_ONLY = [
+    # references in cells and attribute values
+    "<table><tr><td>&amp;&lt;&gt;&quot;&apos;&nbsp;|&copy|&copyx|&COPY;|&notin;|&notit;"
+    "|&bogus;|&amp.x|&a-b|&Aacute&aacute;</td></tr></table>",
+    "<table><tr><td>&#65;&#x41;&#X41;&#0;&#13;&#128;&#129;&#141;&#150;&#159;&#160;&#255;"
+    "&#256;&#1114111;&#1114112;&#99999999999;&#65x;&#x41g;&#x1F600;</td></tr></table>",
+    "<table><tr><td>a &#z; b</td><td>c</td></tr></table>",
+    "<table><tr><td>&#z;</td><td>&#q;<b>rest</b></td></tr></table>"
+    "<table><tr><td>lost</td></tr></table>",
+    "<table><tr><td>&#z</td></tr></table>",
+    "<table><tr><td>x &ab",
+    "<table><tr><td>x &a",
+    "<table><tr><td>x &amp.b-c",
+    "<table title=\"&amp;&lt;&copy &notit &#x26;&#0;&#128;&copyx\"><tr>"
+    "<td data-x='&quot;'>v</td></tr></table>",
+    # attributes: sorting, lists, duplicates, quoting, values without '='
+    "<table class=\"  b   a \" id=x data-A='1' data-a=\"2\" nowrap CLASS=c><tr>"
+    "<td headers=\" h1  h2 \" title='say \"hi\"' alt=\"it's\" both=\"it's &quot;x&quot;\">c</td>"
+    "<th class=\"\u00a0x\u3000y\" rel=\" r \">h</th></tr></table>",
+    "<table><tr><td title='oops>x</td><td>y</td></tr></table>",
+    "<table><tr><td title='oops>x</td><td class='y'>z</td></tr></table>",
+    "<table><tr><td a= 'x>bad</td></tr></table>",
+    "<table><tr><td a=='x>v</td></tr></table>",
+    "<table><tr><td a=\"x>v</td></tr></table>",
+    "<table><tr><td\x00x>nul</td></tr></table>",
+    "<table><tr><td/x=1>v</td><td / >w</td><td =x>u</td><td a=b=c>t</td></tr></table>",
+    "<table><tr><td\u3000class=x>v</td><td class=\u3000x>w</td></tr></table>",
+    # comments, CDATA, processing instructions and declarations in cells
+    "<table><tr><td><!--c-->a<!---->b<!-- -->c<![CDATA[ d ]]><![CDATA[]]><?pi?>e"
+    "<!DOCTYPE x><!bogus>f<![if x]>g<![endif]><![cdata[h]]></td></tr></table>",
+    "<table><tr><td><!-->hidden--></td><td>shown</td></tr></table>",
+    "<table><tr><td>a<!-- unclosed comment</td></tr></table>",
+    "<table><tr><td><![foo[x]]></td></tr></table>",
+    "<table><tr><td><![ x]]></td></tr></table>",
+    "<table><tr><td><![CDATA[x</td></tr></table>",
+    # script, style, template and ruby text
+    "<table><tr><td>a<script>if (a<b) {x=\"</td>\"}</script>b<style>p>q{}</style>c</td></tr></table>",
+    "<table><tr><td>a<script>never closed</td></tr></table>",
+    "<table><tr><td>a<script>x</\u017fcript>y</SCRIPT >z</td><td>w</td></tr></table>",
+    "<table><tr><td><template><b>t</b></template>u<ruby>\u6f22<rp>(</rp><rt>kan</rt><rp>)</rp>"
+    "</ruby></td></tr></table>",
+    "<table><tr><td><script/>after a self-closed script</td></tr></table>",
+    "<table><tr><td><style>td > b {}</style><script>a&&b</script>&amp;</td></tr></table>",
+    # upper case
+    "<TABLE BORDER=1><TR><TH>H</TH><TD>D</td></tr></TABLE><Table><Tr><Td>m</tD></tR></tAbLe>",
+    # whitespace
+    "<table>\n <tr>\n  <td>\n   a \n  b\t</td>\n  <td>\u00a0\u3000</td><td> \x0b </td>"
+    "<td>\x1c\x1d</td>\n </tr>\n</table>",
+    "<table><tr><td><pre>\n  keep  \n</pre></td><td><pre>  </pre></td>"
+    "<td><textarea> </textarea></td><td><pre><b> </b></pre></td></tr></table>",
+    "<table>\n\n  <tr>  <td>  </td>\t</tr>\r\n</table>",
+    "<table>\r\n<tr>\r\n<td>a\r\nb</td></tr></table>",
+    # void elements
+    "<table><tr><td>a<br>b<br/>c</td><td>d</td></tr></table>",
+    "<table><tr><td><img src=x>i</img><input><hr/><col></td><td>x</br>y</td></tr></table>",
+    "<table><tr><td><br/><br/></td><td><p/>p</td></tr></table>",
+    # <meta> charsets, which Beautiful Soup writes as the output encoding
+    "<table><tr><td><meta charset=\"latin1\"><meta http-equiv=\"Content-Type\" "
+    "content=\"text/html; charset=latin1\"><meta content=\"a;charset=x;b\" "
+    "http-equiv=content-type><meta content=\"charset=y\"></td></tr></table>",
+    # structure
+    "<table><tr><td><table><tr><td>in</td></tr></table></td></tr><tr><th>h</th></tr></table>",
+    "<tr><td>no table</td></tr>",
+    "<table><td>cell without tr</td></table>",
+    "<table><tr><td>1<tr><td>2</table>",
+    "</table></tr><table><tr></td><td>stray ends</td></tr></table>",
+    "<table><tr><th>a<td>b</th></td></tr></table>",
+    "<table><tbody><tr><td>x</td></tr></tbody><tfoot><tr><th>f</th></tr></tfoot></table>",
+    "<table><tr><div><td>in div</td></div><td>direct</td></tr></table>",
+    "<table><tr><td>a</td></tr>",
+    "<x:table><tr><td>ns</td></tr></x:table><table:x><tr><td>t</td></tr>",
+    "<table><tr><td>&lt;td&gt;text&lt;/td&gt;</td></tr></table>",
+    "<tabl\u00e9><tr><td>\u00e9</td></tr></tabl\u00e9><table><tr><TD\u0130>x</TD\u0130><td>y</td>"
+    "</tr></table>",
+    "<table><tr><td>a < b & c <</td></tr></table>",
+    "<table><tr><td>x<",
+    "<table><tr><td>x</td x><td>y</ td><td>z</td\n></tr></table></>",
+    "<table><tr><td>\U0001F600 emoji \u200b zero width \ufeff</td></tr></table>",
+    "<table><tr><td>" + "long " * 400 + "</td></tr></table>",
+    "<table><caption>cap</caption><colgroup><col></colgroup><tr><td>c</td></tr></table>",
+]
+
+
+def seeded_tables(count, seed=20240601):
+    """Tables built at random (seeded) from rows, cells, attributes and the
+    odd pieces above: what a fuzzer compared djshard with Data-Juicer on."""
+    import random
+    rnd = random.Random(seed)
+    texts = ["cell", " padded ", "a &amp; b", "&copy", "&#128;", "&bogus;", "\n", "  ",
+             "\u3000w\u3000", "<!-- c -->", "<![CDATA[cd]]>", "<br>", "<br/>", "<b>bold</b>",
+             "<p>para", "</td>", "</tr>", "<td>", "<script>s()</script>", "&#", "<",
+             "<?pi?>", "<rt>r</rt>", "<pre> p </pre>", "\u65e5\u672c", "</table>"]
+    attrs = ["class=\" a  b \"", "id=x", "title='it''s'", "nowrap", "headers=h",
+             "data-x=\"&lt;\"", "a='unclosed", "CLASS=C"]
+
+    def open_tag(name):
+        if rnd.random() < 0.7:
+            return "<%s>" % name
+        return "<%s %s>" % (name, " ".join(rnd.sample(attrs, rnd.randint(1, 2))))
+
+    def table(depth):
+        out = [open_tag(rnd.choice(["table", "TABLE"]))]
+        for _ in range(rnd.randint(0, 4)):
+            if rnd.random() < 0.2:
+                out.append(rnd.choice(["<tbody>", "<thead>", "</tbody>", "\n  "]))
+            out.append(open_tag("tr"))
+            for _ in range(rnd.randint(0, 4)):
+                name = rnd.choice(["td", "td", "th", "TD"])
+                out.append(open_tag(name))
+                out.append("".join(rnd.choice(texts) for _ in range(rnd.randint(0, 3))))
+                if depth < 2 and rnd.random() < 0.1:
+                    out.append(table(depth + 1))
+                if rnd.random() < 0.85:
+                    out.append("</%s>" % name)
+            if rnd.random() < 0.85:
+                out.append("</tr>")
+        if rnd.random() < 0.9:
+            out.append("</table>")
+        return "".join(out)
+
+    return [{"id": "tables-random-%02d" % i,
+             "text": "".join(table(0) for _ in range(rnd.randint(1, 2)))}
+            for i in range(count)]
+
+
+def tables_only_inputs():
+    out = [{"id": "tables-%02d" % i, "text": t} for i, t in enumerate(TABLES_ONLY)]
+    out.append({"id": "tables-meta-00", "text": TABLE_PAGE, META: {"html_tables": None}})
+    return out + seeded_tables(80)
+
+
 def hand_inputs():
     out = [{"id": "hand-%02d" % i, "text": t} for i, t in enumerate(HAND)]
     # records whose __dj__meta__ already holds a value
@@ -438,7 +574,7 @@ def main():
     variants = TABLE_VARIANTS + [a for a in unit_args.values() if a not in TABLE_VARIANTS]
     for args in variants:
         op = classes[TABLES](**args)
-        for inp in plain + [h for h in hand if META in h]:
+        for inp in plain + [h for h in hand if META in h] + tables_only_inputs():
             try:
                 meta = tables_one(op, inp)
                 emit(TABLES, args, inp, inp["text"], meta=meta)

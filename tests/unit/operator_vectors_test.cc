@@ -301,5 +301,12 @@ TEST_F(OperatorVectors, FixUnicodeMatchesDataJuicer) {
 // differ are marked known_difference.
 TEST_F(OperatorVectors, CleanHtmlMatchesDataJuicer) { CheckEveryVector("ops-html.jsonl.zst", 1); }
 
+// extract_tables_from_html_mapper through djshard's port of Beautiful Soup's
+// html.parser tree against Data-Juicer's code on bs4 4.14.2
+// (tests/data/make_ops_html.py): cells' text, str(table) and the meta key.
+TEST_F(OperatorVectors, ExtractTablesFromHtmlMatchesDataJuicer) {
+  CheckEveryVector("ops-html-tables.jsonl.zst", 7);
+}
+
 }  // namespace
 }  // namespace djshard::ops

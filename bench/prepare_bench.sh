@@ -62,7 +62,7 @@ touch "$workdir/prep/done"
 wait "$sampler"
 peak=$(cat "$workdir/prep/peak")
 read -r rows normalized < <(python3 -c "import json;m=json.load(open('$workdir/prep/job/manifest.json'));print(m['total_rows'], m['total_size_bytes'])")
-fstype=$(stat -f -c %T "$workdir")
+fstype=$(df --output=fstype "$workdir" | tail -1)
 rm -rf "$workdir/prep"
 
 awk -v b="$bytes" -v rows="$rows" -v ss="$sha_s" -v ps="$prep_s" -v pk="$prep_kb" -v n="$shards" \

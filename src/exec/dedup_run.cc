@@ -184,7 +184,6 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
                            size_t max_lines) {
   const auto& op = static_cast<const DedupOperator&>(*planned.op);
   const ops::dedup::DedupConfig& config = op.config();
-  const double start = MonotonicSeconds();
   RowReader reader(set, chunk_bytes, max_lines);
   std::mutex mu;
   std::exception_ptr failure;
@@ -297,7 +296,6 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
   result.counters.rows_out = result.kept.size();
   result.counters.errors = row_errors.size();
   result.counters.seconds = seconds + (MonotonicSeconds() - group_start);
-  (void)start;
   return result;
 }
 

@@ -75,11 +75,12 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
     outcome.summary = Execute(plan, inputs, output, &errors, options);
   } else {
     // Rows reaching a deduplicator are spilled next to the export.
-    const fs::path out(outcome.export_path);
+    std::string spill_name = ".";
+    spill_name += fs::path(outcome.export_path).filename().string();
+    spill_name += ".dedup-";
+    spill_name += std::to_string(static_cast<long>(getpid()));
     const std::string spill_dir =
-        (out.parent_path() /
-         ("." + out.filename().string() + ".dedup-" + std::to_string(static_cast<long>(getpid()))))
-            .string();
+        (fs::path(outcome.export_path).parent_path() / spill_name).string();
     outcome.summary = ExecuteWithDedup(plan, inputs, output, errors, options, spill_dir);
   }
   output.Commit();

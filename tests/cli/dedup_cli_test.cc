@@ -114,7 +114,7 @@ TEST_F(DedupCli, EachOperatorKeepsDataJuicersRows) {
     for (const std::string& line : Lines(Read("out/one.jsonl.errors.jsonl"))) {
       const json e = json::parse(line);
       EXPECT_EQ(e["op"], op);
-      EXPECT_EQ(e["file"], "data.jsonl");
+      EXPECT_EQ(e["file"], Path("data.jsonl"));
       got.push_back(e["line"].get<uint64_t>());
     }
     EXPECT_EQ(got, want) << what;
@@ -314,7 +314,7 @@ TEST_F(DedupCli, RecordsWithoutTextAreDroppedAndReportedLikeOperatorErrors) {
   for (size_t i = 0; i < errors.size(); ++i) {
     const json e = json::parse(errors[i]);
     EXPECT_EQ(e["op"], "document_deduplicator");
-    EXPECT_EQ(e["file"], "data.jsonl");
+    EXPECT_EQ(e["file"], Path("data.jsonl"));
     EXPECT_EQ(e["line"], i == 0 ? 2 : 4);
     for (const auto& [key, value] : filter_error.items()) EXPECT_TRUE(e.contains(key)) << key;
     EXPECT_EQ(e.size(), filter_error.size());

@@ -11,9 +11,10 @@
 namespace djshard::exec {
 
 Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
-                 bool skip_unimplemented) {
-  // The same operator rules as for sharded jobs: only Mappers and Filters.
-  CheckShardSafety(recipe, registry);
+                 bool skip_unimplemented, bool run_deduplicators) {
+  // The same operator rules as for sharded jobs: only Mappers and Filters
+  // (and, for djshard run, deduplicators).
+  CheckShardSafety(recipe, registry, run_deduplicators);
   Plan plan;
   plan.keep_stats = recipe.keep_stats_in_res_ds;
   plan.text_key = recipe.text_key;

@@ -1,5 +1,7 @@
 #include "djshard/exec/run.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "djshard/common/error.h"
@@ -7,6 +9,7 @@
 #include "djshard/model/device.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
+#include "src/exec/dedup_run.h"
 #include "src/exec/run_job.h"
 
 namespace djshard::exec {
@@ -19,10 +22,11 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
   // more (their stages may have to alternate, SPEC-checkpoints §10.7).
   const bool job_mode = WantsJobMode(request, recipe);
   Plan plan = [&] {
-    if (!job_mode) return CompilePlan(recipe, ops::Registry::Global());
+    if (!job_mode) return CompilePlan(recipe, ops::Registry::Global(), false, true);
     const model::DeferWeightsScope deferred;
-    return CompilePlan(recipe, ops::Registry::Global());
+    return CompilePlan(recipe, ops::Registry::Global(), false, true);
   }();
+  CheckDedupRecipe(recipe, plan, job_mode);
   if (job_mode) {
     const std::vector<size_t> model_ops = ModelOperators(plan);
     if (model_ops.size() >= 2) {
@@ -67,7 +71,18 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
   ExecOptions options;
   options.threads = threads;
   options.progress = request.progress;
-  outcome.summary = Execute(plan, inputs, output, &errors, options);
+  if (DedupOperators(plan).empty()) {
+    outcome.summary = Execute(plan, inputs, output, &errors, options);
+  } else {
+    // Rows reaching a deduplicator are spilled next to the export.
+    std::string spill_name = ".";
+    spill_name += fs::path(outcome.export_path).filename().string();
+    spill_name += ".dedup-";
+    spill_name += std::to_string(static_cast<long>(getpid()));
+    const std::string spill_dir =
+        (fs::path(outcome.export_path).parent_path() / spill_name).string();
+    outcome.summary = ExecuteWithDedup(plan, inputs, output, errors, options, spill_dir);
+  }
   output.Commit();
   errors.Commit();
   disk.WriteAtomic(outcome.stats_path, SummaryJson(outcome.summary, threads));

@@ -4,6 +4,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/exec/plan.h"
+#include "djshard/ops/dedup.h"
 
 namespace djshard::exec {
 
@@ -17,7 +18,8 @@ bool NeedsWholeDataset(const std::string& name) {
 
 }  // namespace
 
-ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Registry& registry) {
+ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Registry& registry,
+                                   bool run_deduplicators) {
   ShardSafetyReport report;
   const std::string& path = recipe.path;
 
@@ -49,6 +51,14 @@ ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Regi
               ", which needs whole-dataset semantics; only per-record Mappers and Filters (and "
               "nested expand/gather pairs) run on children",
           "run it on the merged output; djshard shards only Mappers and Filters");
+    }
+    if (ops::dedup::IsDedupOperator(op.name)) {
+      if (run_deduplicators) continue;
+      throw Error(path, op.line,
+                  where +
+                      " requires whole-dataset semantics; elastic jobs (prepare, worker, dlc) "
+                      "do not run deduplicators yet",
+                  "'djshard run' runs this recipe with its deduplicators on one machine");
     }
     if (NeedsWholeDataset(op.name)) {
       throw Error(path, op.line, where + " requires whole-dataset semantics",

@@ -47,6 +47,39 @@ BuiltinOperator QueryDetection(const char* name, OperatorFactory factory, const 
       "false");
 }
 
+const std::string kDedupStage =
+    "djshard run runs it as a stage over every record reaching it (records that lack the text "
+    "or hold a non-string one are dropped and reported as record errors); prepare/worker/dlc "
+    "jobs do not run deduplicators yet";
+
+const std::vector<ArgDoc> kMinhashArgs = {
+    {"tokenization", "space", "space, punctuation, character or sentencepiece"},
+    {"window_size", "5", "tokens per shingle"},
+    {"lowercase", "True", "lower-case the text first"},
+    {"ignore_pattern", "None", "regular expression removed from the text first"},
+    {"num_permutations", "256", "minhash values per record"},
+    {"jaccard_threshold", "0.7", "similarity the bands are tuned for (0 to 1)"},
+    {"num_bands", "None", "bands; computed with num_rows_per_band when either is unset"},
+    {"num_rows_per_band", "None", "minhash values per band"},
+    {"tokenizer_model", "None", "SentencePiece model (tokenization: sentencepiece)"},
+};
+
+std::vector<ArgDoc> WithRayBtsArguments(std::vector<ArgDoc> args) {
+  const std::pair<const char*, const char*> ray[] = {{"union_find_parallel_num", "auto"},
+                                                     {"union_threshold", "256"},
+                                                     {"max_pending_edge_buffer_task", "20"},
+                                                     {"num_edge_buffer_task_returns", "10"},
+                                                     {"max_pending_filter_tasks", "20"},
+                                                     {"num_filter_task_returns", "10"},
+                                                     {"merge_batch_size", "1000"},
+                                                     {"minhash_batch_size", "auto"},
+                                                     {"memory_per_sample", "0.1"}};
+  for (const auto& [name, value] : ray) {
+    args.push_back({name, value, "accepted; has no effect (Ray tuning)"});
+  }
+  return args;
+}
+
 }  // namespace
 
 const std::vector<BuiltinOperator>& BuiltinOperators() {
@@ -318,6 +351,47 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
             {"text_key_second", "(required)", "field holding the second text"},
             {"any_or_all", "any", "keep when any / all similarities are in range"}}},
           "false"),
+      {"document_deduplicator",
+       MakeDeduplicator,
+       "Keeps the first record of each group of records whose texts have the same md5. " +
+           kDedupStage,
+       {{"lowercase", "False", "lower-case the text before hashing"},
+        {"ignore_non_character", "False",
+         "remove whitespace, digits and ASCII punctuation before hashing"}}},
+      {"ray_document_deduplicator",
+       MakeDeduplicator,
+       "document_deduplicator's md5 in Data-Juicer's Ray operator: a missing or empty text is one "
+       "shared value \"EMPTY\" instead of a record error; keeps the first record of each "
+       "group. " +
+           kDedupStage,
+       {{"backend", "ray_actor", "ray_actor or redis; either gives the same rows here"},
+        {"redis_address", "redis://localhost:6379", "accepted; has no effect (no Redis)"},
+        {"lowercase", "False", "lower-case the text before hashing"},
+        {"ignore_non_character", "False",
+         "remove whitespace, digits and ASCII punctuation before hashing"}}},
+      {"document_simhash_deduplicator",
+       MakeDeduplicator,
+       "Keeps the first record of each cluster of records whose 64-bit simhashes (of word, "
+       "sentence or character shingles) differ in at most hamming_distance bits. " +
+           kDedupStage,
+       {{"tokenization", "space", "space, punctuation or character"},
+        {"window_size", "6", "tokens per shingle"},
+        {"lowercase", "True", "lower-case the text first"},
+        {"ignore_pattern", "None", "regular expression removed from the text first"},
+        {"num_blocks", "6", "blocks of the simhash (at most 64)"},
+        {"hamming_distance", "4", "differing bits at most (less than num_blocks)"}}},
+      {"document_minhash_deduplicator", MakeDeduplicator,
+       "Keeps the first record of each cluster of records that share a MinHash LSH band (about "
+       "jaccard_threshold Jaccard similarity of shingles). A text with fewer tokens than "
+       "window_size is a record error. " +
+           kDedupStage,
+       kMinhashArgs},
+      {"ray_bts_minhash_deduplicator", MakeDeduplicator,
+       "document_minhash_deduplicator's hashes in Data-Juicer's Ray BTS operator: a text without "
+       "shingles shares one band key instead of being a record error; keeps the first record of "
+       "each cluster. The Ray tuning arguments are accepted and have no effect. " +
+           kDedupStage,
+       WithRayBtsArguments(kMinhashArgs)},
   };
   return ops;
 }

@@ -64,6 +64,8 @@ DJSHARD_DECLARE_FACTORY(MakeLanguageIdScoreFilter);
 DJSHARD_DECLARE_FACTORY(MakeQuerySentimentDetectionMapper);
 DJSHARD_DECLARE_FACTORY(MakeQueryTopicDetectionMapper);
 DJSHARD_DECLARE_FACTORY(MakeTextPairSimilarityFilter);
+// The five text deduplicators (src/ops/dedup/dedup_operator.cc).
+DJSHARD_DECLARE_FACTORY(MakeDeduplicator);
 DJSHARD_DECLARE_FACTORY(MakePerplexityFilter);
 DJSHARD_DECLARE_FACTORY(MakeTestSleepMapper);
 #undef DJSHARD_DECLARE_FACTORY

@@ -248,15 +248,6 @@ const AbsentReason kAbsentReasons[] = {
      "needs the whole dataset at once (a selector or grouper, not a per-record operator)"},
     {"topk_specified_field_selector",
      "needs the whole dataset at once (a selector or grouper, not a per-record operator)"},
-    {"document_deduplicator",
-     "needs whole-dataset semantics: deduplication is not a per-record operator, and djshard has "
-     "no dedup stage yet"},
-    {"document_minhash_deduplicator",
-     "needs whole-dataset semantics: deduplication is not a per-record operator, and djshard has "
-     "no dedup stage yet"},
-    {"document_simhash_deduplicator",
-     "needs whole-dataset semantics: deduplication is not a per-record operator, and djshard has "
-     "no dedup stage yet"},
 };
 const size_t kAbsentReasonsSize = sizeof kAbsentReasons / sizeof kAbsentReasons[0];
 

@@ -373,7 +373,12 @@ TEST_F(RunCli, OpsListsTheCatalogueAndShowsOneOperator) {
   CliResult r = Run({"ops"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("document_deduplicator"), std::string::npos);
-  EXPECT_NE(r.out.find("164 operators, 41 implemented by djshard"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("164 operators, 46 implemented by djshard"), std::string::npos) << r.out;
+  r = Run({"ops", "document_simhash_deduplicator"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("implemented by djshard: yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hamming_distance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("djshard run runs it"), std::string::npos) << r.out;
   r = Run({"ops", "character_repetition_filter"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("rep_len"), std::string::npos);

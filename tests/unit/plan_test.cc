@@ -126,7 +126,31 @@ TEST_F(PlanTest, AWholeDatasetOperatorIsRefusedWithItsLine) {
   const std::optional<Error> e = Refusal("process:\n  - document_deduplicator:\n");
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->line(), 2u);
-  EXPECT_EQ(e->message(), "operator 'document_deduplicator' requires whole-dataset semantics");
+  EXPECT_EQ(e->message(),
+            "operator 'document_deduplicator' requires whole-dataset semantics; elastic jobs "
+            "(prepare, worker, dlc) do not run deduplicators yet");
+  EXPECT_NE(e->hint().find("djshard run"), std::string::npos) << e->hint();
+}
+
+TEST_F(PlanTest, DjshardRunPlansDeduplicatorsOutsideRegionsOnly) {
+  const Plan plan = CompilePlan(Load("process:\n  - whitespace_normalization_mapper:\n"
+                                     "  - document_simhash_deduplicator:\n"
+                                     "      hamming_distance: 3\n"),
+                                ops::Registry::Global(), false, true);
+  ASSERT_EQ(plan.operators.size(), 2u);
+  EXPECT_EQ(plan.operators[1].op->kind(), ops::OpKind::kDeduplicator);
+  EXPECT_EQ(plan.operators[1].line, 3);
+  try {
+    CompilePlan(Load("process:\n  - expand: {name: r, by: paragraph}\n"
+                     "  - whitespace_normalization_mapper:\n"
+                     "  - document_deduplicator:\n  - gather: {name: r}\n"),
+                ops::Registry::Global(), false, true);
+    ADD_FAILURE() << "a deduplicator inside a region was planned";
+  } catch (const Error& e) {
+    // ThrowAtPosition: "<recipe>:<line>" as the file, the column as the line.
+    EXPECT_EQ(e.file().substr(e.file().size() - 2), ":4") << e.file();
+    EXPECT_NE(e.message().find("inside region 'r'"), std::string::npos) << e.message();
+  }
 }
 
 TEST_F(PlanTest, BatchSizeAndNumProcBelowOneAreRefusedAtTheirLine) {

@@ -66,9 +66,11 @@ struct Plan {
 // Builds every operator of `recipe` (Error with file and line for an unknown,
 // unimplemented or whole-dataset operator, or a bad argument). With
 // `skip_unimplemented`, an operator this build lacks is left out of the plan
-// instead (prepare checks everything else and warns about it).
+// instead (prepare checks everything else and warns about it). With
+// `run_deduplicators` (djshard run), deduplicators are planned too, as
+// ops::dedup::DedupOperator entries that the executor never runs itself.
 Plan CompilePlan(const recipe::Recipe& recipe, const ops::Registry& registry,
-                 bool skip_unimplemented = false);
+                 bool skip_unimplemented = false, bool run_deduplicators = false);
 
 // Pairs the expand and gather entries of `plan` into regions and checks them
 // (SPEC-lineage §2): nesting, names, depth, modes, stats sources, checkpoint

@@ -17,7 +17,10 @@ struct ShardSafetyReport {
 // Proves that running `recipe` shard by shard gives the same rows as running it
 // on the whole dataset: every operator is a known Mapper or Filter, none needs
 // whole-dataset semantics, none exports stats on its own. Throws Error with
-// the recipe's file and line otherwise.
-ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Registry& registry);
+// the recipe's file and line otherwise. With `run_deduplicators` (djshard
+// run), Data-Juicer's text deduplicators are accepted outside expand/gather
+// regions: the run makes each one a stage (src/exec/dedup_run.cc).
+ShardSafetyReport CheckShardSafety(const recipe::Recipe& recipe, const ops::Registry& registry,
+                                   bool run_deduplicators = false);
 
 }  // namespace djshard::exec

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "djshard/ops/operator.h"
 #include "djshard/recipe/recipe.h"
 
 namespace djshard::ops {
@@ -173,5 +174,21 @@ struct KeptResult {
 // The whole deduplicator in one process: Sign every row, AppendKeys,
 // EmitEdges over all keys, KeepFirstOfComponents.
 KeptResult KeptRows(const DedupConfig& config, const std::vector<TextValue>& values);
+
+// ------------------------------------------------------------ recipe entry
+
+// A deduplicator's recipe entry: its arguments, read and checked when the
+// recipe loads (ParseDedupConfig; text_key defaults to the recipe's
+// text_keys). It processes no record itself: `djshard run` runs it as a stage
+// between the operators before and after it (src/exec/dedup_run.cc).
+class DedupOperator : public Operator {
+ public:
+  DedupOperator(const recipe::OperatorSpec& spec, const std::string& default_text_key);
+  OpKind kind() const override { return OpKind::kDeduplicator; }
+  const DedupConfig& config() const { return config_; }
+
+ private:
+  DedupConfig config_;
+};
 
 }  // namespace djshard::ops::dedup

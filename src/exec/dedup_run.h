@@ -1,0 +1,35 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "djshard/exec/executor.h"
+#include "djshard/exec/plan.h"
+#include "djshard/io/discover.h"
+#include "djshard/io/output.h"
+#include "djshard/recipe/recipe.h"
+
+namespace djshard::exec {
+
+// The deduplicators of `plan` (ops::dedup::DedupOperator entries), ascending.
+std::vector<size_t> DedupOperators(const Plan& plan);
+
+// Refuses, at the recipe line, what `djshard run` cannot run exactly with
+// deduplicators: a job-mode run (partitions, checkpoints), keep_hashes_in_res_ds
+// true with an operator that leaves its hash field for the exporter, and a
+// second document_simhash_deduplicator that would reuse an earlier one's
+// __dj__simhash under other num_blocks / hamming_distance.
+void CheckDedupRecipe(const recipe::Recipe& recipe, const Plan& plan, bool job_mode);
+
+// Runs `plan`, which holds deduplicators, as Data-Juicer's single-process run
+// does: the operators between two deduplicators run through Execute, and the
+// rows reaching a deduplicator are written to a spill file under `spill_dir`
+// (created and removed here); the deduplicator signs them on options.threads
+// threads, keeps the first row of each duplicate cluster, and the next
+// operators read the kept rows. Output and errors (each stage's in turn) do
+// not depend on the thread count; neither stream is committed here.
+ExecSummary ExecuteWithDedup(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+                             io::OutputStream& output, io::OutputStream& errors,
+                             const ExecOptions& options, const std::string& spill_dir);
+
+}  // namespace djshard::exec

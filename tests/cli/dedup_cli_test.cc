@@ -13,6 +13,7 @@
 #include "djshard/io/input.h"
 #include "djshard/ops/dedup.h"
 #include "tests/cli/cli_harness.h"
+#include "tests/unit/dedup_vectors.h"
 
 namespace djshard::testing {
 namespace {
@@ -22,27 +23,8 @@ using nlohmann::json;
 
 const std::string kData = DJSHARD_SOURCE_DIR "/tests/data";
 
-struct Vectors {
-  std::map<std::string, json> rows;  // dataset name -> rows
-  std::vector<json> datasets, load_errors;
-};
-
-const Vectors& AllVectors() {
-  static const Vectors* v = [] {
-    auto* out = new Vectors;
-    io::LineReader reader(io::OpenInput(kData + "/dedup-vectors.jsonl.zst"), "vectors");
-    std::string_view line;
-    while (reader.Next(&line)) {
-      json j = json::parse(line);
-      const std::string kind = j["kind"];
-      if (kind == "rows") out->rows[j["dataset"]] = j["rows"];
-      if (kind == "dataset") out->datasets.push_back(std::move(j));
-      if (kind == "load_error") out->load_errors.push_back(std::move(j));
-    }
-    return out;
-  }();
-  return *v;
-}
+using Vectors = djshard::testing::DedupVectors;
+const Vectors& AllVectors() { return djshard::testing::AllDedupVectors(); }
 
 // A recipe entry "  - op:" with `args` (JSON, @DATA@ substituted) as YAML flow.
 std::string Entry(const std::string& op, const json& args = json::object()) {

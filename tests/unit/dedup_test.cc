@@ -17,6 +17,7 @@
 #include "djshard/common/error.h"
 #include "djshard/io/input.h"
 #include "src/ops/dedup/hashes.h"
+#include "tests/unit/dedup_vectors.h"
 
 namespace djshard::ops::dedup {
 namespace {
@@ -25,32 +26,8 @@ using nlohmann::json;
 
 const std::string kData = DJSHARD_SOURCE_DIR "/tests/data";
 
-struct Vectors {
-  std::map<std::string, json> rows;  // dataset name -> rows
-  std::vector<json> datasets, units, load_errors, params;
-  json permutations;
-};
-
-const Vectors& AllVectors() {
-  static const Vectors* v = [] {
-    auto* out = new Vectors;
-    io::LineReader reader(io::OpenInput(kData + "/dedup-vectors.jsonl.zst"),
-                          "dedup-vectors.jsonl.zst");
-    std::string_view line;
-    while (reader.Next(&line)) {
-      json j = json::parse(line);
-      const std::string kind = j["kind"];
-      if (kind == "rows") out->rows[j["dataset"]] = j["rows"];
-      if (kind == "dataset") out->datasets.push_back(std::move(j));
-      if (kind == "unit") out->units.push_back(std::move(j));
-      if (kind == "load_error") out->load_errors.push_back(std::move(j));
-      if (kind == "optimal_param") out->params.push_back(std::move(j));
-      if (kind == "permutations") out->permutations = std::move(j);
-    }
-    return out;
-  }();
-  return *v;
-}
+using Vectors = djshard::testing::DedupVectors;
+const Vectors& AllVectors() { return djshard::testing::AllDedupVectors(); }
 
 DedupConfig Config(const std::string& op, const json& args) {
   std::string yaml = args.dump();

@@ -4,6 +4,7 @@
 // through the real operator: mapper text identical, stats within 1e-9
 // relative, keep identical, errors where Data-Juicer raises.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -190,9 +191,10 @@ void CheckEveryVector(const std::string& file, size_t min_variants) {
 // fixture (the variable's value before is restored).
 class ModelHomeFixture : public ::testing::Test {
  protected:
-  // A fresh, empty directory named `name` under the test's temp dir.
+  // A fresh, empty directory named `name` and this process's id under the
+  // test's temp dir (ctest runs tests of this binary in parallel processes).
   void UseModelHome(const std::string& name) {
-    home_ = ::testing::TempDir() + "/" + name;
+    home_ = ::testing::TempDir() + "/" + name + "-" + std::to_string(::getpid());
     std::filesystem::remove_all(home_);
     std::filesystem::create_directories(home_);
     const char* before = std::getenv("DJSHARD_MODEL_HOME");

@@ -1,17 +1,10 @@
 #include "src/ops/dedup/hashes.h"
 
-// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_epi32 as
-// uninitialized (GCC bug 105593) once they are inlined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
-#include <atomic>
-#pragma GCC diagnostic pop
-
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+
+#include "src/ops/dedup/simd.h"
 
 namespace djshard::ops::dedup {
 namespace {
@@ -363,8 +356,7 @@ bool CpuHasAvx512Bw() {
 }
 
 bool CpuHasSha() {
-  static const bool has = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
-                          __builtin_cpu_supports("ssse3");
+  static const bool has = CpuHasShaExtensions();
   return has && !PortableKernelsOnly();
 }
 

@@ -1,16 +1,9 @@
 #include "src/ops/dedup/minhash_kernel.h"
 
-#include "src/ops/dedup/hashes.h"
-
-// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_epi32 as
-// uninitialized (GCC bug 105593) once they are inlined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <algorithm>
+
+#include "src/ops/dedup/hashes.h"
+#include "src/ops/dedup/simd.h"
 
 namespace djshard::ops::dedup {
 namespace {

@@ -1460,123 +1460,175 @@ void AddPreflightToPlan(const PreflightResult& result, json* plan_json) {
   }
 }
 
-void ProbeOperator(const ProbeRequest& r) {
-  const recipe::Recipe recipe = recipe::LoadRecipe(r.config);
-  if (r.op_idx >= recipe.process.size()) throw Error("--op-idx is past the recipe's operators");
-  const ops::Registry& registry = ops::Registry::Global();
-  auto build = [&](size_t i) {
-    const recipe::OperatorSpec& spec = recipe.process[i];
-    const ops::OperatorInfo* info = registry.Find(spec.name);
-    if (info == nullptr || !info->implemented) {
-      throw Error(recipe.path, spec.line, "operator '" + spec.name + "' is not implemented");
-    }
-    PlannedOperator p;
-    p.op = info->factory(spec, recipe.text_key);
-    p.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
-    return p;
-  };
-  auto count_lines = [](const std::string& text) {
-    return static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
-  };
-  auto run = [&](Plan& plan, const std::string& in, const std::string& out) {
-    io::OutputStream output(out, /*overwrite=*/true);
-    ExecOptions options;
-    options.threads = 1;
-    const double t0 = Now();
-    const ExecSummary s =
-        Execute(plan, {{in, in, fs::path(in).filename().string()}}, output, nullptr, options);
-    const double secs = Now() - t0;
-    output.Commit(/*durable=*/false);
-    return std::make_pair(s, secs);
-  };
-  json warnings = json::array();
-  const uint64_t sample_rows = count_lines(ReadText(r.sample));
+namespace {
 
-  // Replay the ancestors.
+// Builds operator `i` of the recipe as a plan's operator.
+PlannedOperator BuildOperator(const recipe::Recipe& recipe, size_t i) {
+  const recipe::OperatorSpec& spec = recipe.process[i];
+  const ops::OperatorInfo* info = ops::Registry::Global().Find(spec.name);
+  if (info == nullptr || !info->implemented) {
+    throw Error(recipe.path, spec.line, "operator '" + spec.name + "' is not implemented");
+  }
+  PlannedOperator p;
+  p.op = info->factory(spec, recipe.text_key);
+  p.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
+  return p;
+}
+
+uint64_t CountLines(const std::string& text) {
+  return static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Runs `plan` on one thread over the file `in` into `out`; returns its
+// summary and the seconds it took.
+std::pair<ExecSummary, double> TimedExecute(Plan& plan, const std::string& in,
+                                            const std::string& out) {
+  io::OutputStream output(out, /*overwrite=*/true);
+  ExecOptions options;
+  options.threads = 1;
+  const double t0 = Now();
+  const ExecSummary s =
+      Execute(plan, {{in, in, fs::path(in).filename().string()}}, output, nullptr, options);
+  const double secs = Now() - t0;
+  output.Commit(/*durable=*/false);
+  return std::make_pair(s, secs);
+}
+
+// The rows the probed operator sees: the sample after its replayed ancestors.
+struct ReplayedRows {
+  std::string rows;
+  uint64_t count = 0;
+  double secs = 0;  // the replay's
+};
+
+// Replays the ancestors over the sample; when they leave no rows, the probe
+// runs on the sample itself (with a warning).
+ReplayedRows ReplayAncestors(const recipe::Recipe& recipe, const ProbeRequest& r,
+                             uint64_t sample_rows, json& warnings) {
+  ReplayedRows out;
   std::string rows_path = r.sample;
-  double replay_secs = 0;
   if (!r.replay.empty()) {
     Plan replay;
     replay.keep_stats = true;
     replay.text_key = recipe.text_key;
     for (size_t i : r.replay) {
-      replay.operators.push_back(build(i));
+      replay.operators.push_back(BuildOperator(recipe, i));
       replay.writes_stats =
           replay.writes_stats || replay.operators.back().op->kind() == ops::OpKind::kFilter;
       replay.batch_rows =
           std::max(replay.batch_rows, replay.operators.back().op->preferred_batch_rows());
     }
     rows_path = r.work + "/replayed.jsonl";
-    replay_secs = run(replay, r.sample, rows_path).second;
+    out.secs = TimedExecute(replay, r.sample, rows_path).second;
   }
-  std::string rows = ReadText(rows_path);
-  uint64_t survivors = count_lines(rows);
-  if (survivors == 0) {
+  out.rows = ReadText(rows_path);
+  out.count = CountLines(out.rows);
+  if (out.count == 0) {
     warnings.push_back("the replayed operators left no rows: probed on the sample itself");
-    rows = ReadText(r.sample);
-    survivors = sample_rows;
+    out.rows = ReadText(r.sample);
+    out.count = sample_rows;
   }
+  return out;
+}
 
-  // Initialize once. Host memory (SPEC-checkpoints §10.4 on the CPU): the
-  // weights are the anonymous memory the operator's initialization keeps
-  // (the model's tensors are copied out of the file, so file-backed pages such
-  // as libtorch's code are not counted); a replica's activations are the peak
-  // RSS over the warmup and steady batches above the RSS after initialization.
-  const std::optional<uint64_t> anon_before = StatusBytes("RssAnon:");
-  double t0 = Now();
-  Plan target;
-  target.keep_stats = true;
-  target.text_key = recipe.text_key;
-  target.operators.push_back(build(r.op_idx));
-  const double init_secs = Now() - t0;
-  const std::optional<uint64_t> anon_loaded = StatusBytes("RssAnon:");
-  const std::optional<uint64_t> rss_loaded = StatusBytes("VmRSS:");
-  const bool peak_reset = ResetPeakRss();
-  const ops::Operator& op = *target.operators.front().op;
+// The probed operator, initialized once, and the host memory around it.
+struct LoadedOperator {
+  Plan plan;
+  double init_secs = 0;
+  std::optional<uint64_t> anon_before, anon_loaded, rss_loaded;
+  bool peak_reset = false;
+};
+
+// Initializes the operator. Host memory (SPEC-checkpoints §10.4 on the CPU):
+// the weights are the anonymous memory the operator's initialization keeps
+// (the model's tensors are copied out of the file, so file-backed pages such
+// as libtorch's code are not counted); a replica's activations are the peak
+// RSS over the warmup and steady batches above the RSS after initialization.
+LoadedOperator LoadOperator(const recipe::Recipe& recipe, size_t op_idx, uint64_t survivors) {
+  LoadedOperator t;
+  t.anon_before = StatusBytes("RssAnon:");
+  const double t0 = Now();
+  t.plan.keep_stats = true;
+  t.plan.text_key = recipe.text_key;
+  t.plan.operators.push_back(BuildOperator(recipe, op_idx));
+  t.init_secs = Now() - t0;
+  t.anon_loaded = StatusBytes("RssAnon:");
+  t.rss_loaded = StatusBytes("VmRSS:");
+  t.peak_reset = ResetPeakRss();
+  const ops::Operator& op = *t.plan.operators.front().op;
   const std::optional<ops::Operator::ModelDescription> md = op.model_description();
-  const uint64_t batch = md ? static_cast<uint64_t>(md->batch_size) : survivors;
-  target.writes_stats = op.kind() == ops::OpKind::kFilter;
-  target.batch_rows = batch;
+  t.plan.writes_stats = op.kind() == ops::OpKind::kFilter;
+  t.plan.batch_rows = md ? static_cast<uint64_t>(md->batch_size) : survivors;
+  return t;
+}
 
-  // One batch of batch_size rows, the survivors cycled.
+// Writes one batch of `batch` rows to `path`, the rows cycled.
+void WriteBatch(const std::string& rows, uint64_t batch, const std::string& path) {
   std::string batch_rows;
-  {
-    std::vector<std::string> lines;
-    std::istringstream s(rows);
-    for (std::string line; std::getline(s, line);) lines.push_back(line);
-    for (uint64_t i = 0; i < batch; ++i) batch_rows += lines[i % lines.size()] + "\n";
-  }
-  const std::string batch_path = r.work + "/batch.jsonl";
-  WriteText(batch_path, batch_rows);
-  const std::string out_path = r.work + "/out.jsonl";
+  std::vector<std::string> lines;
+  std::istringstream s(rows);
+  for (std::string line; std::getline(s, line);) lines.push_back(line);
+  for (uint64_t i = 0; i < batch; ++i) batch_rows += lines[i % lines.size()] + "\n";
+  WriteText(path, batch_rows);
+}
 
+// The timed batches: warmup, then steady.
+struct BatchTimings {
   double warmup_secs = 0;
-  for (uint64_t i = 0; i < r.warmup; ++i) warmup_secs += run(target, batch_path, out_path).second;
-  json steady = json::array();
+  json steady = json::array();  // seconds per steady batch
   double steady_total = 0;
-  uint64_t in_rows = 0, out_rows = 0;
+  uint64_t in_rows = 0, out_rows = 0;  // over the steady batches
+};
+
+BatchTimings TimeBatches(Plan& plan, const ProbeRequest& r, const std::string& batch_path) {
+  const std::string out_path = r.work + "/out.jsonl";
+  BatchTimings b;
+  for (uint64_t i = 0; i < r.warmup; ++i)
+    b.warmup_secs += TimedExecute(plan, batch_path, out_path).second;
   for (uint64_t i = 0; i < r.steady; ++i) {
-    const auto [s, secs] = run(target, batch_path, out_path);
-    steady.push_back(secs);
-    steady_total += secs;
-    in_rows += s.rows_in;
-    out_rows += s.rows_out;
+    const auto [s, secs] = TimedExecute(plan, batch_path, out_path);
+    b.steady.push_back(secs);
+    b.steady_total += secs;
+    b.in_rows += s.rows_in;
+    b.out_rows += s.rows_out;
   }
+  return b;
+}
+
+// The weights and a replica's activations in host memory (null: not measured).
+json HostMemory(const LoadedOperator& t, json& warnings) {
   json memory = {{"weights_bytes", nullptr}, {"activation_peak_bytes", nullptr}};
-  if (anon_before && anon_loaded) {
-    memory["weights_bytes"] = *anon_loaded > *anon_before ? *anon_loaded - *anon_before : 0;
+  if (t.anon_before && t.anon_loaded) {
+    memory["weights_bytes"] = *t.anon_loaded > *t.anon_before ? *t.anon_loaded - *t.anon_before : 0;
   }
   const std::optional<uint64_t> peak = StatusBytes("VmHWM:");
-  if (peak_reset && peak && rss_loaded) {
-    memory["activation_peak_bytes"] = *peak > *rss_loaded ? *peak - *rss_loaded : 0;
+  if (t.peak_reset && peak && t.rss_loaded) {
+    memory["activation_peak_bytes"] = *peak > *t.rss_loaded ? *peak - *t.rss_loaded : 0;
   } else {
     warnings.push_back(
         "the kernel does not reset the peak RSS (/proc/self/clear_refs): activations are not "
         "measured");
   }
-  if (in_rows > 0 && out_rows == 0) {
+  return memory;
+}
+
+}  // namespace
+
+void ProbeOperator(const ProbeRequest& r) {
+  const recipe::Recipe recipe = recipe::LoadRecipe(r.config);
+  if (r.op_idx >= recipe.process.size()) throw Error("--op-idx is past the recipe's operators");
+  json warnings = json::array();
+  const uint64_t sample_rows = CountLines(ReadText(r.sample));
+  const ReplayedRows replayed = ReplayAncestors(recipe, r, sample_rows, warnings);
+  LoadedOperator target = LoadOperator(recipe, r.op_idx, replayed.count);
+  const ops::Operator& op = *target.plan.operators.front().op;
+  const std::string batch_path = r.work + "/batch.jsonl";
+  WriteBatch(replayed.rows, target.plan.batch_rows, batch_path);
+  const BatchTimings b = TimeBatches(target.plan, r, batch_path);
+  const json memory = HostMemory(target, warnings);
+  if (b.in_rows > 0 && b.out_rows == 0) {
     if (op.kind() == ops::OpKind::kMapper) {
-      throw Error(op.name() + " returned no rows for the " + std::to_string(in_rows) +
+      throw Error(op.name() + " returned no rows for the " + std::to_string(b.in_rows) +
                       " probe rows (every row failed; see its record errors)",
                   "check the operator's input fields (e.g. query_key) against the data");
     }
@@ -1584,13 +1636,14 @@ void ProbeOperator(const ProbeRequest& r) {
   }
   const json result = {
       {"timings",
-       {{"replay_secs", replay_secs},
-        {"init_secs", init_secs},
-        {"warmup_secs", warmup_secs},
-        {"steady_secs", steady}}},
-      {"steady_rows_per_sec", steady_total > 0 ? static_cast<double>(in_rows) / steady_total : 0.0},
-      {"output_ratio", in_rows > 0 ? static_cast<double>(out_rows) / in_rows : 0.0},
-      {"input_ratio", sample_rows > 0 ? static_cast<double>(survivors) / sample_rows : 1.0},
+       {{"replay_secs", replayed.secs},
+        {"init_secs", target.init_secs},
+        {"warmup_secs", b.warmup_secs},
+        {"steady_secs", b.steady}}},
+      {"steady_rows_per_sec",
+       b.steady_total > 0 ? static_cast<double>(b.in_rows) / b.steady_total : 0.0},
+      {"output_ratio", b.in_rows > 0 ? static_cast<double>(b.out_rows) / b.in_rows : 0.0},
+      {"input_ratio", sample_rows > 0 ? static_cast<double>(replayed.count) / sample_rows : 1.0},
       {"rows", sample_rows},
       {"host_memory", memory},
       {"warnings", warnings}};

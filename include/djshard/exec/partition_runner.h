@@ -210,6 +210,33 @@ class PartitionRunner {
   uint64_t rows_computed() const { return rows_computed_; }
 
  private:
+  struct Pass;       // what the partitions of one Run share (partition_runner.cc)
+  struct Partition;  // one partition's run through the executor
+
+  // Emits an event with c_.event_fields added.
+  void Emit(const std::string& type, nlohmann::json fields) const;
+  // The default reject_commit: the record and its data file into
+  // <checkpoints>/rejected/, logged as checkpoint_rejected.
+  void RejectIntoDirectory(const std::string& record_path, const nlohmann::json& record,
+                           const std::string& why) const;
+  // Runs the pass's partitions on pass.in_flight threads, in order.
+  void RunInFlight(Pass& pass);
+  // The phases of one partition, in the order RunPartition runs them.
+  void RunPartition(Pass& pass, uint64_t p);
+  void ResumeFinished(Pass& pass, uint64_t p);
+  void ReadRows(Pass& pass, Partition& w);
+  void OpenJournals(Pass& pass, Partition& w);
+  void OpenTaps(Pass& pass, Partition& w);
+  void OpenOrigins(Pass& pass, Partition& w);
+  void HookExecutor(Pass& pass, Partition& w);
+  void OpenErrors(Pass& pass, Partition& w);
+  void RunExecutor(Pass& pass, Partition& w);
+  void CountPartition(Pass& pass, Partition& w);
+  void CommitTap(Pass& pass, Partition& w, size_t i);
+  nlohmann::json CommitRecord(const Pass& pass, const Partition& w, size_t i,
+                              const io::Checksum& sum, uint64_t size_bytes, int64_t now) const;
+  void FinishPartition(Pass& pass, Partition& w);
+
   PartitionRunConfig c_;
   ExecSummary total_;
   uint64_t completed_ = 0, resumed_ = 0, rows_computed_ = 0;

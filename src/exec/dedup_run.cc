@@ -175,25 +175,21 @@ struct StageOutcome {
   uint64_t rows = 0, bytes = 0;  // rows and bytes read
 };
 
-// One deduplicator over `set`: signs every row on `threads` threads (one
-// Signer each), groups the keys, keeps the first row of each component.
-// A row that cannot be signed is dropped: reported in `errors` in row order,
-// or, without skip_op_error, the run stops at it.
-StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const OriginNames& names,
-                           io::OutputStream& errors, int threads, size_t chunk_bytes,
-                           size_t max_lines) {
-  const auto& op = static_cast<const DedupOperator&>(*planned.op);
-  const ops::dedup::DedupConfig& config = op.config();
-  RowReader reader(set, chunk_bytes, max_lines);
+// What one signing thread produced.
+struct SignedPart {
+  std::vector<ops::dedup::GroupKey> keys;
+  std::vector<RowError> errors;
+  double seconds = 0;
+};
+
+// Signs every row of `set` on `threads` threads (one Signer each, chunks
+// handed out in order): each thread's keys and unsignable rows.
+std::vector<SignedPart> SignRows(const ops::dedup::DedupConfig& config, RowSet& set,
+                                 RowReader& reader, const OriginNames& names, int threads) {
   std::mutex mu;
   std::exception_ptr failure;
-  struct ThreadOut {
-    std::vector<ops::dedup::GroupKey> keys;
-    std::vector<RowError> errors;
-    double seconds = 0;
-  };
-  std::vector<ThreadOut> outs(static_cast<size_t>(std::max(1, threads)));
-  auto work = [&](ThreadOut& out) {
+  std::vector<SignedPart> outs(static_cast<size_t>(std::max(1, threads)));
+  auto work = [&](SignedPart& out) {
     ops::dedup::Signer signer(config);
     ops::dedup::Signature sig;
     io::JsonLineParser parser;
@@ -231,7 +227,7 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
       out.seconds += MonotonicSeconds() - t0;
     }
   };
-  auto guarded = [&](ThreadOut& out) {
+  auto guarded = [&](SignedPart& out) {
     try {
       work(out);
     } catch (...) {
@@ -244,37 +240,28 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
   guarded(outs[0]);
   for (std::thread& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
+  return outs;
+}
 
-  StageOutcome result;
-  result.rows = reader.positions();
-  result.bytes = reader.bytes();
-  const uint64_t n = result.rows;
-  std::vector<RowError> row_errors;
-  std::vector<ops::dedup::GroupKey> keys = std::move(outs[0].keys);
-  double seconds = outs[0].seconds;
-  for (size_t t = 1; t < outs.size(); ++t) {
-    keys.insert(keys.end(), std::make_move_iterator(outs[t].keys.begin()),
-                std::make_move_iterator(outs[t].keys.end()));
-    outs[t].keys = {};
-    seconds += outs[t].seconds;
-  }
-  for (ThreadOut& out : outs) {
-    row_errors.insert(row_errors.end(), std::make_move_iterator(out.errors.begin()),
-                      std::make_move_iterator(out.errors.end()));
-  }
+// The rows that could not be signed, in row order: the run stops at the
+// first without skip_op_error, else each is a line of the errors file.
+// Returns which of the `n` rows were signed.
+std::vector<bool> ReportUnsigned(const PlannedOperator& planned, std::vector<RowError> row_errors,
+                                 uint64_t n, const OriginNames& names, io::OutputStream& errors) {
+  const std::string& name = planned.op->name();
   std::sort(row_errors.begin(), row_errors.end(),
             [](const RowError& a, const RowError& b) { return a.position < b.position; });
   if (!row_errors.empty() && !planned.skip_op_error) {
     const RowError& e = row_errors.front();
     throw Error(names.Name(e.origin.file), e.origin.line,
-                "operator '" + op.name() + "' failed: " + e.message,
+                "operator '" + name + "' failed: " + e.message,
                 "set skip_op_error: true to drop such records and keep going");
   }
   std::vector<bool> signed_rows(n, true);
   std::string lines;
   for (const RowError& e : row_errors) {
     signed_rows[e.position] = false;
-    const nlohmann::json j = {{"op", op.name()},
+    const nlohmann::json j = {{"op", name},
                               {"error", e.message},
                               {"file", names.Name(e.origin.file)},
                               {"line", e.origin.line}};
@@ -282,6 +269,41 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
     lines += '\n';
   }
   if (!lines.empty()) errors.Append(lines);
+  return signed_rows;
+}
+
+// One deduplicator over `set`: signs every row on `threads` threads, groups
+// the keys, keeps the first row of each component. A row that cannot be
+// signed is dropped: reported in `errors` in row order, or, without
+// skip_op_error, the run stops at it.
+StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const OriginNames& names,
+                           io::OutputStream& errors, int threads, size_t chunk_bytes,
+                           size_t max_lines) {
+  const auto& op = static_cast<const DedupOperator&>(*planned.op);
+  const ops::dedup::DedupConfig& config = op.config();
+  RowReader reader(set, chunk_bytes, max_lines);
+  std::vector<SignedPart> outs = SignRows(config, set, reader, names, threads);
+
+  StageOutcome result;
+  result.rows = reader.positions();
+  result.bytes = reader.bytes();
+  const uint64_t n = result.rows;
+  std::vector<RowError> row_errors;
+  std::vector<ops::dedup::GroupKey> keys = std::move(outs[0].keys);
+  double seconds = 0;
+  for (size_t t = 0; t < outs.size(); ++t) {
+    if (t > 0) {
+      keys.insert(keys.end(), std::make_move_iterator(outs[t].keys.begin()),
+                  std::make_move_iterator(outs[t].keys.end()));
+      outs[t].keys = {};
+    }
+    seconds += outs[t].seconds;
+    row_errors.insert(row_errors.end(), std::make_move_iterator(outs[t].errors.begin()),
+                      std::make_move_iterator(outs[t].errors.end()));
+  }
+  const size_t unsigned_rows = row_errors.size();
+  const std::vector<bool> signed_rows =
+      ReportUnsigned(planned, std::move(row_errors), n, names, errors);
 
   const double group_start = MonotonicSeconds();
   std::vector<ops::dedup::Edge> edges;
@@ -294,7 +316,7 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
   result.counters.name = op.name();
   result.counters.rows_in = n;
   result.counters.rows_out = result.kept.size();
-  result.counters.errors = row_errors.size();
+  result.counters.errors = unsigned_rows;
   result.counters.seconds = seconds + (MonotonicSeconds() - group_start);
   return result;
 }
@@ -447,22 +469,10 @@ void CheckDedupRecipe(const recipe::Recipe& recipe, const Plan& plan, bool job_m
   }
 }
 
-ExecSummary ExecuteWithDedup(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
-                             io::OutputStream& output, io::OutputStream& errors,
-                             const ExecOptions& options, const std::string& spill_dir) {
-  const double start = MonotonicSeconds();
-  const std::vector<size_t> dedups = DedupOperators(plan);
-  SpillDir spills{spill_dir};
-  std::error_code ec;
-  fs::create_directories(spill_dir, ec);
-  if (ec) {
-    throw Error(spill_dir, 0, "cannot create the deduplicators' spill directory: " + ec.message(),
-                "the export's directory must be writable");
-  }
-  OriginNames names(inputs);
-  RowSet set;
-  set.files = inputs;
+namespace {
 
+// A summary with a counter for every operator and region of `plan`.
+ExecSummary EmptySummary(const Plan& plan) {
   ExecSummary total;
   total.model_devices = ModelDevices(plan);
   total.operators.resize(plan.operators.size());
@@ -472,32 +482,80 @@ ExecSummary ExecuteWithDedup(const Plan& plan, const std::vector<io::InputCandid
   }
   total.regions.resize(plan.regions.size());
   for (size_t i = 0; i < plan.regions.size(); ++i) total.regions[i].name = plan.regions[i].name;
-  bool counted_input = false;
+  return total;
+}
 
-  // Runs operators [first_op, end_op) over `set`; spilling when `spill`.
-  std::unique_ptr<RowReader> reader;
-  const RowSet* reading = nullptr;
-  auto phase = [&](size_t first_op, size_t end_op, Spill* spill) {
-    ExecOptions o = options;
+// A recipe cut at its deduplicators: the operators between two of them run
+// as one executor phase over the rows kept so far, spilled for the next.
+class DedupPipeline {
+ public:
+  DedupPipeline(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+                io::OutputStream& output, io::OutputStream& errors, const ExecOptions& options,
+                const std::string& spill_dir)
+      : plan_(plan),
+        output_(output),
+        errors_(errors),
+        options_(options),
+        spill_dir_(spill_dir),
+        names_(inputs),
+        total_(EmptySummary(plan)) {
+    set_.files = inputs;
+  }
+
+  ExecSummary Run() {
+    const std::vector<size_t> dedups = DedupOperators(plan_);
+    SpillDir spills{spill_dir_};
+    std::error_code ec;
+    fs::create_directories(spill_dir_, ec);
+    if (ec) {
+      throw Error(spill_dir_, 0,
+                  "cannot create the deduplicators' spill directory: " + ec.message(),
+                  "the export's directory must be writable");
+    }
+    size_t cursor = 0;
+    for (size_t k = 0; k < dedups.size(); ++k) {
+      const size_t d = dedups[k];
+      if (d > cursor) {
+        Spill spill((fs::path(spill_dir_) / ("rows-" + std::to_string(k) + ".jsonl")).string(),
+                    &names_);
+        Phase(cursor, d, &spill);
+        const std::string old = set_.raw ? std::string() : set_.files.front().path;
+        set_ = spill.Finish();
+        if (!old.empty()) fs::remove(old, ec);
+      }
+      Deduplicate(dedups, d);
+      cursor = d + 1;
+    }
+    const ExecSummary last = Phase(cursor, plan_.operators.size(), nullptr);
+    total_.rows_out = last.rows_out;
+    total_.bytes_out = last.bytes_out;
+    total_.seconds = MonotonicSeconds() - start_;
+    return total_;
+  }
+
+ private:
+  // Runs operators [first_op, end_op) over the rows kept so far; spilling
+  // their output when `spill`, else into the output.
+  ExecSummary Phase(size_t first_op, size_t end_op, Spill* spill) {
+    ExecOptions o = options_;
     o.first_op = first_op;
     o.end_op = end_op;
-    if (counted_input && options.progress) {
-      o.progress = [&](const ExecSummary& s) {
+    if (counted_input_ && options_.progress) {
+      o.progress = [this](const ExecSummary& s) {
         ExecSummary view = s;
-        view.rows_in = total.rows_in;
-        view.bytes_in = total.bytes_in;
-        view.seconds = MonotonicSeconds() - start;
-        options.progress(view);
+        view.rows_in = total_.rows_in;
+        view.bytes_in = total_.bytes_in;
+        view.seconds = MonotonicSeconds() - start_;
+        options_.progress(view);
       };
     }
-    if (!(set.raw && set.all)) {
-      reader = std::make_unique<RowReader>(set, options.batch_bytes, plan.batch_rows);
-      reading = &set;
-      o.source = [&](io::LineChunk* c) { return reader->Next(c); };
-      o.origin = [&](uint64_t line) -> const RowOrigin* {
+    if (!(set_.raw && set_.all)) {
+      reader_ = std::make_unique<RowReader>(set_, options_.batch_bytes, plan_.batch_rows);
+      o.source = [this](io::LineChunk* c) { return reader_->Next(c); };
+      o.origin = [this](uint64_t line) -> const RowOrigin* {
         thread_local RowOrigin origin;
-        const Origin& from = reading->origins[reading->SourceRow(line - 1)];
-        origin.file = names.Name(from.file);
+        const Origin& from = set_.origins[set_.SourceRow(line - 1)];
+        origin.file = names_.Name(from.file);
         origin.line = from.line;
         return &origin;
       };
@@ -509,61 +567,66 @@ ExecSummary ExecuteWithDedup(const Plan& plan, const std::vector<io::InputCandid
       o.tap_sink = [spill](size_t, std::string_view bytes, uint64_t) { spill->Write(bytes); };
       o.tap_origin_sink = [spill](size_t, std::string_view lines) { spill->AddOrigins(lines); };
     }
-    const ExecSummary s = Execute(plan, set.files, output, &errors, o);
-    MergeCounters(total, s);
-    if (!counted_input) {
-      total.rows_in = s.rows_in;
-      total.bytes_in = s.bytes_in;
-      counted_input = true;
-    }
+    const ExecSummary s = Execute(plan_, set_.files, output_, &errors_, o);
+    MergeCounters(total_, s);
+    CountInput(s.rows_in, s.bytes_in);
     return s;
-  };
+  }
 
-  size_t cursor = 0;
-  for (size_t k = 0; k < dedups.size(); ++k) {
-    const size_t d = dedups[k];
-    if (d > cursor) {
-      Spill spill((fs::path(spill_dir) / ("rows-" + std::to_string(k) + ".jsonl")).string(),
-                  &names);
-      phase(cursor, d, &spill);
-      const std::string old = set.raw ? std::string() : set.files.front().path;
-      set = spill.Finish();
-      if (!old.empty()) fs::remove(old, ec);
-    }
-    const PlannedOperator& planned = plan.operators[d];
-    if (ReusedHashField(plan, dedups, d) >= 0) {
+  // The deduplicator at `d`: the rows it keeps become the set.
+  void Deduplicate(const std::vector<size_t>& dedups, size_t d) {
+    OperatorCounters& c = total_.operators[d];
+    if (ReusedHashField(plan_, dedups, d) >= 0) {
       // Every row reaching it has the hash of the earlier one, whose kept
       // rows are pairwise no duplicates under the same relation: all stay.
-      const uint64_t n = set.all ? set.origins.size() : set.rows.size();
-      total.operators[d].rows_in += n;
-      total.operators[d].rows_out += n;
-    } else {
-      StageOutcome stage = RunDedupStage(planned, set, names, errors, options.threads,
-                                         options.batch_bytes, plan.batch_rows);
-      OperatorCounters& c = total.operators[d];
-      c.rows_in += stage.counters.rows_in;
-      c.rows_out += stage.counters.rows_out;
-      c.errors += stage.counters.errors;
-      c.seconds += stage.counters.seconds;
-      total.errors += stage.counters.errors;
-      if (!counted_input) {
-        total.rows_in = stage.rows;
-        total.bytes_in = stage.bytes;
-        counted_input = true;
-      }
-      std::vector<uint64_t> rows;
-      rows.reserve(stage.kept.size());
-      for (uint64_t p : stage.kept) rows.push_back(set.SourceRow(p));
-      set.rows = std::move(rows);
-      set.all = false;
+      const uint64_t n = set_.all ? set_.origins.size() : set_.rows.size();
+      c.rows_in += n;
+      c.rows_out += n;
+      return;
     }
-    cursor = d + 1;
+    const StageOutcome stage =
+        RunDedupStage(plan_.operators[d], set_, names_, errors_, options_.threads,
+                      options_.batch_bytes, plan_.batch_rows);
+    c.rows_in += stage.counters.rows_in;
+    c.rows_out += stage.counters.rows_out;
+    c.errors += stage.counters.errors;
+    c.seconds += stage.counters.seconds;
+    total_.errors += stage.counters.errors;
+    CountInput(stage.rows, stage.bytes);
+    std::vector<uint64_t> rows;
+    rows.reserve(stage.kept.size());
+    for (uint64_t p : stage.kept) rows.push_back(set_.SourceRow(p));
+    set_.rows = std::move(rows);
+    set_.all = false;
   }
-  const ExecSummary last = phase(cursor, plan.operators.size(), nullptr);
-  total.rows_out = last.rows_out;
-  total.bytes_out = last.bytes_out;
-  total.seconds = MonotonicSeconds() - start;
-  return total;
+
+  // The job's input is what the first stage read.
+  void CountInput(uint64_t rows, uint64_t bytes) {
+    if (counted_input_) return;
+    total_.rows_in = rows;
+    total_.bytes_in = bytes;
+    counted_input_ = true;
+  }
+
+  const Plan& plan_;
+  io::OutputStream& output_;
+  io::OutputStream& errors_;
+  const ExecOptions& options_;
+  const std::string spill_dir_;
+  const double start_ = MonotonicSeconds();
+  OriginNames names_;
+  RowSet set_;
+  ExecSummary total_;
+  bool counted_input_ = false;
+  std::unique_ptr<RowReader> reader_;
+};
+
+}  // namespace
+
+ExecSummary ExecuteWithDedup(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+                             io::OutputStream& output, io::OutputStream& errors,
+                             const ExecOptions& options, const std::string& spill_dir) {
+  return DedupPipeline(plan, inputs, output, errors, options, spill_dir).Run();
 }
 
 }  // namespace djshard::exec

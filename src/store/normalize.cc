@@ -36,7 +36,7 @@ RecordNormalizer::RecordNormalizer(std::vector<std::string> media_keys, std::str
       media_root_(std::move(media_root)),
       index_keys_(std::move(index_keys)) {}
 
-void RecordNormalizer::Normalize(std::string_view line, uint64_t global_row,
+bool RecordNormalizer::Normalize(std::string_view line, uint64_t global_row,
                                  const std::string& file, uint64_t line_no, std::string* out) {
   parser_.ParseObject(line, file, line_no);
   bool rebuild = false;
@@ -44,6 +44,7 @@ void RecordNormalizer::Normalize(std::string_view line, uint64_t global_row,
   for (const std::string& key : index_keys_) rebuild = rebuild || !parser_.Has(key);
   io::MinifyJson(line, rebuild ? &compact_ : out);
   if (rebuild) Rebuild(global_row, file, line_no, out);
+  return rebuild;
 }
 
 void RecordNormalizer::Rebuild(uint64_t global_row, const std::string& file, uint64_t line_no,

@@ -52,7 +52,8 @@ struct Chunk {
   uint64_t seq = 0;
   uint64_t first_row = 0;  // 0-based global row number of its first line
   io::LineChunk lines;
-  std::string normalized;     // the normalized lines, each ending in '\n'
+  std::string normalized;                      // the normalized lines, each ending in '\n'
+  SecondPass second_pass = SecondPass::kCopy;  // pass 1: what these lines need in pass 2
   std::exception_ptr error;   // the chunk's first bad line, or the reader's failure
   std::vector<Piece> pieces;  // what of it must be written where
 };
@@ -68,7 +69,15 @@ FileStamp Stamp(const std::string& path) {
   return {static_cast<uint64_t>(st.st_size), MtimeNanos(st)};
 }
 
-void NormalizeChunk(RecordNormalizer& normalizer, const std::string& display_path, Chunk* c) {
+Error ChangedBetweenPasses(const std::string& what) {
+  return Error(what, 0, "input changed between passes",
+               "prepare again once nothing writes to the input");
+}
+
+// Appends each line of `c`, normalized by `line_fn(line, k, &out)` (k: its
+// index in the chunk), and a newline to c->normalized.
+template <typename LineFn>
+void ForEachLine(Chunk* c, LineFn line_fn) {
   std::string line_out;
   const io::LineChunk& in = c->lines;
   c->normalized.clear();
@@ -78,17 +87,42 @@ void NormalizeChunk(RecordNormalizer& normalizer, const std::string& display_pat
   for (uint64_t k = 0; pos < in.size; ++k) {
     const char* nl = static_cast<const char*>(std::memchr(data + pos, '\n', in.size - pos));
     const size_t end = static_cast<size_t>(nl - data);
-    normalizer.Normalize(std::string_view(data + pos, end - pos), c->first_row + k, display_path,
-                         in.first_line + k, &line_out);
+    line_fn(std::string_view(data + pos, end - pos), k, &line_out);
     c->normalized.append(line_out);
     c->normalized.push_back('\n');
     pos = end + 1;
   }
 }
 
-Error ChangedBetweenPasses(const std::string& what) {
-  return Error(what, 0, "input changed between passes",
-               "prepare again once nothing writes to the input");
+// Validates and normalizes every line; records what pass 2 will need to do.
+void NormalizeChunk(RecordNormalizer& normalizer, const std::string& display_path, Chunk* c) {
+  bool rebuilt = false;
+  ForEachLine(c, [&](std::string_view line, uint64_t k, std::string* out) {
+    rebuilt |=
+        normalizer.Normalize(line, c->first_row + k, display_path, c->lines.first_line + k, out);
+  });
+  c->second_pass = SecondPass::kNormalize;
+  if (!rebuilt) {
+    const std::string_view stored = std::string_view(c->lines.data).substr(0, c->lines.size);
+    c->second_pass = c->normalized == stored ? SecondPass::kCopy : SecondPass::kMinify;
+  }
+}
+
+// Pass 2 for a file whose lines pass 1 found with nothing to add or rewrite:
+// the stored lines (kCopy) or each one minified (kMinify), without a parse.
+// A line changed since pass 1 changes the stream's hash, which pass 2 checks,
+// or is no longer JSON that minifies.
+void ReproduceChunk(SecondPass how, const std::string& display_path, Chunk* c) {
+  if (how == SecondPass::kCopy) {
+    c->normalized.assign(c->lines.data, 0, c->lines.size);
+    return;
+  }
+  try {
+    ForEachLine(
+        c, [](std::string_view line, uint64_t, std::string* out) { io::MinifyJson(line, out); });
+  } catch (const Error&) {
+    throw ChangedBetweenPasses(display_path);
+  }
 }
 
 // Reads the inputs as chunks of whole lines and checks that no file changed
@@ -165,10 +199,14 @@ class ChunkSink {
 // failure in input order.
 class NormalizePipeline {
  public:
+  // `second_pass`, when given (pass 2), says per file which lines are
+  // copied or minified rather than normalized again.
   NormalizePipeline(const std::vector<io::InputCandidate>& inputs, const NormalizeRules& rules,
-                    int threads, InputReader& reader, ChunkSink& sink)
+                    int threads, InputReader& reader, ChunkSink& sink,
+                    const std::vector<SecondPass>* second_pass = nullptr)
       : inputs_(inputs),
         rules_(rules),
+        second_pass_(second_pass),
         threads_(std::max(1, threads)),
         max_in_flight_(static_cast<uint64_t>(threads_) * 2 + 2),
         reader_(reader),
@@ -221,7 +259,14 @@ class NormalizePipeline {
       todo_.pop_front();
       lock.unlock();
       try {
-        NormalizeChunk(normalizer, inputs_[c->lines.file].display_path, c);
+        const SecondPass how =
+            second_pass_ == nullptr ? SecondPass::kNormalize : second_pass_->at(c->lines.file);
+        const std::string& display_path = inputs_[c->lines.file].display_path;
+        if (how != SecondPass::kNormalize) {
+          ReproduceChunk(how, display_path, c);
+        } else {
+          NormalizeChunk(normalizer, display_path, c);
+        }
       } catch (...) {
         c->error = std::current_exception();
       }
@@ -320,6 +365,7 @@ class NormalizePipeline {
 
   const std::vector<io::InputCandidate>& inputs_;
   const NormalizeRules& rules_;
+  const std::vector<SecondPass>* second_pass_;
   const int threads_;
   const uint64_t max_in_flight_;
   InputReader& reader_;
@@ -347,6 +393,8 @@ class ScanSink : public ChunkSink {
     check_.Update(c.normalized);
     out_->rows += c.lines.lines;
     out_->bytes += c.normalized.size();
+    SecondPass& file = out_->second_pass[c.lines.file];
+    file = std::max(file, c.second_pass);
   }
   void Written(Chunk&) override {}
   void Finish() {
@@ -470,6 +518,7 @@ class ShardSink : public ChunkSink {
 NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
                                const NormalizeRules& rules, int threads) {
   NormalizedInput result;
+  result.second_pass.assign(inputs.size(), SecondPass::kCopy);
   InputReader reader(inputs, &result.files, nullptr);
   ScanSink sink(&result);
   NormalizePipeline(inputs, rules, threads, reader, sink).Run();
@@ -483,7 +532,7 @@ std::vector<ShardWritten> WriteNormalizedShards(const std::vector<io::InputCandi
                                                 const std::vector<std::string>& shard_paths) {
   InputReader reader(inputs, nullptr, &scanned.files);
   ShardSink sink(scanned, shard_paths);
-  NormalizePipeline(inputs, rules, threads, reader, sink).Run();
+  NormalizePipeline(inputs, rules, threads, reader, sink, &scanned.second_pass).Run();
   return sink.Finish();
 }
 

@@ -17,6 +17,12 @@ struct NormalizeRules {
   std::vector<std::string> index_keys;
 };
 
+// What pass 2 of prepare does with an input file's lines, from what pass 1
+// found in them: copy them (every line already normalized: compact JSON,
+// nothing to add or rewrite), minify them (nothing to add or rewrite), or
+// normalize them again. Only the last one parses the JSON a second time.
+enum class SecondPass : uint8_t { kCopy, kMinify, kNormalize };
+
 // What the first pass over the input found.
 struct NormalizedInput {
   uint64_t rows = 0;
@@ -24,6 +30,8 @@ struct NormalizedInput {
   std::string digest;            // sha256 of the normalized stream
   std::string check;             // xxh3_128 of the normalized stream, for the second pass
   std::vector<InputFile> files;  // per input file: size, mtime, rows, raw sha256
+  // Per input file: how pass 2 turns its lines into their normalized form.
+  std::vector<SecondPass> second_pass;
 };
 
 // Pass 1 of prepare: reads every input file once, in order, validating and
@@ -45,9 +53,11 @@ struct ShardWritten {
 // stream into `shard_paths.size()` byte-balanced shards (SPEC "prepare",
 // ShardCutter over the totals of `scanned`) and writes each into its new file,
 // fsynced, hashing it as it is written. The data is written once: there is no
-// intermediate copy. Rows, bytes and the normalized stream's hash must equal
-// pass 1's, and every file's size and mtime too ("input changed between
-// passes" otherwise).
+// intermediate copy. Files are copied or minified as `scanned.second_pass`
+// says; only files with media paths or index keys to write are parsed again. Rows, bytes and the
+// normalized stream's hash must equal pass 1's, and every file's size and mtime too
+// ("input changed between passes" otherwise), so a file that changed since
+// pass 1 is refused whichever way it was read.
 std::vector<ShardWritten> WriteNormalizedShards(const std::vector<io::InputCandidate>& inputs,
                                                 const NormalizeRules& rules, int threads,
                                                 const NormalizedInput& scanned,

@@ -77,6 +77,14 @@ CliResult WaitFor(const Spawned& p) {
 
 std::string ErrSoFar(const Spawned& p) { return Slurp(p.err_path); }
 
+bool IsStopped(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'T';
+}
+
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   for (;;) {

@@ -36,6 +36,8 @@ Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cw
 CliResult WaitFor(const Spawned& process);
 // What a spawned process has written to stderr so far.
 std::string ErrSoFar(const Spawned& process);
+// Whether process `pid` is stopped (SIGSTOP): state T in /proc/<pid>/stat.
+bool IsStopped(int pid);
 
 // How long a test waits for a state that an idle machine reaches in well under
 // a second: generous for a loaded one (ctest -j), yet a hang still fails the

@@ -1,5 +1,6 @@
 // Black-box tests of `djshard prepare`: the real binary, real files.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <utime.h>
 
@@ -275,6 +276,71 @@ TEST_F(PrepareCli, RepeatIsIdempotentButDetectsChangedContentWithRestoredMtime) 
   std::vector<std::string> more_shards = args;
   more_shards.back() = "2";
   EXPECT_EQ(Run(more_shards).exit_code, 2);
+}
+
+// Pass 2 copies a file whose lines are already normalized, minifies one with
+// nothing to add and normalizes one with an index key to add; whichever it
+// does, a file rewritten between the passes with its size and mtime restored
+// is refused, and nothing is published.
+TEST_F(PrepareCli, RefusesAFileChangedBetweenThePasses) {
+  struct Case {
+    const char* how;
+    std::string before, after, extra_ops;
+  };
+  const std::string index_op = "  - words_num_filter:\n      index_key: idx\n";
+  const std::vector<Case> cases = {
+      {"copied", "{\"text\":\"hello\"}\n{\"text\":\"world\"}\n",
+       "{\"text\":\"jello\"}\n{\"text\":\"world\"}\n", ""},
+      {"minified", "{\"text\" : \"hello\"}\n{\"text\" : \"world\"}\n",
+       "{\"text\" : \"jello\"}\n{\"text\" : \"world\"}\n", ""},
+      {"minified, no longer JSON", "{\"text\" : \"hello\"}\n{\"text\" : \"world\"}\n",
+       "{\"text\" : \"hello }\n{\"text\" : \"world\"}\n", ""},
+      {"normalized", "{\"text\":\"hello\"}\n{\"text\":\"world\"}\n",
+       "{\"text\":\"jello\"}\n{\"text\":\"world\"}\n", index_op},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.how);
+    Write("data.jsonl", c.before);
+    DemoRecipe("data.jsonl", c.extra_ops);
+    const Spawned p =
+        Spawn({"prepare", "--config", "recipe.yaml", "--job-dir", "job", "--num-shards", "2"},
+              {"DJSHARD_TEST_STOP_AT=prepare_normalized"});
+    ASSERT_TRUE(WaitUntil([&] { return IsStopped(p.pid); })) << ErrSoFar(p);
+    struct stat st {};
+    ASSERT_EQ(stat(Path("data.jsonl").c_str(), &st), 0);
+    Write("data.jsonl", c.after);
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    ASSERT_EQ(utimensat(AT_FDCWD, Path("data.jsonl").c_str(), times, 0), 0);
+    ASSERT_EQ(kill(p.pid, SIGCONT), 0);
+    const CliResult r = WaitFor(p);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("input changed between passes"), std::string::npos) << r.err;
+    EXPECT_FALSE(Exists("job"));
+    for (const std::string& name : List()) {
+      EXPECT_EQ(name.find(".preparing."), std::string::npos) << "staging left: " << name;
+    }
+  }
+}
+
+// Pass 2 copies a.jsonl (already normalized), minifies b.jsonl and normalizes
+// c.jsonl again (a media path to make absolute): the shards hold each file's
+// normalized lines, in order, cut as the totals say.
+TEST_F(PrepareCli, ShardsAreTheSameWhetherLinesAreCopiedMinifiedOrNormalized) {
+  Write("in/a.jsonl", "{\"text\":\"one\"}\n{\"text\":\"two\"}\n");
+  Write("in/b.jsonl", "{\"text\" : \"three\",  \"n\": [1, 2]}\r\n{ \"text\":\"four\"}");
+  Write("in/c.jsonl", "{\"text\":\"five\",\"images\":[\"x.png\"]}\n{\"text\": \"six\"}\n");
+  DemoRecipe("in");
+  const CliResult r =
+      Run({"prepare", "--config", "recipe.yaml", "--job-dir", "job", "--num-shards", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("job/shards/part-00000-of-00003.jsonl") +
+                Read("job/shards/part-00001-of-00003.jsonl") +
+                Read("job/shards/part-00002-of-00003.jsonl"),
+            "{\"text\":\"one\"}\n{\"text\":\"two\"}\n{\"text\":\"three\",\"n\":[1,2]}\n"
+            "{\"text\":\"four\"}\n{\"text\":\"five\",\"images\":[\"" +
+                Path("in") + "/x.png\"]}\n{\"text\":\"six\"}\n");
+  const json m = json::parse(Read("job/manifest.json"));
+  EXPECT_EQ(m["total_rows"], 6);
 }
 
 TEST_F(PrepareCli, DatasetPathResolvesAgainstTheRecipeDirectoryFirst) {

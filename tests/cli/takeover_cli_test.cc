@@ -122,14 +122,6 @@ class TakeoverCli : public CliTest {
     }
     return false;
   }
-  // Whether process `pid` is stopped (SIGSTOP): state T in /proc/<pid>/stat.
-  static bool IsStopped(int pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t paren = line.rfind(')');
-    return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'T';
-  }
   std::string Checkpoints(const std::string& job = "job") const {
     return job + "/checkpoints/" + kShard;
   }

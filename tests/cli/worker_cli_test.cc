@@ -557,13 +557,6 @@ class DlcCoordinatorLossCli : public DlcCli {
     EXPECT_TRUE(WaitUntil([&] { return IsStopped(a.pid); })) << ErrSoFar(a);
     return a;
   }
-  static bool IsStopped(int pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t end = line.rfind(')');
-    return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'T';
-  }
   // The job finished as a single run would have, with nothing half-done left.
   void ExpectFinishedJob() {
     EXPECT_EQ(io::Sha256OfFile(Path("job/merged.jsonl")), reference_);

@@ -24,8 +24,9 @@ class RecordNormalizer {
                    std::vector<std::string> index_keys);
 
   // Validates `line` (see JsonLineParser) and writes its normalized form,
-  // without '\n', into *out. Throws Error naming file:line_no.
-  void Normalize(std::string_view line, uint64_t global_row, const std::string& file,
+  // without '\n', into *out. Returns whether the line needed more than
+  // minifying (a media path or an index key). Throws Error naming file:line_no.
+  bool Normalize(std::string_view line, uint64_t global_row, const std::string& file,
                  uint64_t line_no, std::string* out);
 
  private:

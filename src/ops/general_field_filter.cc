@@ -470,12 +470,22 @@ class GeneralFieldFilter : public Filter {
   }
 
  private:
-  // The record as the sample stands now, read once per record when a name
-  // is looked up.
+  // The record's fields as the sample stands now (texts changed by earlier
+  // mappers included): a field named in the condition is parsed from its own
+  // raw value, never the whole record; stats and meta, which the sample keeps
+  // apart until it is written, from the record serialized as it stands.
   struct Fields {
     Sample& sample;
     std::optional<json> record;
     json Get(const std::string& name) {
+      if (name == kStatsKey || name == kMetaKey) return FromCurrentRecord(name);
+      const std::optional<std::string> raw = sample.Field(name);
+      if (raw && !raw->empty() && raw->front() == '"') return json(sample.Text(name));
+      if (raw) return json::parse(*raw, nullptr, false);
+      if (sample.Has(name)) return json(sample.Text(name));  // set by a mapper, not yet written
+      return json();
+    }
+    json FromCurrentRecord(const std::string& name) {
       if (!record) record = json::parse(sample.CurrentRecord(), nullptr, false);
       return record->is_object() && record->contains(name) ? (*record)[name] : json();
     }

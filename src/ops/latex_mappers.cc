@@ -2,6 +2,7 @@
 // remove_header_mapper, remove_comments_mapper, remove_bibliography_mapper and
 // expand_macro_mapper. Each is Data-Juicer's regular expressions, quirks
 // included, so that a recipe's output matches Data-Juicer's.
+#include <cctype>
 #include <unordered_map>
 
 #include "src/ops/builtin.h"
@@ -106,23 +107,22 @@ class ExpandMacroMapper : public Mapper {
   ExpandMacroMapper(const recipe::OperatorSpec& spec, const std::string& key)
       : Mapper(spec, key),
         newcommand_(R"((?m)\\\bnewcommand\b\*?\{(\\[a-zA-Z0-9]+?)\}\{(.*?)\}$)", false, spec.name),
-        def_(R"((?m)\\def\s*(\\[a-zA-Z0-9]+?)\s*\{(.*?)\}$)", false, spec.name),
-        name_(spec.name) {}
+        def_(R"((?m)\\def\s*(\\[a-zA-Z0-9]+?)\s*\{(.*?)\}$)", false, spec.name) {}
 
   void Map(Sample& sample) const override {
     const std::string& current = sample.Text(text_key());
     if (current.find('\\') == std::string::npos) return;
     const std::vector<std::pair<std::string, std::string>> macros = Definitions(current);
     if (macros.empty()) return;
-    std::vector<Substitution> uses;
-    for (const auto& [macro, value] : macros) {
-      // The name is a backslash and ASCII letters and digits.
-      uses.push_back(
-          {std::make_unique<Regex>("(\\\\" + macro.substr(1) + ")([^a-zA-Z0-9])", false, name_),
-           TemplateOf(value) + "\\2"});
-    }
     std::string text = current;
-    if (SubstituteInTurn(uses, &text)) sample.SetText(text_key(), std::move(text));
+    std::string out;
+    bool changed = false;
+    for (const auto& [macro, value] : macros) {
+      if (!ExpandUses(macro, value, text, &out)) continue;
+      text.swap(out);
+      changed = true;
+    }
+    if (changed) sample.SetText(text_key(), std::move(text));
   }
 
  private:
@@ -143,18 +143,44 @@ class ExpandMacroMapper : public Mapper {
     return macros;
   }
 
-  // `value` as a replacement template that stands for itself.
-  static std::string TemplateOf(const std::string& value) {
-    std::string out;
-    for (const char c : value) {
-      if (c == '\\') out.push_back('\\');
-      out.push_back(c);
+  // Data-Juicer's re.sub of `(\\name)([^a-zA-Z0-9])` by the value and the
+  // character after the name, without a regex per macro: each use of `macro`
+  // (a backslash and ASCII letters and digits) followed by a character that is
+  // not an ASCII letter or digit, left to right, the search going on after
+  // that character. Writes the result into *out; returns whether any matched.
+  static bool ExpandUses(const std::string& macro, const std::string& value,
+                         const std::string& text, std::string* out) {
+    out->clear();
+    size_t copied = 0;
+    size_t from = 0;
+    bool matched = false;
+    for (;;) {
+      const size_t at = text.find(macro, from);
+      if (at == std::string::npos) break;
+      const size_t next = at + macro.size();
+      if (next == text.size()) break;
+      const unsigned char c = static_cast<unsigned char>(text[next]);
+      if (c < 0x80 && std::isalnum(c)) {
+        from = at + 1;
+        continue;
+      }
+      const size_t after = next + Utf8Length(c);
+      out->append(text, copied, at - copied);
+      out->append(value);
+      out->append(text, next, after - next);
+      copied = after;
+      from = after;
+      matched = true;
     }
-    return out;
+    if (matched) out->append(text, copied, std::string::npos);
+    return matched;
   }
 
+  // Bytes of the UTF-8 sequence that `lead` starts.
+  static size_t Utf8Length(unsigned char lead) {
+    return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  }
   Regex newcommand_, def_;
-  std::string name_;
 };
 
 }  // namespace

@@ -1,6 +1,11 @@
 // Regular-expression substitutions: clean_email_mapper, clean_links_mapper,
 // clean_ip_mapper, remove_specific_chars_mapper, replace_content_mapper,
 // remove_table_text_mapper and remove_non_chinese_character_mapper.
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <iterator>
+
 #include "src/ops/builtin.h"
 #include "src/ops/regex.h"
 
@@ -237,33 +242,67 @@ class RemoveTableTextMapper : public Mapper {
 };
 
 // Removes every character outside CJK U+4E00-U+9FA5 and, as asked, ASCII
-// letters, ASCII digits and Data-Juicer's punctuation list.
+// letters, ASCII digits and Data-Juicer's punctuation list: Data-Juicer's
+// re.sub of the complement character class, as one pass over the UTF-8 text.
 class RemoveNonChineseCharacterMapper : public Mapper {
  public:
   RemoveNonChineseCharacterMapper(const recipe::OperatorSpec& spec, const std::string& key)
       : Mapper(spec, key) {
-    std::string cls = "[^\u4e00-\u9fa5";
-    if (args().GetBool("keep_alphabet", true)) cls += "A-Za-z";
-    if (args().GetBool("keep_number", true)) cls += "0-9";
-    if (args().GetBool("keep_punc", true)) {
-      cls +=
-          ".\uff0c ,\\-\u3002%\u300a*\u300b/\u2022\u3001&\uff06(\u2014)\uff08+\uff09\uff1a\uff1f!"
-          "\uff01\u201c\u201d\u00b7]+";
-    } else {
-      cls += "]";
+    const bool alphabet = args().GetBool("keep_alphabet", true);
+    const bool number = args().GetBool("keep_number", true);
+    keep_punc_ = args().GetBool("keep_punc", true);
+    for (int c = 0; c < 128; ++c) {
+      ascii_kept_[c] = (alphabet && std::isalpha(c)) || (number && std::isdigit(c)) ||
+                       (keep_punc_ && c != 0 && std::strchr(". ,-%*/&()+!", c) != nullptr);
     }
-    regex_ = std::make_unique<Regex>(cls, true, spec.name);
   }
 
   void Map(Sample& sample) const override {
+    const std::string& text = sample.Text(text_key());
     std::string out;
-    if (regex_->Replace(sample.Text(text_key()), "", &out)) {
-      sample.SetText(text_key(), std::move(out));
+    bool removed = false;
+    size_t kept_from = 0;  // start of the kept run not yet copied
+    for (size_t i = 0; i < text.size();) {
+      const unsigned char lead = static_cast<unsigned char>(text[i]);
+      const size_t len = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+      if (Kept(text, i, len)) {
+        i += len;
+        continue;
+      }
+      if (!removed) out.reserve(text.size());
+      out.append(text, kept_from, i - kept_from);
+      removed = true;
+      i += len;
+      kept_from = i;
     }
+    if (!removed) return;
+    out.append(text, kept_from, std::string::npos);
+    sample.SetText(text_key(), std::move(out));
   }
 
  private:
-  std::unique_ptr<Regex> regex_;
+  bool Kept(const std::string& text, size_t i, size_t len) const {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+    if (len == 1) return ascii_kept_[byte(0)];
+    char32_t cp = 0;
+    if (len == 2) {
+      cp = static_cast<char32_t>(((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F));
+    } else if (len == 3) {
+      cp = static_cast<char32_t>(((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) |
+                                 (byte(2) & 0x3F));
+    } else {
+      return false;  // beyond the BMP: neither CJK U+4E00-U+9FA5 nor in the list
+    }
+    if (cp >= 0x4E00 && cp <= 0x9FA5) return true;
+    return keep_punc_ && std::binary_search(std::begin(kPunctuation), std::end(kPunctuation), cp);
+  }
+
+  // Data-Juicer's punctuation outside ASCII, ascending.
+  static constexpr char32_t kPunctuation[] = {0x00B7, 0x2014, 0x201C, 0x201D, 0x2022, 0x3001,
+                                              0x3002, 0x300A, 0x300B, 0xFF01, 0xFF06, 0xFF08,
+                                              0xFF09, 0xFF0C, 0xFF1A, 0xFF1F};
+  bool ascii_kept_[128] = {};
+  bool keep_punc_ = true;
 };
 
 }  // namespace

@@ -203,6 +203,8 @@ class BatchRun {
   OperatorCounters& counters(size_t i) { return r_->counters[i]; }
 
  private:
+  class RegionRun;  // the steps of RunRegion
+
   void RunOne(RowLevel& level, size_t i, ChildScope* scope);
   size_t RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* outer);
   // Row k failed at operator op_idx. Inside a region, the failure surfaced
@@ -365,183 +367,261 @@ void BatchRun::RunOps(RowLevel& level, size_t begin, size_t end, ChildScope* sco
   }
 }
 
-size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* outer) {
-  size_t region_idx = 0;
-  while (plan_.regions[region_idx].expand_idx != expand_idx) ++region_idx;
-  const LineageRegion& region = plan_.regions[region_idx];
-  RegionCounters& counters = r_->regions[region_idx];
-  const size_t g = region.gather_idx;
-  OperatorCounters& ce = r_->counters[expand_idx];
-  OperatorCounters& cg = r_->counters[g];
-  RowLevel& children = s_.child_levels[static_cast<size_t>(region.depth)];
-  std::vector<ParentLineage> lineage(parents.samples.size());
-  ChildScope scope;
-  scope.region = &region;
-  scope.region_idx = region_idx;
-  scope.parents = &parents;
-  scope.parent_scope = outer;
-  scope.lineage = &lineage;
+// One region over the rows of one level, step by step: parents the journal
+// holds are set aside, the others go through the expand, the region's
+// operators and the gather in groups (max_inflight_parents,
+// max_inflight_children), then the journal's parents come back and the errors
+// the region wrote are put in row order.
+class BatchRun::RegionRun {
+ public:
+  RegionRun(BatchRun& run, RowLevel& parents, size_t expand_idx, ChildScope* outer)
+      : run_(run),
+        parents_(parents),
+        expand_idx_(expand_idx),
+        outer_(outer),
+        top_(outer == nullptr),
+        region_idx_(RegionIndex(run.plan_, expand_idx)),
+        region_(run.plan_.regions[region_idx_]),
+        counters_(run.r_->regions[region_idx_]),
+        g_(region_.gather_idx),
+        ce_(run.r_->counters[expand_idx]),
+        cg_(run.r_->counters[g_]),
+        children_(run.s_.child_levels[static_cast<size_t>(region_.depth)]),
+        lineage_(parents.samples.size()),
+        journal_(top_ && static_cast<bool>(run.options_.journal_sink)),
+        batch_may_leave_(run.may_leave_) {
+    scope_.region = &region_;
+    scope_.region_idx = region_idx_;
+    scope_.parents = &parents;
+    scope_.parent_scope = outer;
+    scope_.lineage = &lineage_;
+  }
+
+  // Runs the region; returns its gather's index.
+  size_t Run() {
+    HideJournaledParents();
+    const size_t errors_at = run_.r_->errors.size();
+    if (top_) {
+      for (std::string& e : run_.row_errors_) e.clear();
+      run_.row_errors_bytes_ = 0;
+    }
+    // Operators hear a batch leave once, after the last group.
+    size_t begin = 0;
+    do {
+      const size_t end = Expand(begin);
+      run_.RunOps(children_, expand_idx_ + 1, g_, &scope_);
+      Gather(begin, end);
+      begin = end;
+    } while (begin < parents_.samples.size());
+    RestoreJournaledParents();
+    OrderErrors(errors_at);
+    run_.may_leave_ = batch_may_leave_;
+    return g_;
+  }
+
+ private:
+  static size_t RegionIndex(const Plan& plan, size_t expand_idx) {
+    size_t region_idx = 0;
+    while (plan.regions[region_idx].expand_idx != expand_idx) ++region_idx;
+    return region_idx;
+  }
+
   // Durable lineage: at top level, parents whose result the journal holds
   // are not expanded; they are hidden from the region and restored after it.
-  const bool top = outer == nullptr;
-  std::vector<const JournaledParent*> from_journal;
-  if (top && options_.journaled) {
-    from_journal.assign(parents.samples.size(), nullptr);
-    for (size_t k = 0; k < parents.samples.size(); ++k) {
-      if (!parents.alive[k]) continue;
-      from_journal[k] = options_.journaled(region_idx, first_row_ + k);
-      if (from_journal[k] != nullptr) parents.alive[k] = 0;
+  void HideJournaledParents() {
+    if (!top_ || !run_.options_.journaled) return;
+    from_journal_.assign(parents_.samples.size(), nullptr);
+    for (size_t k = 0; k < parents_.samples.size(); ++k) {
+      if (!parents_.alive[k]) continue;
+      from_journal_[k] = run_.options_.journaled(region_idx_, run_.first_row_ + k);
+      if (from_journal_[k] != nullptr) parents_.alive[k] = 0;
     }
   }
-  const bool journal = top && static_cast<bool>(options_.journal_sink);
-  std::vector<JournaledParent> gathered;
-  const size_t errors_at = r_->errors.size();
-  if (top) {
-    for (std::string& e : row_errors_) e.clear();
-    row_errors_bytes_ = 0;
-  }
-  // The parents go through the region in groups (max_inflight_parents,
-  // max_inflight_children); operators hear a batch leave once, after the last.
-  const bool may_leave = may_leave_;
-  size_t begin = 0;
-  do {
-    // Expand.
-    if (edges_ != nullptr) edges_->Enter(expand_idx);
-    double start = MonotonicSeconds();
-    children.ClearRows();
+
+  // Expands the next group of parents, from `begin` on, into the child level;
+  // returns the group's end.
+  size_t Expand(size_t begin) {
+    OperatorEdges* edges = run_.edges_;
+    if (edges != nullptr) edges->Enter(expand_idx_);
+    const double start = MonotonicSeconds();
+    children_.ClearRows();
     const size_t end =
-        ExpandRows(region, expand_idx, parents, begin, &children, &lineage, &counters);
-    may_leave_ = may_leave && end >= parents.samples.size();
+        ExpandRows(region_, expand_idx_, parents_, begin, &children_, &lineage_, &counters_);
+    run_.may_leave_ = batch_may_leave_ && end >= parents_.samples.size();
     for (size_t k = begin; k < end; ++k) {
-      if (!lineage[k].expanded) continue;
-      ++ce.rows_in;
-      if (lineage[k].failed && !plan_.operators[expand_idx].skip_op_error) {
-        throw Error(WhereFile(parents, k), WhereLine(parents, k),
-                    "expand '" + region.name + "' failed (" + lineage[k].failure.error_type +
-                        "): " + lineage[k].failure.message,
+      if (!lineage_[k].expanded) continue;
+      ++ce_.rows_in;
+      if (lineage_[k].failed && !run_.plan_.operators[expand_idx_].skip_op_error) {
+        throw Error(run_.WhereFile(parents_, k), run_.WhereLine(parents_, k),
+                    "expand '" + region_.name + "' failed (" + lineage_[k].failure.error_type +
+                        "): " + lineage_[k].failure.message,
                     "set skip_op_error: true to report such records and keep going");
       }
     }
-    ce.rows_out += children.samples.size();
-    ce.seconds += MonotonicSeconds() - start;
-    if (edges_ != nullptr && may_leave_) edges_->Leave(expand_idx, ce);
-    // The region's operators, on the children.
-    RunOps(children, expand_idx + 1, g, &scope);
-    // Gather.
-    if (edges_ != nullptr) edges_->Enter(g);
-    start = MonotonicSeconds();
-    for (size_t c = 0; c < children.samples.size(); ++c) cg.rows_in += children.alive[c] ? 1 : 0;
+    ce_.rows_out += children_.samples.size();
+    ce_.seconds += MonotonicSeconds() - start;
+    if (edges != nullptr && run_.may_leave_) edges->Leave(expand_idx_, ce_);
+    return end;
+  }
+
+  // Gathers the group of parents [begin, end) from their children.
+  void Gather(size_t begin, size_t end) {
+    OperatorEdges* edges = run_.edges_;
+    if (edges != nullptr) edges->Enter(g_);
+    const double start = MonotonicSeconds();
+    for (size_t c = 0; c < children_.samples.size(); ++c) cg_.rows_in += children_.alive[c] ? 1 : 0;
     const std::vector<GatherOutcome> outcomes =
-        GatherRows(region, parents, begin, end, children, lineage, &counters);
+        GatherRows(region_, parents_, begin, end, children_, lineage_, &counters_);
     for (size_t k = begin; k < end; ++k) {
-      if (!lineage[k].expanded) continue;
+      if (!lineage_[k].expanded) continue;
       // A child of an outer region whose sibling failed before it in this
       // loop is terminal already (late_discarded): its report is ignored.
-      if (outer != nullptr && !parents.alive[k]) continue;
-      switch (outcomes[k]) {
-        case GatherOutcome::kOut:
-          ++cg.rows_out;
-          break;
-        case GatherOutcome::kOriginal: {
-          // The parent exactly as read, whatever ran on it before the expand.
-          io::Record& record = *parents.records_of[k];
-          record.AssignView(RowJson(parents, k, outer));
-          parents.samples[k]->Reset(&record);
-          ++cg.rows_out;
-          break;
-        }
-        case GatherOutcome::kDropped:
-          parents.alive[k] = 0;
-          if (outer != nullptr) parents.state[k] = ChildState::kDropped;
-          break;
-        case GatherOutcome::kFailed: {
-          const ParentFailure& f = lineage[k].failure;
-          ++cg.errors;
-          if (outer == nullptr) {
-            // One errors line per failed input record, with its bytes as read.
-            const size_t from = r_->errors.size();
-            AppendLineageError(&r_->errors, region, lineage[k], f, RowJson(parents, k, outer),
-                               WhereFile(parents, k), WhereLine(parents, k), nullptr,
-                               options_.shard_id);
-            KeepRowErrors(parents.top_row[k], from);
-            parents.alive[k] = 0;
-            ++r_->error_count;
-          } else {
-            // A failed parent is a failed child of the region around it: the
-            // outer region reports it (once, for its own parent).
-            FailRow(parents, outer, k, f.op_idx, f.op, f.message, f.error_type, k, k, end, g);
-          }
-          break;
-        }
-      }
-      if (journal) {
-        JournaledParent j;
-        j.row = first_row_ + k;
-        if (outcomes[k] == GatherOutcome::kOut || outcomes[k] == GatherOutcome::kOriginal) {
-          j.state = JournalState::kPresent;
-          io::Record copy = *parents.records_of[k];
-          parents.samples[k]->CommitTo(&copy, plan_.writes_stats);
-          copy.Serialize(&j.record);
-        } else {
-          j.state = outcomes[k] == GatherOutcome::kDropped ? JournalState::kDropped
-                                                           : JournalState::kFailed;
-        }
-        if (k < row_errors_.size()) j.errors = row_errors_[k];
-        gathered.push_back(std::move(j));
-      }
+      if (outer_ != nullptr && !parents_.alive[k]) continue;
+      ApplyOutcome(k, outcomes[k], end);
+      if (journal_) gathered_.push_back(JournalEntry(k, outcomes[k]));
     }
-    if (journal && !gathered.empty()) {
-      options_.journal_sink(region_idx, gathered);
-      gathered.clear();
+    if (journal_ && !gathered_.empty()) {
+      run_.options_.journal_sink(region_idx_, gathered_);
+      gathered_.clear();
     }
-    cg.seconds += MonotonicSeconds() - start;
-    if (edges_ != nullptr && may_leave_) edges_->Leave(g, cg);
-    begin = end;
-  } while (begin < parents.samples.size());
+    cg_.seconds += MonotonicSeconds() - start;
+    if (edges != nullptr && run_.may_leave_) edges->Leave(g_, cg_);
+  }
+
+  // What parent k's outcome at the gather does to it; `end` is its group's end.
+  void ApplyOutcome(size_t k, GatherOutcome outcome, size_t end) {
+    switch (outcome) {
+      case GatherOutcome::kOut:
+        ++cg_.rows_out;
+        break;
+      case GatherOutcome::kOriginal: {
+        // The parent exactly as read, whatever ran on it before the expand.
+        io::Record& record = *parents_.records_of[k];
+        record.AssignView(run_.RowJson(parents_, k, outer_));
+        parents_.samples[k]->Reset(&record);
+        ++cg_.rows_out;
+        break;
+      }
+      case GatherOutcome::kDropped:
+        parents_.alive[k] = 0;
+        if (outer_ != nullptr) parents_.state[k] = ChildState::kDropped;
+        break;
+      case GatherOutcome::kFailed:
+        ++cg_.errors;
+        ReportFailed(k, end);
+        break;
+    }
+  }
+
+  void ReportFailed(size_t k, size_t end) {
+    const ParentFailure& f = lineage_[k].failure;
+    if (outer_ != nullptr) {
+      // A failed parent is a failed child of the region around it: the
+      // outer region reports it (once, for its own parent).
+      run_.FailRow(parents_, outer_, k, f.op_idx, f.op, f.message, f.error_type, k, k, end, g_);
+      return;
+    }
+    // One errors line per failed input record, with its bytes as read.
+    BatchResult* r = run_.r_;
+    const size_t from = r->errors.size();
+    AppendLineageError(&r->errors, region_, lineage_[k], f, run_.RowJson(parents_, k, outer_),
+                       run_.WhereFile(parents_, k), run_.WhereLine(parents_, k), nullptr,
+                       run_.options_.shard_id);
+    run_.KeepRowErrors(parents_.top_row[k], from);
+    parents_.alive[k] = 0;
+    ++r->error_count;
+  }
+
+  // Parent k's result for the journal.
+  JournaledParent JournalEntry(size_t k, GatherOutcome outcome) const {
+    JournaledParent j;
+    j.row = run_.first_row_ + k;
+    if (outcome == GatherOutcome::kOut || outcome == GatherOutcome::kOriginal) {
+      j.state = JournalState::kPresent;
+      io::Record copy = *parents_.records_of[k];
+      parents_.samples[k]->CommitTo(&copy, run_.plan_.writes_stats);
+      copy.Serialize(&j.record);
+    } else {
+      j.state = outcome == GatherOutcome::kDropped ? JournalState::kDropped : JournalState::kFailed;
+    }
+    if (k < run_.row_errors_.size()) j.errors = run_.row_errors_[k];
+    return j;
+  }
+
   // Parents from the journal, as their gather made them in an earlier run.
-  for (size_t k = 0; k < from_journal.size(); ++k) {
-    const JournaledParent* j = from_journal[k];
-    if (j == nullptr) continue;
-    ++counters.parents_in;
-    ++counters.parents_from_journal;
-    switch (j->state) {
-      case JournalState::kPresent: {
-        io::Record& record = *parents.records_of[k];
-        record.AssignView(j->record);
-        parents.samples[k]->Reset(&record);
-        parents.alive[k] = 1;
-        ++counters.parents_out;
-        ++cg.rows_out;
-        break;
-      }
-      case JournalState::kDropped:
-        ++counters.parents_dropped;
-        break;
-      case JournalState::kFailed:
-        ++counters.parents_failed;
-        ++cg.errors;
-        ++r_->error_count;
-        break;
-    }
-  }
-  if (top && r_->errors.size() - errors_at == row_errors_bytes_) {
-    // Every line the region wrote is some row's: they go in row order, each
-    // row's as it wrote them (dropped children's, then the parent's).
-    r_->errors.resize(errors_at);
-    for (size_t k = 0; k < parents.samples.size(); ++k) {
-      if (k < from_journal.size() && from_journal[k] != nullptr) {
-        r_->errors.append(from_journal[k]->errors);
-      } else if (k < row_errors_.size()) {
-        r_->errors.append(row_errors_[k]);
+  void RestoreJournaledParents() {
+    for (size_t k = 0; k < from_journal_.size(); ++k) {
+      const JournaledParent* j = from_journal_[k];
+      if (j == nullptr) continue;
+      ++counters_.parents_in;
+      ++counters_.parents_from_journal;
+      switch (j->state) {
+        case JournalState::kPresent: {
+          io::Record& record = *parents_.records_of[k];
+          record.AssignView(j->record);
+          parents_.samples[k]->Reset(&record);
+          parents_.alive[k] = 1;
+          ++counters_.parents_out;
+          ++cg_.rows_out;
+          break;
+        }
+        case JournalState::kDropped:
+          ++counters_.parents_dropped;
+          break;
+        case JournalState::kFailed:
+          ++counters_.parents_failed;
+          ++cg_.errors;
+          ++run_.r_->error_count;
+          break;
       }
     }
-  } else {
-    for (const JournaledParent* j : from_journal) {
-      if (j != nullptr) r_->errors.append(j->errors);
+  }
+
+  // The errors the region wrote from `errors_at` on, and the journal's.
+  void OrderErrors(size_t errors_at) {
+    std::string& errors = run_.r_->errors;
+    if (top_ && errors.size() - errors_at == run_.row_errors_bytes_) {
+      // Every line the region wrote is some row's: they go in row order, each
+      // row's as it wrote them (dropped children's, then the parent's).
+      errors.resize(errors_at);
+      for (size_t k = 0; k < parents_.samples.size(); ++k) {
+        if (k < from_journal_.size() && from_journal_[k] != nullptr) {
+          errors.append(from_journal_[k]->errors);
+        } else if (k < run_.row_errors_.size()) {
+          errors.append(run_.row_errors_[k]);
+        }
+      }
+    } else {
+      for (const JournaledParent* j : from_journal_) {
+        if (j != nullptr) errors.append(j->errors);
+      }
     }
   }
-  may_leave_ = may_leave;
-  return g;
+
+  BatchRun& run_;
+  RowLevel& parents_;
+  const size_t expand_idx_;
+  ChildScope* const outer_;  // the scope of `parents_` (null: batch rows)
+  const bool top_;
+  const size_t region_idx_;
+  const LineageRegion& region_;
+  RegionCounters& counters_;
+  const size_t g_;        // the gather's index
+  OperatorCounters& ce_;  // the expand's counters
+  OperatorCounters& cg_;  // the gather's counters
+  RowLevel& children_;
+  std::vector<ParentLineage> lineage_;  // one per row of `parents_`
+  ChildScope scope_;
+  // Top level: per parent, its result in the journal (null: none).
+  std::vector<const JournaledParent*> from_journal_;
+  const bool journal_;                     // gathered parents go to the journal
+  std::vector<JournaledParent> gathered_;  // this group's, for the journal
+  // The batch's may_leave_ when the region began, restored when it is done.
+  const bool batch_may_leave_;
+};
+
+size_t BatchRun::RunRegion(RowLevel& parents, size_t expand_idx, ChildScope* outer) {
+  return RegionRun(*this, parents, expand_idx, outer).Run();
 }
 
 // One model call of children. A call that raises an OpError is split in
@@ -658,13 +738,9 @@ void BatchRun::ApplyCall(size_t i, RowLevel& level, ChildScope* scope, std::span
   }
 }
 
-// `stop_check`, when set, is asked before the batch and every few records:
-// true stops the batch. `edges`, when set, hears each operator's batch enter
-// and leave.
-void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
-                  const Batch& batch, Scratch& s, BatchResult* r,
-                  const std::function<bool()>& stop_check, const ExecOptions& options,
-                  OperatorEdges* edges, Executor* executor) {
+// Empties *r for a batch: no output yet, a tap per tapped operator, counters
+// per operator and per region.
+void ResetResult(const Plan& plan, const ExecOptions& options, BatchResult* r) {
   r->taps.resize(options.taps.size());
   r->tap_rows.assign(options.taps.size(), 0);
   for (std::string& t : r->taps) t.clear();
@@ -675,10 +751,10 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     r->counters[i].name = plan.operators[i].op->name();
   r->regions.assign(plan.regions.size(), RegionCounters{});
   for (size_t i = 0; i < plan.regions.size(); ++i) r->regions[i].name = plan.regions[i].name;
-  if (stop_check) StopIfAsked(stop_check);
-  const io::LineChunk& chunk = batch.chunk;
-  const std::string& file = inputs[chunk.file].display_path;
-  // Split the batch into lines and parse each one.
+}
+
+// Splits the batch into lines and parses each one into s.level's rows.
+void ParseRows(const Plan& plan, const io::LineChunk& chunk, const std::string& file, Scratch& s) {
   s.lines.clear();
   size_t pos = 0;
   while (pos < chunk.size) {
@@ -708,18 +784,13 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     level.samples[k] = &s.samples[k];
     level.top_row[k] = k;
   }
-  r->bytes_in = chunk.size;
-  r->rows_in = n;
-  BatchRun run(plan, chunk, batch.first_row, file, s, r, stop_check, options, edges, executor,
-               batch.seq);
-  run.RunOps(level, options.first_op, std::min(options.end_op, plan.operators.size()), nullptr);
-  if (options.discard_output) {
-    for (size_t k = 0; k < n; ++k) r->rows_out += level.alive[k] ? 1 : 0;
-    return;
-  }
-  r->output.reserve(chunk.size + chunk.size / 8);
-  for (size_t k = 0; k < n; ++k) {
-    if (!level.alive[k]) continue;
+}
+
+// Appends the surviving rows to r->output, one JSON line each.
+void WriteRows(const Plan& plan, size_t chunk_size, Scratch& s, BatchResult* r) {
+  r->output.reserve(chunk_size + chunk_size / 8);
+  for (size_t k = 0; k < s.lines.size(); ++k) {
+    if (!s.level.alive[k]) continue;
     s.samples[k].Commit(plan.keep_stats && plan.writes_stats);
     if (!plan.keep_stats) {
       s.records[k].Remove(ops::kStatsKey);
@@ -729,6 +800,31 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     r->output.push_back('\n');
     ++r->rows_out;
   }
+}
+
+// `stop_check`, when set, is asked before the batch and every few records:
+// true stops the batch. `edges`, when set, hears each operator's batch enter
+// and leave.
+void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& inputs,
+                  const Batch& batch, Scratch& s, BatchResult* r,
+                  const std::function<bool()>& stop_check, const ExecOptions& options,
+                  OperatorEdges* edges, Executor* executor) {
+  ResetResult(plan, options, r);
+  if (stop_check) StopIfAsked(stop_check);
+  const io::LineChunk& chunk = batch.chunk;
+  const std::string& file = inputs[chunk.file].display_path;
+  ParseRows(plan, chunk, file, s);
+  const size_t n = s.lines.size();
+  r->bytes_in = chunk.size;
+  r->rows_in = n;
+  BatchRun run(plan, chunk, batch.first_row, file, s, r, stop_check, options, edges, executor,
+               batch.seq);
+  run.RunOps(s.level, options.first_op, std::min(options.end_op, plan.operators.size()), nullptr);
+  if (options.discard_output) {
+    for (size_t k = 0; k < n; ++k) r->rows_out += s.level.alive[k] ? 1 : 0;
+    return;
+  }
+  WriteRows(plan, chunk.size, s, r);
 }
 
 // Restores input order. Results arrive from any thread under their batch

@@ -197,6 +197,297 @@ bool GatherList(const ops::GatherList& l, RowLevel& children, const ParentLineag
   return true;
 }
 
+// Splits parents into children for one region, one parent at a time: the
+// split key's array elements (field mode) or its text's pieces (text modes).
+class ParentExpansion {
+ public:
+  ParentExpansion(const LineageRegion& region, size_t op_idx, RowLevel& parents, RowLevel* children)
+      : config_(*region.expand),
+        field_mode_(config_.by.mode == ops::SplitMode::kField),
+        split_key_(field_mode_ ? config_.by.field : config_.text_key),
+        max_children_(static_cast<size_t>(config_.max_children)),
+        op_idx_(op_idx),
+        parents_(parents),
+        children_(children) {}
+
+  const std::string& split_key() const { return split_key_; }
+
+  // Appends the children of parent row k to the child level; a parent that
+  // cannot be split is marked failed in *pl and has none. Returns whether it
+  // was split.
+  bool Expand(size_t k, ParentLineage* pl) {
+    // The children see the parent as the operators before the expand left it.
+    parents_.samples[k]->Commit(false);
+    const std::string head = KeptFields(config_, *parents_.records_of[k], split_key_);
+    return field_mode_ ? SplitElements(k, head, pl) : SplitPieces(k, head, pl);
+  }
+
+ private:
+  void Fail(ParentLineage* pl, const std::string& type, const std::string& message) const {
+    pl->failed = true;
+    pl->failure = {ops::kExpandName, op_idx_, type, message, -1};
+  }
+
+  // Field mode: one child per element of the split key's array.
+  bool SplitElements(size_t k, const std::string& head, ParentLineage* pl) {
+    const std::optional<std::string_view> raw = parents_.records_of[k]->Find(split_key_);
+    if (!raw) {
+      Fail(pl, "expand_error", "field '" + split_key_ + "' not found");
+      return false;
+    }
+    if (raw->empty() || raw->front() != '[') {
+      Fail(pl, "expand_error", "field '" + split_key_ + "' is not a JSON array");
+      return false;
+    }
+    // Splitting stops at max_children + 1 elements (SPEC-lineage §3).
+    const std::vector<std::string_view> items = io::SplitArray(*raw, max_children_ + 1);
+    if (items.size() > max_children_) {
+      Fail(pl, "expand_limit",
+           "field '" + split_key_ + "' has more than max_children " +
+               std::to_string(max_children_) + " elements");
+      return false;
+    }
+    std::string& arena = children_->arena;
+    pl->n = static_cast<uint32_t>(items.size());
+    for (size_t j = 0; j < items.size(); ++j) {
+      pl->elements.emplace_back(items[j]);
+      const size_t line_begin = arena.size();
+      arena.append(head);
+      AppendKey(&arena, split_key_);
+      arena.push_back('[');
+      arena.append(items[j]);
+      arena.append("]}");
+      AddChild(children_, line_begin, {}, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+               parents_.top_row[k]);
+    }
+    return true;
+  }
+
+  // Text modes: one child per piece of the split key's text.
+  bool SplitPieces(size_t k, const std::string& head, ParentLineage* pl) {
+    const std::string* text = nullptr;
+    try {
+      text = &parents_.samples[k]->Text(split_key_);
+    } catch (const ops::OpError& e) {
+      Fail(pl, "expand_error", e.what());
+      return false;
+    }
+    ops::SplitText(*text, config_.by, max_children_, &split_);
+    if (split_.over_limit) {
+      Fail(pl, "expand_limit",
+           "field '" + split_key_ + "' splits by " + ops::SplitByName(config_.by) +
+               " into more than max_children " + std::to_string(max_children_) + " pieces");
+      return false;
+    }
+    std::string& arena = children_->arena;
+    pl->n = static_cast<uint32_t>(split_.pieces.size());
+    pl->prefix.assign(split_.prefix);
+    for (size_t j = 0; j < split_.pieces.size(); ++j) {
+      pl->seps.emplace_back(split_.pieces[j].sep);
+      const size_t line_begin = arena.size();
+      arena.append(head);
+      AppendKey(&arena, split_key_);
+      io::AppendJsonString(&arena, split_.pieces[j].text);
+      arena.push_back('}');
+      // A non-null view marks a text to preload, an empty piece's too.
+      const std::string_view piece = split_.pieces[j].text.data() != nullptr
+                                         ? split_.pieces[j].text
+                                         : std::string_view(text->data(), 0);
+      AddChild(children_, line_begin, piece, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
+               parents_.top_row[k]);
+    }
+    return true;
+  }
+
+  const ops::ExpandConfig& config_;
+  const bool field_mode_;
+  const std::string& split_key_;
+  const size_t max_children_;
+  const size_t op_idx_;  // the expand entry
+  RowLevel& parents_;
+  RowLevel* children_;
+  ops::TextSplit split_;  // text modes: the pieces of the parent being split
+};
+
+// Rebuilds parents from their children at one region's gather, one parent at
+// a time: the children's terminal states, whether the parent survives, its
+// stats and lists, and its split key joined back from the PRESENT children.
+class ParentGather {
+ public:
+  ParentGather(const LineageRegion& region, RowLevel& children, RegionCounters* counters)
+      : region_(region),
+        gc_(*region.gather),
+        field_mode_(region.expand->by.mode == ops::SplitMode::kField),
+        split_key_(field_mode_ ? region.expand->by.field : region.expand->text_key),
+        children_(children),
+        counters_(counters) {}
+
+  // What becomes of an expanded parent; a kFailed parent's failure is in *pl.
+  GatherOutcome Gather(ops::Sample& parent, io::Record& record, ParentLineage* pl) {
+    const uint32_t present = SettleChildren(pl);
+    if (pl->failed) return GatherOutcome::kFailed;
+    if (pl->n == 0) {
+      if (gc_.on_empty == ops::OnEmpty::kDrop) return GatherOutcome::kDropped;
+      if (gc_.on_empty == ops::OnEmpty::kKeepOriginal) return GatherOutcome::kOriginal;
+    } else if (present < static_cast<uint64_t>(gc_.min_present) ||
+               // The fraction itself, as SPEC-lineage states it: a product
+               // (0.28 * 25 = 7.000000000000001) would drop a parent at the bound.
+               static_cast<double>(present) / static_cast<double>(pl->n) < gc_.min_present_ratio) {
+      return GatherOutcome::kDropped;
+    }
+    // Stats first: a gather_error fails the parent before anything changes.
+    std::vector<std::pair<std::string, std::string>> stats;
+    const bool stats_gathered = GatherStats(pl, &stats);
+    // Lists too: a path through a non-object fails the parent unchanged.
+    std::vector<std::string> lists;
+    const bool lists_gathered = GatherLists(pl, &lists);
+    if (!stats_gathered || !lists_gathered) return GatherOutcome::kFailed;
+    const bool into_text = gc_.Has(ops::GatherInto::kText) || (gc_.into.empty() && !field_mode_);
+    const bool into_field = gc_.Has(ops::GatherInto::kField) || (gc_.into.empty() && field_mode_);
+    if (into_text) JoinText(parent, *pl);
+    if (into_field) JoinElements(record, *pl, present);
+    for (size_t j = 0; j < gc_.lists.size(); ++j) record.Set(gc_.lists[j].to, std::move(lists[j]));
+    for (auto& [key, value] : stats) parent.SetStat(key, std::move(value));
+    return GatherOutcome::kOut;
+  }
+
+  // Counts a parent's outcome.
+  void Count(GatherOutcome outcome) const {
+    switch (outcome) {
+      case GatherOutcome::kOut:
+      case GatherOutcome::kOriginal:
+        ++counters_->parents_out;
+        break;
+      case GatherOutcome::kDropped:
+        ++counters_->parents_dropped;
+        break;
+      case GatherOutcome::kFailed:
+        ++counters_->parents_failed;
+        break;
+    }
+  }
+
+ private:
+  // Terminal states: live children are PRESENT, unless their parent failed.
+  // Counts each child's state and returns the PRESENT ones.
+  uint32_t SettleChildren(ParentLineage* pl) const {
+    uint32_t present = 0;
+    for (uint32_t c = pl->first; c < pl->first + pl->n; ++c) {
+      ChildState& st = children_.state[c];
+      if (st == ChildState::kLive && pl->failed) {
+        st = ChildState::kLateDiscarded;
+        ++pl->late_discarded;
+      }
+      switch (st) {
+        case ChildState::kLive:
+          ++present;
+          ++counters_->children_present;
+          break;
+        case ChildState::kDropped:
+          ++counters_->children_dropped;
+          break;
+        case ChildState::kFailed:
+          ++counters_->children_failed;
+          break;
+        case ChildState::kSuppressed:
+          ++counters_->children_suppressed;
+          break;
+        case ChildState::kLateDiscarded:
+          // Dispatched before its parent failed, its result discarded:
+          // counted in late_discarded below.
+          break;
+      }
+    }
+    counters_->late_discarded += pl->late_discarded;
+    pl->suppressed = pl->completed = 0;
+    for (uint32_t c = pl->first; c < pl->first + pl->n; ++c) {
+      const ChildState st = children_.state[c];
+      if (st == ChildState::kSuppressed) ++pl->suppressed;
+      if (st == ChildState::kDropped || st == ChildState::kLateDiscarded) ++pl->completed;
+    }
+    return present;
+  }
+
+  void FailGather(ParentLineage* pl, const std::string& error) const {
+    pl->failed = true;
+    pl->failure = {ops::kGatherName, region_.gather_idx, "gather_error", error, -1};
+  }
+
+  // The gather's stats, each as a (to, raw JSON) pair where it has a value;
+  // false when one of them fails the parent.
+  bool GatherStats(ParentLineage* pl, std::vector<std::pair<std::string, std::string>>* stats) {
+    for (const ops::GatherStat& s : gc_.stats) {
+      std::string error;
+      if (!GatherStat(s, children_, *pl, &raw_, &error)) {
+        FailGather(pl, error);
+        return false;
+      }
+      if (!raw_.empty()) stats->emplace_back(s.to, raw_);
+    }
+    return true;
+  }
+
+  // The gather's lists, as JSON arrays; false when one of them fails the parent.
+  bool GatherLists(ParentLineage* pl, std::vector<std::string>* lists) const {
+    for (const ops::GatherList& l : gc_.lists) {
+      std::string list, error;
+      if (!GatherList(l, children_, *pl, &list, &error)) {
+        FailGather(pl, error);
+        return false;
+      }
+      lists->push_back(std::move(list));
+    }
+    return true;
+  }
+
+  // Text modes: the PRESENT children's texts, joined by their separators
+  // (or the gather's separator) after the parent's prefix.
+  void JoinText(ops::Sample& parent, const ParentLineage& pl) const {
+    std::string text = pl.prefix;
+    uint32_t last_present = pl.n;
+    for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+      if (children_.state[c] == ChildState::kLive) last_present = c;
+    }
+    bool first = true;
+    for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+      if (children_.state[c] != ChildState::kLive) continue;
+      if (gc_.separator && !first) text.append(*gc_.separator);
+      first = false;
+      text.append(children_.samples[c]->Text(split_key_));
+      if (!gc_.separator) text.append(c == last_present ? pl.seps.back() : pl.seps[c - pl.first]);
+    }
+    // An unchanged text keeps the record's original bytes.
+    if (text != parent.Text(split_key_)) parent.SetText(split_key_, std::move(text));
+  }
+
+  // Field mode: the PRESENT children's elements, in order, as the split key's array.
+  void JoinElements(io::Record& record, const ParentLineage& pl, uint32_t present) const {
+    std::string list = "[";
+    bool unchanged = present == pl.n;
+    for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
+      if (children_.state[c] != ChildState::kLive) continue;
+      const std::optional<std::string_view> value = children_.records_of[c]->Find(split_key_);
+      std::vector<std::string_view> items;
+      if (value && !value->empty() && value->front() == '[') items = io::SplitArray(*value);
+      for (std::string_view item : items) {
+        if (list.size() > 1) list.push_back(',');
+        list.append(item);
+      }
+      unchanged = unchanged && items.size() == 1 && items[0] == pl.elements[c - pl.first];
+    }
+    list.push_back(']');
+    if (!unchanged) record.Set(split_key_, std::move(list));
+  }
+
+  const LineageRegion& region_;
+  const ops::GatherConfig& gc_;
+  const bool field_mode_;
+  const std::string& split_key_;
+  RowLevel& children_;
+  RegionCounters* counters_;
+  std::string raw_;  // one stat's value, reused
+};
+
 }  // namespace
 
 void RowLevel::ClearRows() {
@@ -216,12 +507,9 @@ size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents,
                   RowLevel* children, std::vector<ParentLineage>* lineage,
                   RegionCounters* counters) {
   const ops::ExpandConfig& config = *region.expand;
-  const bool field_mode = config.by.mode == ops::SplitMode::kField;
-  const std::string& split_key = field_mode ? config.by.field : config.text_key;
-  const size_t max_children = static_cast<size_t>(config.max_children);
   const size_t max_parents = static_cast<size_t>(config.max_inflight_parents);
   const size_t max_inflight = static_cast<size_t>(config.max_inflight_children);
-  ops::TextSplit split;
+  ParentExpansion expansion(region, op_idx, parents, children);
   size_t group = 0;
   size_t k = begin;
   for (; k < parents.samples.size(); ++k) {
@@ -232,79 +520,9 @@ size_t ExpandRows(const LineageRegion& region, size_t op_idx, RowLevel& parents,
     pl.expanded = true;
     pl.first = static_cast<uint32_t>(children->spans.size());
     ++counters->parents_in;
-    ops::Sample& parent = *parents.samples[k];
-    auto fail = [&](const std::string& type, const std::string& message) {
-      pl.failed = true;
-      pl.failure = {ops::kExpandName, op_idx, type, message, -1};
-    };
-    // The children see the parent as the operators before the expand left it.
-    parent.Commit(false);
-    const std::string head = KeptFields(config, *parents.records_of[k], split_key);
-    std::string& arena = children->arena;
-    if (field_mode) {
-      const std::optional<std::string_view> raw = parents.records_of[k]->Find(split_key);
-      if (!raw) {
-        fail("expand_error", "field '" + split_key + "' not found");
-        continue;
-      }
-      if (raw->empty() || raw->front() != '[') {
-        fail("expand_error", "field '" + split_key + "' is not a JSON array");
-        continue;
-      }
-      // Splitting stops at max_children + 1 elements (SPEC-lineage §3).
-      const std::vector<std::string_view> items = io::SplitArray(*raw, max_children + 1);
-      if (items.size() > max_children) {
-        fail("expand_limit", "field '" + split_key + "' has more than max_children " +
-                                 std::to_string(max_children) + " elements");
-        continue;
-      }
-      pl.n = static_cast<uint32_t>(items.size());
-      for (size_t j = 0; j < items.size(); ++j) {
-        pl.elements.emplace_back(items[j]);
-        const size_t line_begin = arena.size();
-        arena.append(head);
-        AppendKey(&arena, split_key);
-        arena.push_back('[');
-        arena.append(items[j]);
-        arena.append("]}");
-        AddChild(children, line_begin, {}, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
-                 parents.top_row[k]);
-      }
-    } else {
-      const std::string* text = nullptr;
-      try {
-        text = &parent.Text(split_key);
-      } catch (const ops::OpError& e) {
-        fail("expand_error", e.what());
-        continue;
-      }
-      ops::SplitText(*text, config.by, max_children, &split);
-      if (split.over_limit) {
-        fail("expand_limit", "field '" + split_key + "' splits by " + ops::SplitByName(config.by) +
-                                 " into more than max_children " + std::to_string(max_children) +
-                                 " pieces");
-        continue;
-      }
-      pl.n = static_cast<uint32_t>(split.pieces.size());
-      pl.prefix.assign(split.prefix);
-      for (size_t j = 0; j < split.pieces.size(); ++j) {
-        pl.seps.emplace_back(split.pieces[j].sep);
-        const size_t line_begin = arena.size();
-        arena.append(head);
-        AppendKey(&arena, split_key);
-        io::AppendJsonString(&arena, split.pieces[j].text);
-        arena.push_back('}');
-        // A non-null view marks a text to preload, an empty piece's too.
-        const std::string_view piece = split.pieces[j].text.data() != nullptr
-                                           ? split.pieces[j].text
-                                           : std::string_view(text->data(), 0);
-        AddChild(children, line_begin, piece, static_cast<uint32_t>(k), static_cast<uint32_t>(j),
-                 parents.top_row[k]);
-      }
-    }
-    counters->children_expanded += pl.n;
+    if (expansion.Expand(k, &pl)) counters->children_expanded += pl.n;
   }
-  Materialize(children, split_key);
+  Materialize(children, expansion.split_key());
   return k;
 }
 
@@ -312,144 +530,13 @@ std::vector<GatherOutcome> GatherRows(const LineageRegion& region, RowLevel& par
                                       size_t end, RowLevel& children,
                                       std::vector<ParentLineage>& lineage,
                                       RegionCounters* counters) {
-  const ops::ExpandConfig& ec = *region.expand;
-  const ops::GatherConfig& gc = *region.gather;
-  const bool field_mode = ec.by.mode == ops::SplitMode::kField;
-  const std::string& split_key = field_mode ? ec.by.field : ec.text_key;
   std::vector<GatherOutcome> out(parents.samples.size(), GatherOutcome::kDropped);
-  std::string raw;
+  ParentGather gather(region, children, counters);
   for (size_t k = begin; k < end; ++k) {
     ParentLineage& pl = lineage[k];
     if (!pl.expanded) continue;
-    // Terminal states: live children are PRESENT, unless their parent failed.
-    uint32_t present = 0;
-    for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
-      ChildState& st = children.state[c];
-      if (st == ChildState::kLive && pl.failed) {
-        st = ChildState::kLateDiscarded;
-        ++pl.late_discarded;
-      }
-      switch (st) {
-        case ChildState::kLive:
-          ++present;
-          ++counters->children_present;
-          break;
-        case ChildState::kDropped:
-          ++counters->children_dropped;
-          break;
-        case ChildState::kFailed:
-          ++counters->children_failed;
-          break;
-        case ChildState::kSuppressed:
-          ++counters->children_suppressed;
-          break;
-        case ChildState::kLateDiscarded:
-          // Dispatched before its parent failed, its result discarded:
-          // counted in late_discarded below.
-          break;
-      }
-    }
-    counters->late_discarded += pl.late_discarded;
-    pl.suppressed = pl.completed = 0;
-    for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
-      const ChildState st = children.state[c];
-      if (st == ChildState::kSuppressed) ++pl.suppressed;
-      if (st == ChildState::kDropped || st == ChildState::kLateDiscarded) ++pl.completed;
-    }
-    if (pl.failed) {
-      out[k] = GatherOutcome::kFailed;
-      ++counters->parents_failed;
-      continue;
-    }
-    ops::Sample& parent = *parents.samples[k];
-    io::Record& record = *parents.records_of[k];
-    if (pl.n == 0) {
-      if (gc.on_empty == ops::OnEmpty::kDrop) {
-        ++counters->parents_dropped;
-        continue;
-      }
-      if (gc.on_empty == ops::OnEmpty::kKeepOriginal) {
-        out[k] = GatherOutcome::kOriginal;
-        ++counters->parents_out;
-        continue;
-      }
-    } else if (present < static_cast<uint64_t>(gc.min_present) ||
-               // The fraction itself, as SPEC-lineage states it: a product
-               // (0.28 * 25 = 7.000000000000001) would drop a parent at the bound.
-               static_cast<double>(present) / static_cast<double>(pl.n) < gc.min_present_ratio) {
-      ++counters->parents_dropped;
-      continue;
-    }
-    // Stats first: a gather_error fails the parent before anything changes.
-    std::vector<std::pair<std::string, std::string>> stats;
-    bool gather_failed = false;
-    for (const ops::GatherStat& s : gc.stats) {
-      std::string error;
-      if (!GatherStat(s, children, pl, &raw, &error)) {
-        pl.failed = true;
-        pl.failure = {ops::kGatherName, region.gather_idx, "gather_error", error, -1};
-        gather_failed = true;
-        break;
-      }
-      if (!raw.empty()) stats.emplace_back(s.to, raw);
-    }
-    // Lists too: a path through a non-object fails the parent unchanged.
-    std::vector<std::string> lists;
-    for (const ops::GatherList& l : gc.lists) {
-      std::string list, error;
-      if (!GatherList(l, children, pl, &list, &error)) {
-        pl.failed = true;
-        pl.failure = {ops::kGatherName, region.gather_idx, "gather_error", error, -1};
-        gather_failed = true;
-        break;
-      }
-      lists.push_back(std::move(list));
-    }
-    if (gather_failed) {
-      out[k] = GatherOutcome::kFailed;
-      ++counters->parents_failed;
-      continue;
-    }
-    const bool into_text = gc.Has(ops::GatherInto::kText) || (gc.into.empty() && !field_mode);
-    const bool into_field = gc.Has(ops::GatherInto::kField) || (gc.into.empty() && field_mode);
-    if (into_text) {
-      std::string text = pl.prefix;
-      uint32_t last_present = pl.n;
-      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
-        if (children.state[c] == ChildState::kLive) last_present = c;
-      }
-      bool first = true;
-      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
-        if (children.state[c] != ChildState::kLive) continue;
-        if (gc.separator && !first) text.append(*gc.separator);
-        first = false;
-        text.append(children.samples[c]->Text(split_key));
-        if (!gc.separator) text.append(c == last_present ? pl.seps.back() : pl.seps[c - pl.first]);
-      }
-      // An unchanged text keeps the record's original bytes.
-      if (text != parent.Text(split_key)) parent.SetText(split_key, std::move(text));
-    }
-    if (into_field) {
-      std::string list = "[";
-      bool unchanged = present == pl.n;
-      for (uint32_t c = pl.first; c < pl.first + pl.n; ++c) {
-        if (children.state[c] != ChildState::kLive) continue;
-        const std::optional<std::string_view> value = children.records_of[c]->Find(split_key);
-        std::vector<std::string_view> items;
-        if (value && !value->empty() && value->front() == '[') items = io::SplitArray(*value);
-        for (std::string_view item : items) {
-          if (list.size() > 1) list.push_back(',');
-          list.append(item);
-        }
-        unchanged = unchanged && items.size() == 1 && items[0] == pl.elements[c - pl.first];
-      }
-      list.push_back(']');
-      if (!unchanged) record.Set(split_key, std::move(list));
-    }
-    for (size_t j = 0; j < gc.lists.size(); ++j) record.Set(gc.lists[j].to, std::move(lists[j]));
-    for (auto& [key, value] : stats) parent.SetStat(key, std::move(value));
-    out[k] = GatherOutcome::kOut;
-    ++counters->parents_out;
+    out[k] = gather.Gather(*parents.samples[k], *parents.records_of[k], &pl);
+    gather.Count(out[k]);
   }
   return out;
 }

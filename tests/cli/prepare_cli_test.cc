@@ -29,6 +29,10 @@ class PrepareCli : public CliTest {
     EXPECT_EQ(r.err.rfind("ERROR: ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(where), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+    ExpectNothingPublished();
+  }
+  // Neither the job directory nor a staging directory is there.
+  void ExpectNothingPublished() const {
     EXPECT_FALSE(Exists("job"));
     for (const std::string& name : List()) {
       EXPECT_EQ(name.find(".preparing."), std::string::npos) << "staging left: " << name;
@@ -315,10 +319,7 @@ TEST_F(PrepareCli, RefusesAFileChangedBetweenThePasses) {
     const CliResult r = WaitFor(p);
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("input changed between passes"), std::string::npos) << r.err;
-    EXPECT_FALSE(Exists("job"));
-    for (const std::string& name : List()) {
-      EXPECT_EQ(name.find(".preparing."), std::string::npos) << "staging left: " << name;
-    }
+    ExpectNothingPublished();
   }
 }
 

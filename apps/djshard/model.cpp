@@ -56,6 +56,98 @@ std::vector<std::vector<float>> RunTexts(const model::DeviceModel& m, const mode
   return outputs;
 }
 
+// The model's directory, from a path or the local Hugging Face caches.
+std::string FindModelDir(const std::string& model) {
+  const model::ModelLookup found = model::FindHuggingFaceModel(model);
+  if (!found.path) {
+    throw Error(
+        model, 0,
+        "no such model on this machine; djshard looked in:" + model::ListSearched(found.searched),
+        "give a directory, or fill the cache with `huggingface-cli download " + model +
+            "` on a connected machine");
+  }
+  return std::filesystem::path(*found.path).lexically_normal().string();
+}
+
+model::ComputeDType ParseDType(const CheckOptions& opt) {
+  const std::optional<model::ComputeDType> dtype = model::ParseComputeDType(opt.dtype);
+  if (!dtype) throw Error("--dtype '" + opt.dtype + "' is unknown", "float32, bfloat16 or float16");
+  if (*dtype == model::ComputeDType::kFloat16 && opt.device == "cpu") {
+    throw Error("--dtype float16 runs only on CUDA", "use float32 or bfloat16 on the CPU");
+  }
+  return *dtype;
+}
+
+void PrintModel(const std::string& dir, const model::DeviceModel& m, const model::Tokenizer& tok) {
+  const model::ModelConfig& c = m.config();
+  std::printf("model: %s\n", dir.c_str());
+  std::printf("architecture: %s (%s)\n", c.architecture_name.c_str(), KindName(c.kind));
+  if (!c.is_script()) {
+    std::printf("size: %d layers, hidden %d, %d heads; %llu parameters\n", c.layers, c.hidden,
+                c.heads, static_cast<unsigned long long>(m.parameter_count()));
+  }
+  std::printf("weights: %s, %s; running in %s on %s\n", m.weights_format().c_str(),
+              m.weights_dtype().c_str(), model::ComputeDTypeName(m.dtype()), m.device().c_str());
+  std::printf("tokenizer: %s\n", tok.source().c_str());
+  std::printf("max tokens: %d\n", c.max_tokens);
+  if (c.is_classifier()) {
+    std::string labels;
+    for (const std::string& l : c.id2label) labels += (labels.empty() ? "" : ", ") + l;
+    std::printf("labels: %s\n", labels.c_str());
+  } else {
+    std::printf("embedding width: %d\n", c.out_dim);
+  }
+}
+
+// A TorchScript package's reference texts: the outputs must match within atol.
+void CheckReferenceOutputs(const model::DeviceModel& m, const model::Tokenizer& tok) {
+  const model::ModelConfig& c = m.config();
+  const auto outputs = RunTexts(m, tok, c.reference_texts);
+  double worst = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].size() != c.reference_outputs[i].size()) {
+      throw Error(c.config_file, 0,
+                  "reference output " + std::to_string(i) + " has " +
+                      std::to_string(c.reference_outputs[i].size()) + " values, the model gives " +
+                      std::to_string(outputs[i].size()),
+                  "export the package again");
+    }
+    for (size_t k = 0; k < outputs[i].size(); ++k) {
+      worst = std::max(worst, std::fabs(outputs[i][k] - c.reference_outputs[i][k]));
+    }
+  }
+  std::printf("reference: %zu texts, largest difference %.3g (atol %.3g)\n", outputs.size(), worst,
+              c.reference_atol);
+  if (!(worst <= c.reference_atol)) {
+    throw Error(
+        c.config_file, 0,
+        "the model's outputs differ from the package's reference by " + std::to_string(worst),
+        "the package or its reference was modified; export it again");
+  }
+}
+
+// A model without reference texts: one text must give finite outputs.
+void SmokeTest(const std::string& dir, const model::DeviceModel& m, const model::Tokenizer& tok) {
+  const auto outputs = RunTexts(m, tok, {"djshard model check"});
+  for (float v : outputs[0]) {
+    if (!std::isfinite(v)) throw Error(dir, 0, "the model's output is not finite", "");
+  }
+  std::printf("smoke test: ok\n");
+}
+
+void CheckModel(const CheckOptions& opt) {
+  const std::string dir = FindModelDir(opt.model);
+  const model::ComputeDType dtype = ParseDType(opt);
+  const auto m = model::DeviceModel::Get(dir, opt.device, dtype);
+  const auto tok = model::Tokenizer::Load(dir);
+  PrintModel(dir, *m, *tok);
+  if (!m->config().reference_texts.empty()) {
+    CheckReferenceOutputs(*m, *tok);
+  } else {
+    SmokeTest(dir, *m, *tok);
+  }
+}
+
 }  // namespace
 
 void AddModelCommand(CLI::App& app, int* exit_code) {
@@ -71,72 +163,7 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--device", opt->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--dtype", opt->dtype, "float32, bfloat16 or float16")->capture_default_str();
   cmd->callback([opt, exit_code]() {
-    const model::ModelLookup found = model::FindHuggingFaceModel(opt->model);
-    if (!found.path) {
-      throw Error(
-          opt->model, 0,
-          "no such model on this machine; djshard looked in:" + model::ListSearched(found.searched),
-          "give a directory, or fill the cache with `huggingface-cli download " + opt->model +
-              "` on a connected machine");
-    }
-    const std::optional<model::ComputeDType> dtype = model::ParseComputeDType(opt->dtype);
-    if (!dtype)
-      throw Error("--dtype '" + opt->dtype + "' is unknown", "float32, bfloat16 or float16");
-    if (*dtype == model::ComputeDType::kFloat16 && opt->device == "cpu") {
-      throw Error("--dtype float16 runs only on CUDA", "use float32 or bfloat16 on the CPU");
-    }
-    const std::string dir = std::filesystem::path(*found.path).lexically_normal().string();
-    const auto m = model::DeviceModel::Get(dir, opt->device, *dtype);
-    const auto tok = model::Tokenizer::Load(dir);
-    const model::ModelConfig& c = m->config();
-    std::printf("model: %s\n", dir.c_str());
-    std::printf("architecture: %s (%s)\n", c.architecture_name.c_str(), KindName(c.kind));
-    if (!c.is_script()) {
-      std::printf("size: %d layers, hidden %d, %d heads; %llu parameters\n", c.layers, c.hidden,
-                  c.heads, static_cast<unsigned long long>(m->parameter_count()));
-    }
-    std::printf("weights: %s, %s; running in %s on %s\n", m->weights_format().c_str(),
-                m->weights_dtype().c_str(), model::ComputeDTypeName(m->dtype()),
-                m->device().c_str());
-    std::printf("tokenizer: %s\n", tok->source().c_str());
-    std::printf("max tokens: %d\n", c.max_tokens);
-    if (c.is_classifier()) {
-      std::string labels;
-      for (const std::string& l : c.id2label) labels += (labels.empty() ? "" : ", ") + l;
-      std::printf("labels: %s\n", labels.c_str());
-    } else {
-      std::printf("embedding width: %d\n", c.out_dim);
-    }
-    if (!c.reference_texts.empty()) {
-      const auto outputs = RunTexts(*m, *tok, c.reference_texts);
-      double worst = 0;
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        if (outputs[i].size() != c.reference_outputs[i].size()) {
-          throw Error(c.config_file, 0,
-                      "reference output " + std::to_string(i) + " has " +
-                          std::to_string(c.reference_outputs[i].size()) +
-                          " values, the model gives " + std::to_string(outputs[i].size()),
-                      "export the package again");
-        }
-        for (size_t k = 0; k < outputs[i].size(); ++k) {
-          worst = std::max(worst, std::fabs(outputs[i][k] - c.reference_outputs[i][k]));
-        }
-      }
-      std::printf("reference: %zu texts, largest difference %.3g (atol %.3g)\n", outputs.size(),
-                  worst, c.reference_atol);
-      if (!(worst <= c.reference_atol)) {
-        throw Error(
-            c.config_file, 0,
-            "the model's outputs differ from the package's reference by " + std::to_string(worst),
-            "the package or its reference was modified; export it again");
-      }
-    } else {
-      const auto outputs = RunTexts(*m, *tok, {"djshard model check"});
-      for (float v : outputs[0]) {
-        if (!std::isfinite(v)) throw Error(dir, 0, "the model's output is not finite", "");
-      }
-      std::printf("smoke test: ok\n");
-    }
+    CheckModel(*opt);
     *exit_code = 0;
   });
 }

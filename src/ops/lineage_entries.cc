@@ -65,6 +65,132 @@ std::string RequiredName(const recipe::OperatorArgs& args, const std::string& en
   return name;
 }
 
+std::vector<GatherInto> ParseInto(const recipe::OperatorArgs& a) {
+  std::vector<GatherInto> into;
+  for (const std::string& v : a.GetStringList("into", {})) {
+    if (v == "text") {
+      into.push_back(GatherInto::kText);
+    } else if (v == "field") {
+      into.push_back(GatherInto::kField);
+    } else if (v == "stats") {
+      into.push_back(GatherInto::kStats);
+    } else if (v == "list") {
+      into.push_back(GatherInto::kList);
+    } else {
+      a.FailAtColumn("into", "value '" + v + "' is unknown", "any of: text, field, stats, list");
+    }
+  }
+  return into;
+}
+
+StatOp ParseStatOp(const recipe::OperatorArgs& a, const std::string& op) {
+  if (op == "mean") return StatOp::kMean;
+  if (op == "min") return StatOp::kMin;
+  if (op == "max") return StatOp::kMax;
+  if (op == "sum") return StatOp::kSum;
+  if (op == "count") return StatOp::kCount;
+  a.FailAtColumn("stats", "op '" + op + "' is unknown", "mean, min, max, sum or count");
+}
+
+std::vector<GatherStat> ParseStats(const recipe::OperatorArgs& a) {
+  std::vector<GatherStat> out;
+  if (!a.Has("stats") || a.Raw("stats").IsNull()) return out;
+  const YAML::Node stats = a.Raw("stats");
+  RequireMappingList(a, "stats", stats, "[{from: text_len, op: mean, to: para_len_mean}]");
+  for (const auto& item : stats) {
+    RejectUnknownKeys(a, "stats", item, {"from", "op", "to"});
+    GatherStat s;
+    s.from = ScalarOf(a, "stats", item, "from", true);
+    s.to = ScalarOf(a, "stats", item, "to", true);
+    s.op = ParseStatOp(a, ScalarOf(a, "stats", item, "op", true));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<GatherList> ParseLists(const recipe::OperatorArgs& a) {
+  std::vector<GatherList> out;
+  if (!a.Has("list") || a.Raw("list").IsNull()) return out;
+  const YAML::Node lists = a.Raw("list");
+  RequireMappingList(a, "list", lists, "[{from: __dj__meta__.label, to: labels}]");
+  for (const auto& item : lists) {
+    RejectUnknownKeys(a, "list", item, {"from", "to", "keep_positions"});
+    GatherList l;
+    l.from = ScalarOf(a, "list", item, "from", true);
+    l.to = ScalarOf(a, "list", item, "to", true);
+    if (item["keep_positions"] && !item["keep_positions"].IsNull()) {
+      try {
+        l.keep_positions = item["keep_positions"].as<bool>();
+      } catch (const YAML::Exception&) {
+        a.FailAtColumn("list", "entry key 'keep_positions' must be true or false", "");
+      }
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// `into` names stats (list) exactly when a stats (list) list is given.
+void CheckIntoMatchesLists(const recipe::OperatorArgs& a, const GatherConfig& c) {
+  if (c.Has(GatherInto::kStats) && c.stats.empty()) {
+    a.FailAtColumn("into", "stats needs a 'stats' list",
+                   "stats: [{from: text_len, op: mean, to: x}]");
+  }
+  if (c.Has(GatherInto::kList) && c.lists.empty()) {
+    a.FailAtColumn("into", "list needs a 'list' list", "list: [{from: field, to: parent_field}]");
+  }
+  if (!c.stats.empty() && !c.Has(GatherInto::kStats)) {
+    a.FailAtColumn("stats", "is given but 'into' does not name stats", "add stats to into");
+  }
+  if (!c.lists.empty() && !c.Has(GatherInto::kList)) {
+    a.FailAtColumn("list", "is given but 'into' does not name list", "add list to into");
+  }
+}
+
+// Which parents survive the gather: min_present, min_present_ratio, on_empty,
+// on_child_error and suppress_siblings.
+void ParseSurvival(const recipe::OperatorArgs& a, GatherConfig* c) {
+  c->min_present = a.GetInt("min_present", 1);
+  if (c->min_present < 0) {
+    a.FailAtColumn("min_present", "must be 0 or more", "got " + std::to_string(c->min_present));
+  }
+  c->min_present_ratio = a.GetDouble("min_present_ratio", 0.0);
+  if (!(c->min_present_ratio >= 0.0 && c->min_present_ratio <= 1.0)) {
+    a.FailAtColumn("min_present_ratio", "must be between 0 and 1", "");
+  }
+  const std::string on_empty = a.GetString("on_empty", "drop");
+  if (on_empty == "drop") {
+    c->on_empty = OnEmpty::kDrop;
+  } else if (on_empty == "keep") {
+    c->on_empty = OnEmpty::kKeep;
+  } else if (on_empty == "keep_original") {
+    c->on_empty = OnEmpty::kKeepOriginal;
+  } else {
+    a.FailAtColumn("on_empty", "'" + on_empty + "' is unknown", "drop, keep or keep_original");
+  }
+  const std::string on_error = a.GetString("on_child_error", "fail_parent");
+  if (on_error == "fail_parent") {
+    c->on_child_error = OnChildError::kFailParent;
+  } else if (on_error == "drop_child") {
+    c->on_child_error = OnChildError::kDropChild;
+  } else {
+    a.FailAtColumn("on_child_error", "'" + on_error + "' is unknown", "fail_parent or drop_child");
+  }
+  c->suppress_siblings = a.GetBool("suppress_siblings", true);
+}
+
+void ParseJournalFlush(const recipe::OperatorArgs& a, GatherConfig* c) {
+  c->journal_flush_parents = a.GetInt("journal_flush_parents", 256);
+  if (c->journal_flush_parents < 1) {
+    a.FailAtColumn("journal_flush_parents", "must be at least 1",
+                   "got " + std::to_string(c->journal_flush_parents));
+  }
+  c->journal_flush_secs = a.GetDouble("journal_flush_secs", 30.0);
+  if (!(c->journal_flush_secs > 0.0)) {
+    a.FailAtColumn("journal_flush_secs", "must be more than 0", "seconds, e.g. 30");
+  }
+}
+
 }  // namespace
 
 bool GatherConfig::Has(GatherInto what) const {
@@ -122,114 +248,14 @@ GatherEntry::GatherEntry(const recipe::OperatorSpec& spec, const std::string& te
     : Mapper(spec, text_key) {
   const recipe::OperatorArgs& a = args();
   config_.name = RequiredName(a, "gather");
-  for (const std::string& v : a.GetStringList("into", {})) {
-    if (v == "text") {
-      config_.into.push_back(GatherInto::kText);
-    } else if (v == "field") {
-      config_.into.push_back(GatherInto::kField);
-    } else if (v == "stats") {
-      config_.into.push_back(GatherInto::kStats);
-    } else if (v == "list") {
-      config_.into.push_back(GatherInto::kList);
-    } else {
-      a.FailAtColumn("into", "value '" + v + "' is unknown", "any of: text, field, stats, list");
-    }
-  }
+  config_.into = ParseInto(a);
   const std::string sep = a.GetString("separator", "original");
   if (sep != "original") config_.separator = sep;
-  if (a.Has("stats") && !a.Raw("stats").IsNull()) {
-    const YAML::Node stats = a.Raw("stats");
-    RequireMappingList(a, "stats", stats, "[{from: text_len, op: mean, to: para_len_mean}]");
-    for (const auto& item : stats) {
-      RejectUnknownKeys(a, "stats", item, {"from", "op", "to"});
-      GatherStat s;
-      s.from = ScalarOf(a, "stats", item, "from", true);
-      s.to = ScalarOf(a, "stats", item, "to", true);
-      const std::string op = ScalarOf(a, "stats", item, "op", true);
-      if (op == "mean") {
-        s.op = StatOp::kMean;
-      } else if (op == "min") {
-        s.op = StatOp::kMin;
-      } else if (op == "max") {
-        s.op = StatOp::kMax;
-      } else if (op == "sum") {
-        s.op = StatOp::kSum;
-      } else if (op == "count") {
-        s.op = StatOp::kCount;
-      } else {
-        a.FailAtColumn("stats", "op '" + op + "' is unknown", "mean, min, max, sum or count");
-      }
-      config_.stats.push_back(std::move(s));
-    }
-  }
-  if (a.Has("list") && !a.Raw("list").IsNull()) {
-    const YAML::Node lists = a.Raw("list");
-    RequireMappingList(a, "list", lists, "[{from: __dj__meta__.label, to: labels}]");
-    for (const auto& item : lists) {
-      RejectUnknownKeys(a, "list", item, {"from", "to", "keep_positions"});
-      GatherList l;
-      l.from = ScalarOf(a, "list", item, "from", true);
-      l.to = ScalarOf(a, "list", item, "to", true);
-      if (item["keep_positions"] && !item["keep_positions"].IsNull()) {
-        try {
-          l.keep_positions = item["keep_positions"].as<bool>();
-        } catch (const YAML::Exception&) {
-          a.FailAtColumn("list", "entry key 'keep_positions' must be true or false", "");
-        }
-      }
-      config_.lists.push_back(std::move(l));
-    }
-  }
-  if (config_.Has(GatherInto::kStats) && config_.stats.empty()) {
-    a.FailAtColumn("into", "stats needs a 'stats' list",
-                   "stats: [{from: text_len, op: mean, to: x}]");
-  }
-  if (config_.Has(GatherInto::kList) && config_.lists.empty()) {
-    a.FailAtColumn("into", "list needs a 'list' list", "list: [{from: field, to: parent_field}]");
-  }
-  if (!config_.stats.empty() && !config_.Has(GatherInto::kStats)) {
-    a.FailAtColumn("stats", "is given but 'into' does not name stats", "add stats to into");
-  }
-  if (!config_.lists.empty() && !config_.Has(GatherInto::kList)) {
-    a.FailAtColumn("list", "is given but 'into' does not name list", "add list to into");
-  }
-  config_.min_present = a.GetInt("min_present", 1);
-  if (config_.min_present < 0) {
-    a.FailAtColumn("min_present", "must be 0 or more",
-                   "got " + std::to_string(config_.min_present));
-  }
-  config_.min_present_ratio = a.GetDouble("min_present_ratio", 0.0);
-  if (!(config_.min_present_ratio >= 0.0 && config_.min_present_ratio <= 1.0)) {
-    a.FailAtColumn("min_present_ratio", "must be between 0 and 1", "");
-  }
-  const std::string on_empty = a.GetString("on_empty", "drop");
-  if (on_empty == "drop") {
-    config_.on_empty = OnEmpty::kDrop;
-  } else if (on_empty == "keep") {
-    config_.on_empty = OnEmpty::kKeep;
-  } else if (on_empty == "keep_original") {
-    config_.on_empty = OnEmpty::kKeepOriginal;
-  } else {
-    a.FailAtColumn("on_empty", "'" + on_empty + "' is unknown", "drop, keep or keep_original");
-  }
-  const std::string on_error = a.GetString("on_child_error", "fail_parent");
-  if (on_error == "fail_parent") {
-    config_.on_child_error = OnChildError::kFailParent;
-  } else if (on_error == "drop_child") {
-    config_.on_child_error = OnChildError::kDropChild;
-  } else {
-    a.FailAtColumn("on_child_error", "'" + on_error + "' is unknown", "fail_parent or drop_child");
-  }
-  config_.suppress_siblings = a.GetBool("suppress_siblings", true);
-  config_.journal_flush_parents = a.GetInt("journal_flush_parents", 256);
-  if (config_.journal_flush_parents < 1) {
-    a.FailAtColumn("journal_flush_parents", "must be at least 1",
-                   "got " + std::to_string(config_.journal_flush_parents));
-  }
-  config_.journal_flush_secs = a.GetDouble("journal_flush_secs", 30.0);
-  if (!(config_.journal_flush_secs > 0.0)) {
-    a.FailAtColumn("journal_flush_secs", "must be more than 0", "seconds, e.g. 30");
-  }
+  config_.stats = ParseStats(a);
+  config_.lists = ParseLists(a);
+  CheckIntoMatchesLists(a, config_);
+  ParseSurvival(a, &config_);
+  ParseJournalFlush(a, &config_);
 }
 
 void GatherEntry::Map(Sample&) const {

@@ -38,72 +38,51 @@ void WarnOnce(const std::string& message) {
   if (said.insert(message).second) Log(LogLevel::kWarn, "warning", "WARNING: " + message);
 }
 
-}  // namespace
-
-struct ModelRunner::Replica {
-  std::shared_ptr<const model::DeviceModel> model;
-  std::unique_ptr<model::BucketBatcher> batcher;
+// model_params: Hugging Face's from_pretrained arguments that djshard reads.
+struct ModelParams {
+  std::string revision = "main";
+  std::string dtype_name;
 };
 
-ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& model_key,
-                         const std::string& fallback, bool truncation_default)
-    : op_name_(spec.name) {
-  const recipe::OperatorArgs& args = spec.args;
-  // model_params: Hugging Face's from_pretrained arguments.
-  std::string revision = "main";
-  std::string dtype_name = args.GetString("dtype", "float32");
-  if (args.Has("model_params") && !args.Raw("model_params").IsNull()) {
-    const YAML::Node params = args.Raw("model_params");
-    if (!params.IsMap())
-      args.Fail("model_params", "must be a mapping", "e.g. {torch_dtype: bfloat16}");
-    for (const auto& kv : params) {
-      const std::string k = kv.first.as<std::string>();
-      if (k == "torch_dtype") {
-        dtype_name = kv.second.as<std::string>();
-      } else if (k == "revision") {
-        revision = kv.second.as<std::string>();
-      } else if (k != "trust_remote_code") {
-        args.Fail("model_params", "key '" + k + "' is not supported",
-                  "djshard reads torch_dtype and revision; trust_remote_code has no effect");
-      }
+ModelParams ReadModelParams(const recipe::OperatorArgs& args) {
+  ModelParams out;
+  out.dtype_name = args.GetString("dtype", "float32");
+  if (!args.Has("model_params") || args.Raw("model_params").IsNull()) return out;
+  const YAML::Node params = args.Raw("model_params");
+  if (!params.IsMap())
+    args.Fail("model_params", "must be a mapping", "e.g. {torch_dtype: bfloat16}");
+  for (const auto& kv : params) {
+    const std::string k = kv.first.as<std::string>();
+    if (k == "torch_dtype") {
+      out.dtype_name = kv.second.as<std::string>();
+    } else if (k == "revision") {
+      out.revision = kv.second.as<std::string>();
+    } else if (k != "trust_remote_code") {
+      args.Fail("model_params", "key '" + k + "' is not supported",
+                "djshard reads torch_dtype and revision; trust_remote_code has no effect");
     }
   }
+  return out;
+}
+
+model::ComputeDType ParseDType(const recipe::OperatorArgs& args, const std::string& dtype_name) {
   const std::optional<model::ComputeDType> dtype = model::ParseComputeDType(dtype_name);
   if (!dtype) {
     args.Fail(args.Has("dtype") ? "dtype" : "model_params", "dtype '" + dtype_name + "' is unknown",
               "float32, bfloat16 or float16");
   }
-  batch_size_ = static_cast<int>(args.GetInt("batch_size", 64));
-  if (batch_size_ < 1) args.Fail("batch_size", "must be at least 1", "");
-  if (!args.GetBool("deterministic_shapes", true)) {
-    args.Fail("deterministic_shapes", "false is not supported by this build",
-              "leave it at true: results then never depend on batch mates or thread count");
-  }
-  const int64_t wait_ms = args.GetInt("max_batch_wait_ms", 5);
-  if (wait_ms < 0) args.Fail("max_batch_wait_ms", "must be 0 or more", "");
-  truncation_ = args.GetBool("truncation", truncation_default);
+  return *dtype;
+}
 
-  // The model directory, never from the network.
-  const std::string dir =
-      std::filesystem::path(ResolveModelArgument(args, model_key, fallback, revision, "model", ""))
-          .lexically_normal()
-          .string();
-  dir_ = dir;
-  dtype_name_ = dtype_name;
-  config_ = model::ReadModelConfig(dir);
-  max_tokens_ = config_.max_tokens;
-  if (args.Has("max_length") && !args.Raw("max_length").IsNull()) {
-    const int64_t m = args.GetInt("max_length", 0);
-    if (m < 2 || m > config_.max_tokens) {
-      args.Fail("max_length", "must be between 2 and " + std::to_string(config_.max_tokens),
-                "the model's positions allow " + std::to_string(config_.max_tokens) + " tokens");
-    }
-    max_tokens_ = static_cast<int>(m);
-  }
-  tokenizer_ = model::Tokenizer::Load(dir);
+[[noreturn]] void FailFloat16OnCpu(const recipe::OperatorArgs& args) {
+  args.Fail(args.Has("dtype") ? "dtype" : "model_params", "float16 runs only on CUDA",
+            "use float32 or bfloat16 on the CPU");
+}
 
-  // The device: SPEC-models §6. No silent CPU fallback when a GPU was asked for.
-  const model::DeviceSettings& settings = model::GetDeviceSettings();
+// The device arguments that fail before any device is looked at: more than
+// one GPU per replica, float16 where the CPU was asked for.
+void CheckDeviceArguments(const recipe::OperatorArgs& args, const model::DeviceSettings& settings,
+                          model::ComputeDType dtype) {
   if (args.Has("gpu_required") || args.Has("num_gpus")) {
     const char* k = args.Has("gpu_required") ? "gpu_required" : "num_gpus";
     if (!args.Raw(k).IsNull() && args.GetDouble(k, 0) > 1) {
@@ -111,18 +90,19 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
                 "give each replica at most one GPU (<= 1)");
     }
   }
-  if (*dtype == model::ComputeDType::kFloat16 &&
+  if (dtype == model::ComputeDType::kFloat16 &&
       (settings.request == model::DeviceSettings::Request::kCpu ||
        args.GetString("accelerator", "cuda") == "cpu")) {
-    args.Fail(args.Has("dtype") ? "dtype" : "model_params", "float16 runs only on CUDA",
-              "use float32 or bfloat16 on the CPU");
+    FailFloat16OnCpu(args);
   }
-  if (settings.check_only) return;
-  try {
-    model::TorchModule();
-  } catch (const Error& e) {
-    args.FailAtLineOf(model_key, spec.name + " cannot run: " + e.message(), e.hint());
-  }
+}
+
+// The devices the replicas run on, "cpu" alone when no GPU is used: SPEC-models
+// §6. No silent CPU fallback when a GPU was asked for.
+std::vector<std::string> ChooseDevices(const recipe::OperatorSpec& spec,
+                                       const model::DeviceSettings& settings,
+                                       model::ComputeDType dtype) {
+  const recipe::OperatorArgs& args = spec.args;
   const std::vector<int>& wanted = settings.gpus;
   std::string gpu_key;
   const std::string gpu_request = GpuRequest(args, &gpu_key);
@@ -144,10 +124,7 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
       WarnOnce(spec.name + " runs on the CPU: " + model::DescribeNoCuda());
     }
   }
-  if (*dtype == model::ComputeDType::kFloat16 && devices.empty()) {
-    args.Fail(args.Has("dtype") ? "dtype" : "model_params", "float16 runs only on CUDA",
-              "use float32 or bfloat16 on the CPU");
-  }
+  if (dtype == model::ComputeDType::kFloat16 && devices.empty()) FailFloat16OnCpu(args);
   if (!cpu_asked && !wanted.empty()) {
     const model::TorchRuntimeInfo info = model::QueryTorchRuntime();
     for (int g : wanted) {
@@ -159,8 +136,71 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
     }
   }
   if (devices.empty()) devices.push_back("cpu");
+  return devices;
+}
+
+}  // namespace
+
+struct ModelRunner::Replica {
+  std::shared_ptr<const model::DeviceModel> model;
+  std::unique_ptr<model::BucketBatcher> batcher;
+};
+
+ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& model_key,
+                         const std::string& fallback, bool truncation_default)
+    : op_name_(spec.name) {
+  const recipe::OperatorArgs& args = spec.args;
+  const ModelParams params = ReadModelParams(args);
+  const model::ComputeDType dtype = ParseDType(args, params.dtype_name);
+  batch_size_ = static_cast<int>(args.GetInt("batch_size", 64));
+  if (batch_size_ < 1) args.Fail("batch_size", "must be at least 1", "");
+  if (!args.GetBool("deterministic_shapes", true)) {
+    args.Fail("deterministic_shapes", "false is not supported by this build",
+              "leave it at true: results then never depend on batch mates or thread count");
+  }
+  const int64_t wait_ms = args.GetInt("max_batch_wait_ms", 5);
+  if (wait_ms < 0) args.Fail("max_batch_wait_ms", "must be 0 or more", "");
+  truncation_ = args.GetBool("truncation", truncation_default);
+  dtype_name_ = params.dtype_name;
+  LoadModel(args, model_key, fallback, params.revision);
+
+  const model::DeviceSettings& settings = model::GetDeviceSettings();
+  CheckDeviceArguments(args, settings, dtype);
+  if (settings.check_only) return;
+  try {
+    model::TorchModule();
+  } catch (const Error& e) {
+    args.FailAtLineOf(model_key, spec.name + " cannot run: " + e.message(), e.hint());
+  }
+  const std::vector<std::string> devices = ChooseDevices(spec, settings, dtype);
   first_device_ = devices.front();
   if (settings.defer_weights) return;
+  StartReplicas(args, devices, dtype, wait_ms);
+}
+
+void ModelRunner::LoadModel(const recipe::OperatorArgs& args, const std::string& model_key,
+                            const std::string& fallback, const std::string& revision) {
+  // The model directory, never from the network.
+  dir_ =
+      std::filesystem::path(ResolveModelArgument(args, model_key, fallback, revision, "model", ""))
+          .lexically_normal()
+          .string();
+  config_ = model::ReadModelConfig(dir_);
+  max_tokens_ = config_.max_tokens;
+  if (args.Has("max_length") && !args.Raw("max_length").IsNull()) {
+    const int64_t m = args.GetInt("max_length", 0);
+    if (m < 2 || m > config_.max_tokens) {
+      args.Fail("max_length", "must be between 2 and " + std::to_string(config_.max_tokens),
+                "the model's positions allow " + std::to_string(config_.max_tokens) + " tokens");
+    }
+    max_tokens_ = static_cast<int>(m);
+  }
+  tokenizer_ = model::Tokenizer::Load(dir_);
+}
+
+void ModelRunner::StartReplicas(const recipe::OperatorArgs& args,
+                                const std::vector<std::string>& devices, model::ComputeDType dtype,
+                                int64_t wait_ms) {
   // num_proc replicas go round-robin over the devices; replicas on one device
   // share its copy of the weights, so one batcher per device serves them all.
   const int64_t num_proc = args.Has("num_proc") && !args.Raw("num_proc").IsNull()
@@ -168,14 +208,14 @@ ModelRunner::ModelRunner(const recipe::OperatorSpec& spec, const std::string& mo
                                : static_cast<int64_t>(devices.size());
   const size_t used = std::min(devices.size(), static_cast<size_t>(num_proc));
   if (devices.front() != "cpu" && static_cast<size_t>(num_proc) > devices.size()) {
-    WarnOnce(spec.name + ": num_proc " + std::to_string(num_proc) + " lowered to " +
+    WarnOnce(op_name_ + ": num_proc " + std::to_string(num_proc) + " lowered to " +
              std::to_string(devices.size()) +
              " device replicas (one copy of the weights per GPU; every executor thread feeds "
              "them)");
   }
   for (size_t i = 0; i < used; ++i) {
     auto replica = std::make_unique<Replica>();
-    replica->model = model::DeviceModel::Get(dir, devices[i], *dtype);
+    replica->model = model::DeviceModel::Get(dir_, devices[i], dtype);
     model::BatcherOptions options;
     options.batch_size = batch_size_;
     options.out_dim = config_.out_dim;

@@ -53,6 +53,13 @@ class ModelRunner {
   size_t preferred_batch_rows() const;
 
  private:
+  // Resolves the model directory, reads its config, max_length and tokenizer.
+  void LoadModel(const recipe::OperatorArgs& args, const std::string& model_key,
+                 const std::string& fallback, const std::string& revision);
+  // Loads the weights on `devices` (num_proc of them at most), one batcher each.
+  void StartReplicas(const recipe::OperatorArgs& args, const std::vector<std::string>& devices,
+                     model::ComputeDType dtype, int64_t wait_ms);
+
   std::string op_name_;
   std::string dir_;
   std::string dtype_name_;

@@ -557,11 +557,33 @@ class Unigram : public Model {
 
   void Tokenize(std::string_view s, std::vector<Token>* out) const override {
     if (s.empty()) return;
-    struct Best {
-      uint32_t id = 0;
-      double score = 0;
-      int64_t starts_at = -1;
-    };
+    const std::vector<Best> best = BestPaths(s);
+    const std::vector<std::pair<size_t, size_t>> spans = BackTrack(best, s.size());
+    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+      EmitPiece(s.substr(it->first, it->second - it->first), static_cast<uint32_t>(it->first),
+                static_cast<uint32_t>(it->second), out);
+    }
+  }
+
+  std::optional<uint32_t> TokenToId(std::string_view token) const override {
+    const auto it = ids_.find(token);
+    if (it == ids_.end()) return std::nullopt;
+    return it->second;
+  }
+  size_t VocabSize() const override { return pieces_.size(); }
+
+ private:
+  // The best segmentation of s[0, i) ends with piece `id`, starting at
+  // `starts_at` (-1: none yet), with total `score`.
+  struct Best {
+    uint32_t id = 0;
+    double score = 0;
+    int64_t starts_at = -1;
+  };
+
+  // Viterbi over the pieces that start at each character: best[i] for every
+  // end i. A character no piece covers is the unknown piece.
+  std::vector<Best> BestPaths(std::string_view s) const {
     const double unk_score = min_score_ - 10.0;
     std::vector<Best> best(s.size() + 1);
     size_t start = 0;
@@ -598,9 +620,15 @@ class Unigram : public Model {
       }
       start += mblen;
     }
-    // Back-track, fusing consecutive unknown pieces.
-    std::vector<std::pair<size_t, size_t>> spans;  // reversed
-    size_t end = s.size();
+    return best;
+  }
+
+  // The [begin, end) spans of the best segmentation of a text of `size`
+  // bytes, last first, consecutive unknown pieces fused.
+  std::vector<std::pair<size_t, size_t>> BackTrack(const std::vector<Best>& best,
+                                                   size_t size) const {
+    std::vector<std::pair<size_t, size_t>> spans;
+    size_t end = size;
     std::optional<std::pair<size_t, size_t>> unk;
     while (end > 0) {
       const Best& node = best[end];
@@ -617,44 +645,38 @@ class Unigram : public Model {
       end = b;
     }
     if (unk) spans.push_back(*unk);
-    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-      const std::string_view piece = s.substr(it->first, it->second - it->first);
-      const auto found = ids_.find(piece);
-      const auto b = static_cast<uint32_t>(it->first), e = static_cast<uint32_t>(it->second);
-      if (found != ids_.end()) {
-        out->push_back({found->second, std::string(piece), b, e});
-        continue;
-      }
-      if (byte_fallback_) {
-        bool all = true;
-        std::vector<Token> bytes;
-        for (const char c : piece) {
-          char name[8];
-          std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned char>(c));
-          const auto id = ids_.find(std::string_view(name));
-          if (id == ids_.end()) {
-            all = false;
-            break;
-          }
-          bytes.push_back({id->second, name, b, e});
-        }
-        if (all) {
-          out->insert(out->end(), bytes.begin(), bytes.end());
-          continue;
-        }
-      }
-      out->push_back({*unk_id_, std::string(piece), b, e});
+    return spans;
+  }
+
+  // The token of `piece` at [b, e): its own id, else its bytes' <0xNN>
+  // pieces (byte_fallback, when the vocabulary has them all), else unk.
+  void EmitPiece(std::string_view piece, uint32_t b, uint32_t e, std::vector<Token>* out) const {
+    const auto found = ids_.find(piece);
+    if (found != ids_.end()) {
+      out->push_back({found->second, std::string(piece), b, e});
+      return;
     }
+    if (byte_fallback_) {
+      bool all = true;
+      std::vector<Token> bytes;
+      for (const char c : piece) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned char>(c));
+        const auto id = ids_.find(std::string_view(name));
+        if (id == ids_.end()) {
+          all = false;
+          break;
+        }
+        bytes.push_back({id->second, name, b, e});
+      }
+      if (all) {
+        out->insert(out->end(), bytes.begin(), bytes.end());
+        return;
+      }
+    }
+    out->push_back({*unk_id_, std::string(piece), b, e});
   }
 
-  std::optional<uint32_t> TokenToId(std::string_view token) const override {
-    const auto it = ids_.find(token);
-    if (it == ids_.end()) return std::nullopt;
-    return it->second;
-  }
-  size_t VocabSize() const override { return pieces_.size(); }
-
- private:
   struct Node {
     bool terminal = false;
   };

@@ -350,6 +350,71 @@ class SequencePreTokenizer : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
 };
 
+std::unique_ptr<PreTokenizer> MakeSplit(const json& j, const std::string& component,
+                                        const LoadContext& ctx) {
+  CheckKeys(j, {"pattern", "behavior", "invert"}, component, ctx);
+  const SplitBehavior behavior = ParseBehavior(j, component, ctx);
+  const bool invert = GetBool(j, "invert", false, component, ctx);
+  const json& p = j.contains("pattern") ? j["pattern"] : json();
+  if (p.is_object() && p.size() == 1 && p.contains("String") && p["String"].is_string()) {
+    const std::string literal = p["String"].get<std::string>();
+    if (literal.empty()) ctx.Fail(component, "the pattern is an empty string");
+    return std::make_unique<SplitPreTokenizer>(literal, nullptr, behavior, invert);
+  }
+  if (p.is_object() && p.size() == 1 && p.contains("Regex") && p["Regex"].is_string()) {
+    auto re = std::make_unique<PatternRegex>(p["Regex"].get<std::string>(),
+                                             ctx.source + ": " + component);
+    return std::make_unique<SplitPreTokenizer>("", std::move(re), behavior, invert);
+  }
+  ctx.Fail(component, "\"pattern\" is neither {\"String\": ...} nor {\"Regex\": ...}");
+}
+
+// Metaspace's prepend_scheme; without one, add_prefix_space (default true)
+// says always or never.
+PrependScheme ParsePrependScheme(const json& j, const std::string& component,
+                                 const LoadContext& ctx) {
+  const PrependScheme fallback = GetBool(j, "add_prefix_space", true, component, ctx)
+                                     ? PrependScheme::kAlways
+                                     : PrependScheme::kNever;
+  if (!j.contains("prepend_scheme") || j["prepend_scheme"].is_null()) return fallback;
+  const std::string s =
+      j["prepend_scheme"].is_string() ? j["prepend_scheme"].get<std::string>() : std::string("?");
+  if (s == "always") return PrependScheme::kAlways;
+  if (s == "first") return PrependScheme::kFirst;
+  if (s == "never") return PrependScheme::kNever;
+  ctx.Fail(component, "prepend_scheme \"" + s + "\" is not implemented");
+}
+
+std::unique_ptr<PreTokenizer> MakeMetaspace(const json& j, const std::string& component,
+                                            const LoadContext& ctx) {
+  CheckKeys(j, {"replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep"}, component,
+            ctx);
+  if (!j.contains("replacement") || !j["replacement"].is_string()) {
+    ctx.Fail(component, "\"replacement\" is missing");
+  }
+  const std::string r = j["replacement"].get<std::string>();
+  size_t k = 0;
+  if (r.empty() || !IsValidUtf8(r) || (DecodeUtf8(r, &k), k != r.size())) {
+    ctx.Fail(component, "\"replacement\" is not one character");
+  }
+  k = 0;
+  const char32_t replacement = DecodeUtf8(r, &k);
+  const PrependScheme scheme = ParsePrependScheme(j, component, ctx);
+  return std::make_unique<MetaspacePreTokenizer>(replacement, scheme,
+                                                 GetBool(j, "split", true, component, ctx));
+}
+
+std::unique_ptr<PreTokenizer> MakeSequence(const json& j, const std::string& component,
+                                           const LoadContext& ctx) {
+  CheckKeys(j, {"pretokenizers"}, component, ctx);
+  if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array()) {
+    ctx.Fail(component, "\"pretokenizers\" is not a list");
+  }
+  std::vector<std::unique_ptr<PreTokenizer>> parts;
+  for (const auto& p : j["pretokenizers"]) parts.push_back(MakePreTokenizer(p, ctx));
+  return std::make_unique<SequencePreTokenizer>(std::move(parts));
+}
+
 }  // namespace
 
 std::unique_ptr<PreTokenizer> MakePreTokenizer(const json& j, const LoadContext& ctx) {
@@ -364,55 +429,8 @@ std::unique_ptr<PreTokenizer> MakePreTokenizer(const json& j, const LoadContext&
         GetBool(j, "add_prefix_space", true, component, ctx),
         GetBool(j, "use_regex", true, component, ctx));
   }
-  if (type == "Split") {
-    CheckKeys(j, {"pattern", "behavior", "invert"}, component, ctx);
-    const SplitBehavior behavior = ParseBehavior(j, component, ctx);
-    const bool invert = GetBool(j, "invert", false, component, ctx);
-    const json& p = j.contains("pattern") ? j["pattern"] : json();
-    if (p.is_object() && p.size() == 1 && p.contains("String") && p["String"].is_string()) {
-      const std::string literal = p["String"].get<std::string>();
-      if (literal.empty()) ctx.Fail(component, "the pattern is an empty string");
-      return std::make_unique<SplitPreTokenizer>(literal, nullptr, behavior, invert);
-    }
-    if (p.is_object() && p.size() == 1 && p.contains("Regex") && p["Regex"].is_string()) {
-      auto re = std::make_unique<PatternRegex>(p["Regex"].get<std::string>(),
-                                               ctx.source + ": " + component);
-      return std::make_unique<SplitPreTokenizer>("", std::move(re), behavior, invert);
-    }
-    ctx.Fail(component, "\"pattern\" is neither {\"String\": ...} nor {\"Regex\": ...}");
-  }
-  if (type == "Metaspace") {
-    CheckKeys(j, {"replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep"},
-              component, ctx);
-    if (!j.contains("replacement") || !j["replacement"].is_string()) {
-      ctx.Fail(component, "\"replacement\" is missing");
-    }
-    const std::string r = j["replacement"].get<std::string>();
-    size_t k = 0;
-    if (r.empty() || !IsValidUtf8(r) || (DecodeUtf8(r, &k), k != r.size())) {
-      ctx.Fail(component, "\"replacement\" is not one character");
-    }
-    k = 0;
-    const char32_t replacement = DecodeUtf8(r, &k);
-    PrependScheme scheme = GetBool(j, "add_prefix_space", true, component, ctx)
-                               ? PrependScheme::kAlways
-                               : PrependScheme::kNever;
-    if (j.contains("prepend_scheme") && !j["prepend_scheme"].is_null()) {
-      const std::string s = j["prepend_scheme"].is_string() ? j["prepend_scheme"].get<std::string>()
-                                                            : std::string("?");
-      if (s == "always") {
-        scheme = PrependScheme::kAlways;
-      } else if (s == "first") {
-        scheme = PrependScheme::kFirst;
-      } else if (s == "never") {
-        scheme = PrependScheme::kNever;
-      } else {
-        ctx.Fail(component, "prepend_scheme \"" + s + "\" is not implemented");
-      }
-    }
-    return std::make_unique<MetaspacePreTokenizer>(replacement, scheme,
-                                                   GetBool(j, "split", true, component, ctx));
-  }
+  if (type == "Split") return MakeSplit(j, component, ctx);
+  if (type == "Metaspace") return MakeMetaspace(j, component, ctx);
   if (type == "BertPreTokenizer") {
     CheckKeys(j, {}, component, ctx);
     return std::make_unique<BertPreTokenizer>();
@@ -438,15 +456,7 @@ std::unique_ptr<PreTokenizer> MakePreTokenizer(const json& j, const LoadContext&
                       ? SplitBehavior::kIsolated
                       : SplitBehavior::kContiguous);
   }
-  if (type == "Sequence") {
-    CheckKeys(j, {"pretokenizers"}, component, ctx);
-    if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array()) {
-      ctx.Fail(component, "\"pretokenizers\" is not a list");
-    }
-    std::vector<std::unique_ptr<PreTokenizer>> parts;
-    for (const auto& p : j["pretokenizers"]) parts.push_back(MakePreTokenizer(p, ctx));
-    return std::make_unique<SequencePreTokenizer>(std::move(parts));
-  }
+  if (type == "Sequence") return MakeSequence(j, component, ctx);
   ctx.Fail(component, "is not implemented");
 }
 

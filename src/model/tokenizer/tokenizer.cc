@@ -266,8 +266,7 @@ bool GetFlag(const json& t, const char* key, bool fallback, const LoadContext& c
   return t[key].get<bool>();
 }
 
-std::unique_ptr<Pipeline> Build(const json& j, const LoadContext& ctx) {
-  if (!j.is_object()) ctx.Fail("tokenizer", "the file is not a JSON object");
+void CheckTopLevelKeys(const json& j, const LoadContext& ctx) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     static const char* kKnown[] = {"version",      "truncation",     "padding",
                                    "added_tokens", "normalizer",     "pre_tokenizer",
@@ -276,6 +275,90 @@ std::unique_ptr<Pipeline> Build(const json& j, const LoadContext& ctx) {
     for (const char* k : kKnown) ok = ok || it.key() == k;
     if (!ok) ctx.Fail("tokenizer", "top-level key \"" + it.key() + "\" is not implemented");
   }
+}
+
+// An added_tokens entry without its id.
+AddedToken ReadAddedToken(const json& t, const LoadContext& ctx) {
+  if (!t.is_object() || !t.contains("content") || !t["content"].is_string()) {
+    ctx.Fail("added_tokens", "entry " + t.dump() + " has no \"content\"");
+  }
+  CheckKeys(t, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"},
+            "added_tokens", ctx);
+  AddedToken a;
+  a.content = t["content"].get<std::string>();
+  a.special = GetFlag(t, "special", false, ctx);
+  a.single_word = GetFlag(t, "single_word", false, ctx);
+  a.lstrip = GetFlag(t, "lstrip", false, ctx);
+  a.rstrip = GetFlag(t, "rstrip", false, ctx);
+  a.normalized = GetFlag(t, "normalized", !a.special, ctx);
+  return a;
+}
+
+// The id of added token `content` as Hugging Face's AddedVocabulary gives it:
+// the model's id when the model has the token, else the next free id.
+uint32_t AddedTokenId(const Model& model, const std::string& content, uint32_t vocab_size,
+                      std::optional<uint32_t> max_added) {
+  if (const auto model_id = model.TokenToId(content)) return *model_id;
+  if (!max_added) return vocab_size;
+  return (*max_added >= vocab_size || vocab_size == 0) ? *max_added + 1 : vocab_size;
+}
+
+// An entry's "id", when the file gives one, must be the id the tokenizer gives.
+void CheckFileId(const json& t, const std::string& content, uint32_t id, uint32_t vocab_size,
+                 size_t n_added, const LoadContext& ctx) {
+  if (!t.contains("id")) return;
+  if (!t["id"].is_number_unsigned()) {
+    ctx.Fail("added_tokens", "the id of " + json(content).dump() + " is not a number");
+  }
+  const uint64_t file_id = t["id"].get<uint64_t>();
+  if (file_id == id) return;
+  const bool out_of_range = file_id >= uint64_t{vocab_size} + n_added;
+  ctx.Fail("added_tokens",
+           "token " + json(content).dump() + " has id " + std::to_string(file_id) +
+               (out_of_range ? ", out of range for a vocabulary of " + std::to_string(vocab_size) +
+                                   " plus " + std::to_string(n_added) + " added tokens"
+                             : "") +
+               ", but the tokenizer gives it id " + std::to_string(id),
+           "the file is inconsistent; export it again with Hugging Face tokenizers");
+}
+
+void AddAddedTokens(const json& list, const LoadContext& ctx, Pipeline* p) {
+  if (!list.is_array()) ctx.Fail("added_tokens", "is not a list");
+  const auto vocab_size = static_cast<uint32_t>(p->model->VocabSize());
+  const size_t n_added = list.size();
+  std::optional<uint32_t> max_added;
+  for (const auto& t : list) {
+    AddedToken a = ReadAddedToken(t, ctx);
+    if (a.content.empty() || p->added_ids.count(a.content)) continue;
+    const uint32_t id = AddedTokenId(*p->model, a.content, vocab_size, max_added);
+    CheckFileId(t, a.content, id, vocab_size, n_added, ctx);
+    a.id = id;
+    max_added = max_added ? std::max(*max_added, id) : id;
+    p->added_ids[a.content] = id;
+    p->added.push_back(std::move(a));
+  }
+}
+
+// Special tokens first, then the others, each in file order (refresh_added_tokens).
+void BuildMatchers(Pipeline* p) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < p->added.size(); ++i) {
+      const AddedToken& a = p->added[i];
+      if (a.special != (pass == 0)) continue;
+      if (!a.normalized) {
+        p->raw_matcher.Add(a.content, i);
+      } else {
+        NormalizedString n(a.content);
+        if (p->normalizer) p->normalizer->Normalize(&n);
+        p->normalized_matcher.Add(n.get(), i);
+      }
+    }
+  }
+}
+
+std::unique_ptr<Pipeline> Build(const json& j, const LoadContext& ctx) {
+  if (!j.is_object()) ctx.Fail("tokenizer", "the file is not a JSON object");
+  CheckTopLevelKeys(j, ctx);
   auto p = std::make_unique<Pipeline>();
   p->source = ctx.source;
   if (!j.contains("model")) ctx.Fail("model", "is missing");
@@ -289,72 +372,9 @@ std::unique_ptr<Pipeline> Build(const json& j, const LoadContext& ctx) {
   if (j.contains("post_processor") && !j["post_processor"].is_null()) {
     p->post_processor = MakePostProcessor(j["post_processor"], ctx);
   }
-
-  // Added tokens get their ids as Hugging Face's AddedVocabulary gives them:
-  // the model's id when the model has the token, else the next free id.
   if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    if (!j["added_tokens"].is_array()) ctx.Fail("added_tokens", "is not a list");
-    const auto vocab_size = static_cast<uint32_t>(p->model->VocabSize());
-    const size_t n_added = j["added_tokens"].size();
-    std::optional<uint32_t> max_added;
-    for (const auto& t : j["added_tokens"]) {
-      if (!t.is_object() || !t.contains("content") || !t["content"].is_string()) {
-        ctx.Fail("added_tokens", "entry " + t.dump() + " has no \"content\"");
-      }
-      CheckKeys(t, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"},
-                "added_tokens", ctx);
-      AddedToken a;
-      a.content = t["content"].get<std::string>();
-      a.special = GetFlag(t, "special", false, ctx);
-      a.single_word = GetFlag(t, "single_word", false, ctx);
-      a.lstrip = GetFlag(t, "lstrip", false, ctx);
-      a.rstrip = GetFlag(t, "rstrip", false, ctx);
-      a.normalized = GetFlag(t, "normalized", !a.special, ctx);
-      if (a.content.empty() || p->added_ids.count(a.content)) continue;
-      uint32_t id;
-      if (const auto model_id = p->model->TokenToId(a.content)) {
-        id = *model_id;
-      } else if (!max_added) {
-        id = vocab_size;
-      } else {
-        id = (*max_added >= vocab_size || vocab_size == 0) ? *max_added + 1 : vocab_size;
-      }
-      if (t.contains("id")) {
-        if (!t["id"].is_number_unsigned()) {
-          ctx.Fail("added_tokens", "the id of " + json(a.content).dump() + " is not a number");
-        }
-        const uint64_t file_id = t["id"].get<uint64_t>();
-        if (file_id != id) {
-          const bool out_of_range = file_id >= uint64_t{vocab_size} + n_added;
-          ctx.Fail("added_tokens",
-                   "token " + json(a.content).dump() + " has id " + std::to_string(file_id) +
-                       (out_of_range
-                            ? ", out of range for a vocabulary of " + std::to_string(vocab_size) +
-                                  " plus " + std::to_string(n_added) + " added tokens"
-                            : "") +
-                       ", but the tokenizer gives it id " + std::to_string(id),
-                   "the file is inconsistent; export it again with Hugging Face tokenizers");
-        }
-      }
-      a.id = id;
-      max_added = max_added ? std::max(*max_added, id) : id;
-      p->added_ids[a.content] = id;
-      p->added.push_back(std::move(a));
-    }
-    // Special tokens first, then the others, each in file order (refresh_added_tokens).
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t i = 0; i < p->added.size(); ++i) {
-        const AddedToken& a = p->added[i];
-        if (a.special != (pass == 0)) continue;
-        if (!a.normalized) {
-          p->raw_matcher.Add(a.content, i);
-        } else {
-          NormalizedString n(a.content);
-          if (p->normalizer) p->normalizer->Normalize(&n);
-          p->normalized_matcher.Add(n.get(), i);
-        }
-      }
-    }
+    AddAddedTokens(j["added_tokens"], ctx, p.get());
+    BuildMatchers(p.get());
   }
   return p;
 }

@@ -100,82 +100,129 @@ class Unpickler {
   }
 
  private:
+  // Runs one opcode; a group below runs the opcodes it knows and answers
+  // whether `op` was one of them.
   void Step(uint8_t op) {
+    if (StepFrame(op) || StepScalar(op) || StepSequence(op) || StepDict(op) || StepMemo(op) ||
+        StepObject(op)) {
+      return;
+    }
+    static const char* kHex = "0123456789abcdef";
+    Fail(std::string("opcode 0x") + kHex[op >> 4] + kHex[op & 15] +
+         " is not one that torch.save writes");
+  }
+
+  // The protocol, frames and the stack's marks.
+  bool StepFrame(uint8_t op) {
     switch (op) {
       case 0x80:  // PROTO
         if (const uint8_t v = static_cast<uint8_t>(Take(1)[0]); v < 2 || v > 5) {
           Fail("pickle protocol " + std::to_string(v) + " (torch.save writes 2)");
         }
-        return;
+        return true;
       case 0x95:  // FRAME: a length hint for buffered readers
         Take(8);
-        return;
+        return true;
       case '(':  // MARK
         marks_.push_back(stack_.size());
-        return;
+        return true;
       case '0':  // POP
         Pop();
-        return;
+        return true;
       case '1':  // POP_MARK
         PopToMark();
-        return;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // None, booleans, integers, floats and strings.
+  bool StepScalar(uint8_t op) {
+    switch (op) {
       case 'N':
         Push(New(Kind::kNone));
-        return;
+        return true;
       case 0x88:  // NEWTRUE
       case 0x89:  // NEWFALSE
-        return PushInt(Kind::kBool, op == 0x88);
+        PushInt(Kind::kBool, op == 0x88);
+        return true;
       case 'J':  // BININT
-        return PushInt(Kind::kInt, Read<int32_t>());
+        PushInt(Kind::kInt, Read<int32_t>());
+        return true;
       case 'K':  // BININT1
-        return PushInt(Kind::kInt, Read<uint8_t>());
+        PushInt(Kind::kInt, Read<uint8_t>());
+        return true;
       case 'M':  // BININT2
-        return PushInt(Kind::kInt, Read<uint16_t>());
+        PushInt(Kind::kInt, Read<uint16_t>());
+        return true;
       case 0x8a:  // LONG1
-        return PushInt(Kind::kInt, ReadLong(Read<uint8_t>()));
-      case 'G': {  // BINFLOAT: big-endian; the value matters to no tensor
+        PushInt(Kind::kInt, ReadLong(Read<uint8_t>()));
+        return true;
+      case 'G':  // BINFLOAT: big-endian; the value matters to no tensor
         Take(8);
         Push(New(Kind::kFloat));
-        return;
-      }
+        return true;
       case 'X':  // BINUNICODE
-        return PushString(Take(Read<uint32_t>()));
+        PushString(Take(Read<uint32_t>()));
+        return true;
       case 0x8c:  // SHORT_BINUNICODE
-        return PushString(Take(Read<uint8_t>()));
+        PushString(Take(Read<uint8_t>()));
+        return true;
       case 0x8d:  // BINUNICODE8
-        return PushString(Take(Read<uint64_t>()));
+        PushString(Take(Read<uint64_t>()));
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Tuples and lists.
+  bool StepSequence(uint8_t op) {
+    switch (op) {
       case ')':  // EMPTY_TUPLE
         Push(New(Kind::kTuple));
-        return;
+        return true;
       case 't':  // TUPLE
-        return PushItems(Kind::kTuple, PopToMark());
+        PushItems(Kind::kTuple, PopToMark());
+        return true;
       case 0x85:  // TUPLE1
       case 0x86:  // TUPLE2
       case 0x87:  // TUPLE3
-        return PushItems(Kind::kTuple, PopN(op - 0x84));
+        PushItems(Kind::kTuple, PopN(op - 0x84));
+        return true;
       case ']':  // EMPTY_LIST
         Push(New(Kind::kList));
-        return;
+        return true;
       case 'l':  // LIST
-        return PushItems(Kind::kList, PopToMark());
+        PushItems(Kind::kList, PopToMark());
+        return true;
       case 'a': {  // APPEND
         const size_t v = Pop();
         Mutable(Top(), Kind::kList, "APPEND").items.push_back(v);
-        return;
+        return true;
       }
       case 'e': {  // APPENDS
         const std::vector<size_t> vs = PopToMark();
         std::vector<size_t>& items = Mutable(Top(), Kind::kList, "APPENDS").items;
         items.insert(items.end(), vs.begin(), vs.end());
-        return;
+        return true;
       }
+      default:
+        return false;
+    }
+  }
+
+  bool StepDict(uint8_t op) {
+    switch (op) {
       case '}':  // EMPTY_DICT
         Push(New(Kind::kDict));
-        return;
+        return true;
       case 'd': {  // DICT
         std::vector<size_t> kvs = PopToMark();
         if (kvs.size() % 2 != 0) Fail("DICT with an odd number of items");
-        return PushItems(Kind::kDict, std::move(kvs));
+        PushItems(Kind::kDict, std::move(kvs));
+        return true;
       }
       case 's': {  // SETITEM
         const size_t v = Pop();
@@ -183,73 +230,100 @@ class Unpickler {
         std::vector<size_t>& items = Mutable(Top(), Kind::kDict, "SETITEM").items;
         items.push_back(k);
         items.push_back(v);
-        return;
+        return true;
       }
       case 'u': {  // SETITEMS
         const std::vector<size_t> kvs = PopToMark();
         if (kvs.size() % 2 != 0) Fail("SETITEMS with an odd number of items");
         std::vector<size_t>& items = Mutable(Top(), Kind::kDict, "SETITEMS").items;
         items.insert(items.end(), kvs.begin(), kvs.end());
-        return;
+        return true;
       }
+      default:
+        return false;
+    }
+  }
+
+  bool StepMemo(uint8_t op) {
+    switch (op) {
       case 'q':  // BINPUT
         memo_[Read<uint8_t>()] = Top();
-        return;
+        return true;
       case 'r':  // LONG_BINPUT
         memo_[Read<uint32_t>()] = Top();
-        return;
+        return true;
       case 0x94: {  // MEMOIZE
         const size_t top = Top();
         memo_[static_cast<uint32_t>(memo_.size())] = top;
-        return;
+        return true;
       }
       case 'h':  // BINGET
-        return Push(Memo(Read<uint8_t>()));
+        Push(Memo(Read<uint8_t>()));
+        return true;
       case 'j':  // LONG_BINGET
-        return Push(Memo(Read<uint32_t>()));
+        Push(Memo(Read<uint32_t>()));
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Globals, calls of the allowed ones, and persistent ids (storages).
+  bool StepObject(uint8_t op) {
+    switch (op) {
       case 'c': {  // GLOBAL
         const std::string_view module = ReadLine();
         const std::string_view name = ReadLine();
-        return Push(Resolve(module, name));
+        Push(Resolve(module, name));
+        return true;
       }
-      case 0x93: {  // STACK_GLOBAL
-        const size_t name = Pop();
-        const size_t module = Pop();
-        if (At(module).kind != Kind::kString || At(name).kind != Kind::kString) {
-          Fail("STACK_GLOBAL needs two strings");
-        }
-        return Push(Resolve(At(module).text, At(name).text));
-      }
+      case 0x93:  // STACK_GLOBAL
+        StackGlobal();
+        return true;
       case 'R': {  // REDUCE
         const size_t args = Pop();
         const size_t callable = Pop();
-        return Push(Call(callable, args));
+        Push(Call(callable, args));
+        return true;
       }
-      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args)
-        const size_t args = Pop();
-        const size_t cls = Pop();
-        if (At(cls).kind != Kind::kGlobal || At(cls).global != Global::kOrderedDict ||
-            !Tuple(args, "NEWOBJ").empty()) {
-          Fail("NEWOBJ makes something other than an empty collections.OrderedDict");
-        }
-        Push(New(Kind::kDict));
-        return;
-      }
-      case 'b': {  // BUILD: the attributes of state_dict()'s OrderedDict (_metadata)
-        Pop();
-        if (const Kind kind = At(Top()).kind; kind != Kind::kDict) {
-          Fail(std::string("BUILD sets the state of a ") + KindName(kind) +
-               " (only a state dict's OrderedDict has one)");
-        }
-        return;
-      }
+      case 0x81:  // NEWOBJ: cls.__new__(cls, *args)
+        NewObject();
+        return true;
+      case 'b':  // BUILD: the attributes of state_dict()'s OrderedDict (_metadata)
+        SetState();
+        return true;
       case 'Q':  // BINPERSID
-        return Push(PersistentLoad(Pop()));
-      default: {
-        static const char* kHex = "0123456789abcdef";
-        Fail(std::string("opcode 0x") + kHex[op >> 4] + kHex[op & 15] +
-             " is not one that torch.save writes");
-      }
+        Push(PersistentLoad(Pop()));
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  void StackGlobal() {
+    const size_t name = Pop();
+    const size_t module = Pop();
+    if (At(module).kind != Kind::kString || At(name).kind != Kind::kString) {
+      Fail("STACK_GLOBAL needs two strings");
+    }
+    Push(Resolve(At(module).text, At(name).text));
+  }
+
+  void NewObject() {
+    const size_t args = Pop();
+    const size_t cls = Pop();
+    if (At(cls).kind != Kind::kGlobal || At(cls).global != Global::kOrderedDict ||
+        !Tuple(args, "NEWOBJ").empty()) {
+      Fail("NEWOBJ makes something other than an empty collections.OrderedDict");
+    }
+    Push(New(Kind::kDict));
+  }
+
+  void SetState() {
+    Pop();
+    if (const Kind kind = At(Top()).kind; kind != Kind::kDict) {
+      Fail(std::string("BUILD sets the state of a ") + KindName(kind) +
+           " (only a state dict's OrderedDict has one)");
     }
   }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "src/ops/dedup/simd.h"
 
@@ -107,6 +108,53 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i Md5Step(__m512i
       b, _mm512_or_si512(_mm512_slli_epi32(sum, kShift), _mm512_srli_epi32(sum, 32 - kShift)));
 }
 
+// The message word MD5 step i adds (RFC 1321 §3.4): word i in round 1, then
+// 5i + 1, 3i + 5 and 7i (mod 16) in rounds 2, 3 and 4.
+constexpr int Md5MessageIndex(int i) {
+  switch (i >> 4) {
+    case 0:
+      return i;
+    case 1:
+      return (5 * i + 1) & 15;
+    case 2:
+      return (3 * i + 5) & 15;
+    default:
+      return (7 * i) & 15;
+  }
+}
+
+// MD5 step kStep in 16 lanes: the round's function of b, c and d (F, G, H,
+// I as ternary logic), then the step's word, constant and rotation.
+template <int kStep>
+__attribute__((target("avx512f"), always_inline)) inline void Md5Step16(__m512i& a, __m512i& b,
+                                                                        __m512i& c, __m512i& d,
+                                                                        const __m512i m[16]) {
+  constexpr int kRound = kStep >> 4;
+  __m512i f;
+  if constexpr (kRound == 0) {
+    f = _mm512_ternarylogic_epi32(b, c, d, 0xCA);  // F: (b & c) | (~b & d)
+  } else if constexpr (kRound == 1) {
+    f = _mm512_ternarylogic_epi32(d, b, c, 0xCA);  // G: (d & b) | (~d & c)
+  } else if constexpr (kRound == 2) {
+    f = _mm512_ternarylogic_epi32(b, c, d, 0x96);  // H: b ^ c ^ d
+  } else {
+    f = _mm512_ternarylogic_epi32(b, c, d, 0x39);  // I: c ^ (b | ~d)
+  }
+  const __m512i t = d;
+  d = c;
+  c = b;
+  b = Md5Step<kMd5Shift[kRound][kStep & 3]>(a, b, f, m[Md5MessageIndex(kStep)], kMd5K[kStep]);
+  a = t;
+}
+
+// The 64 steps, each with its constants known at compile time.
+template <int... kSteps>
+__attribute__((target("avx512f"), always_inline)) inline void Md5Steps16(
+    std::integer_sequence<int, kSteps...>, __m512i& a, __m512i& b, __m512i& c, __m512i& d,
+    const __m512i m[16]) {
+  (Md5Step16<kSteps>(a, b, c, d, m), ...);
+}
+
 // One MD5 compression in each of 16 lanes: lane i's block is at blocks + i * stride,
 // its state in state[0..3][i] (updated).
 __attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* blocks, int stride,
@@ -123,88 +171,7 @@ __attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* blocks, int
   const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
                 c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]);
   __m512i a = a0, b = b0, c = c0, d = d0;
-#define DJSHARD_MD5_ROUND(i, fexpr, g, s)    \
-  {                                          \
-    const __m512i f = fexpr;                 \
-    const __m512i t = d;                     \
-    d = c;                                   \
-    c = b;                                   \
-    b = Md5Step<s>(a, b, f, m[g], kMd5K[i]); \
-    a = t;                                   \
-  }
-#define DJSHARD_MD5_F _mm512_ternarylogic_epi32(b, c, d, 0xCA)
-#define DJSHARD_MD5_G _mm512_ternarylogic_epi32(d, b, c, 0xCA)
-#define DJSHARD_MD5_H _mm512_ternarylogic_epi32(b, c, d, 0x96)
-#define DJSHARD_MD5_I _mm512_ternarylogic_epi32(b, c, d, 0x39)
-  DJSHARD_MD5_ROUND(0, DJSHARD_MD5_F, 0, 7)
-  DJSHARD_MD5_ROUND(1, DJSHARD_MD5_F, 1, 12)
-  DJSHARD_MD5_ROUND(2, DJSHARD_MD5_F, 2, 17)
-  DJSHARD_MD5_ROUND(3, DJSHARD_MD5_F, 3, 22)
-  DJSHARD_MD5_ROUND(4, DJSHARD_MD5_F, 4, 7)
-  DJSHARD_MD5_ROUND(5, DJSHARD_MD5_F, 5, 12)
-  DJSHARD_MD5_ROUND(6, DJSHARD_MD5_F, 6, 17)
-  DJSHARD_MD5_ROUND(7, DJSHARD_MD5_F, 7, 22)
-  DJSHARD_MD5_ROUND(8, DJSHARD_MD5_F, 8, 7)
-  DJSHARD_MD5_ROUND(9, DJSHARD_MD5_F, 9, 12)
-  DJSHARD_MD5_ROUND(10, DJSHARD_MD5_F, 10, 17)
-  DJSHARD_MD5_ROUND(11, DJSHARD_MD5_F, 11, 22)
-  DJSHARD_MD5_ROUND(12, DJSHARD_MD5_F, 12, 7)
-  DJSHARD_MD5_ROUND(13, DJSHARD_MD5_F, 13, 12)
-  DJSHARD_MD5_ROUND(14, DJSHARD_MD5_F, 14, 17)
-  DJSHARD_MD5_ROUND(15, DJSHARD_MD5_F, 15, 22)
-  DJSHARD_MD5_ROUND(16, DJSHARD_MD5_G, 1, 5)
-  DJSHARD_MD5_ROUND(17, DJSHARD_MD5_G, 6, 9)
-  DJSHARD_MD5_ROUND(18, DJSHARD_MD5_G, 11, 14)
-  DJSHARD_MD5_ROUND(19, DJSHARD_MD5_G, 0, 20)
-  DJSHARD_MD5_ROUND(20, DJSHARD_MD5_G, 5, 5)
-  DJSHARD_MD5_ROUND(21, DJSHARD_MD5_G, 10, 9)
-  DJSHARD_MD5_ROUND(22, DJSHARD_MD5_G, 15, 14)
-  DJSHARD_MD5_ROUND(23, DJSHARD_MD5_G, 4, 20)
-  DJSHARD_MD5_ROUND(24, DJSHARD_MD5_G, 9, 5)
-  DJSHARD_MD5_ROUND(25, DJSHARD_MD5_G, 14, 9)
-  DJSHARD_MD5_ROUND(26, DJSHARD_MD5_G, 3, 14)
-  DJSHARD_MD5_ROUND(27, DJSHARD_MD5_G, 8, 20)
-  DJSHARD_MD5_ROUND(28, DJSHARD_MD5_G, 13, 5)
-  DJSHARD_MD5_ROUND(29, DJSHARD_MD5_G, 2, 9)
-  DJSHARD_MD5_ROUND(30, DJSHARD_MD5_G, 7, 14)
-  DJSHARD_MD5_ROUND(31, DJSHARD_MD5_G, 12, 20)
-  DJSHARD_MD5_ROUND(32, DJSHARD_MD5_H, 5, 4)
-  DJSHARD_MD5_ROUND(33, DJSHARD_MD5_H, 8, 11)
-  DJSHARD_MD5_ROUND(34, DJSHARD_MD5_H, 11, 16)
-  DJSHARD_MD5_ROUND(35, DJSHARD_MD5_H, 14, 23)
-  DJSHARD_MD5_ROUND(36, DJSHARD_MD5_H, 1, 4)
-  DJSHARD_MD5_ROUND(37, DJSHARD_MD5_H, 4, 11)
-  DJSHARD_MD5_ROUND(38, DJSHARD_MD5_H, 7, 16)
-  DJSHARD_MD5_ROUND(39, DJSHARD_MD5_H, 10, 23)
-  DJSHARD_MD5_ROUND(40, DJSHARD_MD5_H, 13, 4)
-  DJSHARD_MD5_ROUND(41, DJSHARD_MD5_H, 0, 11)
-  DJSHARD_MD5_ROUND(42, DJSHARD_MD5_H, 3, 16)
-  DJSHARD_MD5_ROUND(43, DJSHARD_MD5_H, 6, 23)
-  DJSHARD_MD5_ROUND(44, DJSHARD_MD5_H, 9, 4)
-  DJSHARD_MD5_ROUND(45, DJSHARD_MD5_H, 12, 11)
-  DJSHARD_MD5_ROUND(46, DJSHARD_MD5_H, 15, 16)
-  DJSHARD_MD5_ROUND(47, DJSHARD_MD5_H, 2, 23)
-  DJSHARD_MD5_ROUND(48, DJSHARD_MD5_I, 0, 6)
-  DJSHARD_MD5_ROUND(49, DJSHARD_MD5_I, 7, 10)
-  DJSHARD_MD5_ROUND(50, DJSHARD_MD5_I, 14, 15)
-  DJSHARD_MD5_ROUND(51, DJSHARD_MD5_I, 5, 21)
-  DJSHARD_MD5_ROUND(52, DJSHARD_MD5_I, 12, 6)
-  DJSHARD_MD5_ROUND(53, DJSHARD_MD5_I, 3, 10)
-  DJSHARD_MD5_ROUND(54, DJSHARD_MD5_I, 10, 15)
-  DJSHARD_MD5_ROUND(55, DJSHARD_MD5_I, 1, 21)
-  DJSHARD_MD5_ROUND(56, DJSHARD_MD5_I, 8, 6)
-  DJSHARD_MD5_ROUND(57, DJSHARD_MD5_I, 15, 10)
-  DJSHARD_MD5_ROUND(58, DJSHARD_MD5_I, 6, 15)
-  DJSHARD_MD5_ROUND(59, DJSHARD_MD5_I, 13, 21)
-  DJSHARD_MD5_ROUND(60, DJSHARD_MD5_I, 4, 6)
-  DJSHARD_MD5_ROUND(61, DJSHARD_MD5_I, 11, 10)
-  DJSHARD_MD5_ROUND(62, DJSHARD_MD5_I, 2, 15)
-  DJSHARD_MD5_ROUND(63, DJSHARD_MD5_I, 9, 21)
-#undef DJSHARD_MD5_ROUND
-#undef DJSHARD_MD5_F
-#undef DJSHARD_MD5_G
-#undef DJSHARD_MD5_H
-#undef DJSHARD_MD5_I
+  Md5Steps16(std::make_integer_sequence<int, 64>{}, a, b, c, d, m);
   _mm512_storeu_si512(state[0], _mm512_add_epi32(a, a0));
   _mm512_storeu_si512(state[1], _mm512_add_epi32(b, b0));
   _mm512_storeu_si512(state[2], _mm512_add_epi32(c, c0));

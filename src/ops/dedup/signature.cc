@@ -240,6 +240,66 @@ class SimhashCounts {
   int64_t total_ = 0;
 };
 
+// RayBasicDeduplicator's EMPTY_HASH_VALUE: an exact key for a falsy or empty text.
+bool IsRayEmpty(const DedupConfig& c, const TextValue& value) {
+  return c.kind == Kind::kExact && c.ray &&
+         (value.type == TextValue::Type::kMissing || value.type == TextValue::Type::kNull ||
+          value.falsy || (value.type == TextValue::Type::kString && value.text.empty()) ||
+          ((value.type == TextValue::Type::kArray || value.type == TextValue::Type::kObject) &&
+           value.length == 0));
+}
+
+// Signer::Sign for a value without a text to sign: a missing text field,
+// Ray's empty key, or a text field that is not a string.
+bool SignWithoutText(const DedupConfig& c, const TextValue& value, Signature* out,
+                     std::string* error) {
+  if (value.type == TextValue::Type::kMissing && !(c.ray && c.kind == Kind::kExact)) {
+    *error = "the record has no text field '" + c.text_key + "'";
+    return false;
+  }
+  if (IsRayEmpty(c, value)) {
+    out->empty_marker = true;  // RayBasicDeduplicator.EMPTY_HASH_VALUE
+    return true;
+  }
+  *error = NonStringError(c, value);
+  if (!error->empty()) return false;
+  // no shingles: simhash 0, or ray_bts's key for a text without shingles
+  if (c.kind == Kind::kSimhash) {
+    out->simhash = 0;
+    return true;
+  }
+  if (c.ray) {
+    out->empty_marker = true;
+    return true;
+  }
+  *error = "the text has no shingles of window_size " + std::to_string(c.window_size);
+  return false;
+}
+
+// `text` without the characters that ignore_non_character removes, in *kept.
+std::string_view DropNonCharacters(std::string_view text, std::string* kept) {
+  kept->clear();
+  for (size_t i = 0; i < text.size();) {
+    const size_t at = i;
+    const uint32_t cp = text::NextCodePoint(text, &i);
+    if (!IsNonCharacter(cp)) kept->append(text.data() + at, i - at);
+  }
+  return *kept;
+}
+
+// Removes the ignore pattern's matches from *text (into *dst when there are
+// any). Returns false, with *error set, when the pattern fails.
+bool DropIgnored(const Regex& pattern, std::string_view* text, std::string* dst,
+                 std::string* error) {
+  try {
+    if (pattern.Replace(*text, "", dst)) *text = *dst;
+  } catch (const OpError& e) {
+    *error = e.what();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 struct Signer::State {
@@ -251,6 +311,38 @@ struct Signer::State {
   std::vector<std::string> pieces;                   // sentencepiece pieces
   MinhashKernel kernel;
   ShingleBatch batch;
+
+  // The scratch string that `text` is not in, to write its next form to.
+  std::string& Scratch(std::string_view text) {
+    return lowered.data() == text.data() ? replaced : lowered;
+  }
+
+  uint64_t Simhash(const DedupConfig& c, std::string_view text) {
+    SimhashCounts counts;
+    ForEachShingle(c, text, &shingle, &offsets, &words, &pieces,
+                   [&](std::string_view sh) { counts.Add(sh, sh.data() != shingle.data()); });
+    return counts.Finish();
+  }
+
+  // Fills *out with the minhash of `text`'s shingles; returns how many there
+  // were (none: *out is left as it is).
+  size_t Minhash(const DedupConfig& c, std::string_view text, std::vector<uint32_t>* out) {
+    size_t shingles = 0;
+    kernel.Start();
+    const auto flush = [&] {
+      uint32_t hashes[ShingleBatch::kSize];
+      Sha1Low32Batch(batch.views(), batch.size(), hashes);
+      for (size_t i = 0; i < batch.size(); ++i) kernel.Add(hashes[i]);
+      batch.Clear();
+    };
+    ForEachShingle(c, text, &shingle, &offsets, &words, &pieces, [&](std::string_view sh) {
+      if (batch.Add(sh, sh.data() != shingle.data())) flush();
+      ++shingles;
+    });
+    flush();
+    if (shingles > 0) kernel.Finish(out);
+    return shingles;
+  }
 };
 
 Signer::Signer(const DedupConfig& config) : config_(config), state_(std::make_unique<State>()) {
@@ -263,93 +355,31 @@ bool Signer::Sign(const TextValue& value, Signature* out, std::string* error) {
   State& st = *state_;
   out->empty_marker = false;
   out->minhash.clear();
-  if (value.type == TextValue::Type::kMissing && !(c.ray && c.kind == Kind::kExact)) {
-    *error = "the record has no text field '" + c.text_key + "'";
-    return false;
+  if (value.type != TextValue::Type::kString || IsRayEmpty(c, value)) {
+    return SignWithoutText(c, value, out, error);
   }
-  if (c.kind == Kind::kExact && c.ray &&
-      (value.type == TextValue::Type::kMissing || value.type == TextValue::Type::kNull ||
-       value.falsy || (value.type == TextValue::Type::kString && value.text.empty()) ||
-       ((value.type == TextValue::Type::kArray || value.type == TextValue::Type::kObject) &&
-        value.length == 0))) {
-    out->empty_marker = true;  // RayBasicDeduplicator.EMPTY_HASH_VALUE
-    return true;
-  }
-  if (value.type != TextValue::Type::kString) {
-    *error = NonStringError(c, value);
-    if (!error->empty()) return false;
-    // no shingles: simhash 0, or ray_bts's key for a text without shingles
-    if (c.kind == Kind::kSimhash) {
-      out->simhash = 0;
-      return true;
-    }
-    if (c.ray) {
-      out->empty_marker = true;
-      return true;
-    }
-    *error = "the text has no shingles of window_size " + std::to_string(c.window_size);
-    return false;
-  }
-
   std::string_view text = value.text;
   if (c.lowercase) text = LowerInto(text, &st.lowered);
   if (c.kind == Kind::kExact) {
-    if (c.ignore_non_character) {
-      std::string& kept = st.lowered.data() == text.data() ? st.replaced : st.lowered;
-      kept.clear();
-      for (size_t i = 0; i < text.size();) {
-        const size_t at = i;
-        const uint32_t cp = text::NextCodePoint(text, &i);
-        if (!IsNonCharacter(cp)) kept.append(text.data() + at, i - at);
-      }
-      text = kept;
-    }
+    if (c.ignore_non_character) text = DropNonCharacters(text, &st.Scratch(text));
     out->md5 = Md5(text::Strip(text));
     return true;
   }
-  if (c.ignore_pattern) {
-    try {
-      std::string& dst = st.lowered.data() == text.data() ? st.replaced : st.lowered;
-      if (c.ignore_pattern->Replace(text, "", &dst)) text = dst;
-    } catch (const OpError& e) {
-      *error = e.what();
-      return false;
-    }
-  }
-
-  size_t shingles = 0;
-  if (c.kind == Kind::kSimhash) {
-    SimhashCounts counts;
-    ForEachShingle(c, text, &st.shingle, &st.offsets, &st.words, &st.pieces,
-                   [&](std::string_view sh) { counts.Add(sh, sh.data() != st.shingle.data()); });
-    out->simhash = counts.Finish();
-    return true;
-  }
-  st.kernel.Start();
-  ShingleBatch& batch = st.batch;
-  const auto flush = [&] {
-    uint32_t hashes[ShingleBatch::kSize];
-    Sha1Low32Batch(batch.views(), batch.size(), hashes);
-    for (size_t i = 0; i < batch.size(); ++i) st.kernel.Add(hashes[i]);
-    batch.Clear();
-  };
-  ForEachShingle(c, text, &st.shingle, &st.offsets, &st.words, &st.pieces,
-                 [&](std::string_view sh) {
-                   if (batch.Add(sh, sh.data() != st.shingle.data())) flush();
-                   ++shingles;
-                 });
-  flush();
-  if (shingles == 0) {
-    if (c.ray) {
-      out->empty_marker = true;
-      return true;
-    }
-    // np.min over zero shingles: "zero-size array to reduction operation minimum"
-    *error = "the text has no shingles of window_size " + std::to_string(c.window_size);
+  if (c.ignore_pattern && !DropIgnored(*c.ignore_pattern, &text, &st.Scratch(text), error)) {
     return false;
   }
-  st.kernel.Finish(&out->minhash);
-  return true;
+  if (c.kind == Kind::kSimhash) {
+    out->simhash = st.Simhash(c, text);
+    return true;
+  }
+  if (st.Minhash(c, text, &out->minhash) > 0) return true;
+  if (c.ray) {
+    out->empty_marker = true;
+    return true;
+  }
+  // np.min over zero shingles: "zero-size array to reduction operation minimum"
+  *error = "the text has no shingles of window_size " + std::to_string(c.window_size);
+  return false;
 }
 
 std::string Md5Hex(const std::array<uint8_t, 16>& md5) {

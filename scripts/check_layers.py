@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-LAYERS = ["common", "io", "recipe", "model", "ops", "exec", "store", "coord"]
+LAYERS = ["common", "io", "recipe", "model", "ops", "exec", "preflight", "job", "store", "coord"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:djshard|src)/([a-z_]+)/')
 
 

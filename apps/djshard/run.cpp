@@ -1,11 +1,10 @@
-#include "djshard/exec/run.h"
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "commands.h"
+#include "djshard/job/run_job.h"
 #include "logging.h"
 
 namespace djshard::cli {
@@ -26,7 +25,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   struct Options {
     std::string config, dataset, export_path;
     std::shared_ptr<std::optional<int>> threads = std::make_shared<std::optional<int>>();
-    std::vector<exec::ConfigOverride> overrides;
+    std::vector<job::ConfigOverride> overrides;
     std::optional<std::string> job_id, work_dir, resume;
   };
   auto opt = std::make_shared<Options>();
@@ -92,7 +91,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "--resume", [opt](const std::string& v) { opt->resume = v; },
       "Resume job TOKEN from its committed checkpoints (validated; exit 2 on a mismatch)");
   cmd->callback([opt, exit_code]() {
-    exec::RunRequest req;
+    job::RunRequest req;
     req.config_path = opt->config;
     if (!opt->dataset.empty()) req.dataset_path = opt->dataset;
     if (!opt->export_path.empty()) req.export_path = opt->export_path;
@@ -112,7 +111,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
     };
     const bool tty = isatty(STDERR_FILENO) != 0;
     if (tty) req.progress = PrintProgress;
-    const exec::RunOutcome out = exec::RunRecipe(req);
+    const job::RunOutcome out = job::RunRecipe(req);
     if (tty) std::fprintf(stderr, "\r%*s\r", 80, "");
     if (out.already_completed) {
       std::printf("Job %s already completed: %s\n", out.job_id.c_str(), out.export_path.c_str());

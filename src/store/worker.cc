@@ -22,21 +22,21 @@
 #include "djshard/common/log.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/executor.h"
-#include "djshard/exec/partition_runner.h"
 #include "djshard/exec/plan.h"
-#include "djshard/exec/preflight.h"
-#include "djshard/exec/stop_request.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/partition_runner.h"
+#include "djshard/job/stop_request.h"
+#include "djshard/preflight/preflight.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/claim.h"
 #include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
-#include "src/exec/job_files.h"
+#include "src/job/job_files.h"
 
 namespace djshard::store {
 
@@ -274,27 +274,27 @@ class Worker {
     // partition set with checkpoints (SPEC-checkpoints §1, §7).
     const YAML::Node partition = recipe.root["partition"], checkpoint = recipe.root["checkpoint"];
     if ((partition && !partition.IsNull()) || (checkpoint && !checkpoint.IsNull())) {
-      exec::JobSettings settings = exec::ParseJobSettings(recipe.root, recipe.path);
+      job::JobSettings settings = job::ParseJobSettings(recipe.root, recipe.path);
       if (settings.checkpointing() && !plan_->operators.empty()) {
-        taps_ = exec::TapPositions(settings, recipe);
+        taps_ = job::TapPositions(settings, recipe);
         settings_ = settings;
       }
     }
     // One events file per worker process: appends from several NFS clients
     // to one file are not atomic (SPEC-checkpoints §8).
     const int64_t now = NowNanos();
-    events_ = std::make_unique<exec::EventLog>(job_.dir() + "/events_" + exec::StampForName(now) +
-                                                   "_" + HostName() + "_" +
-                                                   std::to_string(::getpid()) + ".jsonl",
-                                               job_.manifest().job_id);
+    events_ = std::make_unique<job::EventLog>(job_.dir() + "/events_" + job::StampForName(now) +
+                                                  "_" + HostName() + "_" +
+                                                  std::to_string(::getpid()) + ".jsonl",
+                                              job_.manifest().job_id);
     events_->Emit("job_start", {{"status", "running"},
                                 {"metadata",
                                  {{"role", "worker"},
                                   {"num_shards", job_.manifest().shards.size()},
                                   {"threads", threads_},
                                   {"max_shards", options_.max_shards}}}});
-    stop_watch_ = std::make_unique<exec::StopWatcher>(
-        job_.dir(), [this](const exec::StopRequest& r, JobStop level) { OnStop(r, level); },
+    stop_watch_ = std::make_unique<job::StopWatcher>(
+        job_.dir(), [this](const job::StopRequest& r, JobStop level) { OnStop(r, level); },
         job_.disk());
   }
 
@@ -322,8 +322,8 @@ class Worker {
     if (scan.done.size() + scan.failed.size() >= job_.manifest().shards.size()) {
       return std::nullopt;
     }
-    const exec::JobSettings st = exec::ParseJobSettings(recipe.root, recipe.path);
-    exec::PreflightContext cx;
+    const job::JobSettings st = job::ParseJobSettings(recipe.root, recipe.path);
+    preflight::PreflightContext cx;
     cx.recipe = &recipe;
     cx.plan = plan_.get();
     cx.settings = st.preflight;
@@ -335,8 +335,8 @@ class Worker {
     cx.emit = [this](const std::string& type, nlohmann::json fields) {
       events_->Emit(type, std::move(fields));
     };
-    cx.shared = exec::PreflightContext::Shared{policy_.lease_secs, policy_.heartbeat_secs,
-                                               std::min(0.25, policy_.poll_interval_secs)};
+    cx.shared = preflight::PreflightContext::Shared{policy_.lease_secs, policy_.heartbeat_secs,
+                                                    std::min(0.25, policy_.poll_interval_secs)};
     cx.check_stop = [this] {  // the stop watcher's thread looks for stop requests
       if (StopRequested() || JobStopRequested()) throw PreflightInterrupted{WorkerEnd::kStopped};
       if (options_.aborted && options_.aborted()) {
@@ -344,16 +344,16 @@ class Worker {
       }
     };
     cx.say = [this](const std::string& line) { Say("preflight", line); };
-    exec::PreflightResult result;
+    preflight::PreflightResult result;
     try {
-      result = exec::RunPreflight(cx);
+      result = preflight::RunPreflight(cx);
     } catch (const PreflightInterrupted& e) {
       Say("interrupted", "preflight interrupted; claimed nothing");
       return e.end;
     }
     if (!result.has_model_ops) return std::nullopt;
     const int planned_threads = threads_;
-    threads_ = exec::ThreadsAfterPlan(
+    threads_ = preflight::ThreadsAfterPlan(
         result, threads_,
         options_.threads.has_value() || recipe.np.has_value() || plan_->num_proc > 0);
     attempt_plan_ = result.plan_fields;
@@ -372,7 +372,7 @@ class Worker {
   // A worker refuses to start on a stopped job: its stop request must be
   // cleared first.
   void CheckNotStopped() const {
-    const std::optional<exec::StopRequest> r = exec::ReadStopRequest(job_.dir(), job_.disk());
+    const std::optional<job::StopRequest> r = job::ReadStopRequest(job_.dir(), job_.disk());
     if (!r) return;
     std::string who = r->hostname + ":" + std::to_string(r->pid);
     if (!r->reason.empty()) who += ": " + r->reason;
@@ -381,7 +381,7 @@ class Worker {
   }
 
   // Called by the stop watcher when a stop request is seen or becomes forced.
-  void OnStop(const exec::StopRequest& r, JobStop level) {
+  void OnStop(const job::StopRequest& r, JobStop level) {
     const bool forced = level == JobStop::kForced;
     events_->Emit("stop_requested",
                   {{"status", forced ? "force" : "graceful"},
@@ -625,7 +625,7 @@ class Worker {
   // commits earlier attempts left (verified, or rejected into rejected/),
   // then the partitions from where those commits stand.
   void ProcessPartitions(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input) {
-    const exec::JobSettings& st = *settings_;
+    const job::JobSettings& st = *settings_;
     const Manifest& m = job_.manifest();
     const std::string dir =
         JobPaths::CheckpointsRoot(job_.dir(), m.job_id, st.checkpoint_dir) + "/" + shard.id;
@@ -635,7 +635,7 @@ class Worker {
     for (const std::string& path : sp.unreadable) {
       RejectCommit(a, shard, dir, path, nlohmann::json(), "not a commit record");
     }
-    std::vector<exec::StartPoint> starts = ResumePoints(a, shard, dir, sp);
+    std::vector<job::StartPoint> starts = ResumePoints(a, shard, dir, sp);
     RemoveUnreferencedData(a, shard, dir);
     RunPartitions(a, shard, input, dir, sp.set, std::move(starts));
   }
@@ -673,14 +673,14 @@ class Worker {
 
   // A commit and why it is rejected ("" for the one a partition resumes from).
   struct Decision {
-    const exec::Commit* commit;
+    const job::Commit* commit;
     std::string why;
   };
 
   // What an attempt found in its shard's checkpoint directory.
   struct ShardPartitions {
-    exec::PartitionSet set;
-    std::map<uint64_t, std::vector<exec::Commit>> commits;
+    job::PartitionSet set;
+    std::map<uint64_t, std::vector<job::Commit>> commits;
     std::vector<std::string> unreadable;  // commit records that are not records
     std::vector<Decision> decisions;      // point into `commits`
   };
@@ -688,13 +688,13 @@ class Worker {
   // §7 steps 2-3, the checks: per partition, commits newest first until one
   // verifies against `against`.
   std::vector<Decision> DecideCommits(const ShardEntry& shard, const std::string& dir,
-                                      const std::map<uint64_t, std::vector<exec::Commit>>& commits,
-                                      const exec::PartitionSet& against) {
+                                      const std::map<uint64_t, std::vector<job::Commit>>& commits,
+                                      const job::PartitionSet& against) {
     const Manifest& m = job_.manifest();
     const size_t num_ops = plan_->operators.size();
     std::vector<Decision> out;
     for (const auto& [partition, list] : commits) {
-      for (const exec::Commit& c : list) {
+      for (const job::Commit& c : list) {
         std::string why;
         const std::string engine =
             c.record.value("engine", nlohmann::json::object()).value("version", "");
@@ -704,12 +704,12 @@ class Worker {
         } else if (c.record.value("shard_id", nlohmann::json()) != shard.id) {
           why = "made for another shard";
         } else if (c.op_idx >= num_ops || c.record.value("ops_prefix_sha256", "") !=
-                                              exec::OpsPrefixSha256(recipe_->root, c.op_idx)) {
+                                              job::OpsPrefixSha256(recipe_->root, c.op_idx)) {
           why = "its operators differ from the recipe's (ops_prefix_sha256)";
         } else if (engine != m.engine_version) {
           why = "made by djshard " + engine + ", the job by " + m.engine_version;
-        } else if (const std::optional<exec::CommitProblem> problem =
-                       exec::VerifyCommitFiles(c, dir, against)) {
+        } else if (const std::optional<job::CommitProblem> problem =
+                       job::VerifyCommitFiles(c, dir, against)) {
           why = problem->subject + ": " + problem->what;
         }
         out.push_back({&c, why});
@@ -737,15 +737,15 @@ class Worker {
     const std::string info_path = dir + "/partitioning_info.json";
     auto read_info = [&] {
       const nlohmann::json info = nlohmann::json::parse(disk.Read(info_path), nullptr, false);
-      return exec::ParsePartitioningInfo(info, [&](const std::string& what) {
+      return job::ParsePartitioningInfo(info, [&](const std::string& what) {
         throw Error(info_path, 0, what, "remove the shard's checkpoint directory");
       });
     };
     auto list_commits = [&] {
       sp.commits =
-          exec::ListCommits(dir, [&](const std::string& path) { sp.unreadable.push_back(path); });
+          job::ListCommits(dir, [&](const std::string& path) { sp.unreadable.push_back(path); });
     };
-    std::optional<exec::PartitionSet> theirs;
+    std::optional<job::PartitionSet> theirs;
     std::future<std::vector<Decision>> decided;
     if (disk.Stat(info_path)) {
       theirs = read_info();
@@ -756,10 +756,10 @@ class Worker {
     // The shard's checksum is checked here, or, on a takeover, through the
     // partitions' hashes: they must equal those of partitioning_info.json,
     // whose writer checked the whole shard's against the manifest.
-    exec::InputHashes hashes;
+    job::InputHashes hashes;
     if (theirs && !theirs->digests.empty()) hashes.partitions = theirs->digests[0].checksum.kind;
     if (!theirs) hashes.whole = shard.checksum.kind;
-    sp.set = exec::PartitionInput(*settings_, *recipe_, {input}, shard.id, shard.rows, hashes);
+    sp.set = job::PartitionInput(*settings_, *recipe_, {input}, shard.id, shard.rows, hashes);
     if (theirs) {
       if (theirs->input != shard.checksum) {
         throw Error(info_path, 0,
@@ -779,10 +779,10 @@ class Worker {
     if (!theirs) {
       const bool first = PublishFenced(
           a, shard, dir, info_path,
-          exec::PartitioningInfoJson(sp.set, m.job_id, shard.id, a.claim.token()).dump(2) + "\n");
+          job::PartitioningInfoJson(sp.set, m.job_id, shard.id, a.claim.token()).dump(2) + "\n");
       if (!first) theirs = read_info();
     }
-    if (theirs && !exec::SameBounds(sp.set, *theirs)) {
+    if (theirs && !job::SameBounds(sp.set, *theirs)) {
       throw Error(info_path, 0,
                   "partition bounds differ: this attempt computed " +
                       std::to_string(sp.set.bounds.size()) + " partitions, the file has " +
@@ -826,7 +826,7 @@ class Worker {
       fields["partition_id"] = record.value("partition_id", nlohmann::json());
       fields["op_idx"] = record.value("op_idx", nlohmann::json());
       fields["checkpoint_path"] = record.value("data_path", nlohmann::json());
-      exec::AddCheckpointChecksum(fields, record);
+      job::AddCheckpointChecksum(fields, record);
     }
     fields["error_message"] = why;
     fields["metadata"] = {{"commit", name}, {"moved_to", "rejected/" + name + "." + token}};
@@ -837,15 +837,15 @@ class Worker {
 
   // Where each partition starts: the commit it resumes from, if any; §7 step
   // 4: what is resumed, in attempt.json and process.log.
-  std::vector<exec::StartPoint> ResumePoints(Attempt& a, const ShardEntry& shard,
-                                             const std::string& dir, const ShardPartitions& sp) {
+  std::vector<job::StartPoint> ResumePoints(Attempt& a, const ShardEntry& shard,
+                                            const std::string& dir, const ShardPartitions& sp) {
     const size_t num_ops = plan_->operators.size();
     const size_t total = sp.set.bounds.size();
-    std::vector<exec::StartPoint> starts(total);
+    std::vector<job::StartPoint> starts(total);
     nlohmann::json resumed_from = nlohmann::json::array();
     uint64_t finished = 0;
     for (const Decision& d : sp.decisions) {
-      const exec::Commit& c = *d.commit;
+      const job::Commit& c = *d.commit;
       if (!d.why.empty()) {
         RejectCommit(a, shard, dir, c.record_path, c.record, d.why);
         continue;
@@ -877,10 +877,10 @@ class Worker {
   // commits published under the claim's fence, the output assembled from the
   // final taps.
   void RunPartitions(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input,
-                     const std::string& dir, const exec::PartitionSet& set,
-                     std::vector<exec::StartPoint> starts) {
+                     const std::string& dir, const job::PartitionSet& set,
+                     std::vector<job::StartPoint> starts) {
     const Manifest& m = job_.manifest();
-    exec::PartitionRunConfig config;
+    job::PartitionRunConfig config;
     config.plan = plan_.get();
     config.root = recipe_->root;
     config.settings = *settings_;
@@ -915,7 +915,7 @@ class Worker {
         throw Error("stop requested: starting no more partitions", "", kExitStopped);
       }
     };
-    exec::PartitionRunner runner(std::move(config));
+    job::PartitionRunner runner(std::move(config));
     a.log.Line("run", "running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
                           std::to_string(threads_) + " thread(s) on " + shard.path + " in " +
                           std::to_string(set.bounds.size()) + " partition(s)");
@@ -928,8 +928,8 @@ class Worker {
   // two unlinks of keep: latest). Removed while the claim is ours.
   void RemoveUnreferencedData(Attempt& a, const ShardEntry& shard, const std::string& dir) {
     std::vector<std::string> referenced;
-    for (const auto& [p, list] : exec::ListCommits(dir, [](const std::string&) {})) {
-      for (const exec::Commit& c : list) {
+    for (const auto& [p, list] : job::ListCommits(dir, [](const std::string&) {})) {
+      for (const job::Commit& c : list) {
         referenced.push_back(c.record.value("data_path", ""));
         referenced.push_back(c.record.value("errors_path", ""));
       }
@@ -1233,13 +1233,13 @@ class Worker {
   std::unique_ptr<recipe::Recipe> recipe_;
   std::unique_ptr<exec::Plan> plan_;
   // Set when shards are partition sets with checkpoints; taps_ then holds the tap positions.
-  std::optional<exec::JobSettings> settings_;
+  std::optional<job::JobSettings> settings_;
   std::vector<size_t> taps_;
   int threads_ = 1;
   nlohmann::json attempt_plan_;  // this node's replica plan, for attempt.json (null: none)
-  std::unique_ptr<exec::EventLog> events_;  // this process's events file
+  std::unique_ptr<job::EventLog> events_;  // this process's events file
   // Declared after events_ and say: its callback uses them until it is destroyed.
-  std::unique_ptr<exec::StopWatcher> stop_watch_;
+  std::unique_ptr<job::StopWatcher> stop_watch_;
   WorkerOutcome outcome_;
   std::unique_ptr<Attempt> current_;  // the attempt being processed on this thread
   std::optional<Pending> pending_;    // last: its publisher uses the members above

@@ -4,18 +4,18 @@
 #include <optional>
 #include <string>
 
-#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/executor.h"
 #include "djshard/io/disk.h"
+#include "djshard/job/checkpoint.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 struct RunRequest {
   std::string config_path;
   std::optional<std::string> dataset_path;  // overrides the recipe's dataset_path
   std::optional<std::string> export_path;   // overrides the recipe's export_path
   std::optional<int> threads;               // overrides the recipe's np
-  std::function<void(const ExecSummary&)> progress;
+  std::function<void(const exec::ExecSummary&)> progress;
 
   // Job mode (SPEC-checkpoints): partitions, checkpoints and a job directory.
   // It is on when the recipe has a partition: or checkpoint: section or any
@@ -33,7 +33,7 @@ struct RunOutcome {
   std::string stats_path;   // <export>.stats.json
   std::string errors_path;  // <export>.errors.jsonl
   int threads = 1;
-  ExecSummary summary;
+  exec::ExecSummary summary;
   // Job mode only:
   std::string job_id;
   std::string job_dir;
@@ -48,4 +48,4 @@ struct RunOutcome {
 // and an older one stays as it was.
 RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk = io::RealDisk());
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,4 +1,4 @@
-#include "src/job/job_files.h"
+#include "djshard/job/job_files.h"
 
 #include <fcntl.h>
 #include <sys/syscall.h>

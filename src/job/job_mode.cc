@@ -27,9 +27,9 @@
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "djshard/job/checkpoint.h"
+#include "djshard/job/job_files.h"
 #include "djshard/job/partition.h"
 #include "djshard/job/partition_runner.h"
-#include "src/job/job_files.h"
 #include "src/job/job_preflight.h"
 #include "src/job/run_stop.h"
 

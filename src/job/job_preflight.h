@@ -11,9 +11,9 @@
 #include "djshard/io/discover.h"
 #include "djshard/io/disk.h"
 #include "djshard/job/checkpoint.h"
+#include "djshard/job/job_files.h"
 #include "djshard/preflight/preflight.h"
 #include "djshard/recipe/recipe.h"
-#include "src/job/job_files.h"
 
 namespace djshard::job {
 

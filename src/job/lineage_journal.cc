@@ -15,7 +15,7 @@
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
 #include "djshard/job/checkpoint.h"
-#include "src/job/job_files.h"
+#include "djshard/job/job_files.h"
 
 namespace djshard::job {
 

@@ -21,7 +21,7 @@
 #include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
-#include "src/job/job_files.h"
+#include "djshard/job/job_files.h"
 #include "src/job/lineage_journal.h"
 
 namespace djshard::job {

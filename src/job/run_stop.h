@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "djshard/job/job_files.h"
 #include "djshard/job/stop_request.h"
-#include "src/job/job_files.h"
 
 namespace djshard::job {
 

@@ -12,7 +12,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "src/job/job_files.h"
+#include "djshard/job/job_files.h"
 
 namespace djshard::job {
 

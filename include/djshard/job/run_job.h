@@ -1,5 +1,21 @@
 #pragma once
 
+// The run-job layer (src/job, djshard::job): `djshard run` and the jobs it
+// makes (SPEC-checkpoints), and the files every job writes.
+//
+// Owns: RunRecipe here (a plain run, or a job with partitions, checkpoints and
+// a job directory); job settings, the recipe's partition:, checkpoint: and
+// event_logging: sections (job/checkpoint.h); partitions
+// (job/partition.h); the partition runner with its taps, commits and gather
+// journals (job/partition_runner.h); events files and stamps
+// (job/job_files.h); what `djshard jobs` and `monitor` read of a run job
+// (job/job_status.h); stop requests (job/stop_request.h); a run job's
+// preflight; and what an elastic job's worker runs of all this: a
+// checkpointed shard and the shared preflight (job/shard_run.h).
+// May use: preflight, exec, ops, model, recipe, io, common. Knows nothing of
+// manifests, claims, leases or coordination: a worker reaches its claim
+// through the callbacks of job/shard_run.h.
+// Offers: RunRecipe, and the headers above.
 #include <functional>
 #include <optional>
 #include <string>

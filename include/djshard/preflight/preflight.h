@@ -1,9 +1,19 @@
 #pragma once
 
-// Model preflight (SPEC-checkpoints §10): before any partition starts, every
-// model operator is probed on a small sample in a one-shot child process
-// (`djshard probe-op`), the results are cached in gpu_probe_results.json, and
-// the replica plan is made from them.
+// The model preflight layer (src/preflight, djshard::preflight;
+// SPEC-checkpoints §10): before any partition starts, every model operator is
+// probed on a small sample in a one-shot child process (`djshard probe-op`),
+// the results are cached in gpu_probe_results.json, and the replica plan is
+// made from them.
+//
+// Owns: the probes and their cache, the probe records an elastic job's
+// workers share (preflight/probe_records.h), the replica plan and execution
+// groups (preflight/replica_plan.h), and the preflight keys of a recipe's
+// partition: section (PreflightSettings).
+// May use: exec (plans, the executor a probe runs), ops, model, recipe, io,
+// common. Knows nothing of job settings, checkpoints or claims: a job hands it
+// what it probes (PreflightContext) and writes what it decided.
+// Offers: RunPreflight, AddPreflightToPlan, ThreadsAfterPlan, ProbeOperator.
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Fails when a source file includes a layer above its own (docs/ARCHITECTURE.md, "Layers").
+"""Fails when a source file includes a layer above its own, or another folder's private
+header (docs/ARCHITECTURE.md, "Layers").
 
   scripts/check_layers.py [REPO_ROOT]
 
 The layers, lowest first: each folder of src/ (and of include/djshard/) may include its own
-headers and those of the layers below it, never one above. apps/ and tests/ may include any.
-Prints every offending include as FILE:LINE: and exits 1 when there is one.
+headers and those of the layers below it, never one above. A folder's private headers
+(src/<folder>/...) are its own: another folder reaches it through include/djshard/<folder>/.
+apps/ and tests/ may include any. Prints every offending include as FILE:LINE: and exits 1
+when there is one.
 """
 import os
 import re
 import sys
 
-LAYERS = ["common", "io", "recipe", "model", "ops", "exec", "store", "coord"]
-INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:djshard|src)/([a-z_]+)/')
+LAYERS = ["common", "io", "recipe", "model", "ops", "exec", "preflight", "job", "store", "coord"]
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(djshard|src)/([a-z_]+)/')
 
 
 def main():
@@ -33,9 +36,16 @@ def main():
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for n, line in enumerate(f, 1):
                         m = INCLUDE.match(line)
-                        if m and m.group(1) in rank and rank[m.group(1)] > rank[layer]:
+                        if not m or m.group(2) not in rank:
+                            continue
+                        rel_path = os.path.relpath(path, root)
+                        if rank[m.group(2)] > rank[layer]:
                             bad.append("%s:%d: layer '%s' includes '%s', a layer above it"
-                                       % (os.path.relpath(path, root), n, layer, m.group(1)))
+                                       % (rel_path, n, layer, m.group(2)))
+                        elif m.group(1) == "src" and m.group(2) != layer:
+                            bad.append("%s:%d: layer '%s' includes a private header of '%s' "
+                                       "(use include/djshard/%s/)"
+                                       % (rel_path, n, layer, m.group(2), m.group(2)))
     for line in bad:
         print(line)
     if bad:

@@ -8,7 +8,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
-#include "djshard/exec/job_status.h"
+#include "djshard/job/job_status.h"
 #include "djshard/store/job.h"
 #include "djshard/store/job_view.h"
 
@@ -44,7 +44,7 @@ void PrintOpTotals(const nlohmann::json& op_totals) {
   }
 }
 
-void PrintView(const exec::RunJobView& v, bool detailed) {
+void PrintView(const job::RunJobView& v, bool detailed) {
   std::printf("job %s: %s\n", v.job_id.c_str(), v.status.c_str());
   std::printf("partitions: %llu of %llu done; rows %llu of %llu; %.0f rows/s",
               static_cast<unsigned long long>(v.partitions_done),
@@ -55,7 +55,7 @@ void PrintView(const exec::RunJobView& v, bool detailed) {
   std::printf("\n");
   std::printf("last checkpoint: %s\n",
               v.last_checkpoint_time.empty() ? "none" : v.last_checkpoint_time.c_str());
-  for (const exec::PartitionView& p : v.partitions) {
+  for (const job::PartitionView& p : v.partitions) {
     if (!detailed && p.status != "running") continue;
     std::string taps;
     for (const uint64_t t : p.taps) {
@@ -69,7 +69,7 @@ void PrintView(const exec::RunJobView& v, bool detailed) {
   }
   if (!v.replica_plan.is_null()) {
     std::printf("replica plan:\n");
-    for (const std::string& line : exec::ReplicaPlanLines(v.replica_plan)) {
+    for (const std::string& line : job::ReplicaPlanLines(v.replica_plan)) {
       std::printf("  %s\n", line.c_str());
     }
   }
@@ -127,7 +127,7 @@ void PrintView(const store::ElasticJobView& v, bool detailed) {
     std::printf("replica plan of %s (pid %s, %s thread(s)):\n",
                 plan["hostname"].get<std::string>().c_str(), plan["pid"].dump().c_str(),
                 plan["threads"].dump().c_str());
-    for (const std::string& line : exec::ReplicaPlanLines(plan)) {
+    for (const std::string& line : job::ReplicaPlanLines(plan)) {
       std::printf("  %s\n", line.c_str());
     }
   }
@@ -239,7 +239,7 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
       }
     }
     for (;;) {
-      const exec::RunJobView v = exec::ReadRunJob(dir);
+      const job::RunJobView v = job::ReadRunJob(dir);
       if (opt->watch && !opt->as_json && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
       if (opt->as_json) {
         std::printf("%s\n", v.ToJson(opt->detailed).dump(2).c_str());

@@ -4,12 +4,12 @@
 #include <memory>
 
 #include "commands.h"
-#include "djshard/exec/preflight.h"
+#include "djshard/preflight/preflight.h"
 
 namespace djshard::cli {
 
 void AddProbeCommand(CLI::App& app, int* exit_code) {
-  auto req = std::make_shared<exec::ProbeRequest>();
+  auto req = std::make_shared<preflight::ProbeRequest>();
   CLI::App* cmd = app.add_subcommand("probe-op", "internal: probe one model operator");
   cmd->group("");  // hidden
   cmd->add_option("--config", req->config)->required();
@@ -22,7 +22,7 @@ void AddProbeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--result", req->result)->required();
   AddDeviceOptions(cmd);
   cmd->callback([req, exit_code]() {
-    exec::ProbeOperator(*req);
+    preflight::ProbeOperator(*req);
     *exit_code = 0;
   });
 }

@@ -1,11 +1,10 @@
-#include "djshard/exec/run.h"
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "commands.h"
+#include "djshard/job/run_job.h"
 #include "logging.h"
 
 namespace djshard::cli {
@@ -23,7 +22,7 @@ void PrintProgress(const exec::ExecSummary& s) {
 struct RunOptions {
   std::string config, dataset, export_path;
   std::shared_ptr<std::optional<int>> threads = std::make_shared<std::optional<int>>();
-  std::vector<exec::ConfigOverride> overrides;
+  std::vector<job::ConfigOverride> overrides;
   std::optional<std::string> job_id, work_dir, resume;
 };
 
@@ -95,8 +94,8 @@ void PrintResumeToken(const std::string& id, bool resumable) {
   LogRecordToStderr(r);
 }
 
-exec::RunRequest MakeRunRequest(const RunOptions& opt) {
-  exec::RunRequest req;
+job::RunRequest MakeRunRequest(const RunOptions& opt) {
+  job::RunRequest req;
   req.config_path = opt.config;
   if (!opt.dataset.empty()) req.dataset_path = opt.dataset;
   if (!opt.export_path.empty()) req.export_path = opt.export_path;
@@ -110,7 +109,7 @@ exec::RunRequest MakeRunRequest(const RunOptions& opt) {
 }
 
 // The summary on stdout: throughput, the operators' counters, where things went.
-void PrintOutcome(const exec::RunOutcome& out) {
+void PrintOutcome(const job::RunOutcome& out) {
   const exec::ExecSummary& s = out.summary;
   const double mb = static_cast<double>(s.bytes_in) / 1e6;
   std::printf("Processed %llu rows (%.1f MB) in %.2f s with %d thread(s): %.1f MB/s, %.0f rows/s\n",
@@ -154,10 +153,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   AddRecipeKeyOptions(cmd, opt);
   AddJobOptions(cmd, opt);
   cmd->callback([opt, exit_code]() {
-    exec::RunRequest req = MakeRunRequest(*opt);
+    job::RunRequest req = MakeRunRequest(*opt);
     const bool tty = isatty(STDERR_FILENO) != 0;
     if (tty) req.progress = PrintProgress;
-    const exec::RunOutcome out = exec::RunRecipe(req);
+    const job::RunOutcome out = job::RunRecipe(req);
     if (tty) std::fprintf(stderr, "\r%*s\r", 80, "");
     if (out.already_completed) {
       std::printf("Job %s already completed: %s\n", out.job_id.c_str(), out.export_path.c_str());

@@ -39,7 +39,7 @@ void AddStopCommand(CLI::App& app, int* exit_code) {
   struct Options {
     std::string job, work_dir = ".", reason;
     bool force = false, wait = false, clear = false, list = false;
-    double timeout = 0, grace = exec::kStopGraceSecs;
+    double timeout = 0, grace = job::kStopGraceSecs;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -85,7 +85,7 @@ void AddStopCommand(CLI::App& app, int* exit_code) {
     }
     const store::StopOutcome out =
         store::RequestStop(target, opt->force, opt->reason, opt->grace, io::RealDisk());
-    const exec::StopRequest& r = out.request;
+    const job::StopRequest& r = out.request;
     if (out.finished) {
       std::printf("Job %s already completed; nothing to stop\n", target.job_id.c_str());
       *exit_code = kExitOk;

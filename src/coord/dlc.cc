@@ -14,9 +14,9 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/stop_request.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/sha256.h"
+#include "djshard/job/stop_request.h"
 #include "djshard/store/job.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/merge.h"
@@ -128,9 +128,9 @@ class DlcRun {
     }
     deadline_ = MonotonicSeconds() + o_.wait_timeout_secs;
     // `djshard stop` on the job ends this instance too, whatever its phase.
-    const exec::StopWatcher stop_watch(
+    const job::StopWatcher stop_watch(
         job_.dir(),
-        [this](const exec::StopRequest& r, JobStop level) {
+        [this](const job::StopRequest& r, JobStop level) {
           Say("stop", std::string(level == JobStop::kForced ? "forced stop" : "stop") +
                           " requested by " + r.hostname + ":" + std::to_string(r.pid) +
                           (r.reason.empty() ? "" : " (" + r.reason + ")"));

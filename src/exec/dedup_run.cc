@@ -1,4 +1,4 @@
-#include "src/exec/dedup_run.h"
+#include "djshard/exec/dedup_run.h"
 
 #include <algorithm>
 #include <cstdio>

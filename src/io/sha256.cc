@@ -45,4 +45,10 @@ std::string Sha256OfFile(const std::string& path) {
   return hash.HexDigest();
 }
 
+std::string Sha256Hex(const std::string& bytes) {
+  io::Sha256 h;
+  h.Update(bytes);
+  return h.HexDigest();
+}
+
 }  // namespace djshard::io

@@ -259,4 +259,17 @@ std::string ResolveRecipePath(const Recipe& recipe, const std::string& path) {
   return beside_recipe.string();
 }
 
+nlohmann::json CanonicalJson(const YAML::Node& node) {
+  if (!node || node.IsNull()) return nullptr;
+  if (node.IsScalar()) return node.Scalar();
+  if (node.IsSequence()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& item : node) a.push_back(CanonicalJson(item));
+    return a;
+  }
+  nlohmann::json o = nlohmann::json::object();
+  for (const auto& kv : node) o[kv.first.as<std::string>()] = CanonicalJson(kv.second);
+  return o;
+}
+
 }  // namespace djshard::recipe

@@ -10,7 +10,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
+#include "djshard/job/checkpoint.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/claim.h"
 #include "djshard/store/records.h"
@@ -268,7 +268,7 @@ std::string ShardCheckpointsRoot(const JobDir& job) {
   try {
     const recipe::Recipe recipe =
         recipe::LoadRecipe(job.InJob(job.manifest().recipe_snapshot_path));
-    dir = exec::ParseJobSettings(recipe.root, recipe.path).checkpoint_dir;
+    dir = job::ParseJobSettings(recipe.root, recipe.path).checkpoint_dir;
   } catch (const Error&) {
     // A recipe the workers refuse has no checkpoints elsewhere.
   }

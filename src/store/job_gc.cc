@@ -15,10 +15,10 @@
 
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/job_status.h"
 #include "djshard/io/disk.h"
+#include "djshard/job/job_status.h"
+#include "djshard/preflight/probe_records.h"
 #include "djshard/store/job.h"
-#include "src/exec/probe_records.h"
 
 namespace djshard::store {
 
@@ -205,8 +205,8 @@ void CollectProbe(const JobDir& job, const std::string& job_dir, io::Disk& disk,
       RemoveTree(work, keep, disk, dry_run, result);
     }
   }
-  exec::ProbeRecords records(dir, job.manifest().policy.lease_secs,
-                             job.manifest().policy.heartbeat_secs, disk);
+  preflight::ProbeRecords records(dir, job.manifest().policy.lease_secs,
+                                  job.manifest().policy.heartbeat_secs, disk);
   for (const std::string& key : lock_keys) {
     const std::string path = records.LockPath(key);
     struct stat st {};
@@ -249,13 +249,13 @@ GcResult CollectElastic(const std::string& job_dir, io::Disk& disk, bool dry_run
 
 GcResult CollectGarbage(const std::string& job_dir, bool dry_run, io::Disk& disk) {
   if (io::IsRegularFile(job_dir + "/manifest.json")) return CollectElastic(job_dir, disk, dry_run);
-  const exec::RunJobView view = exec::ReadRunJob(job_dir);
+  const job::RunJobView view = job::ReadRunJob(job_dir);
   if (view.status == "running") {
     throw Error(job_dir, 0,
                 "job " + view.job_id + " is running (heartbeat " +
                     std::to_string(static_cast<int>(view.heartbeat_age_secs)) + " s old)",
                 "gc a job once its run has ended; a killed run's heartbeat goes stale after " +
-                    std::to_string(static_cast<int>(exec::kHeartbeatStaleSecs)) + " s");
+                    std::to_string(static_cast<int>(job::kHeartbeatStaleSecs)) + " s");
   }
   GcResult result;
   result.job_id = view.job_id;

@@ -9,8 +9,8 @@
 
 #include "djshard/common/clock.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
 #include "djshard/io/disk.h"
+#include "djshard/job/checkpoint.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/job_view.h"
 #include "djshard/store/records.h"
@@ -34,9 +34,9 @@ json CheckpointingJson(const JobDir& job) {
     const recipe::Recipe recipe = recipe::LoadRecipe(job.InJob(m.recipe_snapshot_path));
     const YAML::Node p = recipe.root["partition"], k = recipe.root["checkpoint"];
     if ((!p || p.IsNull()) && (!k || k.IsNull())) return c;
-    const exec::JobSettings st = exec::ParseJobSettings(recipe.root, recipe.path);
+    const job::JobSettings st = job::ParseJobSettings(recipe.root, recipe.path);
     if (!st.checkpointing()) return c;
-    c["strategy"] = exec::TapStrategyName(st.strategy);
+    c["strategy"] = job::TapStrategyName(st.strategy);
     c["n_ops"] = st.n_ops;
     c["op_names"] = st.op_names;
     c["checkpoint_dir"] = JobPaths::CheckpointsRoot(job.dir(), m.job_id, st.checkpoint_dir);

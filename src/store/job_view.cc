@@ -11,10 +11,10 @@
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
-#include "djshard/exec/checkpoint.h"
-#include "djshard/exec/job_status.h"
-#include "djshard/exec/stop_request.h"
 #include "djshard/io/disk.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/job_status.h"
+#include "djshard/job/stop_request.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
@@ -101,13 +101,13 @@ json DonePartitions(const JobDir& job, const DoneRecord& done) {
 PartitionCounts CountPartitions(const JobDir& job, const JobStatus& status) {
   PartitionCounts c;
   const Manifest& m = job.manifest();
-  std::optional<exec::JobSettings> settings;
+  std::optional<job::JobSettings> settings;
   size_t num_ops = 0;
   try {
     const recipe::Recipe recipe = recipe::LoadRecipe(job.InJob(m.recipe_snapshot_path));
     const YAML::Node p = recipe.root["partition"], k = recipe.root["checkpoint"];
     if ((p && !p.IsNull()) || (k && !k.IsNull())) {
-      const exec::JobSettings st = exec::ParseJobSettings(recipe.root, recipe.path);
+      const job::JobSettings st = job::ParseJobSettings(recipe.root, recipe.path);
       if (st.checkpointing() && !recipe.process.empty()) {
         settings = st;
         num_ops = recipe.process.size();
@@ -142,7 +142,7 @@ PartitionCounts CountPartitions(const JobDir& job, const JobStatus& status) {
       const ShardPartitionFiles f = ReadShardPartitionFiles(root + "/" + sh.shard->id, num_ops - 1);
       n = f.num_partitions;
       completed = f.final_commits;
-      if (n == 0 && settings->mode == exec::PartitionMode::kManual) {
+      if (n == 0 && settings->mode == job::PartitionMode::kManual) {
         n = settings->num_of_partitions;
       }
     }
@@ -188,7 +188,7 @@ class ElasticJobReader {
     v_.model_devices_warning = MixedModelDevicesWarning(v_.shards_by_model_devices);
     v_.hosts.assign(hosts_.begin(), hosts_.end());
     FindCurrentOperators();
-    if (const std::optional<exec::StopRequest> r = exec::ReadStopRequest(job_.dir(), job_.disk())) {
+    if (const std::optional<job::StopRequest> r = job::ReadStopRequest(job_.dir(), job_.disk())) {
       v_.stop = {{"requested_at", r->requested_at},
                  {"mode", r->mode},
                  {"reason", r->reason.empty() ? json() : json(r->reason)},
@@ -281,7 +281,7 @@ class ElasticJobReader {
       }
       const json attempt = json::parse(text, nullptr, false);
       if (!attempt.is_object() || !attempt.contains("plan")) continue;
-      json plan = exec::ReplicaPlanOf(attempt["plan"]);
+      json plan = job::ReplicaPlanOf(attempt["plan"]);
       if (plan.is_null()) continue;
       plan["hostname"] = host;
       plan["pid"] = attempt["plan"].value("pid", json());
@@ -299,7 +299,7 @@ class ElasticJobReader {
     for (const auto& e : fs::directory_iterator(job_.dir(), ec)) {
       const std::string name = e.path().filename().string();
       if (name.rfind("events_", 0) != 0) continue;
-      for (const json& ev : exec::ReadEventLines(e.path().string())) {
+      for (const json& ev : job::ReadEventLines(e.path().string())) {
         const auto it = by_token.find(ev.value("attempt_token", std::string()));
         if (it == by_token.end()) continue;
         if (ev.value("event_type", "") == "op_start")
@@ -434,7 +434,7 @@ std::vector<JobRow> ListJobs(const std::string& work_dir, bool running_only) {
                v.shards_total,
                v.ToJson(false)};
       } else if (io::IsRegularFile(dir + "/job_summary.json")) {
-        const exec::RunJobView v = exec::ReadRunJob(dir);
+        const job::RunJobView v = job::ReadRunJob(dir);
         if (running_only && v.status != "running") continue;
         row = {v.job_id,       "run",           v.status,          v.start_time,
                v.hostname,     v.duration_secs, v.partitions_done, v.partitions_total,

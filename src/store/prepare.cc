@@ -13,13 +13,13 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
-#include "djshard/exec/partition_runner.h"
 #include "djshard/exec/plan.h"
 #include "djshard/exec/shard_safety.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/partition_runner.h"
 #include "djshard/model/device.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
@@ -107,7 +107,7 @@ struct CheckedRecipe {
   recipe::Recipe recipe;
   exec::ShardSafetyReport safety;
   // partition: and checkpoint: sections (SPEC-checkpoints §2).
-  std::optional<exec::JobSettings> partitioning;
+  std::optional<job::JobSettings> partitioning;
   std::unique_ptr<exec::Plan> compiled;  // with checkpointing: for dag_execution_plan.json
   std::vector<size_t> checkpoint_taps;
 };
@@ -131,8 +131,8 @@ CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
   c.safety = exec::CheckShardSafety(c.recipe, ops::Registry::Global());
   const YAML::Node p = c.recipe.root["partition"], k = c.recipe.root["checkpoint"];
   if ((p && !p.IsNull()) || (k && !k.IsNull())) {
-    c.partitioning = exec::ParseJobSettings(c.recipe.root, c.recipe.path);
-    exec::TapPositions(*c.partitioning, c.recipe);
+    c.partitioning = job::ParseJobSettings(c.recipe.root, c.recipe.path);
+    job::TapPositions(*c.partitioning, c.recipe);
   }
   // The plan a worker builds, with every argument checked, so that a job no
   // worker could run is refused here; only operators this build lacks are
@@ -143,7 +143,7 @@ CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
       exec::CompilePlan(c.recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
   if (c.partitioning && c.partitioning->checkpointing() &&
       plan.operators.size() == c.recipe.process.size()) {
-    c.checkpoint_taps = exec::TapPositions(*c.partitioning, c.recipe);
+    c.checkpoint_taps = job::TapPositions(*c.partitioning, c.recipe);
     c.compiled = std::make_unique<exec::Plan>(std::move(plan));
   }
   io::Sha256 hash;
@@ -191,7 +191,7 @@ NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const Nor
 // Every shard is a partition set: a manual partition count must fit the
 // smallest shard (the staged shards are removed with the staging directory).
 void CheckManualPartitions(const CheckedRecipe& c, const Manifest& m) {
-  if (!c.partitioning || c.partitioning->mode != exec::PartitionMode::kManual) return;
+  if (!c.partitioning || c.partitioning->mode != job::PartitionMode::kManual) return;
   const ShardEntry* smallest = &m.shards.front();
   for (const ShardEntry& s : m.shards) smallest = s.rows < smallest->rows ? &s : smallest;
   if (c.partitioning->num_of_partitions > smallest->rows) {
@@ -221,14 +221,14 @@ void WarnAboutCheckpointDir(const CheckedRecipe& c, const std::string& job_dir, 
 // shard is a partition set of its own: a manual count is every shard's, auto
 // sizes each shard by itself.
 nlohmann::json ExecutionPlan(const CheckedRecipe& c, const std::string& job_id) {
-  const bool manual = c.partitioning->mode == exec::PartitionMode::kManual;
+  const bool manual = c.partitioning->mode == job::PartitionMode::kManual;
   const nlohmann::json parts = {
       {"mode", manual ? "manual" : "auto"},
       {"num_partitions",
        manual ? nlohmann::json(c.partitioning->num_of_partitions) : nlohmann::json()},
       {"per_shard", true}};
-  nlohmann::json plan = exec::ExecutionPlanJson(*c.compiled, job_id, c.sha256, c.checkpoint_taps,
-                                                *c.partitioning, parts);
+  nlohmann::json plan = job::ExecutionPlanJson(*c.compiled, job_id, c.sha256, c.checkpoint_taps,
+                                               *c.partitioning, parts);
   // Model operators are probed by the workers before they claim
   // (SPEC-checkpoints §10): a key depends on the node's device, so the keys
   // and each node's replicas are in its attempts' `plan`.

@@ -13,8 +13,8 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/job_status.h"
 #include "djshard/io/disk.h"
+#include "djshard/job/job_status.h"
 #include "djshard/store/job.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/job_view.h"
@@ -117,16 +117,16 @@ StopOutcome RequestStop(const StopTarget& target, bool force, const std::string&
   // A finished job has nothing to stop; a request would only linger.
   const std::string status = target.kind == StopTarget::Kind::kElastic
                                  ? ReadElasticJob(JobDir::Open(target.dir, disk)).status
-                                 : exec::ReadRunJob(target.dir).status;
+                                 : job::ReadRunJob(target.dir).status;
   if (status == "completed") {
     out.finished = true;
     return out;
   }
-  const exec::StopRequest mine =
-      exec::StopRequest::Now(force ? "force" : "graceful", reason, grace_secs);
-  out.published = exec::PublishStopRequest(target.dir, mine, disk);
-  if (force) out.forced = exec::PublishForceStop(target.dir, mine, disk);
-  out.request = exec::ReadStopRequest(target.dir, disk).value_or(mine);
+  const job::StopRequest mine =
+      job::StopRequest::Now(force ? "force" : "graceful", reason, grace_secs);
+  out.published = job::PublishStopRequest(target.dir, mine, disk);
+  if (force) out.forced = job::PublishForceStop(target.dir, mine, disk);
+  out.request = job::ReadStopRequest(target.dir, disk).value_or(mine);
   if (target.kind == StopTarget::Kind::kElastic && (out.published || out.forced)) {
     SummaryUpdate update;
     update.status = SummaryStatus::kStopped;
@@ -156,7 +156,7 @@ SummaryStatus StatusAfterClearedStop(const std::string& shards_say) {
 }  // namespace
 
 bool ClearStop(const StopTarget& target) {
-  if (!exec::ClearStopRequest(target.dir, target.HistoryDir())) return false;
+  if (!job::ClearStopRequest(target.dir, target.HistoryDir())) return false;
   if (target.kind == StopTarget::Kind::kElastic) {
     const JobDir job = JobDir::Open(target.dir);
     SummaryUpdate update;
@@ -178,7 +178,7 @@ std::vector<std::string> LiveHolders(const StopTarget& target) {
     }
     return live;
   }
-  const exec::RunJobView v = exec::ReadRunJob(target.dir);
+  const job::RunJobView v = job::ReadRunJob(target.dir);
   if (v.status == "running") {
     live.push_back("run on " + v.hostname + " (heartbeat " +
                    std::to_string(static_cast<int64_t>(v.heartbeat_age_secs)) + " s ago)");

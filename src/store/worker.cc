@@ -22,21 +22,20 @@
 #include "djshard/common/log.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/executor.h"
-#include "djshard/exec/partition_runner.h"
 #include "djshard/exec/plan.h"
-#include "djshard/exec/preflight.h"
-#include "djshard/exec/stop_request.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/job_files.h"
+#include "djshard/job/shard_run.h"
+#include "djshard/job/stop_request.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/claim.h"
 #include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
-#include "src/exec/job_files.h"
 
 namespace djshard::store {
 
@@ -274,27 +273,27 @@ class Worker {
     // partition set with checkpoints (SPEC-checkpoints §1, §7).
     const YAML::Node partition = recipe.root["partition"], checkpoint = recipe.root["checkpoint"];
     if ((partition && !partition.IsNull()) || (checkpoint && !checkpoint.IsNull())) {
-      exec::JobSettings settings = exec::ParseJobSettings(recipe.root, recipe.path);
+      job::JobSettings settings = job::ParseJobSettings(recipe.root, recipe.path);
       if (settings.checkpointing() && !plan_->operators.empty()) {
-        taps_ = exec::TapPositions(settings, recipe);
+        taps_ = job::TapPositions(settings, recipe);
         settings_ = settings;
       }
     }
     // One events file per worker process: appends from several NFS clients
     // to one file are not atomic (SPEC-checkpoints §8).
     const int64_t now = NowNanos();
-    events_ = std::make_unique<exec::EventLog>(job_.dir() + "/events_" + exec::StampForName(now) +
-                                                   "_" + HostName() + "_" +
-                                                   std::to_string(::getpid()) + ".jsonl",
-                                               job_.manifest().job_id);
+    events_ = std::make_unique<job::EventLog>(job_.dir() + "/events_" + job::StampForName(now) +
+                                                  "_" + HostName() + "_" +
+                                                  std::to_string(::getpid()) + ".jsonl",
+                                              job_.manifest().job_id);
     events_->Emit("job_start", {{"status", "running"},
                                 {"metadata",
                                  {{"role", "worker"},
                                   {"num_shards", job_.manifest().shards.size()},
                                   {"threads", threads_},
                                   {"max_shards", options_.max_shards}}}});
-    stop_watch_ = std::make_unique<exec::StopWatcher>(
-        job_.dir(), [this](const exec::StopRequest& r, JobStop level) { OnStop(r, level); },
+    stop_watch_ = std::make_unique<job::StopWatcher>(
+        job_.dir(), [this](const job::StopRequest& r, JobStop level) { OnStop(r, level); },
         job_.disk());
   }
 
@@ -322,40 +321,37 @@ class Worker {
     if (scan.done.size() + scan.failed.size() >= job_.manifest().shards.size()) {
       return std::nullopt;
     }
-    const exec::JobSettings st = exec::ParseJobSettings(recipe.root, recipe.path);
-    exec::PreflightContext cx;
-    cx.recipe = &recipe;
-    cx.plan = plan_.get();
-    cx.settings = st.preflight;
-    for (const ShardEntry& s : job_.manifest().shards) cx.inputs.push_back(job_.InJob(s.path));
-    cx.job_dir = job_.dir();
-    cx.disk = &job_.disk();
-    cx.threads = threads_;
-    cx.partitions_in_flight = st.max_concurrent_partitions;
-    cx.emit = [this](const std::string& type, nlohmann::json fields) {
-      events_->Emit(type, std::move(fields));
-    };
-    cx.shared = exec::PreflightContext::Shared{policy_.lease_secs, policy_.heartbeat_secs,
-                                               std::min(0.25, policy_.poll_interval_secs)};
-    cx.check_stop = [this] {  // the stop watcher's thread looks for stop requests
+    job::ShardPreflightRequest request;
+    request.recipe = &recipe;
+    request.plan = plan_.get();
+    request.settings = job::ParseJobSettings(recipe.root, recipe.path);
+    for (const ShardEntry& s : job_.manifest().shards) request.inputs.push_back(job_.InJob(s.path));
+    request.job_dir = job_.dir();
+    request.disk = &job_.disk();
+    request.threads = threads_;
+    request.threads_explicit =
+        options_.threads.has_value() || recipe.np.has_value() || plan_->num_proc > 0;
+    request.lease_secs = policy_.lease_secs;
+    request.heartbeat_secs = policy_.heartbeat_secs;
+    request.poll_secs = std::min(0.25, policy_.poll_interval_secs);
+    request.events = events_.get();
+    request.check_stop = [this] {  // the stop watcher's thread looks for stop requests
       if (StopRequested() || JobStopRequested()) throw PreflightInterrupted{WorkerEnd::kStopped};
       if (options_.aborted && options_.aborted()) {
         throw PreflightInterrupted{WorkerEnd::kAborted};
       }
     };
-    cx.say = [this](const std::string& line) { Say("preflight", line); };
-    exec::PreflightResult result;
+    request.say = [this](const std::string& line) { Say("preflight", line); };
+    job::ShardPreflight result;
     try {
-      result = exec::RunPreflight(cx);
+      result = job::RunShardPreflight(request);
     } catch (const PreflightInterrupted& e) {
       Say("interrupted", "preflight interrupted; claimed nothing");
       return e.end;
     }
     if (!result.has_model_ops) return std::nullopt;
     const int planned_threads = threads_;
-    threads_ = exec::ThreadsAfterPlan(
-        result, threads_,
-        options_.threads.has_value() || recipe.np.has_value() || plan_->num_proc > 0);
+    threads_ = result.threads;
     attempt_plan_ = result.plan_fields;
     attempt_plan_["hostname"] = HostName();
     attempt_plan_["pid"] = ::getpid();
@@ -372,7 +368,7 @@ class Worker {
   // A worker refuses to start on a stopped job: its stop request must be
   // cleared first.
   void CheckNotStopped() const {
-    const std::optional<exec::StopRequest> r = exec::ReadStopRequest(job_.dir(), job_.disk());
+    const std::optional<job::StopRequest> r = job::ReadStopRequest(job_.dir(), job_.disk());
     if (!r) return;
     std::string who = r->hostname + ":" + std::to_string(r->pid);
     if (!r->reason.empty()) who += ": " + r->reason;
@@ -381,7 +377,7 @@ class Worker {
   }
 
   // Called by the stop watcher when a stop request is seen or becomes forced.
-  void OnStop(const exec::StopRequest& r, JobStop level) {
+  void OnStop(const job::StopRequest& r, JobStop level) {
     const bool forced = level == JobStop::kForced;
     events_->Emit("stop_requested",
                   {{"status", forced ? "force" : "graceful"},
@@ -621,339 +617,45 @@ class Worker {
   // Commits are linked under the claim's fence, like the done record. The
   // output is the final taps, in order, so the done record means what it
   // always does. Throws on any error; sets a.lost when the claim was lost.
-  // A checkpointed shard (SPEC-checkpoints §7): its partition set, the
-  // commits earlier attempts left (verified, or rejected into rejected/),
-  // then the partitions from where those commits stand.
   void ProcessPartitions(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input) {
-    const exec::JobSettings& st = *settings_;
     const Manifest& m = job_.manifest();
-    const std::string dir =
-        JobPaths::CheckpointsRoot(job_.dir(), m.job_id, st.checkpoint_dir) + "/" + shard.id;
-    a.checkpoints = dir;
-    ShardPartitions sp;
-    OpenPartitionSet(a, shard, input, dir, sp);
-    for (const std::string& path : sp.unreadable) {
-      RejectCommit(a, shard, dir, path, nlohmann::json(), "not a commit record");
-    }
-    std::vector<exec::StartPoint> starts = ResumePoints(a, shard, dir, sp);
-    RemoveUnreferencedData(a, shard, dir);
-    RunPartitions(a, shard, input, dir, sp.set, std::move(starts));
-  }
-
-  // Runs `fn` under the claim's fence; a lost claim marks the attempt lost
-  // and throws.
-  void AsOwner(Attempt& a, const ShardEntry& shard, const std::function<void()>& fn) {
-    if (!store_.AsOwner(a.claim, fn)) {
-      a.lost.store(true);
-      throw Error("lost the claim of " + shard.id + "; committing nothing");
-    }
-  }
-
-  // Publishes `content` at `path` first-writer-wins under the claim's fence.
-  // The file is written and fsynced first, so that the fenced section is one
-  // link(): a process frozen there (SIGSTOP, a hung node) would hold the
-  // flock, and with it keep every other worker from taking the shard over.
-  bool PublishFenced(Attempt& a, const ShardEntry& shard, const std::string& dir,
-                     const std::string& path, const std::string& content) {
-    io::Disk& disk = job_.disk();
-    const std::string tmp =
-        dir + "/tmp." + std::filesystem::path(path).filename().string() + "." + a.claim.token();
-    disk.WriteAtomic(tmp, content);
-    bool linked = false;
-    try {
-      AsOwner(a, shard, [&] { linked = disk.Link(tmp, path); });
-    } catch (...) {
-      disk.Unlink(tmp);
-      throw;
-    }
-    disk.Unlink(tmp);
-    if (linked) disk.SyncDir(dir);
-    return linked;
-  }
-
-  // A commit and why it is rejected ("" for the one a partition resumes from).
-  struct Decision {
-    const exec::Commit* commit;
-    std::string why;
-  };
-
-  // What an attempt found in its shard's checkpoint directory.
-  struct ShardPartitions {
-    exec::PartitionSet set;
-    std::map<uint64_t, std::vector<exec::Commit>> commits;
-    std::vector<std::string> unreadable;  // commit records that are not records
-    std::vector<Decision> decisions;      // point into `commits`
-  };
-
-  // §7 steps 2-3, the checks: per partition, commits newest first until one
-  // verifies against `against`.
-  std::vector<Decision> DecideCommits(const ShardEntry& shard, const std::string& dir,
-                                      const std::map<uint64_t, std::vector<exec::Commit>>& commits,
-                                      const exec::PartitionSet& against) {
-    const Manifest& m = job_.manifest();
-    const size_t num_ops = plan_->operators.size();
-    std::vector<Decision> out;
-    for (const auto& [partition, list] : commits) {
-      for (const exec::Commit& c : list) {
-        std::string why;
-        const std::string engine =
-            c.record.value("engine", nlohmann::json::object()).value("version", "");
-        if (partition >= against.bounds.size()) {
-          why = "partition " + std::to_string(partition) + " is not one of the shard's " +
-                std::to_string(against.bounds.size());
-        } else if (c.record.value("shard_id", nlohmann::json()) != shard.id) {
-          why = "made for another shard";
-        } else if (c.op_idx >= num_ops || c.record.value("ops_prefix_sha256", "") !=
-                                              exec::OpsPrefixSha256(recipe_->root, c.op_idx)) {
-          why = "its operators differ from the recipe's (ops_prefix_sha256)";
-        } else if (engine != m.engine_version) {
-          why = "made by djshard " + engine + ", the job by " + m.engine_version;
-        } else if (const std::optional<exec::CommitProblem> problem =
-                       exec::VerifyCommitFiles(c, dir, against)) {
-          why = problem->subject + ": " + problem->what;
-        }
-        out.push_back({&c, why});
-        if (why.empty()) break;
-      }
-    }
-    return out;
-  }
-
-  // §7 steps 1-3: checks the shard file against the manifest, publishes or
-  // reads partitioning_info.json, and decides the earlier commits (verified on
-  // another thread while this attempt hashes the shard).
-  void OpenPartitionSet(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input,
-                        const std::string& dir, ShardPartitions& sp) {
-    const Manifest& m = job_.manifest();
-    io::Disk& disk = job_.disk();
-    // Normalized shards end every line with \n, so the hash of the
-    // sha256-lines-v1 bytes is the file's.
-    const std::optional<io::FileStat> file = disk.Stat(input.path);
-    if (!file || file->size != shard.size_bytes) {
-      throw Error(input.path, 0, "shard file size differs from the manifest",
-                  "the job directory was changed; prepare the job again");
-    }
-    disk.MakeDirs(dir);
-    const std::string info_path = dir + "/partitioning_info.json";
-    auto read_info = [&] {
-      const nlohmann::json info = nlohmann::json::parse(disk.Read(info_path), nullptr, false);
-      return exec::ParsePartitioningInfo(info, [&](const std::string& what) {
-        throw Error(info_path, 0, what, "remove the shard's checkpoint directory");
-      });
+    a.checkpoints =
+        JobPaths::CheckpointsRoot(job_.dir(), m.job_id, settings_->checkpoint_dir) + "/" + shard.id;
+    job::ShardCheckpoints checkpoints;
+    checkpoints.recipe = recipe_.get();
+    checkpoints.plan = plan_.get();
+    checkpoints.settings = *settings_;
+    checkpoints.taps = taps_;
+    checkpoints.job_id = m.job_id;
+    checkpoints.engine_version = m.engine_version;
+    checkpoints.config_sha256 = m.recipe_sha256;
+    checkpoints.threads = threads_;
+    checkpoints.events = events_.get();
+    checkpoints.disk = &job_.disk();
+    job::ShardAttempt attempt;
+    attempt.shard_id = shard.id;
+    attempt.shard_path = shard.path;
+    attempt.rows = shard.rows;
+    attempt.size_bytes = shard.size_bytes;
+    attempt.checksum = shard.checksum;
+    attempt.input = input;
+    attempt.checkpoints = a.checkpoints;
+    attempt.token = a.claim.token();
+    attempt.lost = &a.lost;
+    attempt.as_owner = [this, &a](const std::function<void()>& fn) {
+      return store_.AsOwner(a.claim, fn);
     };
-    auto list_commits = [&] {
-      sp.commits =
-          exec::ListCommits(dir, [&](const std::string& path) { sp.unreadable.push_back(path); });
+    attempt.record_partitions = [this, &a](const nlohmann::json& partitions,
+                                           const nlohmann::json& resumed_from) {
+      store_.RecordPartitions(a.claim.attempt_dir(), partitions, resumed_from);
     };
-    std::optional<exec::PartitionSet> theirs;
-    std::future<std::vector<Decision>> decided;
-    if (disk.Stat(info_path)) {
-      theirs = read_info();
-      list_commits();
-      decided = std::async(std::launch::async,
-                           [&] { return DecideCommits(shard, dir, sp.commits, *theirs); });
-    }
-    // The shard's checksum is checked here, or, on a takeover, through the
-    // partitions' hashes: they must equal those of partitioning_info.json,
-    // whose writer checked the whole shard's against the manifest.
-    exec::InputHashes hashes;
-    if (theirs && !theirs->digests.empty()) hashes.partitions = theirs->digests[0].checksum.kind;
-    if (!theirs) hashes.whole = shard.checksum.kind;
-    sp.set = exec::PartitionInput(*settings_, *recipe_, {input}, shard.id, shard.rows, hashes);
-    if (theirs) {
-      if (theirs->input != shard.checksum) {
-        throw Error(info_path, 0,
-                    "its input checksum is not the manifest's " + shard.checksum.field() + " of " +
-                        shard.id,
-                    "remove the shard's checkpoint directory");
-      }
-      sp.set.input = theirs->input;
-    }
-    if (sp.set.total_rows != shard.rows || sp.set.total_bytes != shard.size_bytes ||
-        sp.set.input != shard.checksum) {
-      throw Error(
-          input.path, 0,
-          "shard file differs from the manifest (rows, size or " + shard.checksum.field() + ")",
-          "the job directory was changed; prepare the job again");
-    }
-    if (!theirs) {
-      const bool first = PublishFenced(
-          a, shard, dir, info_path,
-          exec::PartitioningInfoJson(sp.set, m.job_id, shard.id, a.claim.token()).dump(2) + "\n");
-      if (!first) theirs = read_info();
-    }
-    if (theirs && !exec::SameBounds(sp.set, *theirs)) {
-      throw Error(info_path, 0,
-                  "partition bounds differ: this attempt computed " +
-                      std::to_string(sp.set.bounds.size()) + " partitions, the file has " +
-                      std::to_string(theirs->bounds.size()) + " or other bounds",
-                  "the recipe's partition settings or the shard changed; prepare a new job");
-    }
-    if (decided.valid()) {
-      sp.decisions = decided.get();
-    } else if (theirs) {
-      list_commits();
-      sp.decisions = DecideCommits(shard, dir, sp.commits, sp.set);
-    }
-  }
-
-  // The events of a checkpointed shard's attempt carry these.
-  static nlohmann::json ShardEventFields(const Attempt& a, const ShardEntry& shard) {
-    return {{"shard_id", shard.id}, {"attempt_token", a.claim.token()}};
-  }
-
-  // §7 step 3: a commit that fails is rejected, not fatal: it moves into
-  // rejected/ (record and data) with a checkpoint_rejected event.
-  void RejectCommit(Attempt& a, const ShardEntry& shard, const std::string& dir,
-                    const std::string& record_path, const nlohmann::json& record,
-                    const std::string& why) {
-    io::Disk& disk = job_.disk();
-    const std::string rejected = dir + "/rejected";
-    const std::string name = std::filesystem::path(record_path).filename().string();
-    const std::string& token = a.claim.token();
-    AsOwner(a, shard, [&] {
-      disk.MakeDirs(rejected);
-      disk.Rename(record_path, rejected + "/" + name + "." + token);
-      for (const char* key : {"data_path", "errors_path"}) {
-        const std::string rel = record.is_object() ? record.value(key, "") : "";
-        if (!rel.empty() && rel.find('/') == std::string::npos && disk.Stat(dir + "/" + rel)) {
-          disk.Rename(dir + "/" + rel, rejected + "/" + rel);
-        }
-      }
-    });
-    nlohmann::json fields = ShardEventFields(a, shard);
-    if (record.is_object()) {
-      fields["partition_id"] = record.value("partition_id", nlohmann::json());
-      fields["op_idx"] = record.value("op_idx", nlohmann::json());
-      fields["checkpoint_path"] = record.value("data_path", nlohmann::json());
-      exec::AddCheckpointChecksum(fields, record);
-    }
-    fields["error_message"] = why;
-    fields["metadata"] = {{"commit", name}, {"moved_to", "rejected/" + name + "." + token}};
-    events_->Emit("checkpoint_rejected", fields);
-    a.log.Line("checkpoint_rejected",
-               "rejected checkpoint " + name + ": " + why + " (moved to rejected/)");
-  }
-
-  // Where each partition starts: the commit it resumes from, if any; §7 step
-  // 4: what is resumed, in attempt.json and process.log.
-  std::vector<exec::StartPoint> ResumePoints(Attempt& a, const ShardEntry& shard,
-                                             const std::string& dir, const ShardPartitions& sp) {
-    const size_t num_ops = plan_->operators.size();
-    const size_t total = sp.set.bounds.size();
-    std::vector<exec::StartPoint> starts(total);
-    nlohmann::json resumed_from = nlohmann::json::array();
-    uint64_t finished = 0;
-    for (const Decision& d : sp.decisions) {
-      const exec::Commit& c = *d.commit;
-      if (!d.why.empty()) {
-        RejectCommit(a, shard, dir, c.record_path, c.record, d.why);
-        continue;
-      }
-      starts[c.partition] = {true, c.op_idx, dir + "/" + c.record.value("data_path", ""), c.record};
-      if (c.op_idx == num_ops - 1) ++finished;
-      resumed_from.push_back(
-          {{"partition_id", c.partition},
-           {"op_idx", c.op_idx},
-           {"commit", std::filesystem::path(c.record_path).filename().string()},
-           {"origin_attempt_token", c.record.value("attempt_token", nlohmann::json())}});
-    }
-    const nlohmann::json partitions = {
-        {"total", total}, {"resumed", finished}, {"computed", total - finished}};
-    store_.RecordPartitions(a.claim.attempt_dir(), partitions, resumed_from);
-    a.partitions = partitions;
-    a.log.Line("resume", "partitions: total " + std::to_string(total) + ", resumed " +
-                             std::to_string(finished) + ", computed " +
-                             std::to_string(total - finished) + "; checkpoints in " + dir);
-    for (const nlohmann::json& r : resumed_from) {
-      a.log.Line("resume", "resumed partition " + r["partition_id"].dump() + " from op " +
-                               r["op_idx"].dump() + " (" + r["commit"].get<std::string>() +
-                               " of attempt " + r["origin_attempt_token"].dump() + ")");
-    }
-    return starts;
-  }
-
-  // The shard's partitions through the run-job partition runner: taps and
-  // commits published under the claim's fence, the output assembled from the
-  // final taps.
-  void RunPartitions(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input,
-                     const std::string& dir, const exec::PartitionSet& set,
-                     std::vector<exec::StartPoint> starts) {
-    const Manifest& m = job_.manifest();
-    exec::PartitionRunConfig config;
-    config.plan = plan_.get();
-    config.root = recipe_->root;
-    config.settings = *settings_;
-    config.taps = taps_;
-    config.checkpoints = dir;
-    config.job_id = m.job_id;
-    config.shard_id = shard.id;
-    config.token = a.claim.token();
-    config.config_sha256 = m.recipe_sha256;
-    config.set = &set;
-    config.starts = std::move(starts);
-    config.inputs = {input};
-    config.input_name = shard.id;
-    config.threads = threads_;
-    config.assemble = true;
-    config.cancel = &a.lost;
-    config.events = events_.get();
-    config.event_fields = ShardEventFields(a, shard);
-    config.disk = &job_.disk();
-    config.publish_commit = [this, &a, &shard, &dir](const std::string& path,
-                                                     const std::string& content) {
-      return PublishFenced(a, shard, dir, path, content);
+    attempt.log = [&a](const std::string& event, const std::string& text) {
+      a.log.Line(event, text);
     };
-    config.reject_commit = [this, &a, &shard, &dir](const std::string& record_path,
-                                                    const nlohmann::json& record,
-                                                    const std::string& why) {
-      RejectCommit(a, shard, dir, record_path, record, why);
-    };
-    // A job stop starts no more partitions; those in flight finish and commit.
-    config.before_partition = [] {
-      if (StopRequested() || JobStopRequested()) {
-        throw Error("stop requested: starting no more partitions", "", kExitStopped);
-      }
-    };
-    exec::PartitionRunner runner(std::move(config));
-    a.log.Line("run", "running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
-                          std::to_string(threads_) + " thread(s) on " + shard.path + " in " +
-                          std::to_string(set.bounds.size()) + " partition(s)");
-    runner.Run(*a.output, *a.errors);
-    a.summary = runner.total();
-  }
-
-  // Data files in the shard's checkpoint directory that no commit record
-  // names: left by an attempt that died before its commit (or between the
-  // two unlinks of keep: latest). Removed while the claim is ours.
-  void RemoveUnreferencedData(Attempt& a, const ShardEntry& shard, const std::string& dir) {
-    std::vector<std::string> referenced;
-    for (const auto& [p, list] : exec::ListCommits(dir, [](const std::string&) {})) {
-      for (const exec::Commit& c : list) {
-        referenced.push_back(c.record.value("data_path", ""));
-        referenced.push_back(c.record.value("errors_path", ""));
-      }
-    }
-    std::vector<std::string> garbage;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.find(a.claim.token()) != std::string::npos) continue;
-      if (name.rfind("tmp.", 0) == 0) {  // a fenced publish's file, of a dead attempt
-        garbage.push_back(e.path().string());
-        continue;
-      }
-      if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
-        continue;
-      }
-      if (std::find(referenced.begin(), referenced.end(), name) == referenced.end()) {
-        garbage.push_back(e.path().string());
-      }
-    }
-    if (garbage.empty()) return;
-    AsOwner(a, shard, [&] {
-      for (const std::string& g : garbage) job_.disk().Unlink(g);
-    });
+    const job::ShardRunResult result =
+        job::RunCheckpointedShard(checkpoints, attempt, *a.output, *a.errors);
+    a.partitions = result.partitions;
+    a.summary = result.summary;
   }
 
   // After the done record: the shard's checkpoints go, unless
@@ -1233,13 +935,13 @@ class Worker {
   std::unique_ptr<recipe::Recipe> recipe_;
   std::unique_ptr<exec::Plan> plan_;
   // Set when shards are partition sets with checkpoints; taps_ then holds the tap positions.
-  std::optional<exec::JobSettings> settings_;
+  std::optional<job::JobSettings> settings_;
   std::vector<size_t> taps_;
   int threads_ = 1;
   nlohmann::json attempt_plan_;  // this node's replica plan, for attempt.json (null: none)
-  std::unique_ptr<exec::EventLog> events_;  // this process's events file
+  std::unique_ptr<job::EventLog> events_;  // this process's events file
   // Declared after events_ and say: its callback uses them until it is destroyed.
-  std::unique_ptr<exec::StopWatcher> stop_watch_;
+  std::unique_ptr<job::StopWatcher> stop_watch_;
   WorkerOutcome outcome_;
   std::unique_ptr<Attempt> current_;  // the attempt being processed on this thread
   std::optional<Pending> pending_;    // last: its publisher uses the members above

@@ -1,17 +1,17 @@
 // Partition math and checkpoint settings (SPEC-checkpoints §2, §3, §5).
-#include "djshard/exec/checkpoint.h"
+#include "djshard/job/checkpoint.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "djshard/common/error.h"
-#include "djshard/exec/partition.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/sha256.h"
+#include "djshard/job/partition.h"
 #include "tests/unit/temp_dir.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 namespace {
 
 std::vector<uint64_t> Sizes(uint64_t rows, uint64_t parts) {
@@ -180,4 +180,4 @@ TEST(CheckpointSettings, ConfigDiffNamesTheChangedKeysAndIgnoresNonSemanticOnes)
 }
 
 }  // namespace
-}  // namespace djshard::exec
+}  // namespace djshard::job

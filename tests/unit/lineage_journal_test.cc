@@ -1,7 +1,7 @@
 // The gather journal (SPEC-lineage §6): segments sealed by count, committed
 // through the caller's publish, loaded back with every byte of the records
 // and errors lines, and rejected when they do not verify.
-#include "src/exec/lineage_journal.h"
+#include "src/job/lineage_journal.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "djshard/io/disk.h"
 #include "tests/unit/temp_dir.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 namespace {
 
 using nlohmann::json;
@@ -35,18 +35,19 @@ JournalScope ScopeIn(const std::string& dir) {
   return s;
 }
 
-std::vector<JournaledParent> Parents(uint64_t from, uint64_t n) {
-  std::vector<JournaledParent> out;
+std::vector<exec::JournaledParent> Parents(uint64_t from, uint64_t n) {
+  std::vector<exec::JournaledParent> out;
   for (uint64_t r = from; r < from + n; ++r) {
-    JournaledParent p;
+    exec::JournaledParent p;
     p.row = r;
-    p.state = r % 3 == 0 ? JournalState::kPresent
-                         : (r % 3 == 1 ? JournalState::kDropped : JournalState::kFailed);
-    if (p.state == JournalState::kPresent) {
+    p.state = r % 3 == 0
+                  ? exec::JournalState::kPresent
+                  : (r % 3 == 1 ? exec::JournalState::kDropped : exec::JournalState::kFailed);
+    if (p.state == exec::JournalState::kPresent) {
       p.record = "{\"id\":" + std::to_string(r) + ", \"text\":\"caf\\u00e9 1.50\"}";
     }
-    if (p.state != JournalState::kPresent) p.errors = "{\"level\":\"child\",\"n\":1.0}\n";
-    if (p.state == JournalState::kFailed) p.errors += "{\"level\":\"parent\"}\n";
+    if (p.state != exec::JournalState::kPresent) p.errors = "{\"level\":\"child\",\"n\":1.0}\n";
+    if (p.state == exec::JournalState::kFailed) p.errors += "{\"level\":\"parent\"}\n";
     out.push_back(p);
   }
   return out;
@@ -71,7 +72,8 @@ TEST(GatherJournal, SealsWholeAddsOnceFlushParentsArePendingAndLoadsEveryByteBac
   const JournalScope scope = ScopeIn(tmp.dir());
   Published published;
   GatherJournal journal = MakeJournal(scope, &published);
-  std::vector<JournaledParent> first = Parents(0, 2), second = Parents(2, 4), third = Parents(6, 3);
+  std::vector<exec::JournaledParent> first = Parents(0, 2), second = Parents(2, 4),
+                                     third = Parents(6, 3);
   journal.Add(first);   // 2 pending
   journal.Add(second);  // 6 pending: one segment of all 6 (a group is never split)
   journal.Add(third);   // 3 pending
@@ -90,9 +92,9 @@ TEST(GatherJournal, SealsWholeAddsOnceFlushParentsArePendingAndLoadsEveryByteBac
   EXPECT_TRUE(rejected.empty());
   EXPECT_EQ(loaded.next_segment, 1u);
   ASSERT_EQ(loaded.parents.size(), 6u);
-  const std::vector<JournaledParent> want = Parents(0, 6);
-  for (const JournaledParent& p : want) {
-    const JournaledParent& got = loaded.parents.at(p.row);
+  const std::vector<exec::JournaledParent> want = Parents(0, 6);
+  for (const exec::JournaledParent& p : want) {
+    const exec::JournaledParent& got = loaded.parents.at(p.row);
     EXPECT_EQ(got.state, p.state) << p.row;
     EXPECT_EQ(got.record, p.record) << p.row;
     EXPECT_EQ(got.errors, p.errors) << p.row;
@@ -105,7 +107,7 @@ TEST(GatherJournal, ASegmentOfAnotherRegionInputOrWithChangedBytesIsRejected) {
   Published published;
   {
     GatherJournal journal = MakeJournal(scope, &published);
-    std::vector<JournaledParent> first = Parents(0, 4), second = Parents(4, 4);
+    std::vector<exec::JournaledParent> first = Parents(0, 4), second = Parents(4, 4);
     journal.Add(first);
     journal.Add(second);
     journal.Flush();
@@ -146,7 +148,7 @@ TEST(GatherJournal, ALostClaimCommitsNothingAndLeavesNoSegmentData) {
         throw std::runtime_error("lost the claim");
       },
       [](const json&) { ADD_FAILURE() << "committed"; });
-  std::vector<JournaledParent> parents = Parents(0, 4);
+  std::vector<exec::JournaledParent> parents = Parents(0, 4);
   journal.Add(parents);
   EXPECT_THROW(journal.Flush(), std::runtime_error);
   EXPECT_THROW(journal.Add(parents), std::runtime_error);
@@ -163,7 +165,7 @@ TEST(GatherJournal, PendingParentsAreSealedOnceFlushSecsPassed) {
         return io::RealDisk().PublishLink(path, record, tmp.dir());
       },
       [](const json&) {});
-  std::vector<JournaledParent> parents = Parents(0, 2);
+  std::vector<exec::JournaledParent> parents = Parents(0, 2);
   journal.Add(parents);
   journal.Flush();
   EXPECT_EQ(committed,
@@ -180,7 +182,7 @@ TEST(GatherJournal, TheCommitThreadSealsParentsThatWaitedFlushSecs) {
         return io::RealDisk().PublishLink(path, record, tmp.dir());
       },
       [](const json&) {});
-  std::vector<JournaledParent> parents = Parents(0, 2);
+  std::vector<exec::JournaledParent> parents = Parents(0, 2);
   journal.Add(parents);  // under flush_parents, before flush_secs: pending
   // No more parents come (a long group elsewhere): the journal seals on its own.
   std::this_thread::sleep_for(std::chrono::milliseconds(900));
@@ -206,4 +208,4 @@ TEST(GatherJournal, DeletingAJournalLeavesAnotherRegionsFilesWhoseNameItPrefixes
 }
 
 }  // namespace
-}  // namespace djshard::exec
+}  // namespace djshard::job

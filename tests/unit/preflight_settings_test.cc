@@ -2,12 +2,12 @@
 #include <gtest/gtest.h>
 
 #include "djshard/common/error.h"
-#include "djshard/exec/checkpoint.h"
+#include "djshard/job/checkpoint.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 namespace {
 
-PreflightSettings Parse(const std::string& yaml) {
+preflight::PreflightSettings Parse(const std::string& yaml) {
   return ParseJobSettings(YAML::Load(yaml), "recipe.yaml").preflight;
 }
 
@@ -21,7 +21,7 @@ std::string ErrorOf(const std::string& yaml) {
 }
 
 TEST(PreflightSettings, DefaultsAreDataJuicers) {
-  const PreflightSettings p = Parse("process: []");
+  const preflight::PreflightSettings p = Parse("process: []");
   EXPECT_TRUE(p.enabled);
   EXPECT_EQ(p.max_gpu_workers_per_device, 5u);
   EXPECT_EQ(p.max_concurrent_probes, 1u);
@@ -36,7 +36,7 @@ TEST(PreflightSettings, DefaultsAreDataJuicers) {
 }
 
 TEST(PreflightSettings, EveryKeyIsRead) {
-  const PreflightSettings p = Parse(R"(partition:
+  const preflight::PreflightSettings p = Parse(R"(partition:
   gpu_preflight_enabled: false
   max_gpu_workers_per_device: 2
   max_concurrent_gpu_probes: auto
@@ -93,4 +93,4 @@ TEST(PreflightSettings, KeysDoNotCountInTheEffectiveConfiguration) {
 }
 
 }  // namespace
-}  // namespace djshard::exec
+}  // namespace djshard::job

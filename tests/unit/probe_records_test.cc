@@ -1,6 +1,6 @@
 // The shared probe records of an elastic job (SPEC-checkpoints §10.5): one
 // prober per cache key, the others wait and read its record or its failure.
-#include "src/exec/probe_records.h"
+#include "djshard/preflight/probe_records.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 
 #include "djshard/io/disk.h"
 
-namespace djshard::exec {
+namespace djshard::preflight {
 namespace {
 
 namespace fs = std::filesystem;
@@ -112,4 +112,4 @@ TEST_F(ProbeRecordsTest, RefreshKeepsAHeldLockFreshAndTheDestructorRemovesIt) {
 }
 
 }  // namespace
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

@@ -1,5 +1,5 @@
 // The replica planner of SPEC-checkpoints §10.6 (test 12) on made-up devices.
-#include "djshard/exec/replica_plan.h"
+#include "djshard/preflight/replica_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "djshard/common/error.h"
 
-namespace djshard::exec {
+namespace djshard::preflight {
 namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
@@ -269,9 +269,9 @@ TEST(ReplicaPlan, CpuPlanBoundByThreadsKeepsTheExecutorThreads) {
   EXPECT_EQ(CpuExecutorThreads(ReplicaPlan{}, 4), 4);  // no model stage
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::preflight
 
-namespace djshard::exec {
+namespace djshard::preflight {
 namespace {
 
 TEST(GpuReplicaShare, AnExplicitShareBelowTheMeasuredOneIsRaisedWithAWarning) {
@@ -297,4 +297,4 @@ TEST(GpuReplicaShare, AnExplicitShareBelowTheMeasuredOneIsRaisedWithAWarning) {
 }
 
 }  // namespace
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

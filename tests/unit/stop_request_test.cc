@@ -1,6 +1,6 @@
 // The stop request file of `djshard stop` (SPEC-checkpoints §9). The watcher
 // is exercised by the CLI tests: it records a process-wide stop.
-#include "djshard/exec/stop_request.h"
+#include "djshard/job/stop_request.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "djshard/common/error.h"
 #include "tests/unit/temp_dir.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 namespace {
 
 namespace fs = std::filesystem;
@@ -66,4 +66,4 @@ TEST(StopRequest, ClearMovesBothFilesIntoTheHistory) {
 }
 
 }  // namespace
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "djshard/common/error.h"
-#include "djshard/exec/run.h"
 #include "djshard/io/sha256.h"
+#include "djshard/job/run_job.h"
 #include "djshard/store/claim.h"
 #include "djshard/store/job.h"
 #include "djshard/store/merge.h"
@@ -123,12 +123,12 @@ class WorkerTest : public ::testing::Test {
     return o;
   }
   std::string ReferenceSha() {
-    exec::RunRequest run;
+    job::RunRequest run;
     run.config_path = dir_ + "/r.yaml";
     run.dataset_path = dir_ + "/data.jsonl";
     run.export_path = dir_ + "/reference.jsonl";
     run.threads = 1;
-    exec::RunRecipe(run);
+    job::RunRecipe(run);
     return io::Sha256OfFile(dir_ + "/reference.jsonl");
   }
   std::string MergedSha() {

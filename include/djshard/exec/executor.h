@@ -1,5 +1,17 @@
 #pragma once
 
+// The executor layer (src/exec, djshard::exec): runs a compiled recipe over a
+// stream of records.
+//
+// Owns: compiling a recipe into a plan against the operator registry
+// (exec/plan.h) and checking that it may run shard by shard
+// (exec/shard_safety.h); the executor here (stages, batches, threads, the
+// ordered writer, per-operator and per-region counters, taps and journals as
+// sinks the caller provides); lineage execution (expand/gather regions); the
+// dedup pipeline of `djshard run` (exec/dedup_run.h).
+// May use: ops, model, recipe, io, common. Knows nothing of job directories,
+// checkpoints, preflight, claims or coordination.
+// Offers: CompilePlan, Execute and ExecuteWithDedup, the counters and their JSON.
 #include <atomic>
 #include <cstdint>
 #include <functional>

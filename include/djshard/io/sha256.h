@@ -27,4 +27,7 @@ class Sha256 {
 // SHA-256 of a whole file's bytes, read in large blocks.
 std::string Sha256OfFile(const std::string& path);
 
+// SHA-256 of a string's bytes, hex.
+std::string Sha256Hex(const std::string& bytes);
+
 }  // namespace djshard::io

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,5 +101,9 @@ Recipe LoadRecipe(const std::string& path);
 // the recipe's directory first, then against the current directory. Returns
 // the first that exists, or the recipe-directory candidate when neither does.
 std::string ResolveRecipePath(const Recipe& recipe, const std::string& path);
+
+// A YAML document as canonical JSON: mappings with sorted keys, scalars as
+// their text, so comments and formatting do not change it.
+nlohmann::json CanonicalJson(const YAML::Node& node);
 
 }  // namespace djshard::recipe

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "djshard/exec/stop_request.h"
+#include "djshard/job/stop_request.h"
 #include "djshard/store/job.h"
 
 namespace djshard::store {
@@ -17,8 +17,8 @@ const char* SummaryStatusName(SummaryStatus status);
 // What a writer of an elastic job's summary says about the job.
 struct SummaryUpdate {
   SummaryStatus status = SummaryStatus::kPrepared;
-  std::optional<exec::StopRequest> stop;  // stop: the request; kept from the old summary if unset
-  bool clear_stop = false;                // stop --clear: the stop block becomes null
+  std::optional<job::StopRequest> stop;  // stop: the request; kept from the old summary if unset
+  bool clear_stop = false;               // stop --clear: the stop block becomes null
   std::string error_message;
 };
 

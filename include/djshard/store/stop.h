@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "djshard/exec/stop_request.h"
+#include "djshard/job/stop_request.h"
 
 namespace djshard::store {
 
@@ -27,7 +27,7 @@ struct StopOutcome {
   bool published = false;      // this call published stop_request.json
   bool forced = false;         // this call published stop_request.force.json
   bool finished = false;       // the job had completed: nothing was published
-  exec::StopRequest request;   // the request in effect
+  job::StopRequest request;    // the request in effect
   std::vector<int> signalled;  // local processes sent SIGUSR1 (--force)
 };
 

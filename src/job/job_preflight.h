@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/plan.h"
-#include "djshard/exec/preflight.h"
 #include "djshard/io/discover.h"
 #include "djshard/io/disk.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/job_files.h"
+#include "djshard/preflight/preflight.h"
 #include "djshard/recipe/recipe.h"
-#include "src/exec/job_files.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // What preflight decided for a run job.
 struct JobPreflight {
@@ -24,7 +24,7 @@ struct JobPreflight {
   // explicit count is kept, with a warning).
   int threads = 1;
   // More than one: the execution groups alternate these phases (SPEC-checkpoints §10.7).
-  std::vector<PreflightResult::Phase> phases;
+  std::vector<preflight::PreflightResult::Phase> phases;
   uint64_t group_size = 0;  // partitions per execution group
 };
 
@@ -32,7 +32,7 @@ struct JobPreflight {
 // model operators, rewrites dag_execution_plan.json (`plan_json` makes the
 // job's document) with the replica plan and prints the plan to stderr.
 // Throws Error (exit 2) as RunPreflight does.
-JobPreflight RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan,
+JobPreflight RunJobPreflight(const recipe::Recipe& recipe, const exec::Plan& plan,
                              const JobSettings& settings,
                              const std::vector<io::InputCandidate>& inputs,
                              const std::string& job_dir, int threads, bool threads_explicit,
@@ -40,4 +40,4 @@ JobPreflight RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan,
                              const std::function<nlohmann::json()>& plan_json, EventLog& events,
                              io::Disk& disk);
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -9,7 +9,7 @@
 #include "djshard/io/discover.h"
 #include "djshard/recipe/recipe.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // A contiguous range of input rows [start, end): the unit of checkpoint and
 // resume (SPEC-checkpoints §3).
@@ -78,4 +78,4 @@ std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate
                                             uint64_t* total_rows, const InputHashes& hashes,
                                             io::Checksum* whole = nullptr);
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

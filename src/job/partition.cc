@@ -1,4 +1,4 @@
-#include "djshard/exec/partition.h"
+#include "djshard/job/partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 namespace {
 
@@ -189,4 +189,4 @@ std::vector<PartitionDigest> HashPartitions(const std::vector<io::InputCandidate
   return digests;
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

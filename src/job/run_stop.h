@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "djshard/exec/stop_request.h"
-#include "src/exec/job_files.h"
+#include "djshard/job/job_files.h"
+#include "djshard/job/stop_request.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // A `run` job's side of `djshard stop` (SPEC-checkpoints §9): watches the
 // job directory from construction to destruction, logs stop_requested events
@@ -38,4 +38,4 @@ class RunStop {
 // True when there was one.
 bool ClearStopOnResume(const std::string& job_dir);
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

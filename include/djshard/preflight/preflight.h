@@ -1,9 +1,19 @@
 #pragma once
 
-// Model preflight (SPEC-checkpoints §10): before any partition starts, every
-// model operator is probed on a small sample in a one-shot child process
-// (`djshard probe-op`), the results are cached in gpu_probe_results.json, and
-// the replica plan is made from them.
+// The model preflight layer (src/preflight, djshard::preflight;
+// SPEC-checkpoints §10): before any partition starts, every model operator is
+// probed on a small sample in a one-shot child process (`djshard probe-op`),
+// the results are cached in gpu_probe_results.json, and the replica plan is
+// made from them.
+//
+// Owns: the probes and their cache, the probe records an elastic job's
+// workers share (preflight/probe_records.h), the replica plan and execution
+// groups (preflight/replica_plan.h), and the preflight keys of a recipe's
+// partition: section (PreflightSettings).
+// May use: exec (plans, the executor a probe runs), ops, model, recipe, io,
+// common. Knows nothing of job settings, checkpoints or claims: a job hands it
+// what it probes (PreflightContext) and writes what it decided.
+// Offers: RunPreflight, AddPreflightToPlan, ThreadsAfterPlan, ProbeOperator.
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -11,17 +21,32 @@
 #include <string>
 #include <vector>
 
-#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/plan.h"
 #include "djshard/io/disk.h"
 #include "djshard/recipe/recipe.h"
 
-namespace djshard::exec {
+namespace djshard::preflight {
+
+// The GPU/model preflight keys of the partition: section (SPEC-checkpoints
+// §10), with Data-Juicer's names and defaults. None of them changes output bytes.
+struct PreflightSettings {
+  bool enabled = true;                           // gpu_preflight_enabled
+  uint64_t max_gpu_workers_per_device = 5;       // replicas per device, every stage together
+  uint64_t max_concurrent_probes = 1;            // max_concurrent_gpu_probes (auto = 1)
+  std::optional<double> timeout_seconds;         // gpu_probe_timeout_seconds (null: none)
+  uint64_t warmup_batches = 1;                   // gpu_probe_warmup_batches (0 allowed)
+  uint64_t steady_batches = 3;                   // gpu_probe_steady_batches
+  uint64_t sample_offset = 0;                    // gpu_probe_sample_offset, in rows
+  bool sample_shuffle = false;                   // gpu_probe_sample_shuffle
+  std::optional<uint64_t> sample_seed = 42;      // gpu_probe_sample_seed (null: a new one each run)
+  std::optional<uint64_t> execution_group_size;  // nullopt: auto
+  double max_initialization_overhead_ratio = 0.1;  // for execution_group_size: auto
+};
 
 // What the job knows when it runs preflight.
 struct PreflightContext {
   const recipe::Recipe* recipe = nullptr;
-  const Plan* plan = nullptr;
+  const exec::Plan* plan = nullptr;
   PreflightSettings settings;
   std::vector<std::string> inputs;  // input files, in order
   std::string job_dir;              // gpu_probe_results.json and probe/ go here
@@ -111,4 +136,4 @@ struct ProbeRequest {
 // returns no rows.
 void ProbeOperator(const ProbeRequest& request);
 
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

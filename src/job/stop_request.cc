@@ -1,6 +1,6 @@
 // `djshard stop`'s request file and the watcher every process of a job runs
 // (SPEC-checkpoints §9).
-#include "djshard/exec/stop_request.h"
+#include "djshard/job/stop_request.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,9 +12,9 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "src/exec/job_files.h"
+#include "djshard/job/job_files.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 using nlohmann::json;
 
@@ -181,4 +181,4 @@ void StopWatcher::Look() {
   if (on_stop_) on_stop_(request, level);
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

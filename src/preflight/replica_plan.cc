@@ -1,4 +1,4 @@
-#include "djshard/exec/replica_plan.h"
+#include "djshard/preflight/replica_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "djshard/common/error.h"
 
-namespace djshard::exec {
+namespace djshard::preflight {
 
 namespace {
 
@@ -285,4 +285,4 @@ double GpuReplicaShare(std::optional<double> requested, std::optional<double> me
   return std::max(share, floor);
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

@@ -1,4 +1,4 @@
-#include "src/exec/job_files.h"
+#include "djshard/job/job_files.h"
 
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -14,7 +14,7 @@
 #include "djshard/common/text.h"
 #include "djshard/io/fd.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 std::string IsoMicros(int64_t epoch_nanos) {
   const time_t secs = static_cast<time_t>(epoch_nanos / 1000000000);
@@ -90,4 +90,4 @@ void EventLog::Emit(const std::string& type, nlohmann::json fields) {
   io::WriteFully(fd_, line, path_);
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -7,7 +7,7 @@
 
 #include "djshard/io/disk.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // "2026-12-01T10:09:55.123456Z": UTC with microseconds.
 std::string IsoMicros(int64_t epoch_nanos);
@@ -55,4 +55,4 @@ class EventLog {
   uint64_t seq_ = 0;
 };
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,11 +1,11 @@
 #pragma once
 
 #include "djshard/exec/plan.h"
-#include "djshard/exec/run.h"
 #include "djshard/io/discover.h"
+#include "djshard/job/run_job.h"
 #include "djshard/recipe/dataset.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // Whether `request` and `recipe` ask for job mode (partitions, checkpoints, a
 // job directory).
@@ -15,8 +15,8 @@ bool WantsJobMode(const RunRequest& request, const recipe::Recipe& recipe);
 // export, stats and errors paths and the thread count already.
 // With plan.models_deferred the model operators are loaded after preflight:
 // all at once, or phase by phase when the execution groups alternate.
-void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
+void RunJob(const RunRequest& request, const recipe::Recipe& recipe, exec::Plan& plan,
             const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
             RunOutcome& outcome, io::Disk& disk);
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,18 +1,18 @@
-#include "djshard/exec/run.h"
+#include "djshard/job/run_job.h"
 
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "djshard/common/error.h"
+#include "djshard/exec/dedup_run.h"
 #include "djshard/io/disk.h"
 #include "djshard/model/device.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
-#include "src/exec/dedup_run.h"
-#include "src/exec/run_job.h"
+#include "src/job/job_mode.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 namespace fs = std::filesystem;
 
@@ -21,18 +21,18 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
   // A job's model operators are loaded after preflight when there are two or
   // more (their stages may have to alternate, SPEC-checkpoints §10.7).
   const bool job_mode = WantsJobMode(request, recipe);
-  Plan plan = [&] {
-    if (!job_mode) return CompilePlan(recipe, ops::Registry::Global(), false, true);
+  exec::Plan plan = [&] {
+    if (!job_mode) return exec::CompilePlan(recipe, ops::Registry::Global(), false, true);
     const model::DeferWeightsScope deferred;
-    return CompilePlan(recipe, ops::Registry::Global(), false, true);
+    return exec::CompilePlan(recipe, ops::Registry::Global(), false, true);
   }();
-  CheckDedupRecipe(recipe, plan, job_mode);
+  exec::CheckDedupRecipe(recipe, plan, job_mode);
   if (job_mode) {
-    const std::vector<size_t> model_ops = ModelOperators(plan);
+    const std::vector<size_t> model_ops = exec::ModelOperators(plan);
     if (model_ops.size() >= 2) {
       plan.models_deferred = true;
     } else {
-      RebuildOperators(recipe, ops::Registry::Global(), model_ops, true, &plan);
+      exec::RebuildOperators(recipe, ops::Registry::Global(), model_ops, true, &plan);
     }
   }
 
@@ -57,7 +57,7 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
     }
   }
 
-  const int threads = ThreadCount(request.threads, recipe, plan);
+  const int threads = exec::ThreadCount(request.threads, recipe, plan);
   outcome.threads = threads;
 
   std::error_code ec;
@@ -68,11 +68,11 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
   }
   io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
   io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
-  ExecOptions options;
+  exec::ExecOptions options;
   options.threads = threads;
   options.progress = request.progress;
-  if (DedupOperators(plan).empty()) {
-    outcome.summary = Execute(plan, inputs, output, &errors, options);
+  if (exec::DedupOperators(plan).empty()) {
+    outcome.summary = exec::Execute(plan, inputs, output, &errors, options);
   } else {
     // Rows reaching a deduplicator are spilled next to the export.
     std::string spill_name = ".";
@@ -81,12 +81,12 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
     spill_name += std::to_string(static_cast<long>(getpid()));
     const std::string spill_dir =
         (fs::path(outcome.export_path).parent_path() / spill_name).string();
-    outcome.summary = ExecuteWithDedup(plan, inputs, output, errors, options, spill_dir);
+    outcome.summary = exec::ExecuteWithDedup(plan, inputs, output, errors, options, spill_dir);
   }
   output.Commit();
   errors.Commit();
-  disk.WriteAtomic(outcome.stats_path, SummaryJson(outcome.summary, threads));
+  disk.WriteAtomic(outcome.stats_path, exec::SummaryJson(outcome.summary, threads));
   return outcome;
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

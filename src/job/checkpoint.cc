@@ -1,4 +1,4 @@
-#include "djshard/exec/checkpoint.h"
+#include "djshard/job/checkpoint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "djshard/io/checksum.h"
 #include "djshard/io/sha256.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 namespace {
 
@@ -135,7 +135,7 @@ bool IsAuto(const std::optional<YAML::Node>& v) {
   return v && v->IsScalar() && v->Scalar() == "auto";
 }
 
-void ParsePreflight(const Section& sec, PreflightSettings* p) {
+void ParsePreflight(const Section& sec, preflight::PreflightSettings* p) {
   if (auto b = sec.Bool("gpu_preflight_enabled")) p->enabled = *b;
   if (auto n = Count(sec, "max_gpu_workers_per_device", 1)) p->max_gpu_workers_per_device = *n;
   if (!IsAuto(sec.Get("max_concurrent_gpu_probes"))) {
@@ -389,28 +389,15 @@ std::vector<size_t> TapPositions(const JobSettings& s, const recipe::Recipe& rec
   }
   taps.push_back(n - 1);
   // Lineage regions carry children, not records: no tap inside one.
-  std::erase_if(taps, [&](size_t i) { return InsideLineageRegion(recipe, i); });
+  std::erase_if(taps, [&](size_t i) { return exec::InsideLineageRegion(recipe, i); });
   std::sort(taps.begin(), taps.end());
   taps.erase(std::unique(taps.begin(), taps.end()), taps.end());
   return taps;
 }
 
-nlohmann::json CanonicalJson(const YAML::Node& node) {
-  if (!node || node.IsNull()) return nullptr;
-  if (node.IsScalar()) return node.Scalar();
-  if (node.IsSequence()) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const auto& item : node) a.push_back(CanonicalJson(item));
-    return a;
-  }
-  nlohmann::json o = nlohmann::json::object();
-  for (const auto& kv : node) o[kv.first.as<std::string>()] = CanonicalJson(kv.second);
-  return o;
-}
-
 nlohmann::json EffectiveConfig(const YAML::Node& root, const std::string& dataset_path,
                                const std::string& export_path) {
-  nlohmann::json j = CanonicalJson(root);
+  nlohmann::json j = recipe::CanonicalJson(root);
   if (!j.is_object()) j = nlohmann::json::object();
   for (const char* key : {"np", "work_dir", "job_id", "event_logging"}) j.erase(key);
   // How many partitions run at once never changes the output.
@@ -440,9 +427,9 @@ std::string OpsPrefixSha256(const YAML::Node& root, size_t op_idx) {
   nlohmann::json ops = nlohmann::json::array();
   const YAML::Node process = root["process"];
   for (size_t i = 0; i <= op_idx && i < process.size(); ++i) {
-    ops.push_back(CanonicalJson(process[i]));
+    ops.push_back(recipe::CanonicalJson(process[i]));
   }
-  return Sha256Hex(ops.dump());
+  return io::Sha256Hex(ops.dump());
 }
 
 void AddCheckpointChecksum(nlohmann::json& fields, const nlohmann::json& record) {
@@ -450,10 +437,4 @@ void AddCheckpointChecksum(nlohmann::json& fields, const nlohmann::json& record)
   if (!sum.empty()) sum.ToJson(fields, "checkpoint_");
 }
 
-std::string Sha256Hex(const std::string& bytes) {
-  io::Sha256 h;
-  h.Update(bytes);
-  return h.HexDigest();
-}
-
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,4 +1,4 @@
-#include "src/exec/lineage_journal.h"
+#include "src/job/lineage_journal.h"
 
 #include <unistd.h>
 
@@ -10,27 +10,27 @@
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
-#include "src/exec/job_files.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/job_files.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-const char* StateName(JournalState s) {
+const char* StateName(exec::JournalState s) {
   switch (s) {
-    case JournalState::kPresent:
+    case exec::JournalState::kPresent:
       return "PRESENT";
-    case JournalState::kDropped:
+    case exec::JournalState::kDropped:
       return "DROPPED";
-    case JournalState::kFailed:
+    case exec::JournalState::kFailed:
       return "FAILED";
   }
   return "PRESENT";
@@ -46,7 +46,7 @@ std::string SegmentName(uint64_t segment) {
 // record and the errors-file lines embedded as they are (raw bytes kept).
 // The parent-level error is the last errors line of a FAILED parent; lines
 // before it are its dropped children's.
-std::string JournalLine(const JournaledParent& p) {
+std::string JournalLine(const exec::JournaledParent& p) {
   std::vector<std::string_view> lines;
   for (size_t at = 0; at < p.errors.size();) {
     const size_t nl = p.errors.find('\n', at);
@@ -55,13 +55,13 @@ std::string JournalLine(const JournaledParent& p) {
     at = end + 1;
   }
   std::string_view error;
-  if (p.state == JournalState::kFailed && !lines.empty()) {
+  if (p.state == exec::JournalState::kFailed && !lines.empty()) {
     error = lines.back();
     lines.pop_back();
   }
   std::string out =
       "{\"row\":" + std::to_string(p.row) + ",\"state\":\"" + StateName(p.state) + "\",\"record\":";
-  out += p.state == JournalState::kPresent ? std::string_view(p.record) : "null";
+  out += p.state == exec::JournalState::kPresent ? std::string_view(p.record) : "null";
   out += ",\"error\":";
   out += error.empty() ? std::string_view("null") : error;
   out += ",\"child_errors\":[";
@@ -74,7 +74,7 @@ std::string JournalLine(const JournaledParent& p) {
 }
 
 // A journal line back as a parent; false when it is not one.
-bool ParseJournalLine(std::string_view line, JournaledParent* p) {
+bool ParseJournalLine(std::string_view line, exec::JournaledParent* p) {
   if (!json::accept(line)) return false;
   std::string_view row, state, record, error, child_errors;
   for (const io::JsonMember& m : io::SplitObject(line)) {
@@ -89,16 +89,17 @@ bool ParseJournalLine(std::string_view line, JournaledParent* p) {
     return false;
   p->row = std::stoull(std::string(row));
   if (state == "\"PRESENT\"") {
-    p->state = JournalState::kPresent;
+    p->state = exec::JournalState::kPresent;
   } else if (state == "\"DROPPED\"") {
-    p->state = JournalState::kDropped;
+    p->state = exec::JournalState::kDropped;
   } else if (state == "\"FAILED\"") {
-    p->state = JournalState::kFailed;
+    p->state = exec::JournalState::kFailed;
   } else {
     return false;
   }
-  if (p->state == JournalState::kPresent && (record.empty() || record.front() != '{')) return false;
-  p->record = p->state == JournalState::kPresent ? std::string(record) : std::string();
+  if (p->state == exec::JournalState::kPresent && (record.empty() || record.front() != '{'))
+    return false;
+  p->record = p->state == exec::JournalState::kPresent ? std::string(record) : std::string();
   p->errors.clear();
   if (!child_errors.empty() && child_errors.front() == '[') {
     for (const std::string_view e : io::SplitArray(child_errors)) {
@@ -161,10 +162,10 @@ GatherJournal::~GatherJournal() {
   thread_.join();
 }
 
-void GatherJournal::Add(std::vector<JournaledParent>& parents) {
+void GatherJournal::Add(std::vector<exec::JournaledParent>& parents) {
   std::unique_lock<std::mutex> lock(mu_);
   if (failure_) std::rethrow_exception(failure_);
-  for (const JournaledParent& p : parents) pending_.emplace_back(p.row, JournalLine(p));
+  for (const exec::JournaledParent& p : parents) pending_.emplace_back(p.row, JournalLine(p));
   // Segments end where an Add ends (a group of parents that went through the
   // region together), so that a resumed run that skips journaled parents
   // rebuilds every other group, and its model calls, as this run did.
@@ -315,7 +316,7 @@ LoadedJournal LoadJournal(
   for (const auto& [segment, path] : SegmentRecords(scope.checkpoints, scope.stem)) {
     out.next_segment = std::max(out.next_segment, segment + 1);
     const json record = json::parse(io::ReadFile(path), nullptr, false);
-    std::vector<JournaledParent> parents;
+    std::vector<exec::JournaledParent> parents;
     std::string why;
     // Every field read below with its type: an edited record is rejected,
     // never the resume.
@@ -365,7 +366,7 @@ LoadedJournal LoadJournal(
       for (size_t at = 0; why.empty() && at < text.size();) {
         const size_t nl = text.find('\n', at);
         const size_t end = nl == std::string::npos ? text.size() : nl;
-        JournaledParent p;
+        exec::JournaledParent p;
         if (!ParseJournalLine(std::string_view(text).substr(at, end - at), &p)) {
           why = rel + ": line " + std::to_string(parents.size() + 1) + " is not a journal entry";
         }
@@ -374,7 +375,7 @@ LoadedJournal LoadJournal(
       }
       if (why.empty()) {
         json rows = json::array();
-        for (const JournaledParent& p : parents) rows.push_back(p.row);
+        for (const exec::JournaledParent& p : parents) rows.push_back(p.row);
         if (parents.size() != record.value("count", uint64_t{0}) || rows != record["rows"]) {
           why = rel + ": its parents differ from the commit's rows and count";
         }
@@ -384,7 +385,7 @@ LoadedJournal LoadJournal(
       reject(path, record, why);
       continue;
     }
-    for (JournaledParent& p : parents) {
+    for (exec::JournaledParent& p : parents) {
       const uint64_t row = p.row;
       out.parents.emplace(row, std::move(p));
     }
@@ -430,4 +431,4 @@ void DeleteJournal(const std::string& checkpoints, const std::string& stem, io::
   for (const std::string& path : data) disk.Unlink(path);
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -21,7 +21,7 @@
 #include "djshard/io/checksum.h"
 #include "djshard/io/disk.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // What every segment of one journal names and where it lives.
 struct JournalScope {
@@ -61,7 +61,7 @@ class GatherJournal {
   // Adds gathered parents; seals a segment of flush_parents parents as often
   // as they fill one, and all pending ones once flush_secs passed since the
   // last seal. Throws what an earlier commit threw.
-  void Add(std::vector<JournaledParent>& parents);
+  void Add(std::vector<exec::JournaledParent>& parents);
 
   // Waits until every sealed segment is committed (parents not sealed stay
   // out); throws what a commit threw.
@@ -99,8 +99,8 @@ class GatherJournal {
 
 // The committed segments of a journal, verified.
 struct LoadedJournal {
-  std::unordered_map<uint64_t, JournaledParent> parents;  // by row
-  uint64_t next_segment = 0;                              // the first segment number no record uses
+  std::unordered_map<uint64_t, exec::JournaledParent> parents;  // by row
+  uint64_t next_segment = 0;  // the first segment number no record uses
 };
 
 // Reads every commit record of `scope`'s journal and verifies it (region,
@@ -120,4 +120,4 @@ void DeleteJournal(const std::string& checkpoints, const std::string& stem, io::
 // Whether `name` is a data file (or its temporary file) of the journal `stem`.
 bool IsJournalData(const std::string& name, const std::string& stem);
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -11,7 +11,7 @@
 #include "djshard/common/signals.h"
 #include "djshard/io/disk.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // How long a graceful stop lets the work in flight finish before it is
 // aborted as a forced one (SPEC-checkpoints §9).
@@ -93,4 +93,4 @@ class StopWatcher {
   std::thread thread_;
 };
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

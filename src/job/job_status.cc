@@ -1,4 +1,4 @@
-#include "djshard/exec/job_status.h"
+#include "djshard/job/job_status.h"
 
 #include <sys/stat.h>
 
@@ -12,7 +12,7 @@
 #include "djshard/common/error.h"
 #include "djshard/io/disk.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -295,4 +295,4 @@ std::vector<RunJobView> ListRunJobs(const std::string& work_dir) {
   return out;
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,4 +1,4 @@
-#include "src/exec/run_stop.h"
+#include "src/job/run_stop.h"
 
 #include <cstdio>
 
@@ -7,7 +7,7 @@
 #include "djshard/common/log.h"
 #include "djshard/common/signals.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 using nlohmann::json;
 
@@ -59,4 +59,4 @@ bool ClearStopOnResume(const std::string& job_dir) {
   return ClearStopRequest(job_dir, job_dir + "/metadata");
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,7 +1,7 @@
 // Partitions of a partition set through the executor, with checkpoint taps
 // and commits (SPEC-checkpoints §3-7): shared by `djshard run` jobs and
 // workers.
-#include "djshard/exec/partition_runner.h"
+#include "djshard/job/partition_runner.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,10 +21,10 @@
 #include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
-#include "src/exec/job_files.h"
-#include "src/exec/lineage_journal.h"
+#include "djshard/job/job_files.h"
+#include "src/job/lineage_journal.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -57,35 +57,35 @@ uint64_t CountLines(const std::string& path, io::ChecksumHasher* stored = nullpt
 // the operators' and those of the lineage regions that end by op_idx; with
 // `exact`, the records dropped by errors too (they are the partition's
 // through op_idx only at its final tap and at a phase's forced tap).
-json CountersJson(const Plan& plan, const ExecSummary& s, size_t op_idx, uint64_t rows_in,
-                  uint64_t bytes_in, bool exact) {
+json CountersJson(const exec::Plan& plan, const exec::ExecSummary& s, size_t op_idx,
+                  uint64_t rows_in, uint64_t bytes_in, bool exact) {
   json ops = json::array();
   for (size_t i = 0; i <= op_idx && i < s.operators.size(); ++i) {
-    ops.push_back(OperatorCountersJson(s.operators[i]));
+    ops.push_back(exec::OperatorCountersJson(s.operators[i]));
   }
-  std::vector<RegionCounters> regions;
+  std::vector<exec::RegionCounters> regions;
   for (size_t r = 0; r < plan.regions.size() && r < s.regions.size(); ++r) {
     if (plan.regions[r].gather_idx <= op_idx) regions.push_back(s.regions[r]);
   }
   json out = {{"rows_in", rows_in},
               {"bytes_in", bytes_in},
               {"operators", ops},
-              {"regions", RegionCountersJson(regions)}};
+              {"regions", exec::RegionCountersJson(regions)}};
   if (exact) out["errors"] = s.errors;
   return out;
 }
 
 // Counters stored in a commit, back as a summary (operators through op_idx,
 // the regions it kept).
-ExecSummary CountersFrom(const Plan& plan, const json& commit, size_t num_ops) {
-  ExecSummary s;
+exec::ExecSummary CountersFrom(const exec::Plan& plan, const json& commit, size_t num_ops) {
+  exec::ExecSummary s;
   s.operators.resize(num_ops);
   const json c = commit.value("counters", json::object());
   s.errors = c.value("errors", uint64_t{0});
   s.regions.resize(plan.regions.size());
   const json regions = c.value("regions", json::object());
   for (size_t r = 0; r < plan.regions.size(); ++r) {
-    RegionCounters& rc = s.regions[r];
+    exec::RegionCounters& rc = s.regions[r];
     rc.name = plan.regions[r].name;
     if (!regions.is_object() || !regions.contains(rc.name)) continue;
     const json& j = regions[rc.name];
@@ -344,7 +344,7 @@ size_t ErrorsThroughOp(const json& commit, size_t last_op) {
   return e.is_number_unsigned() ? std::min(e.get<size_t>(), last_op) : last_op;
 }
 
-void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
+void AddCounters(exec::ExecSummary& total, const exec::ExecSummary& part, size_t first_op) {
   total.rows_out += part.rows_out;
   total.bytes_out += part.bytes_out;
   total.errors += part.errors;
@@ -356,12 +356,12 @@ void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op) {
     total.operators[i].calls += part.operators[i].calls;
     total.operators[i].items += part.operators[i].items;
   }
-  AddRegionCounters(total, part);
+  exec::AddRegionCounters(total, part);
 }
 
-json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::string& config_sha,
-                       const std::vector<size_t>& taps, const JobSettings& st,
-                       const json& partitioning) {
+json ExecutionPlanJson(const exec::Plan& plan, const std::string& job_id,
+                       const std::string& config_sha, const std::vector<size_t>& taps,
+                       const JobSettings& st, const json& partitioning) {
   json ops = json::array(), edges = json::array(), idxs = json::array();
   for (size_t i = 0; i < plan.operators.size(); ++i) {
     const bool tap = std::find(taps.begin(), taps.end(), i) != taps.end();
@@ -388,7 +388,7 @@ json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::s
              {"batch_size", plan.batch_rows},
              {"replicas", 1},
              {"devices", json::array({"cpu"})}}}},
-          {"lineage_stages", LineageStagesJson(plan)},
+          {"lineage_stages", exec::LineageStagesJson(plan)},
           {"edges", edges},
           {"partitioning", partitioning},
           {"checkpoint", {{"strategy", TapStrategyName(st.strategy)}, {"taps", taps}}},
@@ -398,7 +398,7 @@ json ExecutionPlanJson(const Plan& plan, const std::string& job_id, const std::s
 
 PartitionRunner::PartitionRunner(PartitionRunConfig config) : c_(std::move(config)) {
   const size_t num_ops = c_.plan->operators.size();
-  total_.model_devices = ModelDevices(*c_.plan);
+  total_.model_devices = exec::ModelDevices(*c_.plan);
   total_.operators.resize(num_ops);
   for (size_t i = 0; i < num_ops; ++i) {
     total_.operators[i].name = c_.plan->operators[i].op->name();
@@ -446,7 +446,7 @@ void DropOlderTaps(const PartitionRunConfig& c, uint64_t p, size_t op_idx,
 // Records dropped by errors before the tap a partition resumed from (its
 // counters, `earlier`): kept by final and phase taps; else, outside lineage
 // regions, the operators' own counts.
-uint64_t ErrorsBefore(const Plan& plan, const json& commit, const ExecSummary& earlier,
+uint64_t ErrorsBefore(const exec::Plan& plan, const json& commit, const exec::ExecSummary& earlier,
                       size_t first_op) {
   if (commit.value("counters", json::object()).contains("errors")) return earlier.errors;
   uint64_t errors = 0;
@@ -481,7 +481,7 @@ struct PartitionRunner::Pass {
   io::OutputStream& output;
   io::OutputStream& errors;
   std::function<void(const std::string&, const json&, const std::string&)> reject;
-  ExecOptions base;
+  exec::ExecOptions base;
   io::LineChunker input;
   size_t last_op = 0;
   // An execution group's phase ends at run_end with a forced tap; only the
@@ -612,7 +612,7 @@ struct PartitionRunner::Partition {
   // The rows: this partition of the input, or the committed tap it resumes from.
   std::vector<io::InputCandidate> exec_inputs;
   std::unique_ptr<io::LineChunker> tap_reader;
-  ExecOptions options;
+  exec::ExecOptions options;
   std::vector<LoadedJournal> loaded;                     // per region
   std::vector<std::unique_ptr<GatherJournal>> journals;  // per region; null where none
   std::vector<OpenTap> open;                             // earliest operator first
@@ -620,7 +620,7 @@ struct PartitionRunner::Partition {
   std::unique_ptr<io::AtomicFileWriter> origins;
   io::Xxh3 origins_hash;  // of its bytes, as they are appended
   std::string origins_rel;
-  std::vector<RowOrigin> from_origins;  // of the tap it resumes from, by line
+  std::vector<exec::RowOrigin> from_origins;  // of the tap it resumes from, by line
   io::OutputStream* final_rows = nullptr;
   std::vector<double> op_started;                 // per operator
   std::unique_ptr<io::OutputStream> part_errors;  // written by this run
@@ -629,9 +629,9 @@ struct PartitionRunner::Partition {
   // The errors file is the one committed with the tap it resumes from.
   bool committed_errors = false;
   bool has_errors = false;  // its commits name an errors file
-  ExecSummary part;         // the executor's counters
+  exec::ExecSummary part;   // the executor's counters
   io::Checksum origins_sum;
-  ExecSummary cumulative;  // from the recipe's first operator, as commits keep them
+  exec::ExecSummary cumulative;  // from the recipe's first operator, as commits keep them
 };
 
 void PartitionRunner::Run(io::OutputStream& output, io::OutputStream& errors) {
@@ -792,7 +792,7 @@ void PartitionRunner::ResumeFinished(Pass& pass, uint64_t p) {
                  {"checkpoint_path", from.commit.value("data_path", "")}};
   AddCheckpointChecksum(loaded, from.commit);
   Emit("checkpoint_load", loaded);
-  ExecSummary part = CountersFrom(*c_.plan, from.commit, c_.plan->operators.size());
+  exec::ExecSummary part = CountersFrom(*c_.plan, from.commit, c_.plan->operators.size());
   part.rows_out = from.commit.value("rows", uint64_t{0});
   {
     std::lock_guard<std::mutex> lock(pass.mu);
@@ -855,12 +855,12 @@ void PartitionRunner::ReadRows(Pass& pass, Partition& w) {
 // from its start point, which no commit moved since (taps commit when the
 // partition ends).
 void PartitionRunner::OpenJournals(Pass& pass, Partition& w) {
-  const Plan& plan = *c_.plan;
+  const exec::Plan& plan = *c_.plan;
   w.loaded.resize(plan.regions.size());
   w.journals.resize(plan.regions.size());
   bool journaling = false;
   for (size_t r = 0; r < plan.regions.size() && !c_.taps.empty(); ++r) {
-    const LineageRegion& region = plan.regions[r];
+    const exec::LineageRegion& region = plan.regions[r];
     if (region.parent >= 0 || region.expand_idx < w.options.first_op) continue;
     if (region.gather_idx > pass.run_end) continue;  // a later phase's
     JournalScope scope;
@@ -886,12 +886,13 @@ void PartitionRunner::OpenJournals(Pass& pass, Partition& w) {
     journaling = true;
   }
   if (journaling) {
-    w.options.journaled = [&loaded = w.loaded](size_t r, uint64_t row) -> const JournaledParent* {
+    w.options.journaled = [&loaded = w.loaded](size_t r,
+                                               uint64_t row) -> const exec::JournaledParent* {
       const auto it = loaded[r].parents.find(row);
       return it == loaded[r].parents.end() ? nullptr : &it->second;
     };
     w.options.journal_sink = [&journals = w.journals](size_t r,
-                                                      std::vector<JournaledParent>& parents) {
+                                                      std::vector<exec::JournaledParent>& parents) {
       if (journals[r]) journals[r]->Add(parents);
     };
   }
@@ -972,7 +973,7 @@ void PartitionRunner::OpenOrigins(Pass& pass, Partition& w) {
     w.from_origins.push_back({o[0].get<std::string>(), o[1].get<uint64_t>()});
     at = nl + 1;
   }
-  w.options.origin = [&from_origins = w.from_origins](uint64_t line) -> const RowOrigin* {
+  w.options.origin = [&from_origins = w.from_origins](uint64_t line) -> const exec::RowOrigin* {
     return line >= 1 && line <= from_origins.size() ? &from_origins[line - 1] : nullptr;
   };
 }
@@ -994,7 +995,7 @@ void PartitionRunner::HookExecutor(Pass& pass, Partition& w) {
   // Op events per (partition, op): start when the partition's first batch
   // enters the operator, complete when its last leaves (SPEC §8).
   w.op_started.assign(c_.plan->operators.size(), 0);
-  w.options.op_event = [this, &w](size_t i, const OperatorCounters* done) {
+  w.options.op_event = [this, &w](size_t i, const exec::OperatorCounters* done) {
     const uint64_t p = w.p;
     if (done == nullptr) {
       w.op_started[i] = MonotonicSeconds();
@@ -1002,7 +1003,7 @@ void PartitionRunner::HookExecutor(Pass& pass, Partition& w) {
            {{"partition_id", p}, {"op_idx", i}, {"op_name", c_.plan->operators[i].op->name()}});
       return;
     }
-    const OperatorCounters& c = *done;
+    const exec::OperatorCounters& c = *done;
     const double wall = MonotonicSeconds() - w.op_started[i];
     Emit("op_complete",
          {{"partition_id", p},
@@ -1052,9 +1053,9 @@ void PartitionRunner::OpenErrors(Pass& pass, Partition& w) {
 // taps: journal segments, the errors and origins files.
 void PartitionRunner::RunExecutor(Pass& pass, Partition& w) {
   io::OutputStream* errors = w.part_errors ? w.part_errors.get() : &pass.errors;
-  w.part = Execute(*c_.plan, w.exec_inputs,
-                   w.final_rows != nullptr && pass.assemble ? *w.final_rows : pass.output,
-                   w.committed_errors ? nullptr : errors, w.options);
+  w.part = exec::Execute(*c_.plan, w.exec_inputs,
+                         w.final_rows != nullptr && pass.assemble ? *w.final_rows : pass.output,
+                         w.committed_errors ? nullptr : errors, w.options);
   // Sealed journal segments are committed before the taps, so that a
   // resumed run finds what this one journaled (deleted once the final tap
   // commits); parents not yet sealed need no segment any more.
@@ -1083,17 +1084,17 @@ void PartitionRunner::RunExecutor(Pass& pass, Partition& w) {
 // by the pass that completes it), and its counters from the recipe's first
 // operator, as its commits keep them, to w.cumulative.
 void PartitionRunner::CountPartition(Pass& pass, Partition& w) {
-  const Plan& plan = *c_.plan;
+  const exec::Plan& plan = *c_.plan;
   const StartPoint& from = w.from;
   const size_t first_op = w.options.first_op;
   // Ops before the tap resumed from count what the commit recorded.
-  const ExecSummary earlier =
-      from.resumed ? CountersFrom(plan, from.commit, plan.operators.size()) : ExecSummary{};
+  const exec::ExecSummary earlier =
+      from.resumed ? CountersFrom(plan, from.commit, plan.operators.size()) : exec::ExecSummary{};
   {
     std::lock_guard<std::mutex> lock(pass.mu);
     if (!pass.intermediate && from.resumed) {
       for (size_t i = 0; i < first_op; ++i) {
-        OperatorCounters& op = total_.operators[i];
+        exec::OperatorCounters& op = total_.operators[i];
         op.rows_in += earlier.operators[i].rows_in;
         op.rows_out += earlier.operators[i].rows_out;
         op.errors += earlier.operators[i].errors;
@@ -1103,7 +1104,7 @@ void PartitionRunner::CountPartition(Pass& pass, Partition& w) {
       }
       total_.errors += ErrorsBefore(plan, from.commit, earlier, first_op);
       // Regions that ended before the tap resumed from: as the commit kept them.
-      AddRegionCounters(total_, earlier);
+      exec::AddRegionCounters(total_, earlier);
     }
     if (!pass.intermediate) AddCounters(total_, w.part, first_op);
     if (!from.continued) rows_computed_ += w.part.rows_in;
@@ -1111,7 +1112,7 @@ void PartitionRunner::CountPartition(Pass& pass, Partition& w) {
   w.cumulative = w.part;
   if (from.resumed) {
     for (size_t i = 0; i < first_op; ++i) w.cumulative.operators[i] = earlier.operators[i];
-    AddRegionCounters(w.cumulative, earlier);
+    exec::AddRegionCounters(w.cumulative, earlier);
     w.cumulative.errors += ErrorsBefore(plan, from.commit, earlier, first_op);
   }
 }
@@ -1179,7 +1180,7 @@ void PartitionRunner::CommitTap(Pass& pass, Partition& w, size_t i) {
 json PartitionRunner::CommitRecord(const Pass& pass, const Partition& w, size_t i,
                                    const io::Checksum& sum, uint64_t size_bytes,
                                    int64_t now) const {
-  const Plan& plan = *c_.plan;
+  const exec::Plan& plan = *c_.plan;
   const OpenTap& tap = w.open[i];
   const bool exact =
       tap.op_idx == pass.last_op || (pass.intermediate && tap.op_idx == pass.run_end);
@@ -1246,4 +1247,4 @@ void PartitionRunner::FinishPartition(Pass& pass, Partition& w) {
   if (c_.on_partition_done) c_.on_partition_done(total_, completed_, resumed_);
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -9,9 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "djshard/preflight/preflight.h"
 #include "djshard/recipe/recipe.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // A dotted recipe key set on the command line ("checkpoint.n_ops" = "3").
 using ConfigOverride = std::pair<std::string, std::string>;
@@ -19,22 +20,6 @@ using ConfigOverride = std::pair<std::string, std::string>;
 enum class PartitionMode { kAuto, kManual };
 enum class TapStrategy { kEveryNOps, kEveryOp, kManual, kDisabled };
 const char* TapStrategyName(TapStrategy s);
-
-// The GPU/model preflight keys of the partition: section (SPEC-checkpoints
-// §10), with Data-Juicer's names and defaults. None of them changes output bytes.
-struct PreflightSettings {
-  bool enabled = true;                           // gpu_preflight_enabled
-  uint64_t max_gpu_workers_per_device = 5;       // replicas per device, every stage together
-  uint64_t max_concurrent_probes = 1;            // max_concurrent_gpu_probes (auto = 1)
-  std::optional<double> timeout_seconds;         // gpu_probe_timeout_seconds (null: none)
-  uint64_t warmup_batches = 1;                   // gpu_probe_warmup_batches (0 allowed)
-  uint64_t steady_batches = 3;                   // gpu_probe_steady_batches
-  uint64_t sample_offset = 0;                    // gpu_probe_sample_offset, in rows
-  bool sample_shuffle = false;                   // gpu_probe_sample_shuffle
-  std::optional<uint64_t> sample_seed = 42;      // gpu_probe_sample_seed (null: a new one each run)
-  std::optional<uint64_t> execution_group_size;  // nullopt: auto
-  double max_initialization_overhead_ratio = 0.1;  // for execution_group_size: auto
-};
 
 // The recipe's partition:, checkpoint: and event_logging: sections and its
 // job_id and work_dir, with Data-Juicer's key names and defaults
@@ -59,7 +44,7 @@ struct JobSettings {
   // checkpoint.dir (alias: the top-level checkpoint_dir) as written: where
   // checkpoints go instead of <job_dir>/checkpoints.
   std::optional<std::string> checkpoint_dir;
-  PreflightSettings preflight;
+  preflight::PreflightSettings preflight;
   bool event_logging = true;
   std::optional<std::string> job_id;    // recipe job_id
   std::optional<std::string> work_dir;  // recipe work_dir
@@ -81,10 +66,6 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& recipe_p
 // name that is not in `process` is an Error.
 std::vector<size_t> TapPositions(const JobSettings& settings, const recipe::Recipe& recipe);
 
-// A YAML document as canonical JSON: mappings with sorted keys, scalars as
-// their text, so comments and formatting do not change it.
-nlohmann::json CanonicalJson(const YAML::Node& node);
-
 // The configuration that decides output bytes: the recipe with overrides as
 // canonical JSON, the effective dataset and export paths, minus what does not
 // (np, work_dir, job_id, event_logging, partition.max_concurrent_partitions
@@ -100,11 +81,8 @@ std::vector<std::string> DifferingKeys(const nlohmann::json& a, const nlohmann::
 // SHA-256 of the canonical JSON of process[0..op_idx] with their arguments.
 std::string OpsPrefixSha256(const YAML::Node& root, size_t op_idx);
 
-// SHA-256 of a string's bytes, hex.
-std::string Sha256Hex(const std::string& bytes);
-
 // Sets an event's `checkpoint_xxh3_128` (`checkpoint_sha256` for a commit of
 // an older job) to the checksum a commit or journal record holds, if any.
 void AddCheckpointChecksum(nlohmann::json& fields, const nlohmann::json& record);
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

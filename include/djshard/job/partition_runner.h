@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "djshard/exec/checkpoint.h"
 #include "djshard/exec/executor.h"
-#include "djshard/exec/partition.h"
 #include "djshard/exec/plan.h"
 #include "djshard/io/discover.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/output.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/partition.h"
 #include "djshard/recipe/recipe.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 class EventLog;
 
@@ -114,16 +114,16 @@ size_t ErrorsThroughOp(const nlohmann::json& commit, size_t last_op);
 // dag_execution_plan.json (SPEC-checkpoints §8) of a plan, its taps and
 // `partitioning` ({mode, num_partitions}; a prepared elastic job gives each
 // shard its own set, so num_partitions may be null there).
-nlohmann::json ExecutionPlanJson(const Plan& plan, const std::string& job_id,
+nlohmann::json ExecutionPlanJson(const exec::Plan& plan, const std::string& job_id,
                                  const std::string& config_sha256, const std::vector<size_t>& taps,
                                  const JobSettings& settings, const nlohmann::json& partitioning);
 
 // Counters of a partition set's run (rows, bytes, operators).
-void AddCounters(ExecSummary& total, const ExecSummary& part, size_t first_op);
+void AddCounters(exec::ExecSummary& total, const exec::ExecSummary& part, size_t first_op);
 
 // What a PartitionRunner runs and how it reports.
 struct PartitionRunConfig {
-  const Plan* plan = nullptr;
+  const exec::Plan* plan = nullptr;
   YAML::Node root;  // the recipe with overrides: operator prefixes are hashed from it
   JobSettings settings;
   std::vector<size_t> taps;  // TapPositions
@@ -169,7 +169,7 @@ struct PartitionRunConfig {
   // After each commit, under the runner's lock, with its time.
   std::function<void(int64_t commit_ns)> on_checkpoint;
   // After each partition, under the runner's lock.
-  std::function<void(const ExecSummary& total, uint64_t completed, uint64_t resumed)>
+  std::function<void(const exec::ExecSummary& total, uint64_t completed, uint64_t resumed)>
       on_partition_done;
 };
 
@@ -202,7 +202,7 @@ class PartitionRunner {
   const std::vector<StartPoint>& starts() const { return c_.starts; }
 
   // Counters so far (also after a failure).
-  const ExecSummary& total() const { return total_; }
+  const exec::ExecSummary& total() const { return total_; }
   uint64_t completed() const { return completed_; }
   uint64_t resumed() const { return resumed_; }
   // Rows that went through an operator in this run (input rows of each
@@ -238,8 +238,8 @@ class PartitionRunner {
   void FinishPartition(Pass& pass, Partition& w);
 
   PartitionRunConfig c_;
-  ExecSummary total_;
+  exec::ExecSummary total_;
   uint64_t completed_ = 0, resumed_ = 0, rows_computed_ = 0;
 };
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,6 +1,6 @@
 // `djshard run` as a job: partitions, checkpoint taps and commits, resume,
 // events and the job summary (SPEC-checkpoints §3-6 and 8).
-#include "src/exec/run_job.h"
+#include "src/job/job_mode.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,17 +23,17 @@
 #include "djshard/common/error.h"
 #include "djshard/common/log.h"
 #include "djshard/common/text.h"
-#include "djshard/exec/checkpoint.h"
-#include "djshard/exec/partition.h"
-#include "djshard/exec/partition_runner.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
-#include "src/exec/job_files.h"
-#include "src/exec/job_preflight.h"
-#include "src/exec/run_stop.h"
+#include "djshard/job/checkpoint.h"
+#include "djshard/job/job_files.h"
+#include "djshard/job/partition.h"
+#include "djshard/job/partition_runner.h"
+#include "src/job/job_preflight.h"
+#include "src/job/run_stop.h"
 
-namespace djshard::exec {
+namespace djshard::job {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -211,7 +211,7 @@ class Heartbeat {
 // group's partitions up to its forced tap, and the operators are unloaded
 // before the next phase loads; the next phase resumes each partition from
 // that tap.
-void RunExecutionGroups(const recipe::Recipe& recipe, Plan& plan, const JobSettings& st,
+void RunExecutionGroups(const recipe::Recipe& recipe, exec::Plan& plan, const JobSettings& st,
                         const std::vector<size_t>& taps, const JobPreflight& pre,
                         const std::string& checkpoints, uint64_t num_partitions,
                         PartitionRunner& runner, io::OutputStream& output,
@@ -225,8 +225,8 @@ void RunExecutionGroups(const recipe::Recipe& recipe, Plan& plan, const JobSetti
         "disabled: alternating execution groups resume each phase from a forced tap",
         "enable checkpoint (any strategy), or give the job more device memory");
   }
-  for (const LineageRegion& r : plan.regions) {
-    for (const PreflightResult::Phase& ph : pre.phases) {
+  for (const exec::LineageRegion& r : plan.regions) {
+    for (const preflight::PreflightResult::Phase& ph : pre.phases) {
       for (size_t op : ph.model_ops) {
         if (op > r.expand_idx && op < r.gather_idx) {
           throw Error(recipe.path, plan.operators[op].line,
@@ -246,7 +246,7 @@ void RunExecutionGroups(const recipe::Recipe& recipe, Plan& plan, const JobSetti
   for (uint64_t first = 0; first < num_partitions; first += group) {
     const uint64_t end = std::min(num_partitions, first + group);
     for (size_t k = 0; k < pre.phases.size(); ++k) {
-      const PreflightResult::Phase& ph = pre.phases[k];
+      const preflight::PreflightResult::Phase& ph = pre.phases[k];
       const bool last_phase = k + 1 == pre.phases.size();
       const size_t phase_end = last_phase ? last_op : ph.last_op;
       bool needed = false;  // a partition of the group still runs this phase's operators
@@ -254,17 +254,17 @@ void RunExecutionGroups(const recipe::Recipe& recipe, Plan& plan, const JobSetti
         needed = needed || !starts[p].resumed || starts[p].op_idx < phase_end;
       }
       if (!needed && !last_phase) continue;
-      if (needed) RebuildOperators(recipe, registry, ph.model_ops, true, &plan);
+      if (needed) exec::RebuildOperators(recipe, registry, ph.model_ops, true, &plan);
       runner.set_pass(first, end, last_phase ? std::nullopt : std::optional<size_t>(phase_end),
                       starts);
       try {
         runner.Run(output, errors);
       } catch (...) {
-        RebuildOperators(recipe, registry, ph.model_ops, false, &plan);
+        exec::RebuildOperators(recipe, registry, ph.model_ops, false, &plan);
         throw;
       }
       // Unloaded before the next phase loads.
-      RebuildOperators(recipe, registry, ph.model_ops, false, &plan);
+      exec::RebuildOperators(recipe, registry, ph.model_ops, false, &plan);
       if (last_phase) break;
       for (uint64_t p = first; p < end; ++p) {
         if (starts[p].resumed && starts[p].op_idx >= phase_end) continue;
@@ -291,7 +291,7 @@ bool WantsJobMode(const RunRequest& request, const recipe::Recipe& recipe) {
          (recipe.root["checkpoint"] && !recipe.root["checkpoint"].IsNull());
 }
 
-void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
+void RunJob(const RunRequest& request, const recipe::Recipe& recipe, exec::Plan& plan,
             const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
             RunOutcome& outcome, io::Disk& disk) {
   const YAML::Node root = ApplyOverrides(recipe.root, request.overrides);
@@ -321,7 +321,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
   outcome.job_id = job_id;
   outcome.job_dir = paths.dir;
   const json effective = EffectiveConfig(root, dataset.path, outcome.export_path);
-  const std::string config_sha = Sha256Hex(effective.dump());
+  const std::string config_sha = io::Sha256Hex(effective.dump());
   const std::string token = RandomHex(16);
 
   PartitionSet set;
@@ -468,7 +468,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
                {"partitions",
                 {{"total", set.bounds.size()}, {"completed", 0}, {"failed", 0}, {"resumed", 0}}},
                {"rows", {{"in", 0}, {"out", 0}}},
-               {"model_devices", ModelDevices(plan)},
+               {"model_devices", exec::ModelDevices(plan)},
                {"checkpointing",
                 {{"strategy", st.checkpointing() ? TapStrategyName(st.strategy) : "disabled"},
                  {"n_ops", st.n_ops},
@@ -528,7 +528,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
   config.on_checkpoint = [&summary](int64_t now) {
     summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
   };
-  config.on_partition_done = [&](const ExecSummary& total, uint64_t completed, uint64_t resumed) {
+  config.on_partition_done = [&](const exec::ExecSummary& total, uint64_t completed,
+                                 uint64_t resumed) {
     if (MonotonicSeconds() - last_summary >= 1.0) {
       last_summary = MonotonicSeconds();
       summary.j["partitions"]["completed"] = completed;
@@ -537,7 +538,7 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
       summary.Write(disk, paths.Summary());
     }
     if (request.progress) {
-      ExecSummary progress = total;
+      exec::ExecSummary progress = total;
       progress.seconds = MonotonicSeconds() - start_mono;
       request.progress(progress);
     }
@@ -565,7 +566,8 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
     io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
     if (pre.phases.size() <= 1) {
       if (plan.models_deferred) {
-        RebuildOperators(recipe, ops::Registry::Global(), ModelOperators(plan), true, &plan);
+        exec::RebuildOperators(recipe, ops::Registry::Global(), exec::ModelOperators(plan), true,
+                               &plan);
         plan.models_deferred = false;
       }
       runner.Run(output, errors);
@@ -597,13 +599,13 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
     }
     throw;
   }
-  ExecSummary total = runner.total();
+  exec::ExecSummary total = runner.total();
   const uint64_t completed = runner.completed(), resumed = runner.resumed();
   total.seconds = MonotonicSeconds() - start_mono;
   outcome.summary = total;
   outcome.partitions = set.bounds.size();
   outcome.partitions_resumed = resumed;
-  disk.WriteAtomic(outcome.stats_path, SummaryJson(total, threads));
+  disk.WriteAtomic(outcome.stats_path, exec::SummaryJson(total, threads));
   summary.j["status"] = "completed";
   summary.j["end_time"] = IsoMicros(NowNanos());
   summary.j["duration_secs"] = total.seconds;
@@ -617,4 +619,4 @@ void RunJob(const RunRequest& request, const recipe::Recipe& recipe, Plan& plan,
                                {"output_rows", total.rows_out}});
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

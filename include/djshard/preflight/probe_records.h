@@ -24,7 +24,7 @@
 
 #include "djshard/io/disk.h"
 
-namespace djshard::exec {
+namespace djshard::preflight {
 
 class ProbeRecords {
  public:
@@ -109,4 +109,4 @@ class ProbeRecords {
   double last_refresh_ = 0;  // monotonic seconds
 };
 
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

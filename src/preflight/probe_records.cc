@@ -1,4 +1,4 @@
-#include "src/exec/probe_records.h"
+#include "djshard/preflight/probe_records.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include "djshard/common/text.h"
 #include "djshard/io/fd.h"
 
-namespace djshard::exec {
+namespace djshard::preflight {
 
 using nlohmann::json;
 
@@ -225,4 +225,4 @@ void ProbeRecords::PublishFailure(const std::string& key, const json& failure) {
   Unlock(key);
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

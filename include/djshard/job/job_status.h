@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace djshard::exec {
+namespace djshard::job {
 
 // A heartbeat older than this says its `run` is gone (it beats every 5 s).
 inline constexpr double kHeartbeatStaleSecs = 30;
@@ -60,4 +60,4 @@ std::vector<RunJobView> ListRunJobs(const std::string& work_dir);
 // The lines of an events file that parse; a torn last line is skipped.
 std::vector<nlohmann::json> ReadEventLines(const std::string& path);
 
-}  // namespace djshard::exec
+}  // namespace djshard::job

@@ -1,4 +1,4 @@
-#include "djshard/exec/preflight.h"
+#include "djshard/preflight/preflight.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -25,7 +25,6 @@
 #include "djshard/common/error.h"
 #include "djshard/common/log.h"
 #include "djshard/exec/executor.h"
-#include "djshard/exec/replica_plan.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/input.h"
@@ -34,10 +33,10 @@
 #include "djshard/model/device.h"
 #include "djshard/model/runtime.h"
 #include "djshard/ops/registry.h"
-#include "src/exec/job_preflight.h"
-#include "src/exec/probe_records.h"
+#include "djshard/preflight/probe_records.h"
+#include "djshard/preflight/replica_plan.h"
 
-namespace djshard::exec {
+namespace djshard::preflight {
 
 namespace {
 
@@ -125,7 +124,7 @@ bool AnyOverlap(const std::vector<std::string>& a, const std::vector<std::string
   return false;
 }
 
-bool IsModelOp(const Plan& plan, size_t i) {
+bool IsModelOp(const exec::Plan& plan, size_t i) {
   return plan.operators[i].op->model_description().has_value();
 }
 
@@ -141,15 +140,15 @@ struct ReplayChoice {
 // Expand and gather entries and the operators between them (SPEC-lineage)
 // run on children, which a probe does not build: it replays parent-level
 // operators only.
-bool InLineage(const Plan& plan, size_t i) {
+bool InLineage(const exec::Plan& plan, size_t i) {
   if (plan.operators[i].region >= 0) return true;
-  for (const LineageRegion& r : plan.regions) {
+  for (const exec::LineageRegion& r : plan.regions) {
     if (r.expand_idx == i || r.gather_idx == i) return true;
   }
   return false;
 }
 
-ReplayChoice ChooseReplay(const recipe::Recipe& recipe, const Plan& plan, size_t target) {
+ReplayChoice ChooseReplay(const recipe::Recipe& recipe, const exec::Plan& plan, size_t target) {
   ReplayChoice ordered;
   ordered.mode = "ordered";
   bool skipped = false;
@@ -204,7 +203,7 @@ json ModelFingerprint(const std::string& dir) {
     struct stat st {};
     ::stat(p.c_str(), &st);
     if (st.st_size <= (64 << 20)) {
-      files[rel] = Sha256Hex(ReadText(p.string()));
+      files[rel] = io::Sha256Hex(ReadText(p.string()));
     } else {
       files[rel] =
           "size:" + std::to_string(st.st_size) + ",mtime_ns:" +
@@ -485,7 +484,7 @@ struct StageOfPlan {
   std::vector<size_t> op_idxs;
 };
 
-std::vector<StageOfPlan> SplitStages(const Plan& plan) {
+std::vector<StageOfPlan> SplitStages(const exec::Plan& plan) {
   std::vector<StageOfPlan> stages;
   for (size_t i = 0; i < plan.operators.size(); ++i) {
     if (IsModelOp(plan, i)) {
@@ -523,7 +522,7 @@ struct Preflight {
 
   const PreflightContext& cx;
   const recipe::Recipe& recipe;
-  const Plan& plan;
+  const exec::Plan& plan;
   const PreflightSettings& st;
   std::vector<size_t> targets;  // the model operators, in plan order
   std::vector<StageOfPlan> stages;
@@ -671,9 +670,9 @@ struct ProbeTarget {
 std::string ProbeCacheKey(const Preflight& p, const ProbeTarget& g, const Sample& sample) {
   json replayed_configs = json::array();
   for (size_t r : g.replay.ops) {
-    replayed_configs.push_back(CanonicalJson(p.recipe.root["process"][r]));
+    replayed_configs.push_back(recipe::CanonicalJson(p.recipe.root["process"][r]));
   }
-  const json key_fields = {{"op", CanonicalJson(p.recipe.root["process"][g.t])},
+  const json key_fields = {{"op", recipe::CanonicalJson(p.recipe.root["process"][g.t])},
                            {"replayed_ops", replayed_configs},
                            {"model_files", ModelFingerprint(g.md.dir)},
                            {"device", g.device},
@@ -687,7 +686,7 @@ std::string ProbeCacheKey(const Preflight& p, const ProbeTarget& g, const Sample
                            // What a probe measures: records of builds that
                            // measured less are not reused.
                            {"measures", "rows_per_sec,host_memory"}};
-  return Sha256Hex(key_fields.dump());
+  return io::Sha256Hex(key_fields.dump());
 }
 
 // Each target's cache key (into the plan's probe.cache_keys), and whether an
@@ -1463,13 +1462,13 @@ void AddPreflightToPlan(const PreflightResult& result, json* plan_json) {
 namespace {
 
 // Builds operator `i` of the recipe as a plan's operator.
-PlannedOperator BuildOperator(const recipe::Recipe& recipe, size_t i) {
+exec::PlannedOperator BuildOperator(const recipe::Recipe& recipe, size_t i) {
   const recipe::OperatorSpec& spec = recipe.process[i];
   const ops::OperatorInfo* info = ops::Registry::Global().Find(spec.name);
   if (info == nullptr || !info->implemented) {
     throw Error(recipe.path, spec.line, "operator '" + spec.name + "' is not implemented");
   }
-  PlannedOperator p;
+  exec::PlannedOperator p;
   p.op = info->factory(spec, recipe.text_key);
   p.skip_op_error = spec.args.GetBool("skip_op_error", recipe.skip_op_error);
   return p;
@@ -1481,14 +1480,14 @@ uint64_t CountLines(const std::string& text) {
 
 // Runs `plan` on one thread over the file `in` into `out`; returns its
 // summary and the seconds it took.
-std::pair<ExecSummary, double> TimedExecute(Plan& plan, const std::string& in,
-                                            const std::string& out) {
+std::pair<exec::ExecSummary, double> TimedExecute(exec::Plan& plan, const std::string& in,
+                                                  const std::string& out) {
   io::OutputStream output(out, /*overwrite=*/true);
-  ExecOptions options;
+  exec::ExecOptions options;
   options.threads = 1;
   const double t0 = Now();
-  const ExecSummary s =
-      Execute(plan, {{in, in, fs::path(in).filename().string()}}, output, nullptr, options);
+  const exec::ExecSummary s =
+      exec::Execute(plan, {{in, in, fs::path(in).filename().string()}}, output, nullptr, options);
   const double secs = Now() - t0;
   output.Commit(/*durable=*/false);
   return std::make_pair(s, secs);
@@ -1508,7 +1507,7 @@ ReplayedRows ReplayAncestors(const recipe::Recipe& recipe, const ProbeRequest& r
   ReplayedRows out;
   std::string rows_path = r.sample;
   if (!r.replay.empty()) {
-    Plan replay;
+    exec::Plan replay;
     replay.keep_stats = true;
     replay.text_key = recipe.text_key;
     for (size_t i : r.replay) {
@@ -1533,7 +1532,7 @@ ReplayedRows ReplayAncestors(const recipe::Recipe& recipe, const ProbeRequest& r
 
 // The probed operator, initialized once, and the host memory around it.
 struct LoadedOperator {
-  Plan plan;
+  exec::Plan plan;
   double init_secs = 0;
   std::optional<uint64_t> anon_before, anon_loaded, rss_loaded;
   bool peak_reset = false;
@@ -1580,7 +1579,7 @@ struct BatchTimings {
   uint64_t in_rows = 0, out_rows = 0;  // over the steady batches
 };
 
-BatchTimings TimeBatches(Plan& plan, const ProbeRequest& r, const std::string& batch_path) {
+BatchTimings TimeBatches(exec::Plan& plan, const ProbeRequest& r, const std::string& batch_path) {
   const std::string out_path = r.work + "/out.jsonl";
   BatchTimings b;
   for (uint64_t i = 0; i < r.warmup; ++i)
@@ -1650,9 +1649,9 @@ void ProbeOperator(const ProbeRequest& r) {
   WriteText(r.result, result.dump(2) + "\n");
 }
 
-}  // namespace djshard::exec
+}  // namespace djshard::preflight
 
-namespace djshard::exec {
+namespace djshard::preflight {
 
 int ThreadsAfterPlan(const PreflightResult& result, int threads, bool threads_explicit) {
   if (result.cpu_threads <= 0 || result.cpu_threads >= threads) return threads;
@@ -1664,44 +1663,4 @@ int ThreadsAfterPlan(const PreflightResult& result, int threads, bool threads_ex
   return threads;
 }
 
-JobPreflight RunJobPreflight(const recipe::Recipe& recipe, const Plan& plan,
-                             const JobSettings& settings,
-                             const std::vector<io::InputCandidate>& inputs,
-                             const std::string& job_dir, int threads, bool threads_explicit,
-                             uint64_t num_partitions, uint64_t total_rows,
-                             const std::function<nlohmann::json()>& plan_json, EventLog& events,
-                             io::Disk& disk) {
-  PreflightContext cx;
-  cx.recipe = &recipe;
-  cx.plan = &plan;
-  cx.settings = settings.preflight;
-  for (const io::InputCandidate& in : inputs) cx.inputs.push_back(in.path);
-  cx.job_dir = job_dir;
-  cx.threads = threads;
-  cx.partitions_in_flight = settings.max_concurrent_partitions;
-  cx.num_partitions = num_partitions;
-  cx.total_rows = total_rows;
-  cx.emit = [&events](const std::string& type, nlohmann::json fields) {
-    events.Emit(type, std::move(fields));
-  };
-  const PreflightResult result = RunPreflight(cx);
-  JobPreflight out;
-  out.threads = threads;
-  if (!result.has_model_ops) return out;
-  out.phases = result.phases;
-  out.group_size = result.group_size;
-  nlohmann::json doc = plan_json();
-  AddPreflightToPlan(result, &doc);
-  const int run_threads = ThreadsAfterPlan(result, threads, threads_explicit);
-  disk.WriteAtomic(job_dir + "/dag_execution_plan.json", doc.dump(2) + "\n");
-  for (const std::string& line : result.printout) Log(LogLevel::kInfo, "preflight", line);
-  if (run_threads != threads) {
-    Log(LogLevel::kInfo, "preflight",
-        "  executor threads: " + std::to_string(run_threads) + " (every core would be " +
-            std::to_string(threads) + ": memory)");
-  }
-  out.threads = run_threads;
-  return out;
-}
-
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

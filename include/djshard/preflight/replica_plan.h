@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace djshard::exec {
+namespace djshard::preflight {
 
 // A device replicas may go to, as the planner sees it.
 struct PlannerDevice {
@@ -109,4 +109,4 @@ uint64_t ExecutionGroupSize(std::optional<uint64_t> given, const std::vector<Pha
 // without phases; infinity when a phase has no measured time).
 double InitializationOverheadRatio(const std::vector<PhaseCost>& phases, uint64_t group);
 
-}  // namespace djshard::exec
+}  // namespace djshard::preflight

@@ -1,5 +1,9 @@
 #include "djshard/exec/dedup_run.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -12,8 +16,10 @@
 #include <utility>
 
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/io/fd.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/record.h"
@@ -407,12 +413,51 @@ class Spill {
 };
 
 // Removes the spill directory however the run ends.
-struct SpillDir {
-  std::string path;
+// The run's spill directory, `<dir>/.<export>.dedup-<pid>`: created with a
+// `lock` file that the run holds a flock on while it lives, and removed when
+// the run ends. A killed run cannot remove its own; the next run beside the
+// same export removes every sibling whose lock no process holds (the kernel
+// drops a dead process's flocks). A sibling without a lock file is left: it
+// may be a run that has made its directory and not yet its lock.
+class SpillDir {
+ public:
+  explicit SpillDir(std::string path) : path_(std::move(path)) {
+    RemoveAbandonedSiblings();
+    std::error_code ec;
+    fs::create_directories(path_, ec);
+    if (ec) {
+      throw Error(path_, 0, "cannot create the deduplicators' spill directory: " + ec.message(),
+                  "the export's directory must be writable");
+    }
+    lock_.reset(::open((path_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (lock_.get() < 0 || ::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+      ThrowSystemError(path_ + "/lock", "cannot lock the deduplicators' spill directory");
+    }
+  }
   ~SpillDir() {
     std::error_code ec;
-    fs::remove_all(path, ec);
+    fs::remove_all(path_, ec);
   }
+  SpillDir(const SpillDir&) = delete;
+  SpillDir& operator=(const SpillDir&) = delete;
+
+ private:
+  void RemoveAbandonedSiblings() const {
+    const fs::path own(path_);
+    const std::string name = own.filename().string();
+    const std::string prefix = name.substr(0, name.rfind('-') + 1);  // ".<export>.dedup-"
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(own.parent_path(), ec)) {
+      const std::string sibling = e.path().filename().string();
+      if (sibling == name || sibling.rfind(prefix, 0) != 0) continue;
+      io::ScopedFd lock(::open((e.path() / "lock").c_str(), O_RDWR | O_CLOEXEC));
+      if (lock.get() < 0 || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;
+      fs::remove_all(e.path(), ec);
+    }
+  }
+
+  std::string path_;
+  io::ScopedFd lock_;
 };
 
 }  // namespace
@@ -504,14 +549,8 @@ class DedupPipeline {
 
   ExecSummary Run() {
     const std::vector<size_t> dedups = DedupOperators(plan_);
-    SpillDir spills{spill_dir_};
+    const SpillDir spills(spill_dir_);
     std::error_code ec;
-    fs::create_directories(spill_dir_, ec);
-    if (ec) {
-      throw Error(spill_dir_, 0,
-                  "cannot create the deduplicators' spill directory: " + ec.message(),
-                  "the export's directory must be writable");
-    }
     size_t cursor = 0;
     for (size_t k = 0; k < dedups.size(); ++k) {
       const size_t d = dedups[k];
@@ -521,6 +560,7 @@ class DedupPipeline {
         Phase(cursor, d, &spill);
         const std::string old = set_.raw ? std::string() : set_.files.front().path;
         set_ = spill.Finish();
+        CrashPoint("dedup_spilled");
         if (!old.empty()) fs::remove(old, ec);
       }
       Deduplicate(dedups, d);

@@ -2,7 +2,10 @@
 // committed vectors, made by running Data-Juicer's operator code), the
 // operators before and after it run on the right rows, errors name the input
 // row, and the output does not depend on the thread count.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -328,6 +331,46 @@ TEST_F(DedupCli, JobModeAndKeptHashesAreRefused) {
       RunOps(Entry("document_deduplicator"), 1, "h", "data.jsonl", "keep_hashes_in_res_ds: true\n");
   EXPECT_EQ(hashes.exit_code, 2);
   EXPECT_NE(hashes.err.find("recipe.yaml:1"), std::string::npos) << hashes.err;
+}
+
+// A run killed with its rows spilled leaves its spill directory; the next run
+// beside the same export removes it (no process holds its lock) and gives the
+// output a run that was never killed gives. A spill directory whose lock a
+// live process holds is left alone.
+TEST_F(DedupCli, ASpillDirectoryLeftByAKilledRunIsRemovedByTheNext) {
+  std::string data;
+  for (int i = 0; i < 200; ++i) data += "{\"text\":\"row " + std::to_string(i % 50) + " text\"}\n";
+  Write("data.jsonl", data);
+  const std::string ops = "  - text_length_filter:\n" + Entry("document_deduplicator");
+  ASSERT_EQ(RunOps(ops, 2, "clean").exit_code, 0);
+  const std::string clean = Read("out/clean.jsonl");
+  EXPECT_EQ(Lines(clean).size(), 50u);
+
+  const auto spill_dirs = [&] {
+    std::vector<std::string> found;
+    for (const std::string& name : List("out")) {
+      if (name.rfind(".r.jsonl.dedup-", 0) == 0) found.push_back(name);
+    }
+    return found;
+  };
+  Write("recipe.yaml", "dataset_path: data.jsonl\nprocess:\n" + ops);
+  const CliResult killed = WaitFor(
+      Spawn({"run", "--config", "recipe.yaml", "--threads", "2", "--export-path", "out/r.jsonl"},
+            {"DJSHARD_TEST_KILL_AT=dedup_spilled"}));
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
+  ASSERT_EQ(spill_dirs().size(), 1u);
+
+  // A spill directory of a run still alive: its lock is held.
+  Write("out/.r.jsonl.dedup-1/lock", "");
+  Write("out/.r.jsonl.dedup-1/rows-0.jsonl", "{}\n");
+  const int held = ::open(Path("out/.r.jsonl.dedup-1/lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+
+  ASSERT_EQ(RunOps(ops, 2, "r").exit_code, 0);
+  EXPECT_EQ(Read("out/r.jsonl"), clean);
+  EXPECT_EQ(spill_dirs(), std::vector<std::string>{".r.jsonl.dedup-1"});
+  ::close(held);
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ namespace djshard {
 // not yet renamed into place); merge "merge_shard_copied" (a shard's output
 // appended to the temporary output) and "merge_committed" (the output
 // renamed into place, merge.json not yet written); dlc "finalize_merged"
-// (merged, finalize-result.json not yet published).
+// (merged, finalize-result.json not yet published); `run` with a
+// deduplicator "dedup_spilled" (the rows reaching it spilled, not yet
+// deduplicated).
 // DJSHARD_TEST_STOP_AT takes the same names and stops the process with
 // SIGSTOP there instead, as a node that hangs would (SIGCONT resumes it).
 void CrashPoint(const char* point);

@@ -150,6 +150,13 @@ bool IsFinalSigma(std::string_view s, size_t at, size_t after) {
 
 std::string Lower(std::string_view s) {
   std::string out;
+  LowerInto(s, &out);
+  return out;
+}
+
+void LowerInto(std::string_view s, std::string* out_ptr) {
+  std::string& out = *out_ptr;
+  out.clear();
   out.reserve(s.size());
   size_t i = 0;
   while (i < s.size()) {
@@ -176,7 +183,6 @@ std::string Lower(std::string_view s) {
       AppendUtf8(&out, cp);
     }
   }
-  return out;
 }
 
 // `s` without the leading and trailing code points for which `drop` holds.

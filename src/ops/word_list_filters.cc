@@ -25,9 +25,16 @@ namespace fs = std::filesystem;
 // Data-Juicer's load_words_asset reads it: every *.json file of a directory
 // whose name holds the kind, each a {language: [words]} object, lists of one
 // language concatenated; "all" is every language's words unless a file has it.
+// Looked up by string_view: a word is counted without a copy of it.
+struct WordHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using WordSet = std::unordered_set<std::string, WordHash, std::equal_to<>>;
+
 struct WordLists {
   std::vector<std::string> files;
-  std::map<std::string, std::unordered_set<std::string>> by_lang;
+  std::map<std::string, WordSet> by_lang;
 };
 
 std::string Expand(const std::string& path) {
@@ -149,31 +156,40 @@ class WordListFilter : public StatFilter {
   }
 
   std::string Compute(const std::string& text) const override {
-    std::vector<std::string> words = RefinedWords(text);
-    if (augment_) Augment(&words);
-    if (words.empty()) return FloatStat(0.0);
+    size_t total = 0;
     size_t listed = 0;
-    for (const std::string& w : words) listed += words_->count(w);
-    return FloatStat(
-        std::min(1.0, static_cast<double>(listed) / static_cast<double>(words.size())));
+    if (augment_) {
+      std::vector<std::string> words;
+      ForEachRefinedWord(text, [&](std::string_view w) { words.emplace_back(w); });
+      Augment(&words);
+      for (const std::string& w : words) listed += words_->count(w);
+      total = words.size();
+    } else {
+      ForEachRefinedWord(text, [&](std::string_view w) {
+        ++total;
+        listed += words_->count(w);
+      });
+    }
+    if (total == 0) return FloatStat(0.0);
+    return FloatStat(std::min(1.0, static_cast<double>(listed) / static_cast<double>(total)));
   }
 
  private:
-  // Words (or SentencePiece pieces) lower-cased, stripped of special
-  // characters, empty ones dropped: Data-Juicer's words_refinement.
-  std::vector<std::string> RefinedWords(const std::string& text) const {
-    std::vector<std::string> words;
-    auto add = [&](std::string_view word) {
-      const std::string lowered = text::Lower(word);
+  // Calls f on each word (or SentencePiece piece) lower-cased, stripped of
+  // special characters, empty ones skipped: Data-Juicer's words_refinement.
+  template <typename F>
+  void ForEachRefinedWord(const std::string& text, F&& f) const {
+    std::string lowered;
+    auto refine = [&](std::string_view word) {
+      text::LowerInto(word, &lowered);
       const std::string_view stripped = text::StripSpecial(lowered);
-      if (!stripped.empty()) words.emplace_back(stripped);
+      if (!stripped.empty()) f(stripped);
     };
     if (pieces_) {
-      for (const std::string& p : pieces_->Pieces(text)) add(p);
+      for (const std::string& p : pieces_->Pieces(text)) refine(p);
     } else {
-      text::ForEachWord(text, add);
+      text::ForEachWord(text, refine);
     }
-    return words;
   }
 
   // Appends, for each group size, every run of that many consecutive words
@@ -190,7 +206,7 @@ class WordListFilter : public StatFilter {
   }
 
   std::shared_ptr<const WordLists> lists_;
-  const std::unordered_set<std::string>* words_ = nullptr;
+  const WordSet* words_ = nullptr;
   std::shared_ptr<const SentencePieceModel> pieces_;
   bool augment_ = false;
   std::vector<size_t> group_sizes_{2};

@@ -54,6 +54,8 @@ size_t CountSpecial(std::string_view s);
 
 // str.lower().
 std::string Lower(std::string_view s);
+// str.lower() into *out (its buffer reused).
+void LowerInto(std::string_view s, std::string* out);
 // str.strip() without arguments.
 std::string_view Strip(std::string_view s);
 // str.splitlines(): breaks at \n \r \r\n \v \f \x1c \x1d \x1e \x85 U+2028 U+2029.

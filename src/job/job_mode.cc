@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "djshard/common/build_info.h"
@@ -205,17 +206,12 @@ class Heartbeat {
   std::thread thread_;
 };
 
-// Runs the partitions in execution groups that alternate model phases
-// (SPEC-checkpoints §10.7): per group of `pre.group_size` partitions, per
-// phase, the phase's model operators are loaded, its operators run over the
-// group's partitions up to its forced tap, and the operators are unloaded
-// before the next phase loads; the next phase resumes each partition from
-// that tap.
-void RunExecutionGroups(const recipe::Recipe& recipe, exec::Plan& plan, const JobSettings& st,
-                        const std::vector<size_t>& taps, const JobPreflight& pre,
-                        const std::string& checkpoints, uint64_t num_partitions,
-                        PartitionRunner& runner, io::OutputStream& output,
-                        io::OutputStream& errors) {
+// Throws Error unless the partitions can run in alternating execution
+// groups: the model operators still unloaded, a tap that each phase can be
+// resumed from, and no phase ending inside an expand/gather region.
+void CheckExecutionGroups(const recipe::Recipe& recipe, const exec::Plan& plan,
+                          const JobSettings& st, const std::vector<size_t>& taps,
+                          const JobPreflight& pre) {
   if (!plan.models_deferred) {
     throw Error("internal: an alternating run needs its model operators unloaded");
   }
@@ -239,6 +235,35 @@ void RunExecutionGroups(const recipe::Recipe& recipe, exec::Plan& plan, const Jo
       }
     }
   }
+}
+
+// After a phase that ended at `phase_end`, each partition of [first, end)
+// that ran it starts the next phase from its forced tap there.
+void ContinueFromPhaseTaps(const std::string& checkpoints, size_t phase_end, uint64_t first,
+                           uint64_t end, uint64_t num_partitions, std::vector<StartPoint>& starts) {
+  for (uint64_t p = first; p < end; ++p) {
+    if (starts[p].resumed && starts[p].op_idx >= phase_end) continue;
+    const std::string record_path =
+        checkpoints + "/" + RunJobPaths::TapStem(phase_end, p, num_partitions) + ".commit.json";
+    const json record = json::parse(io::ReadFile(record_path), nullptr, false);
+    if (!record.is_object()) throw Error(record_path, 0, "not a commit record");
+    starts[p] = {true, phase_end, checkpoints + "/" + record.value("data_path", ""), record,
+                 /*continued=*/true};
+  }
+}
+
+// Runs the partitions in execution groups that alternate model phases
+// (SPEC-checkpoints §10.7): per group of `pre.group_size` partitions, per
+// phase, the phase's model operators are loaded, its operators run over the
+// group's partitions up to its forced tap, and the operators are unloaded
+// before the next phase loads; the next phase resumes each partition from
+// that tap.
+void RunExecutionGroups(const recipe::Recipe& recipe, exec::Plan& plan, const JobSettings& st,
+                        const std::vector<size_t>& taps, const JobPreflight& pre,
+                        const std::string& checkpoints, uint64_t num_partitions,
+                        PartitionRunner& runner, io::OutputStream& output,
+                        io::OutputStream& errors) {
+  CheckExecutionGroups(recipe, plan, st, taps, pre);
   const ops::Registry& registry = ops::Registry::Global();
   const size_t last_op = plan.operators.size() - 1;
   const uint64_t group = std::max<uint64_t>(1, pre.group_size);
@@ -266,21 +291,487 @@ void RunExecutionGroups(const recipe::Recipe& recipe, exec::Plan& plan, const Jo
       // Unloaded before the next phase loads.
       exec::RebuildOperators(recipe, registry, ph.model_ops, false, &plan);
       if (last_phase) break;
-      for (uint64_t p = first; p < end; ++p) {
-        if (starts[p].resumed && starts[p].op_idx >= phase_end) continue;
-        const std::string record_path =
-            checkpoints + "/" + RunJobPaths::TapStem(phase_end, p, num_partitions) + ".commit.json";
-        const json record = json::parse(io::ReadFile(record_path), nullptr, false);
-        if (!record.is_object()) throw Error(record_path, 0, "not a commit record");
-        starts[p] = {true, phase_end, checkpoints + "/" + record.value("data_path", ""), record,
-                     /*continued=*/true};
-      }
+      ContinueFromPhaseTaps(checkpoints, phase_end, first, end, num_partitions, starts);
     }
   }
 }
 
 bool IsCompressedName(const std::string& path) {
   return EndsWithIgnoreCase(path, ".gz") || EndsWithIgnoreCase(path, ".zst");
+}
+
+// The id of the job: --resume's, else --job_id, else the recipe's job_id,
+// else a new one.
+std::string ChooseJobId(const RunRequest& request, const JobSettings& st) {
+  if (request.resume) {
+    if (request.job_id && *request.job_id != *request.resume) {
+      throw Error("--job_id " + *request.job_id + " and --resume " + *request.resume +
+                      " name different jobs",
+                  "give the same id to both, or only --resume");
+    }
+    return *request.resume;
+  }
+  if (request.job_id) return *request.job_id;
+  if (st.job_id) return *st.job_id;
+  return GenerateJobId();
+}
+
+// One `djshard run` of a job, step by step in the order RunJob calls them:
+// the job's id and paths (construction), the resume checks or the new
+// partitioning, the job files, the summary and heartbeat, the event log and
+// stop watcher, the partition runner, then its execution and the summary's
+// final state.
+class RunJobSession {
+ public:
+  // Every argument must outlive this.
+  RunJobSession(const RunRequest& request, const recipe::Recipe& recipe, exec::Plan& plan,
+                const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
+                RunOutcome& outcome, io::Disk& disk);
+  RunJobSession(const RunJobSession&) = delete;
+  RunJobSession& operator=(const RunJobSession&) = delete;
+
+  // §6: every check of a resume before anything is written or removed, then
+  // the job's partitions and where each starts. True when the job completed
+  // already and its export is there (outcome.already_completed is set).
+  bool CheckResume();
+  // A new job: refuses an existing job directory, then partitions the input.
+  void PrepareNewJob();
+  // The job directory: metadata of a new job, or a resumed job's stop
+  // request cleared and garbage removed; then the execution plan. The run's
+  // clock starts here.
+  void WriteJobFiles();
+  // Writes the "running" summary and starts the heartbeat.
+  void StartSummary();
+  // Opens this run's event log (job_start), reports the job started, and
+  // starts watching for `djshard stop`.
+  void OpenEventLog();
+  // Makes the partition runner.
+  void StartRunner();
+  // Preflight, the partitions and the export's commit; a failure or stop is
+  // recorded in the summary and events, then rethrown.
+  void Execute();
+  // The outcome, stats, and the "completed" summary and event.
+  void RecordCompletion();
+
+ private:
+  // §6 step 1: the job directory and its partitioning_info.json exist.
+  void LocateJob() const;
+  // A file of the job that the interrupted run may not have written yet.
+  json ReadJobFile(const std::string& path) const;
+  // §6 step 4: the effective configuration is the one the job stored.
+  void CheckConfigUnchanged() const;
+  // metadata/ of a new job and its partitioning_info.json.
+  void WriteNewJobMetadata();
+  json InputFingerprint() const;
+  // Data files without a commit record are garbage of the interrupted run.
+  void RemoveUncommittedTaps();
+  json PlanJson() const;
+  PartitionRunConfig MakeRunnerConfig();
+  // Rewrites the summary at most once a second, and reports progress.
+  void OnPartitionDone(const exec::ExecSummary& total, uint64_t completed, uint64_t resumed);
+  // Model preflight (SPEC-checkpoints §10): probes and the replica plan,
+  // before any partition starts; sets the thread count.
+  JobPreflight Preflight();
+  void RunPartitions(const JobPreflight& pre, io::OutputStream& output, io::OutputStream& errors);
+  void RecordFailure(const std::exception& e);
+
+  const RunRequest& request_;
+  const recipe::Recipe& recipe_;
+  exec::Plan& plan_;
+  const recipe::DatasetPath& dataset_;
+  const std::vector<io::InputCandidate>& inputs_;
+  RunOutcome& outcome_;
+  io::Disk& disk_;
+
+  const YAML::Node root_;  // the recipe with the overrides applied
+  const JobSettings st_;
+  const std::vector<size_t> taps_;
+  std::string job_id_;
+  RunJobPaths paths_;
+  json effective_;  // EffectiveConfig
+  std::string config_sha_;
+  std::string token_;  // this run's token in partitioning_info.json and commits
+
+  PartitionSet set_;
+  std::vector<StartPoint> starts_;
+  json summary_before_;  // a resumed job's summary
+  int64_t start_ns_ = 0;
+  double start_mono_ = 0;
+  JobSummary summary_;
+  int threads_ = 1;
+  double last_summary_ = 0;  // when OnPartitionDone last wrote the summary
+
+  // Destroyed in reverse: the runner, the stop watcher, the events, then the heartbeat.
+  std::optional<Heartbeat> heartbeat_;
+  std::optional<EventLog> events_;
+  std::optional<RunStop> stop_;  // djshard stop (SPEC-checkpoints §9)
+  std::optional<PartitionRunner> runner_;
+};
+
+RunJobSession::RunJobSession(const RunRequest& request, const recipe::Recipe& recipe,
+                             exec::Plan& plan, const recipe::DatasetPath& dataset,
+                             const std::vector<io::InputCandidate>& inputs, RunOutcome& outcome,
+                             io::Disk& disk)
+    : request_(request),
+      recipe_(recipe),
+      plan_(plan),
+      dataset_(dataset),
+      inputs_(inputs),
+      outcome_(outcome),
+      disk_(disk),
+      root_(ApplyOverrides(recipe.root, request.overrides)),
+      st_(ParseJobSettings(root_, recipe.path)),
+      taps_(TapPositions(st_, recipe)) {
+  job_id_ = ChooseJobId(request_, st_);
+  CheckJobId(job_id_);
+  paths_.dir = ResolveJobDir(request_, st_, recipe_, outcome_.export_path, job_id_);
+  paths_.checkpoints = ResolveCheckpointDir(request_, st_, recipe_, paths_.dir, job_id_);
+  outcome_.job_id = job_id_;
+  outcome_.job_dir = paths_.dir;
+  effective_ = EffectiveConfig(root_, dataset_.path, outcome_.export_path);
+  config_sha_ = io::Sha256Hex(effective_.dump());
+  token_ = RandomHex(16);
+}
+
+void RunJobSession::LocateJob() const {
+  struct stat sb {};
+  if (::stat(paths_.dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    RefuseResume(job_id_, "locate", "no job directory " + paths_.dir,
+                 "pass the --work-dir (or recipe work_dir) of the original run");
+  }
+  if (::stat(paths_.PartitioningInfo().c_str(), &sb) != 0) {
+    RefuseResume(job_id_, "locate", "no " + paths_.PartitioningInfo(),
+                 "the job never started a partition, or ran with another checkpoint.dir; "
+                 "run it again without --resume");
+  }
+}
+
+json RunJobSession::ReadJobFile(const std::string& path) const {
+  struct stat fb {};
+  if (::stat(path.c_str(), &fb) != 0) {
+    RefuseResume(job_id_, "locate", "no " + path, "the job did not get far enough to resume it");
+  }
+  return json::parse(io::ReadFile(path), nullptr, false);
+}
+
+void RunJobSession::CheckConfigUnchanged() const {
+  const json stored = ReadJobFile(paths_.Metadata() + "/effective_config.json");
+  if (stored != effective_) {
+    std::string keys;
+    for (const std::string& k : DifferingKeys(stored, effective_)) {
+      keys += (keys.empty() ? "" : ", ") + k;
+    }
+    RefuseResume(job_id_, "config", "the effective configuration differs from the job's: " + keys,
+                 "rerun the original command with the original recipe");
+  }
+}
+
+bool RunJobSession::CheckResume() {
+  LocateJob();
+  summary_before_ = ReadJobFile(paths_.Summary());
+  if (summary_before_.is_object()) {
+    struct stat sb {};
+    if (summary_before_.value("status", "") == "completed" &&
+        ::stat(outcome_.export_path.c_str(), &sb) == 0) {
+      outcome_.already_completed = true;
+      return true;
+    }
+    if (!summary_before_.value("checkpointing", json::object()).value("resumable", true)) {
+      RefuseResume(job_id_, "locate", "the job ran with checkpointing disabled",
+                   "start a new job instead");
+    }
+  }
+  if (!st_.checkpointing()) {
+    RefuseResume(job_id_, "config", "checkpointing is disabled", "enable checkpoint to resume");
+  }
+  CheckConfigUnchanged();
+  set_ = ReadPartitioning(job_id_, paths_.PartitioningInfo());
+  starts_ = ValidateResume(job_id_, paths_.Checkpoints(), set_, root_, inputs_, dataset_.display,
+                           plan_.operators.size());
+  return false;
+}
+
+void RunJobSession::PrepareNewJob() {
+  struct stat sb {};
+  if (::stat(paths_.dir.c_str(), &sb) == 0) {
+    throw Error(paths_.dir, 0, "job " + job_id_ + " already exists",
+                "add --resume " + job_id_ + " to resume it, or choose another --job_id");
+  }
+  set_ = PartitionInput(st_, recipe_, inputs_, dataset_.display);
+  starts_.resize(set_.bounds.size());
+}
+
+void RunJobSession::WriteJobFiles() {
+  start_ns_ = NowNanos();
+  start_mono_ = MonotonicSeconds();
+  disk_.MakeDirs(paths_.Checkpoints());
+  disk_.MakeDirs(paths_.Metadata());
+  if (!request_.resume) {
+    WriteNewJobMetadata();
+  } else {
+    if (ClearStopOnResume(paths_.dir)) {
+      Log(LogLevel::kInfo, "stop_cleared",
+          "Cleared the stop request of job " + job_id_ + " (kept in metadata/)");
+    }
+    RemoveUncommittedTaps();
+  }
+  disk_.WriteAtomic(paths_.Plan(), PlanJson().dump(2) + "\n");
+}
+
+void RunJobSession::WriteNewJobMetadata() {
+  disk_.WriteAtomic(paths_.Metadata() + "/config_snapshot.yaml", io::ReadFile(recipe_.path));
+  json cli = {{"job_id", job_id_},
+              {"dataset_path", dataset_.path},
+              {"export_path", outcome_.export_path},
+              {"overrides", json::object()}};
+  for (const auto& [k, v] : request_.overrides) cli["overrides"][k] = v;
+  disk_.WriteAtomic(paths_.Metadata() + "/cli.json", cli.dump(2) + "\n");
+  disk_.WriteAtomic(paths_.Metadata() + "/effective_config.json", effective_.dump(2) + "\n");
+  disk_.WriteAtomic(paths_.Metadata() + "/input_fingerprint.json",
+                    InputFingerprint().dump(2) + "\n");
+  disk_.WriteAtomic(paths_.PartitioningInfo(),
+                    PartitioningInfoJson(set_, job_id_, nullptr, token_).dump(2) + "\n");
+}
+
+json RunJobSession::InputFingerprint() const {
+  json files = json::array();
+  for (const io::InputCandidate& in : inputs_) {
+    struct stat fst {};
+    ::stat(in.path.c_str(), &fst);
+    files.push_back({{"path", in.path},
+                     {"size", static_cast<uint64_t>(fst.st_size)},
+                     {"mtime", FormatUtcIso8601(MtimeNanos(fst))}});
+  }
+  return {{"files", files},
+          {"rows", set_.total_rows},
+          {"bytes", set_.total_bytes},
+          {"hash_algorithm", kPartitionHashAlgorithm},
+          {"sha256", set_.input.hex}};
+}
+
+void RunJobSession::RemoveUncommittedTaps() {
+  std::error_code ec;
+  std::vector<std::string> referenced;
+  for (const auto& [p, list] : ListCommits(paths_.Checkpoints())) {
+    for (const Commit& c : list) {
+      referenced.push_back(c.record.value("data_path", ""));
+      referenced.push_back(c.record.value("errors_path", ""));
+      referenced.push_back(c.record.value("origins_path", ""));
+    }
+  }
+  for (const auto& e : fs::directory_iterator(paths_.Checkpoints(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
+      continue;
+    }
+    if (std::find(referenced.begin(), referenced.end(), name) == referenced.end()) {
+      disk_.Unlink(e.path().string());
+    }
+  }
+}
+
+json RunJobSession::PlanJson() const {
+  return ExecutionPlanJson(plan_, job_id_, config_sha_, taps_, st_,
+                           {{"mode", set_.mode}, {"num_partitions", set_.bounds.size()}});
+}
+
+void RunJobSession::StartSummary() {
+  const bool checkpointing = st_.checkpointing();
+  const std::string resumption = "djshard run --config " + recipe_.path + " --resume " + job_id_;
+  summary_.j = {{"job_id", job_id_},
+                {"executor_type", "djshard"},
+                {"status", "running"},
+                {"config_file", recipe_.path},
+                {"config_sha256", config_sha_},
+                {"work_dir", fs::path(paths_.dir).parent_path().string()},
+                {"job_dir", paths_.dir},
+                {"start_time", IsoMicros(start_ns_)},
+                {"end_time", nullptr},
+                {"duration_secs", nullptr},
+                {"resume_token", checkpointing ? json(job_id_) : json(nullptr)},
+                {"resumption_command", checkpointing ? json(resumption) : json(nullptr)},
+                {"error_message", nullptr},
+                {"hostname", HostName()},
+                {"pid", ::getpid()},
+                {"partitions",
+                 {{"total", set_.bounds.size()}, {"completed", 0}, {"failed", 0}, {"resumed", 0}}},
+                {"rows", {{"in", 0}, {"out", 0}}},
+                {"model_devices", exec::ModelDevices(plan_)},
+                {"checkpointing",
+                 {{"strategy", checkpointing ? TapStrategyName(st_.strategy) : "disabled"},
+                  {"n_ops", st_.n_ops},
+                  {"op_names", st_.op_names},
+                  {"last_checkpoint_time", nullptr},
+                  {"resumable", checkpointing},
+                  {"checkpoint_dir", paths_.Checkpoints()}}},
+                {"stop", nullptr}};
+  if (summary_before_.is_object() && summary_before_.contains("start_time")) {
+    summary_.j["first_start_time"] =
+        summary_before_.value("first_start_time", summary_before_["start_time"]);
+  }
+  summary_.Write(disk_, paths_.Summary());
+  heartbeat_.emplace(paths_.Heartbeat(), disk_);
+}
+
+void RunJobSession::OpenEventLog() {
+  std::string events_path;
+  if (st_.event_logging) {
+    // One file per run of the job; a second run within the same second adds host and pid.
+    events_path = paths_.dir + "/events_" + StampForName(start_ns_) + ".jsonl";
+    struct stat eb {};
+    if (::stat(events_path.c_str(), &eb) == 0) {
+      events_path = paths_.dir + "/events_" + StampForName(start_ns_) + "_" + HostName() + "_" +
+                    std::to_string(::getpid()) + ".jsonl";
+    }
+  }
+  events_.emplace(events_path, job_id_);
+  events_->Emit(
+      "job_start",
+      {{"status", "running"},
+       {"metadata",
+        {{"resume", request_.resume.has_value()}, {"num_partitions", set_.bounds.size()}}}});
+  if (request_.job_started) request_.job_started(job_id_, st_.checkpointing());
+  stop_.emplace(paths_.dir, *events_);
+}
+
+void RunJobSession::StartRunner() {
+  threads_ = outcome_.threads;
+  last_summary_ = MonotonicSeconds();
+  runner_.emplace(MakeRunnerConfig());
+}
+
+PartitionRunConfig RunJobSession::MakeRunnerConfig() {
+  PartitionRunConfig config;
+  config.plan = &plan_;
+  config.root = root_;
+  config.settings = st_;
+  config.taps = taps_;
+  config.checkpoints = paths_.Checkpoints();
+  config.job_id = job_id_;
+  config.shard_id = nullptr;
+  config.token = token_;
+  config.config_sha256 = config_sha_;
+  config.set = &set_;
+  config.starts = starts_;
+  config.inputs = inputs_;
+  config.input_name = dataset_.display;
+  config.threads = threads_;
+  // With checkpointing, each partition's output is its final tap; a plain
+  // export is assembled from them at the end (so the output is written once
+  // before that copy), a compressed one is written as the partitions finish.
+  config.assemble = st_.checkpointing() && !IsCompressedName(outcome_.export_path);
+  config.events = &*events_;
+  config.disk = &disk_;
+  config.before_partition = [this] { stop_->BeforePartition(); };
+  config.on_checkpoint = [this](int64_t now) {
+    summary_.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
+  };
+  config.on_partition_done = [this](const exec::ExecSummary& total, uint64_t completed,
+                                    uint64_t resumed) {
+    OnPartitionDone(total, completed, resumed);
+  };
+  return config;
+}
+
+void RunJobSession::OnPartitionDone(const exec::ExecSummary& total, uint64_t completed,
+                                    uint64_t resumed) {
+  if (MonotonicSeconds() - last_summary_ >= 1.0) {
+    last_summary_ = MonotonicSeconds();
+    summary_.j["partitions"]["completed"] = completed;
+    summary_.j["partitions"]["resumed"] = resumed;
+    summary_.j["rows"] = {{"in", total.rows_in}, {"out", total.rows_out}};
+    summary_.Write(disk_, paths_.Summary());
+  }
+  if (request_.progress) {
+    exec::ExecSummary progress = total;
+    progress.seconds = MonotonicSeconds() - start_mono_;
+    request_.progress(progress);
+  }
+}
+
+JobPreflight RunJobSession::Preflight() {
+  // The thread count is the user's when --threads, np or a num_proc says
+  // it; otherwise the replica plan may lower it (CPU memory).
+  const bool threads_explicit = request_.threads || recipe_.np || plan_.num_proc > 0;
+  const JobPreflight pre = RunJobPreflight(
+      recipe_, plan_, st_, inputs_, paths_.dir, threads_, threads_explicit, set_.bounds.size(),
+      set_.total_rows, [this] { return PlanJson(); }, *events_, disk_);
+  threads_ = pre.threads;
+  runner_->set_threads(threads_);
+  outcome_.threads = threads_;
+  return pre;
+}
+
+void RunJobSession::RunPartitions(const JobPreflight& pre, io::OutputStream& output,
+                                  io::OutputStream& errors) {
+  if (pre.phases.size() <= 1) {
+    if (plan_.models_deferred) {
+      exec::RebuildOperators(recipe_, ops::Registry::Global(), exec::ModelOperators(plan_), true,
+                             &plan_);
+      plan_.models_deferred = false;
+    }
+    runner_->Run(output, errors);
+  } else {
+    RunExecutionGroups(recipe_, plan_, st_, taps_, pre, paths_.Checkpoints(), set_.bounds.size(),
+                       *runner_, output, errors);
+  }
+}
+
+void RunJobSession::Execute() {
+  try {
+    const JobPreflight pre = Preflight();
+    io::OutputStream output(outcome_.export_path, /*overwrite=*/true, disk_);
+    io::OutputStream errors(outcome_.errors_path, /*overwrite=*/true, disk_);
+    RunPartitions(pre, output, errors);
+    CrashPoint("before_export_commit");
+    output.Commit();
+    errors.Commit();
+  } catch (const std::exception& e) {
+    RecordFailure(e);
+    throw;
+  }
+}
+
+void RunJobSession::RecordFailure(const std::exception& e) {
+  const int64_t end_ns = NowNanos();
+  // A stop request or a signal ends the job "stopped", still resumable.
+  const bool stopped = RunStop::Stopping();
+  summary_.j["status"] = stopped ? "stopped" : "failed";
+  if (stopped) summary_.j["stop"] = stop_->SummaryJson();
+  summary_.j["error_message"] = e.what();
+  summary_.j["end_time"] = IsoMicros(end_ns);
+  summary_.j["duration_secs"] = MonotonicSeconds() - start_mono_;
+  summary_.j["partitions"]["completed"] = runner_->completed();
+  summary_.j["partitions"]["resumed"] = runner_->resumed();
+  summary_.j["partitions"]["failed"] = stopped ? 0 : 1;
+  try {
+    summary_.Write(disk_, paths_.Summary());
+    events_->Emit(stopped ? "job_stopped" : "job_failed",
+                  {{"status", stopped ? "stopped" : "failed"}, {"error_message", e.what()}});
+  } catch (const std::exception&) {
+    // The original error matters more.
+  }
+}
+
+void RunJobSession::RecordCompletion() {
+  exec::ExecSummary total = runner_->total();
+  const uint64_t completed = runner_->completed(), resumed = runner_->resumed();
+  total.seconds = MonotonicSeconds() - start_mono_;
+  outcome_.summary = total;
+  outcome_.partitions = set_.bounds.size();
+  outcome_.partitions_resumed = resumed;
+  disk_.WriteAtomic(outcome_.stats_path, exec::SummaryJson(total, threads_));
+  summary_.j["status"] = "completed";
+  summary_.j["end_time"] = IsoMicros(NowNanos());
+  summary_.j["duration_secs"] = total.seconds;
+  summary_.j["partitions"]["completed"] = completed;
+  summary_.j["partitions"]["resumed"] = resumed;
+  summary_.j["rows"] = {{"in", total.rows_in}, {"out", total.rows_out}};
+  summary_.Write(disk_, paths_.Summary());
+  events_->Emit("job_complete", {{"status", "completed"},
+                                 {"duration_secs", total.seconds},
+                                 {"input_rows", total.rows_in},
+                                 {"output_rows", total.rows_out}});
 }
 
 }  // namespace
@@ -294,329 +785,18 @@ bool WantsJobMode(const RunRequest& request, const recipe::Recipe& recipe) {
 void RunJob(const RunRequest& request, const recipe::Recipe& recipe, exec::Plan& plan,
             const recipe::DatasetPath& dataset, const std::vector<io::InputCandidate>& inputs,
             RunOutcome& outcome, io::Disk& disk) {
-  const YAML::Node root = ApplyOverrides(recipe.root, request.overrides);
-  const JobSettings st = ParseJobSettings(root, recipe.path);
-  const std::vector<size_t> taps = TapPositions(st, recipe);
-  const size_t num_ops = plan.operators.size();
-
-  std::string job_id;
+  RunJobSession job(request, recipe, plan, dataset, inputs, outcome, disk);
   if (request.resume) {
-    if (request.job_id && *request.job_id != *request.resume) {
-      throw Error("--job_id " + *request.job_id + " and --resume " + *request.resume +
-                      " name different jobs",
-                  "give the same id to both, or only --resume");
-    }
-    job_id = *request.resume;
-  } else if (request.job_id) {
-    job_id = *request.job_id;
-  } else if (st.job_id) {
-    job_id = *st.job_id;
+    if (job.CheckResume()) return;
   } else {
-    job_id = GenerateJobId();
+    job.PrepareNewJob();
   }
-  CheckJobId(job_id);
-  RunJobPaths paths;
-  paths.dir = ResolveJobDir(request, st, recipe, outcome.export_path, job_id);
-  paths.checkpoints = ResolveCheckpointDir(request, st, recipe, paths.dir, job_id);
-  outcome.job_id = job_id;
-  outcome.job_dir = paths.dir;
-  const json effective = EffectiveConfig(root, dataset.path, outcome.export_path);
-  const std::string config_sha = io::Sha256Hex(effective.dump());
-  const std::string token = RandomHex(16);
-
-  PartitionSet set;
-  std::vector<StartPoint> starts;
-  json summary_before;
-  if (request.resume) {
-    // §6: every check before anything is written or removed.
-    const std::string& t = job_id;
-    struct stat sb {};
-    if (::stat(paths.dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-      RefuseResume(t, "locate", "no job directory " + paths.dir,
-                   "pass the --work-dir (or recipe work_dir) of the original run");
-    }
-    if (::stat(paths.PartitioningInfo().c_str(), &sb) != 0) {
-      RefuseResume(t, "locate", "no " + paths.PartitioningInfo(),
-                   "the job never started a partition, or ran with another checkpoint.dir; "
-                   "run it again without --resume");
-    }
-    // A file of the job that the interrupted run may not have written yet.
-    auto read_job_file = [&](const std::string& path) {
-      struct stat fb {};
-      if (::stat(path.c_str(), &fb) != 0) {
-        RefuseResume(t, "locate", "no " + path, "the job did not get far enough to resume it");
-      }
-      return json::parse(io::ReadFile(path), nullptr, false);
-    };
-    summary_before = read_job_file(paths.Summary());
-    if (summary_before.is_object()) {
-      if (summary_before.value("status", "") == "completed" &&
-          ::stat(outcome.export_path.c_str(), &sb) == 0) {
-        outcome.already_completed = true;
-        return;
-      }
-      if (!summary_before.value("checkpointing", json::object()).value("resumable", true)) {
-        RefuseResume(t, "locate", "the job ran with checkpointing disabled",
-                     "start a new job instead");
-      }
-    }
-    if (!st.checkpointing()) {
-      RefuseResume(t, "config", "checkpointing is disabled", "enable checkpoint to resume");
-    }
-    const json stored = read_job_file(paths.Metadata() + "/effective_config.json");
-    if (stored != effective) {
-      std::string keys;
-      for (const std::string& k : DifferingKeys(stored, effective)) {
-        keys += (keys.empty() ? "" : ", ") + k;
-      }
-      RefuseResume(t, "config", "the effective configuration differs from the job's: " + keys,
-                   "rerun the original command with the original recipe");
-    }
-    set = ReadPartitioning(t, paths.PartitioningInfo());
-    starts = ValidateResume(t, paths.Checkpoints(), set, root, inputs, dataset.display, num_ops);
-  } else {
-    struct stat sb {};
-    if (::stat(paths.dir.c_str(), &sb) == 0) {
-      throw Error(paths.dir, 0, "job " + job_id + " already exists",
-                  "add --resume " + job_id + " to resume it, or choose another --job_id");
-    }
-    set = PartitionInput(st, recipe, inputs, dataset.display);
-    starts.resize(set.bounds.size());
-  }
-
-  // The job directory and its files.
-  const int64_t start_ns = NowNanos();
-  const double start_mono = MonotonicSeconds();
-  disk.MakeDirs(paths.Checkpoints());
-  disk.MakeDirs(paths.Metadata());
-  if (!request.resume) {
-    disk.WriteAtomic(paths.Metadata() + "/config_snapshot.yaml", io::ReadFile(recipe.path));
-    json cli = {{"job_id", job_id},
-                {"dataset_path", dataset.path},
-                {"export_path", outcome.export_path},
-                {"overrides", json::object()}};
-    for (const auto& [k, v] : request.overrides) cli["overrides"][k] = v;
-    disk.WriteAtomic(paths.Metadata() + "/cli.json", cli.dump(2) + "\n");
-    disk.WriteAtomic(paths.Metadata() + "/effective_config.json", effective.dump(2) + "\n");
-    json files = json::array();
-    for (const io::InputCandidate& in : inputs) {
-      struct stat fst {};
-      ::stat(in.path.c_str(), &fst);
-      files.push_back({{"path", in.path},
-                       {"size", static_cast<uint64_t>(fst.st_size)},
-                       {"mtime", FormatUtcIso8601(MtimeNanos(fst))}});
-    }
-    disk.WriteAtomic(paths.Metadata() + "/input_fingerprint.json",
-                     json({{"files", files},
-                           {"rows", set.total_rows},
-                           {"bytes", set.total_bytes},
-                           {"hash_algorithm", kPartitionHashAlgorithm},
-                           {"sha256", set.input.hex}})
-                             .dump(2) +
-                         "\n");
-    disk.WriteAtomic(paths.PartitioningInfo(),
-                     PartitioningInfoJson(set, job_id, nullptr, token).dump(2) + "\n");
-  } else {
-    if (ClearStopOnResume(paths.dir)) {
-      Log(LogLevel::kInfo, "stop_cleared",
-          "Cleared the stop request of job " + job_id + " (kept in metadata/)");
-    }
-    // Data files without a commit record are garbage of the interrupted run.
-    std::error_code ec;
-    std::vector<std::string> referenced;
-    for (const auto& [p, list] : ListCommits(paths.Checkpoints())) {
-      for (const Commit& c : list) {
-        referenced.push_back(c.record.value("data_path", ""));
-        referenced.push_back(c.record.value("errors_path", ""));
-        referenced.push_back(c.record.value("origins_path", ""));
-      }
-    }
-    for (const auto& e : fs::directory_iterator(paths.Checkpoints(), ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("checkpoint_op_", 0) != 0 || name.find(".commit.json") != std::string::npos) {
-        continue;
-      }
-      const std::string& rel = name;
-      if (std::find(referenced.begin(), referenced.end(), rel) == referenced.end()) {
-        disk.Unlink(e.path().string());
-      }
-    }
-  }
-  disk.WriteAtomic(paths.Plan(),
-                   ExecutionPlanJson(plan, job_id, config_sha, taps, st,
-                                     {{"mode", set.mode}, {"num_partitions", set.bounds.size()}})
-                           .dump(2) +
-                       "\n");
-
-  const std::string resumption = "djshard run --config " + recipe.path + " --resume " + job_id;
-  JobSummary summary;
-  summary.j = {{"job_id", job_id},
-               {"executor_type", "djshard"},
-               {"status", "running"},
-               {"config_file", recipe.path},
-               {"config_sha256", config_sha},
-               {"work_dir", fs::path(paths.dir).parent_path().string()},
-               {"job_dir", paths.dir},
-               {"start_time", IsoMicros(start_ns)},
-               {"end_time", nullptr},
-               {"duration_secs", nullptr},
-               {"resume_token", st.checkpointing() ? json(job_id) : json(nullptr)},
-               {"resumption_command", st.checkpointing() ? json(resumption) : json(nullptr)},
-               {"error_message", nullptr},
-               {"hostname", HostName()},
-               {"pid", ::getpid()},
-               {"partitions",
-                {{"total", set.bounds.size()}, {"completed", 0}, {"failed", 0}, {"resumed", 0}}},
-               {"rows", {{"in", 0}, {"out", 0}}},
-               {"model_devices", exec::ModelDevices(plan)},
-               {"checkpointing",
-                {{"strategy", st.checkpointing() ? TapStrategyName(st.strategy) : "disabled"},
-                 {"n_ops", st.n_ops},
-                 {"op_names", st.op_names},
-                 {"last_checkpoint_time", nullptr},
-                 {"resumable", st.checkpointing()},
-                 {"checkpoint_dir", paths.Checkpoints()}}},
-               {"stop", nullptr}};
-  if (summary_before.is_object() && summary_before.contains("start_time")) {
-    summary.j["first_start_time"] =
-        summary_before.value("first_start_time", summary_before["start_time"]);
-  }
-  summary.Write(disk, paths.Summary());
-  Heartbeat heartbeat(paths.Heartbeat(), disk);
-  std::string events_path;
-  if (st.event_logging) {
-    // One file per run of the job; a second run within the same second adds host and pid.
-    events_path = paths.dir + "/events_" + StampForName(start_ns) + ".jsonl";
-    struct stat eb {};
-    if (::stat(events_path.c_str(), &eb) == 0) {
-      events_path = paths.dir + "/events_" + StampForName(start_ns) + "_" + HostName() + "_" +
-                    std::to_string(::getpid()) + ".jsonl";
-    }
-  }
-  EventLog events(events_path, job_id);
-  events.Emit("job_start",
-              {{"status", "running"},
-               {"metadata",
-                {{"resume", request.resume.has_value()}, {"num_partitions", set.bounds.size()}}}});
-  if (request.job_started) request.job_started(job_id, st.checkpointing());
-  const RunStop stop(paths.dir, events);  // djshard stop (SPEC-checkpoints §9)
-
-  int threads = outcome.threads;
-  double last_summary = MonotonicSeconds();
-  PartitionRunConfig config;
-  config.plan = &plan;
-  config.root = root;
-  config.settings = st;
-  config.taps = taps;
-  config.checkpoints = paths.Checkpoints();
-  config.job_id = job_id;
-  config.shard_id = nullptr;
-  config.token = token;
-  config.config_sha256 = config_sha;
-  config.set = &set;
-  config.starts = starts;
-  config.inputs = inputs;
-  config.input_name = dataset.display;
-  config.threads = threads;
-  // With checkpointing, each partition's output is its final tap; a plain
-  // export is assembled from them at the end (so the output is written once
-  // before that copy), a compressed one is written as the partitions finish.
-  config.assemble = st.checkpointing() && !IsCompressedName(outcome.export_path);
-  config.events = &events;
-  config.disk = &disk;
-  config.before_partition = [&stop] { stop.BeforePartition(); };
-  config.on_checkpoint = [&summary](int64_t now) {
-    summary.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
-  };
-  config.on_partition_done = [&](const exec::ExecSummary& total, uint64_t completed,
-                                 uint64_t resumed) {
-    if (MonotonicSeconds() - last_summary >= 1.0) {
-      last_summary = MonotonicSeconds();
-      summary.j["partitions"]["completed"] = completed;
-      summary.j["partitions"]["resumed"] = resumed;
-      summary.j["rows"] = {{"in", total.rows_in}, {"out", total.rows_out}};
-      summary.Write(disk, paths.Summary());
-    }
-    if (request.progress) {
-      exec::ExecSummary progress = total;
-      progress.seconds = MonotonicSeconds() - start_mono;
-      request.progress(progress);
-    }
-  };
-  PartitionRunner runner(std::move(config));
-
-  try {
-    // Model preflight (SPEC-checkpoints §10): probes and the replica plan,
-    // before any partition starts.
-    // The thread count is the user's when --threads, np or a num_proc says
-    // it; otherwise the replica plan may lower it (CPU memory).
-    const bool threads_explicit = request.threads || recipe.np || plan.num_proc > 0;
-    const JobPreflight pre = RunJobPreflight(
-        recipe, plan, st, inputs, paths.dir, threads, threads_explicit, set.bounds.size(),
-        set.total_rows,
-        [&] {
-          return ExecutionPlanJson(plan, job_id, config_sha, taps, st,
-                                   {{"mode", set.mode}, {"num_partitions", set.bounds.size()}});
-        },
-        events, disk);
-    threads = pre.threads;
-    runner.set_threads(threads);
-    outcome.threads = threads;
-    io::OutputStream output(outcome.export_path, /*overwrite=*/true, disk);
-    io::OutputStream errors(outcome.errors_path, /*overwrite=*/true, disk);
-    if (pre.phases.size() <= 1) {
-      if (plan.models_deferred) {
-        exec::RebuildOperators(recipe, ops::Registry::Global(), exec::ModelOperators(plan), true,
-                               &plan);
-        plan.models_deferred = false;
-      }
-      runner.Run(output, errors);
-    } else {
-      RunExecutionGroups(recipe, plan, st, taps, pre, paths.Checkpoints(), set.bounds.size(),
-                         runner, output, errors);
-    }
-    CrashPoint("before_export_commit");
-    output.Commit();
-    errors.Commit();
-  } catch (const std::exception& e) {
-    const int64_t end_ns = NowNanos();
-    // A stop request or a signal ends the job "stopped", still resumable.
-    const bool stopped = RunStop::Stopping();
-    summary.j["status"] = stopped ? "stopped" : "failed";
-    if (stopped) summary.j["stop"] = stop.SummaryJson();
-    summary.j["error_message"] = e.what();
-    summary.j["end_time"] = IsoMicros(end_ns);
-    summary.j["duration_secs"] = MonotonicSeconds() - start_mono;
-    summary.j["partitions"]["completed"] = runner.completed();
-    summary.j["partitions"]["resumed"] = runner.resumed();
-    summary.j["partitions"]["failed"] = stopped ? 0 : 1;
-    try {
-      summary.Write(disk, paths.Summary());
-      events.Emit(stopped ? "job_stopped" : "job_failed",
-                  {{"status", stopped ? "stopped" : "failed"}, {"error_message", e.what()}});
-    } catch (const std::exception&) {
-      // The original error matters more.
-    }
-    throw;
-  }
-  exec::ExecSummary total = runner.total();
-  const uint64_t completed = runner.completed(), resumed = runner.resumed();
-  total.seconds = MonotonicSeconds() - start_mono;
-  outcome.summary = total;
-  outcome.partitions = set.bounds.size();
-  outcome.partitions_resumed = resumed;
-  disk.WriteAtomic(outcome.stats_path, exec::SummaryJson(total, threads));
-  summary.j["status"] = "completed";
-  summary.j["end_time"] = IsoMicros(NowNanos());
-  summary.j["duration_secs"] = total.seconds;
-  summary.j["partitions"]["completed"] = completed;
-  summary.j["partitions"]["resumed"] = resumed;
-  summary.j["rows"] = {{"in", total.rows_in}, {"out", total.rows_out}};
-  summary.Write(disk, paths.Summary());
-  events.Emit("job_complete", {{"status", "completed"},
-                               {"duration_secs", total.seconds},
-                               {"input_rows", total.rows_in},
-                               {"output_rows", total.rows_out}});
+  job.WriteJobFiles();
+  job.StartSummary();
+  job.OpenEventLog();
+  job.StartRunner();
+  job.Execute();
+  job.RecordCompletion();
 }
 
 }  // namespace djshard::job

@@ -25,11 +25,17 @@ std::string Duration(double secs) {
 
 // 0 completed, 1 running or incomplete (an elastic job "stopping" too),
 // 2 failed, 3 stopped: for run and elastic jobs alike.
-int MonitorExitCode(const std::string& status) {
-  if (status == "completed") return kExitOk;
-  if (status == "failed") return kExitFailure;
-  if (status == "stopped") return kExitStopped;
-  return kExitIncomplete;
+int MonitorExitCode(job::JobState state) {
+  switch (state) {
+    case job::JobState::kCompleted:
+      return kExitOk;
+    case job::JobState::kFailed:
+      return kExitFailure;
+    case job::JobState::kStopped:
+      return kExitStopped;
+    default:
+      return kExitIncomplete;
+  }
 }
 
 // Per-operator totals of a job (its op_totals array), one line each.
@@ -45,7 +51,7 @@ void PrintOpTotals(const nlohmann::json& op_totals) {
 }
 
 void PrintView(const job::RunJobView& v, bool detailed) {
-  std::printf("job %s: %s\n", v.job_id.c_str(), v.status.c_str());
+  std::printf("job %s: %s\n", v.job_id.c_str(), v.StatusName().c_str());
   std::printf("partitions: %llu of %llu done; rows %llu of %llu; %.0f rows/s",
               static_cast<unsigned long long>(v.partitions_done),
               static_cast<unsigned long long>(v.partitions_total),
@@ -56,15 +62,15 @@ void PrintView(const job::RunJobView& v, bool detailed) {
   std::printf("last checkpoint: %s\n",
               v.last_checkpoint_time.empty() ? "none" : v.last_checkpoint_time.c_str());
   for (const job::PartitionView& p : v.partitions) {
-    if (!detailed && p.status != "running") continue;
+    if (!detailed && p.state != job::PartitionState::kRunning) continue;
     std::string taps;
     for (const uint64_t t : p.taps) {
       if (!taps.empty()) taps.push_back(',');
       taps.append(std::to_string(t));
     }
     std::printf("  partition %llu  %-9s  taps [%s]  rows %llu -> %llu\n",
-                static_cast<unsigned long long>(p.partition_id), p.status.c_str(), taps.c_str(),
-                static_cast<unsigned long long>(p.rows_in),
+                static_cast<unsigned long long>(p.partition_id), job::PartitionStateName(p.state),
+                taps.c_str(), static_cast<unsigned long long>(p.rows_in),
                 static_cast<unsigned long long>(p.rows_out));
   }
   if (!v.replica_plan.is_null()) {
@@ -79,7 +85,7 @@ void PrintView(const job::RunJobView& v, bool detailed) {
 }
 
 void PrintView(const store::ElasticJobView& v, bool detailed) {
-  std::printf("job %s (elastic): %s%s\n", v.job_id.c_str(), v.status.c_str(),
+  std::printf("job %s (elastic): %s%s\n", v.job_id.c_str(), job::JobStateName(v.state),
               v.merged ? ", merged" : "");
   std::printf(
       "shards: %llu of %llu done, %llu running, %llu failed; rows %llu of %llu; %.0f rows/s",
@@ -232,7 +238,7 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
           PrintView(v, opt->detailed);
         }
         std::fflush(stdout);
-        *exit_code = MonitorExitCode(v.status);
+        *exit_code = MonitorExitCode(v.state);
         if (!opt->watch || *exit_code != kExitIncomplete) return;
         SleepInterruptibly(opt->interval);
         ThrowIfStopRequested();
@@ -247,8 +253,8 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
         PrintView(v, opt->detailed);
       }
       std::fflush(stdout);
-      *exit_code = MonitorExitCode(v.status);
-      if (!opt->watch || v.status != "running") return;
+      *exit_code = MonitorExitCode(v.state);
+      if (!opt->watch || v.state != job::JobState::kRunning) return;
       SleepInterruptibly(opt->interval);
       ThrowIfStopRequested();
     }

@@ -240,8 +240,26 @@ YAML::Node ApplyOverrides(const YAML::Node& root, const std::vector<ConfigOverri
   return copy;
 }
 
-JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
-  JobSettings s;
+namespace {
+
+// partition.max_concurrent_partitions: auto (unset) or 1 to 64.
+void ParseMaxConcurrentPartitions(const Section& partition, JobSettings* s) {
+  const std::optional<YAML::Node> v = partition.Get("max_concurrent_partitions");
+  if (!v || (v->IsScalar() && v->Scalar() == "auto")) return;
+  int64_t n = 0;
+  try {
+    n = v->as<int64_t>();
+  } catch (const YAML::Exception&) {
+    n = 0;
+  }
+  if (n < 1 || n > 64) {
+    partition.Fail(*v, "max_concurrent_partitions", "must be auto or a number from 1 to 64");
+  }
+  s->max_concurrent_partitions = static_cast<uint64_t>(n);
+}
+
+// The `partition` section: how the input is cut, and the preflight keys.
+void ParsePartitionSection(const YAML::Node& root, const std::string& path, JobSettings* s) {
   const Section partition(root, "partition", path);
   std::set<std::string> partition_keys = {"mode", "num_of_partitions", "target_size_mb",
                                           "size", "max_size_mb",       "max_concurrent_partitions"};
@@ -249,100 +267,108 @@ JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
   partition.Known(partition_keys);
   if (auto mode = partition.String("mode")) {
     if (*mode == "auto") {
-      s.mode = PartitionMode::kAuto;
+      s->mode = PartitionMode::kAuto;
     } else if (*mode == "manual") {
-      s.mode = PartitionMode::kManual;
+      s->mode = PartitionMode::kManual;
     } else {
       partition.Fail(*partition.Get("mode"), "mode", "must be auto or manual");
     }
   }
-  if (auto n = partition.Positive("num_of_partitions")) s.num_of_partitions = *n;
+  if (auto n = partition.Positive("num_of_partitions")) s->num_of_partitions = *n;
   if (auto n = partition.Positive("target_size_mb")) {
     if (*n != 128 && *n != 256 && *n != 512 && *n != 1024) {
       partition.Fail(*partition.Get("target_size_mb"), "target_size_mb",
                      "must be 128, 256, 512 or 1024");
     }
-    s.target_size_mb = *n;
+    s->target_size_mb = *n;
   }
-  s.size = partition.Positive("size");
-  if (auto n = partition.Positive("max_size_mb")) s.max_size_mb = *n;
-  if (const std::optional<YAML::Node> v = partition.Get("max_concurrent_partitions")) {
-    if (!(v->IsScalar() && v->Scalar() == "auto")) {
-      int64_t n = 0;
-      try {
-        n = v->as<int64_t>();
-      } catch (const YAML::Exception&) {
-        n = 0;
-      }
-      if (n < 1 || n > 64) {
-        partition.Fail(*v, "max_concurrent_partitions", "must be auto or a number from 1 to 64");
-      }
-      s.max_concurrent_partitions = static_cast<uint64_t>(n);
-    }
-  }
+  s->size = partition.Positive("size");
+  if (auto n = partition.Positive("max_size_mb")) s->max_size_mb = *n;
+  ParseMaxConcurrentPartitions(partition, s);
+  ParsePreflight(partition, &s->preflight);
+}
 
-  ParsePreflight(partition, &s.preflight);
-
-  const Section checkpoint(root, "checkpoint", path);
-  checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep", "dir",
-                    "keep_after_done"});
-  if (auto b = checkpoint.Bool("enabled")) s.checkpoint_enabled = *b;
+// checkpoint.strategy and the operators it taps after (n_ops, op_names).
+void ParseTapStrategy(const Section& checkpoint, JobSettings* s) {
   if (auto st = checkpoint.String("strategy")) {
     if (*st == "every_n_ops") {
-      s.strategy = TapStrategy::kEveryNOps;
+      s->strategy = TapStrategy::kEveryNOps;
     } else if (*st == "every_op") {
-      s.strategy = TapStrategy::kEveryOp;
+      s->strategy = TapStrategy::kEveryOp;
     } else if (*st == "manual") {
-      s.strategy = TapStrategy::kManual;
+      s->strategy = TapStrategy::kManual;
     } else if (*st == "disabled") {
-      s.strategy = TapStrategy::kDisabled;
+      s->strategy = TapStrategy::kDisabled;
     } else {
       checkpoint.Fail(*checkpoint.Get("strategy"), "strategy",
                       "must be every_n_ops, every_op, manual or disabled");
     }
   }
-  if (auto n = checkpoint.Positive("n_ops")) s.n_ops = *n;
+  if (auto n = checkpoint.Positive("n_ops")) s->n_ops = *n;
   if (const std::optional<YAML::Node> got = checkpoint.Get("op_names")) {
     const YAML::Node names = *got;
     if (names.IsScalar()) {
-      s.op_names = SplitCommas(names.as<std::string>());
+      s->op_names = SplitCommas(names.as<std::string>());
     } else if (names.IsSequence()) {
       for (const auto& n : names) {
         if (!n.IsScalar()) checkpoint.Fail(names, "op_names", "must be a list of operator names");
-        s.op_names.push_back(n.as<std::string>());
+        s->op_names.push_back(n.as<std::string>());
       }
     } else {
       checkpoint.Fail(names, "op_names", "must be a list of operator names");
     }
   }
+}
+
+// checkpoint.dir, or the recipe's top-level Data-Juicer alias checkpoint_dir.
+void ParseCheckpointDir(const YAML::Node& root, const std::string& path, const Section& checkpoint,
+                        JobSettings* s) {
+  s->checkpoint_dir = checkpoint.String("dir");
+  if (const YAML::Node alias = root["checkpoint_dir"]; alias && !alias.IsNull()) {
+    if (!alias.IsScalar() || alias.as<std::string>().empty()) {
+      throw Error(path, LineOf(alias), "'checkpoint_dir' must be a directory path");
+    }
+    if (s->checkpoint_dir && *s->checkpoint_dir != alias.as<std::string>()) {
+      throw Error(path, LineOf(alias),
+                  "checkpoint_dir and checkpoint.dir name different directories",
+                  "keep one of them");
+    }
+    s->checkpoint_dir = alias.as<std::string>();
+  }
+  if (s->checkpoint_dir && s->checkpoint_dir->empty()) {
+    checkpoint.Fail(*checkpoint.Get("dir"), "dir", "must be a directory path");
+  }
+}
+
+// The `checkpoint` section: whether, where and how partitions are tapped.
+void ParseCheckpointSection(const YAML::Node& root, const std::string& path, JobSettings* s) {
+  const Section checkpoint(root, "checkpoint", path);
+  checkpoint.Known({"enabled", "strategy", "n_ops", "op_names", "compression", "keep", "dir",
+                    "keep_after_done"});
+  if (auto b = checkpoint.Bool("enabled")) s->checkpoint_enabled = *b;
+  ParseTapStrategy(checkpoint, s);
   if (auto c = checkpoint.String("compression")) {
     if (*c != "zstd" && *c != "none") {
       checkpoint.Fail(*checkpoint.Get("compression"), "compression", "must be zstd or none");
     }
-    s.compress = *c == "zstd";
+    s->compress = *c == "zstd";
   }
   if (auto k = checkpoint.String("keep")) {
     if (*k != "latest" && *k != "all") {
       checkpoint.Fail(*checkpoint.Get("keep"), "keep", "must be latest or all");
     }
-    s.keep_all = *k == "all";
+    s->keep_all = *k == "all";
   }
-  if (auto b = checkpoint.Bool("keep_after_done")) s.keep_after_done = *b;
-  s.checkpoint_dir = checkpoint.String("dir");
-  if (const YAML::Node alias = root["checkpoint_dir"]; alias && !alias.IsNull()) {
-    if (!alias.IsScalar() || alias.as<std::string>().empty()) {
-      throw Error(path, LineOf(alias), "'checkpoint_dir' must be a directory path");
-    }
-    if (s.checkpoint_dir && *s.checkpoint_dir != alias.as<std::string>()) {
-      throw Error(path, LineOf(alias),
-                  "checkpoint_dir and checkpoint.dir name different directories",
-                  "keep one of them");
-    }
-    s.checkpoint_dir = alias.as<std::string>();
-  }
-  if (s.checkpoint_dir && s.checkpoint_dir->empty()) {
-    checkpoint.Fail(*checkpoint.Get("dir"), "dir", "must be a directory path");
-  }
+  if (auto b = checkpoint.Bool("keep_after_done")) s->keep_after_done = *b;
+  ParseCheckpointDir(root, path, checkpoint, s);
+}
+
+}  // namespace
+
+JobSettings ParseJobSettings(const YAML::Node& root, const std::string& path) {
+  JobSettings s;
+  ParsePartitionSection(root, path, &s);
+  ParseCheckpointSection(root, path, &s);
 
   const Section events(root, "event_logging", path);
   events.Known({"enabled"});

@@ -308,6 +308,98 @@ void GatherJournal::Commit(const Sealed& sealed) {
   CrashPoint("lineage_segment_committed");
 }
 
+namespace {
+
+// Every field of a segment commit record that LoadJournal reads, with its
+// type: an edited record is rejected, never the resume.
+bool IsTypedSegmentRecord(const json& record) {
+  return record.is_object() && record.contains("rows") && record["rows"].is_array() &&
+         record.value("data_path", json()).is_string() &&
+         record.value("size_bytes", json()).is_number_unsigned() &&
+         record.value("count", json()).is_number_unsigned() &&
+         !io::Checksum::FromJsonOrEmpty(record).empty() &&
+         record.value("region", json()).is_string() &&
+         record.value("region_ops_sha256", json()).is_string() &&
+         !io::Checksum::FromJsonOrEmpty(record, "input_tap_").empty() &&
+         record.value("engine", json()).is_object() &&
+         record["engine"].value("version", json()).is_string();
+}
+
+// Why the commit record of `segment` is not one of `scope`'s journal; empty
+// when it is.
+std::string SegmentRecordMismatch(const JournalScope& scope, uint64_t segment, const json& record) {
+  if (!IsTypedSegmentRecord(record)) return "not a journal commit record";
+  if (record.value("region", "") != scope.region ||
+      record.value("partition_id", json()) != json(scope.partition) ||
+      record.value("segment", json()) != json(segment)) {
+    return "made for another region, partition or segment";
+  }
+  if (record.value("region_ops_sha256", "") != scope.region_ops_sha256) {
+    return "its operators differ from the recipe's (region_ops_sha256)";
+  }
+  if (io::Checksum::FromJsonOrEmpty(record, "input_tap_") != scope.input_tap) {
+    return "made from another region input (input_tap_xxh3_128)";
+  }
+  if (record.value("engine", json::object()).value("version", "") != scope.engine_version) {
+    return "made by another djshard version";
+  }
+  return "";
+}
+
+// The journal lines of a segment's data file `rel` into `parents`; why they
+// are not journal entries, or empty.
+std::string ParseSegmentLines(const std::string& text, const std::string& rel,
+                              std::vector<exec::JournaledParent>* parents) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    const size_t end = nl == std::string::npos ? text.size() : nl;
+    exec::JournaledParent p;
+    if (!ParseJournalLine(std::string_view(text).substr(at, end - at), &p)) {
+      return rel + ": line " + std::to_string(parents->size() + 1) + " is not a journal entry";
+    }
+    parents->push_back(std::move(p));
+    at = end + 1;
+  }
+  return "";
+}
+
+// Reads the data file a typed commit `record` of `scope` names into
+// `parents`: its size, its checksum, its lines, and whether its parents are
+// the record's rows and count. Returns why not, or empty.
+std::string ReadSegmentParents(const JournalScope& scope, const json& record,
+                               std::vector<exec::JournaledParent>* parents) {
+  const std::string rel = record.value("data_path", "");
+  const std::string data = scope.checkpoints + "/" + rel;
+  if (rel.empty() || rel.find('/') != std::string::npos || !fs::exists(data)) {
+    return rel + ": missing";
+  }
+  if (fs::file_size(data) != record.value("size_bytes", uint64_t{0})) {
+    return rel + ": size " + std::to_string(fs::file_size(data)) + ", the commit says " +
+           std::to_string(record.value("size_bytes", uint64_t{0}));
+  }
+  // One read: the stored bytes hashed, the lines decoded and parsed.
+  const io::Checksum want = io::Checksum::FromJsonOrEmpty(record);
+  io::ChecksumHasher stored(want.kind);
+  std::string text;
+  try {
+    std::unique_ptr<io::ByteSource> in = io::OpenInput(data, &stored);
+    std::vector<char> buf(1 << 16);
+    for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) text.append(buf.data(), n);
+  } catch (const Error& e) {
+    return rel + ": unreadable: " + e.what();
+  }
+  if (stored.Finish() != want) return rel + ": " + want.field() + " differs";
+  if (std::string why = ParseSegmentLines(text, rel, parents); !why.empty()) return why;
+  json rows = json::array();
+  for (const exec::JournaledParent& p : *parents) rows.push_back(p.row);
+  if (parents->size() != record.value("count", uint64_t{0}) || rows != record["rows"]) {
+    return rel + ": its parents differ from the commit's rows and count";
+  }
+  return "";
+}
+
+}  // namespace
+
 LoadedJournal LoadJournal(
     const JournalScope& scope,
     const std::function<void(const std::string&, const json&, const std::string&)>& reject,
@@ -317,70 +409,8 @@ LoadedJournal LoadJournal(
     out.next_segment = std::max(out.next_segment, segment + 1);
     const json record = json::parse(io::ReadFile(path), nullptr, false);
     std::vector<exec::JournaledParent> parents;
-    std::string why;
-    // Every field read below with its type: an edited record is rejected,
-    // never the resume.
-    const bool typed = record.is_object() && record.contains("rows") && record["rows"].is_array() &&
-                       record.value("data_path", json()).is_string() &&
-                       record.value("size_bytes", json()).is_number_unsigned() &&
-                       record.value("count", json()).is_number_unsigned() &&
-                       !io::Checksum::FromJsonOrEmpty(record).empty() &&
-                       record.value("region", json()).is_string() &&
-                       record.value("region_ops_sha256", json()).is_string() &&
-                       !io::Checksum::FromJsonOrEmpty(record, "input_tap_").empty() &&
-                       record.value("engine", json()).is_object() &&
-                       record["engine"].value("version", json()).is_string();
-    const std::string rel = typed ? record.value("data_path", "") : "";
-    const std::string data = scope.checkpoints + "/" + rel;
-    if (!typed) {
-      why = "not a journal commit record";
-    } else if (record.value("region", "") != scope.region ||
-               record.value("partition_id", json()) != json(scope.partition) ||
-               record.value("segment", json()) != json(segment)) {
-      why = "made for another region, partition or segment";
-    } else if (record.value("region_ops_sha256", "") != scope.region_ops_sha256) {
-      why = "its operators differ from the recipe's (region_ops_sha256)";
-    } else if (io::Checksum::FromJsonOrEmpty(record, "input_tap_") != scope.input_tap) {
-      why = "made from another region input (input_tap_xxh3_128)";
-    } else if (record.value("engine", json::object()).value("version", "") !=
-               scope.engine_version) {
-      why = "made by another djshard version";
-    } else if (rel.empty() || rel.find('/') != std::string::npos || !fs::exists(data)) {
-      why = rel + ": missing";
-    } else if (fs::file_size(data) != record.value("size_bytes", uint64_t{0})) {
-      why = rel + ": size " + std::to_string(fs::file_size(data)) + ", the commit says " +
-            std::to_string(record.value("size_bytes", uint64_t{0}));
-    } else {
-      // One read: the stored bytes hashed, the lines decoded and parsed.
-      const io::Checksum want = io::Checksum::FromJsonOrEmpty(record);
-      io::ChecksumHasher stored(want.kind);
-      std::string text;
-      try {
-        std::unique_ptr<io::ByteSource> in = io::OpenInput(data, &stored);
-        std::vector<char> buf(1 << 16);
-        for (size_t n; (n = in->Read(buf.data(), buf.size())) > 0;) text.append(buf.data(), n);
-      } catch (const Error& e) {
-        why = rel + ": unreadable: " + e.what();
-      }
-      if (why.empty() && stored.Finish() != want) why = rel + ": " + want.field() + " differs";
-      for (size_t at = 0; why.empty() && at < text.size();) {
-        const size_t nl = text.find('\n', at);
-        const size_t end = nl == std::string::npos ? text.size() : nl;
-        exec::JournaledParent p;
-        if (!ParseJournalLine(std::string_view(text).substr(at, end - at), &p)) {
-          why = rel + ": line " + std::to_string(parents.size() + 1) + " is not a journal entry";
-        }
-        parents.push_back(std::move(p));
-        at = end + 1;
-      }
-      if (why.empty()) {
-        json rows = json::array();
-        for (const exec::JournaledParent& p : parents) rows.push_back(p.row);
-        if (parents.size() != record.value("count", uint64_t{0}) || rows != record["rows"]) {
-          why = rel + ": its parents differ from the commit's rows and count";
-        }
-      }
-    }
+    std::string why = SegmentRecordMismatch(scope, segment, record);
+    if (why.empty()) why = ReadSegmentParents(scope, record, &parents);
     if (!why.empty()) {
       reject(path, record, why);
       continue;
@@ -391,7 +421,7 @@ LoadedJournal LoadJournal(
     }
     json fields = {{"partition_id", scope.partition},
                    {"op_idx", scope.gather_idx},
-                   {"checkpoint_path", rel},
+                   {"checkpoint_path", record.value("data_path", "")},
                    {"output_rows", record.value("count", uint64_t{0})},
                    {"metadata",
                     {{"region", scope.region},

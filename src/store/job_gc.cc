@@ -250,7 +250,7 @@ GcResult CollectElastic(const std::string& job_dir, io::Disk& disk, bool dry_run
 GcResult CollectGarbage(const std::string& job_dir, bool dry_run, io::Disk& disk) {
   if (io::IsRegularFile(job_dir + "/manifest.json")) return CollectElastic(job_dir, disk, dry_run);
   const job::RunJobView view = job::ReadRunJob(job_dir);
-  if (view.status == "running") {
+  if (view.state == job::JobState::kRunning) {
     throw Error(job_dir, 0,
                 "job " + view.job_id + " is running (heartbeat " +
                     std::to_string(static_cast<int>(view.heartbeat_age_secs)) + " s old)",

@@ -194,7 +194,7 @@ class ElasticJobReader {
                  {"reason", r->reason.empty() ? json() : json(r->reason)},
                  {"requested_by", r->hostname + ":" + std::to_string(r->pid)}};
     }
-    v_.status = StatusName();
+    v_.state = State();
     AddRates(m);
   }
 
@@ -308,16 +308,16 @@ class ElasticJobReader {
     }
   }
 
-  const char* StatusName() const {
+  job::JobState State() const {
     const bool live = v_.shards_running > 0;
-    if (v_.shards_failed > 0) return "failed";
-    if (v_.shards_done == v_.shards_total) return "completed";
-    if (!v_.stop.is_null()) return live ? "stopping" : "stopped";
-    if (live) return "running";
+    if (v_.shards_failed > 0) return job::JobState::kFailed;
+    if (v_.shards_done == v_.shards_total) return job::JobState::kCompleted;
+    if (!v_.stop.is_null()) return live ? job::JobState::kStopping : job::JobState::kStopped;
+    if (live) return job::JobState::kRunning;
     if (v_.shards_done > 0 || v_.shards_stale > 0 || Tried(job_.dir() + "/attempts")) {
-      return "incomplete";
+      return job::JobState::kIncomplete;
     }
-    return "prepared";
+    return job::JobState::kPrepared;
   }
 
   // Duration, rows per second and the time left.
@@ -374,7 +374,7 @@ json ElasticJobView::ToJson(bool detailed) const {
   json j = {{"job_id", job_id},
             {"job_dir", job_dir},
             {"kind", "elastic"},
-            {"status", status},
+            {"status", job::JobStateName(state)},
             {"start_time", start_time},
             {"duration_secs", duration_secs},
             {"hosts", hosts},
@@ -423,10 +423,13 @@ std::vector<JobRow> ListJobs(const std::string& work_dir, bool running_only) {
     try {
       if (IsElasticJobDir(dir)) {
         const ElasticJobView v = ReadElasticJob(JobDir::Open(dir));
-        if (running_only && v.status != "running" && v.status != "stopping") continue;
+        if (running_only && v.state != job::JobState::kRunning &&
+            v.state != job::JobState::kStopping) {
+          continue;
+        }
         row = {v.job_id,
                "elastic",
-               v.status,
+               job::JobStateName(v.state),
                v.start_time,
                v.hosts.empty() ? "" : v.hosts.front() + (v.hosts.size() > 1 ? ",..." : ""),
                v.duration_secs,
@@ -435,8 +438,8 @@ std::vector<JobRow> ListJobs(const std::string& work_dir, bool running_only) {
                v.ToJson(false)};
       } else if (io::IsRegularFile(dir + "/job_summary.json")) {
         const job::RunJobView v = job::ReadRunJob(dir);
-        if (running_only && v.status != "running") continue;
-        row = {v.job_id,       "run",           v.status,          v.start_time,
+        if (running_only && v.state != job::JobState::kRunning) continue;
+        row = {v.job_id,       "run",           v.StatusName(),    v.start_time,
                v.hostname,     v.duration_secs, v.partitions_done, v.partitions_total,
                v.ToJson(false)};
         row.json["kind"] = "run";

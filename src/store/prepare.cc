@@ -256,89 +256,122 @@ void WriteJobFiles(const CheckedRecipe& c, const Manifest& m, const JobPaths& st
   }
 }
 
+// One prepare: the checked recipe and its input, staged into a directory
+// beside the job dir and published with one rename.
+class Preparer {
+ public:
+  Preparer(const PrepareRequest& request, io::Disk& disk)
+      : request_(request),
+        disk_(disk),
+        checked_(CheckRequestAndRecipe(request)),
+        dataset_(recipe::ResolveDatasetPath(checked_.recipe, request.dataset_path)),
+        inputs_(io::DiscoverInputs(dataset_.path, dataset_.display)),
+        num_shards_(static_cast<uint64_t>(request.num_shards)),
+        job_(request.job_dir) {}
+
+  PrepareOutcome Run() {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(job_.dir(), ec))) return CheckExisting();
+    // The job is built in a staging directory beside the job dir.
+    const fs::path parent = fs::path(job_.dir()).parent_path();
+    fs::create_directories(parent, ec);
+    if (ec) throw Error(parent.string(), 0, "cannot create: " + ec.message());
+    CheckJobFilesystem(parent.string(), disk_);
+    StagingDir staging(
+        job_.StagingPath(request_.staging_tag.empty() ? RandomHex(16) : request_.staging_tag));
+    const JobPaths staged(staging.path());
+    for (const std::string& dir : staged.SkeletonDirs()) {
+      if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
+    }
+    Manifest m = Stage(staged);
+    ThrowIfStopRequested();
+    CrashPoint("prepare_staged");
+    return Publish(staging, std::move(m));
+  }
+
+ private:
+  // Compares the job directory that exists with this request.
+  PrepareOutcome CheckExisting() const {
+    return CheckExistingJob(job_, dataset_.path, checked_.sha256, num_shards_, inputs_);
+  }
+
+  // The shards, the manifest, the recipe snapshot and the plan, written into
+  // the staged job.
+  Manifest Stage(const JobPaths& staged) {
+    const std::string& dataset_path = dataset_.path;
+    std::error_code ec;
+    const std::string media_root = fs::is_directory(dataset_path, ec)
+                                       ? dataset_path
+                                       : fs::path(dataset_path).parent_path().string();
+    const recipe::Recipe& recipe = checked_.recipe;
+    const NormalizeRules rules{{recipe.image_key, recipe.audio_key, recipe.video_key},
+                               media_root,
+                               checked_.safety.index_keys};
+    const int threads = request_.threads > 0
+                            ? request_.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    Manifest m;
+    const NormalizedInput normalized =
+        WriteShards(inputs_, rules, threads, num_shards_, dataset_.display, staged, m);
+    CheckManualPartitions(checked_, m);
+    m.job_id = fs::path(job_.dir()).filename().string();
+    m.created_at = FormatUtcIso8601(NowNanos());
+    m.dataset_path = dataset_path;
+    m.media_root = media_root;
+    m.media_keys = rules.media_keys;
+    m.index_keys = checked_.safety.index_keys;
+    m.total_rows = normalized.rows;
+    m.total_size_bytes = normalized.bytes;
+    m.normalized_sha256 = normalized.digest;
+    m.num_shards = num_shards_;
+    m.recipe_source_path = fs::absolute(request_.config_path).lexically_normal().string();
+    m.recipe_sha256 = checked_.sha256;
+    m.engine_version = version();
+    m.engine_git_commit = git_commit();
+    m.policy = request_.policy;
+    m.warnings = checked_.safety.warnings;
+    WarnAboutCheckpointDir(checked_, job_.dir(), m);
+    WriteJobFiles(checked_, m, staged, disk_);
+    return m;
+  }
+
+  // Renames the staged job into place, then writes its summary.
+  PrepareOutcome Publish(StagingDir& staging, Manifest m) {
+    const std::string& job_dir = job_.dir();
+    std::error_code ec;
+    try {
+      disk_.Rename(staging.path(), job_dir);
+    } catch (const Error&) {
+      // Another prepare of the same job published first: compare with it.
+      if (fs::exists(fs::symlink_status(job_dir, ec))) return CheckExisting();
+      throw;
+    }
+    staging.MarkPublished();
+    disk_.SyncDir(fs::path(job_dir).parent_path().string());
+    // The job's summary says "prepared" until stop, merge or dlc finalize
+    // rewrite it (SPEC-checkpoints §8). It is for people: a failure to write
+    // it does not undo the published job.
+    try {
+      WriteJobSummary(JobDir::Open(job_dir, disk_),
+                      SummaryUpdate{SummaryStatus::kPrepared, {}, false, ""});
+    } catch (const Error&) {
+    }
+    return PrepareOutcome{false, job_dir, std::move(m)};
+  }
+
+  const PrepareRequest& request_;
+  io::Disk& disk_;
+  const CheckedRecipe checked_;
+  const recipe::DatasetPath dataset_;
+  const std::vector<InputCandidate> inputs_;
+  const uint64_t num_shards_;
+  const JobPaths job_;
+};
+
 }  // namespace
 
 PrepareOutcome Prepare(const PrepareRequest& request, io::Disk& disk) {
-  const CheckedRecipe checked = CheckRequestAndRecipe(request);
-  const recipe::Recipe& recipe = checked.recipe;
-  const recipe::DatasetPath dataset = recipe::ResolveDatasetPath(recipe, request.dataset_path);
-  const std::string& dataset_path = dataset.path;
-  const std::vector<InputCandidate> inputs = io::DiscoverInputs(dataset_path, dataset.display);
-  const uint64_t num_shards = static_cast<uint64_t>(request.num_shards);
-
-  const JobPaths job(request.job_dir);
-  const std::string& job_dir = job.dir();
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(job_dir, ec))) {
-    return CheckExistingJob(job, dataset_path, checked.sha256, num_shards, inputs);
-  }
-  const std::string media_root = fs::is_directory(dataset_path, ec)
-                                     ? dataset_path
-                                     : fs::path(dataset_path).parent_path().string();
-  const NormalizeRules rules{{recipe.image_key, recipe.audio_key, recipe.video_key},
-                             media_root,
-                             checked.safety.index_keys};
-  const int threads = request.threads > 0
-                          ? request.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-
-  // The job is built in a staging directory beside the job dir.
-  const fs::path job_path(job_dir);
-  fs::create_directories(job_path.parent_path(), ec);
-  if (ec) throw Error(job_path.parent_path().string(), 0, "cannot create: " + ec.message());
-  CheckJobFilesystem(job_path.parent_path().string(), disk);
-  StagingDir staging(
-      job.StagingPath(request.staging_tag.empty() ? RandomHex(16) : request.staging_tag));
-  const JobPaths staged(staging.path());
-  for (const std::string& dir : staged.SkeletonDirs()) {
-    if (::mkdir(dir.c_str(), 0755) != 0) ThrowSystemError(dir, "cannot create");
-  }
-
-  Manifest m;
-  const NormalizedInput normalized =
-      WriteShards(inputs, rules, threads, num_shards, dataset.display, staged, m);
-  CheckManualPartitions(checked, m);
-  m.job_id = job_path.filename().string();
-  m.created_at = FormatUtcIso8601(NowNanos());
-  m.dataset_path = dataset_path;
-  m.media_root = media_root;
-  m.media_keys = rules.media_keys;
-  m.index_keys = checked.safety.index_keys;
-  m.total_rows = normalized.rows;
-  m.total_size_bytes = normalized.bytes;
-  m.normalized_sha256 = normalized.digest;
-  m.num_shards = num_shards;
-  m.recipe_source_path = fs::absolute(request.config_path).lexically_normal().string();
-  m.recipe_sha256 = checked.sha256;
-  m.engine_version = version();
-  m.engine_git_commit = git_commit();
-  m.policy = request.policy;
-  m.warnings = checked.safety.warnings;
-  WarnAboutCheckpointDir(checked, job_dir, m);
-  WriteJobFiles(checked, m, staged, disk);
-  ThrowIfStopRequested();
-  CrashPoint("prepare_staged");
-
-  try {
-    disk.Rename(staging.path(), job_dir);
-  } catch (const Error&) {
-    // Another prepare of the same job published first: compare with it.
-    if (fs::exists(fs::symlink_status(job_dir, ec))) {
-      return CheckExistingJob(job, dataset_path, checked.sha256, num_shards, inputs);
-    }
-    throw;
-  }
-  staging.MarkPublished();
-  disk.SyncDir(job_path.parent_path().string());
-  // The job's summary says "prepared" until stop, merge or dlc finalize
-  // rewrite it (SPEC-checkpoints §8). It is for people: a failure to write
-  // it does not undo the published job.
-  try {
-    WriteJobSummary(JobDir::Open(job_dir, disk),
-                    SummaryUpdate{SummaryStatus::kPrepared, {}, false, ""});
-  } catch (const Error&) {
-  }
-  return PrepareOutcome{false, job_dir, std::move(m)};
+  return Preparer(request, disk).Run();
 }
 
 }  // namespace djshard::store

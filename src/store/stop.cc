@@ -115,10 +115,10 @@ StopOutcome RequestStop(const StopTarget& target, bool force, const std::string&
                         double grace_secs, io::Disk& disk) {
   StopOutcome out;
   // A finished job has nothing to stop; a request would only linger.
-  const std::string status = target.kind == StopTarget::Kind::kElastic
-                                 ? ReadElasticJob(JobDir::Open(target.dir, disk)).status
-                                 : job::ReadRunJob(target.dir).status;
-  if (status == "completed") {
+  const job::JobState state = target.kind == StopTarget::Kind::kElastic
+                                  ? ReadElasticJob(JobDir::Open(target.dir, disk)).state
+                                  : job::ReadRunJob(target.dir).state;
+  if (state == job::JobState::kCompleted) {
     out.finished = true;
     return out;
   }
@@ -145,12 +145,19 @@ namespace {
 
 // What an elastic job whose stop request is cleared is: what its shards say
 // (job_view's status), a job with shards left being "prepared" again.
-SummaryStatus StatusAfterClearedStop(const std::string& shards_say) {
-  if (shards_say == "completed") return SummaryStatus::kCompleted;
-  if (shards_say == "failed") return SummaryStatus::kFailed;
-  if (shards_say == "running") return SummaryStatus::kRunning;
-  if (shards_say == "stopped") return SummaryStatus::kStopped;
-  return SummaryStatus::kPrepared;
+SummaryStatus StatusAfterClearedStop(job::JobState shards_say) {
+  switch (shards_say) {
+    case job::JobState::kCompleted:
+      return SummaryStatus::kCompleted;
+    case job::JobState::kFailed:
+      return SummaryStatus::kFailed;
+    case job::JobState::kRunning:
+      return SummaryStatus::kRunning;
+    case job::JobState::kStopped:
+      return SummaryStatus::kStopped;
+    default:
+      return SummaryStatus::kPrepared;
+  }
 }
 
 }  // namespace
@@ -160,7 +167,7 @@ bool ClearStop(const StopTarget& target) {
   if (target.kind == StopTarget::Kind::kElastic) {
     const JobDir job = JobDir::Open(target.dir);
     SummaryUpdate update;
-    update.status = StatusAfterClearedStop(ReadElasticJob(job).status);
+    update.status = StatusAfterClearedStop(ReadElasticJob(job).state);
     update.clear_stop = true;
     WriteJobSummary(job, update);
   }
@@ -179,7 +186,7 @@ std::vector<std::string> LiveHolders(const StopTarget& target) {
     return live;
   }
   const job::RunJobView v = job::ReadRunJob(target.dir);
-  if (v.status == "running") {
+  if (v.state == job::JobState::kRunning) {
     live.push_back("run on " + v.hostname + " (heartbeat " +
                    std::to_string(static_cast<int64_t>(v.heartbeat_age_secs)) + " s ago)");
   }

@@ -517,8 +517,31 @@ class Worker {
   // is complete and waits for Finish, else the attempt's final status
   // (failed, lost or interrupted).
   AttemptStatus Process(Attempt& a) {
+    const ShardEntry* shard = job_.FindShard(a.claim.shard_id());
+    BeginAttempt(a, *shard);
+    std::string error;
+    try {
+      const std::string path = job_.InJob(shard->path);
+      const io::InputCandidate input{path, path, shard->path};
+      OpenAttemptOutputs(a);
+      if (settings_) {
+        ProcessPartitions(a, *shard, input);
+      } else {
+        ExecuteShard(a, *shard, input);
+      }
+    } catch (const Error& e) {
+      error = e.what();
+      if (e.IsInfrastructure()) a.infrastructure_error = FilesystemFailure(e);
+    } catch (const std::exception& e) {
+      error = std::string("internal error: ") + e.what();
+    }
+    if (error.empty()) return AttemptStatus::kRunning;
+    return EndUnprocessed(a, error);
+  }
+
+  // The claim in the attempt's log, its heartbeat, and its partition_start.
+  void BeginAttempt(Attempt& a, const ShardEntry& shard) {
     const Claim& claim = a.claim;
-    const ShardEntry* shard = job_.FindShard(claim.shard_id());
     a.log.Line("claim", "claimed " + claim.shard_id() + " on " + HostName() + " pid " +
                             std::to_string(::getpid()) + ", attempt " +
                             std::to_string(claim.attempt_number()));
@@ -529,68 +552,69 @@ class Worker {
     // and the attempt, without a partition_id.
     events_->Emit("partition_start", {{"shard_id", claim.shard_id()},
                                       {"attempt_token", claim.token()},
-                                      {"input_rows", shard->rows},
+                                      {"input_rows", shard.rows},
                                       {"metadata", {{"attempt_number", claim.attempt_number()}}}});
-    std::string error;
-    try {
-      const std::string path = job_.InJob(shard->path);
-      const io::InputCandidate input{path, path, shard->path};
-      a.output = std::make_unique<io::OutputStream>(
-          JobPaths::AttemptOutputPath(claim.attempt_dir()), true, job_.disk());
-      a.output->HashContent();  // the done record's xxh3_128, without reading the file again
-      a.errors = std::make_unique<io::OutputStream>(
-          JobPaths::AttemptErrorsPath(claim.attempt_dir()), true, job_.disk());
-      if (settings_) {
-        ProcessPartitions(a, *shard, input);
-        return AttemptStatus::kRunning;
+  }
+
+  // The attempt's output and errors files, temporary until Finish commits them.
+  void OpenAttemptOutputs(Attempt& a) {
+    a.output = std::make_unique<io::OutputStream>(
+        JobPaths::AttemptOutputPath(a.claim.attempt_dir()), true, job_.disk());
+    a.output->HashContent();  // the done record's xxh3_128, without reading the file again
+    a.errors = std::make_unique<io::OutputStream>(
+        JobPaths::AttemptErrorsPath(a.claim.attempt_dir()), true, job_.disk());
+  }
+
+  // Phase 3 without checkpoints: the executor over the shard in one pass,
+  // with op events. Throws on any error, and when the shard differs from the
+  // manifest.
+  void ExecuteShard(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input) {
+    const Claim& claim = a.claim;
+    exec::ExecOptions exec_options;
+    exec_options.threads = threads_;
+    exec_options.cancel = &a.lost;
+    // The shard is checked against the manifest as it is read: its stored
+    // bytes hashed on the way in, its rows counted by the executor.
+    io::ChecksumHasher shard_hash(shard.checksum.kind);
+    io::LineChunker shard_reader(1, exec_options.batch_bytes, plan_->batch_rows,
+                                 [&](size_t) { return io::OpenInput(input.path, &shard_hash); });
+    exec_options.source = [&shard_reader](io::LineChunk* c) { return shard_reader.Next(c); };
+    exec_options.shard_id = shard.id;  // lineage errors name records by shard and row
+    std::vector<double> op_started(plan_->operators.size(), 0);
+    exec_options.op_event = [&](size_t i, const exec::OperatorCounters* done) {
+      if (done == nullptr) {
+        op_started[i] = MonotonicSeconds();
+        events_->Emit("op_start", {{"shard_id", claim.shard_id()},
+                                   {"attempt_token", claim.token()},
+                                   {"op_idx", i},
+                                   {"op_name", plan_->operators[i].op->name()}});
+        return;
       }
-      exec::ExecOptions exec_options;
-      exec_options.threads = threads_;
-      exec_options.cancel = &a.lost;
-      // The shard is checked against the manifest as it is read: its stored
-      // bytes hashed on the way in, its rows counted by the executor.
-      io::ChecksumHasher shard_hash(shard->checksum.kind);
-      io::LineChunker shard_reader(1, exec_options.batch_bytes, plan_->batch_rows,
-                                   [&](size_t) { return io::OpenInput(path, &shard_hash); });
-      exec_options.source = [&shard_reader](io::LineChunk* c) { return shard_reader.Next(c); };
-      exec_options.shard_id = shard->id;  // lineage errors name records by shard and row
-      std::vector<double> op_started(plan_->operators.size(), 0);
-      exec_options.op_event = [&](size_t i, const exec::OperatorCounters* done) {
-        if (done == nullptr) {
-          op_started[i] = MonotonicSeconds();
-          events_->Emit("op_start", {{"shard_id", claim.shard_id()},
-                                     {"attempt_token", claim.token()},
-                                     {"op_idx", i},
-                                     {"op_name", plan_->operators[i].op->name()}});
-          return;
-        }
-        events_->Emit("op_complete", {{"shard_id", claim.shard_id()},
-                                      {"attempt_token", claim.token()},
-                                      {"op_idx", i},
-                                      {"op_name", done->name},
-                                      {"status", "completed"},
-                                      {"duration_secs", MonotonicSeconds() - op_started[i]},
-                                      {"metadata", {{"busy_secs", done->seconds}}},
-                                      {"input_rows", done->rows_in},
-                                      {"output_rows", done->rows_out}});
-      };
-      a.log.Line("run", "running " + std::to_string(plan_->operators.size()) +
-                            " operator(s) with " + std::to_string(threads_) + " thread(s) on " +
-                            shard->path);
-      a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
-      if (a.summary.rows_in != shard->rows || shard_hash.Finish() != shard->checksum) {
-        throw Error(
-            path, 0,
-            "shard file differs from the manifest (rows or " + shard->checksum.field() + ")",
-            "the job directory was changed; prepare the job again");
-      }
-    } catch (const Error& e) {
-      error = e.what();
-      if (e.IsInfrastructure()) a.infrastructure_error = FilesystemFailure(e);
-    } catch (const std::exception& e) {
-      error = std::string("internal error: ") + e.what();
+      events_->Emit("op_complete", {{"shard_id", claim.shard_id()},
+                                    {"attempt_token", claim.token()},
+                                    {"op_idx", i},
+                                    {"op_name", done->name},
+                                    {"status", "completed"},
+                                    {"duration_secs", MonotonicSeconds() - op_started[i]},
+                                    {"metadata", {{"busy_secs", done->seconds}}},
+                                    {"input_rows", done->rows_in},
+                                    {"output_rows", done->rows_out}});
+    };
+    a.log.Line("run", "running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
+                          std::to_string(threads_) + " thread(s) on " + shard.path);
+    a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
+    if (a.summary.rows_in != shard.rows || shard_hash.Finish() != shard.checksum) {
+      throw Error(input.path, 0,
+                  "shard file differs from the manifest (rows or " + shard.checksum.field() + ")",
+                  "the job directory was changed; prepare the job again");
     }
-    if (error.empty()) return AttemptStatus::kRunning;
+  }
+
+  // An attempt whose processing threw `error`: its temporary files go, and
+  // the shard is handed back (filesystem failure, stop), given up with
+  // nothing published (lost claim) or failed.
+  AttemptStatus EndUnprocessed(Attempt& a, const std::string& error) {
+    const Claim& claim = a.claim;
     a.heartbeat->Stop();
     a.output.reset();  // removes the temporary files
     a.errors.reset();

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace djshard::job {
@@ -11,10 +12,40 @@ namespace djshard::job {
 // A heartbeat older than this says its `run` is gone (it beats every 5 s).
 inline constexpr double kHeartbeatStaleSecs = 30;
 
+// A job's state, run or elastic. A run job's comes from its job_summary.json,
+// interrupted when the summary says running and the heartbeat is stale; an
+// elastic job's from its shards (ElasticJobView). kUnknown: a summary status
+// no other state spells.
+enum class JobState {
+  kPrepared,
+  kRunning,
+  kStopping,
+  kStopped,
+  kCompleted,
+  kFailed,
+  kIncomplete,
+  kInterrupted,
+  kInterruptedResumable,
+  kUnknown,
+};
+
+// "prepared", "running", "stopping", "stopped", "completed", "failed",
+// "incomplete", "interrupted", "interrupted (resumable)"; "unknown" for kUnknown.
+const char* JobStateName(JobState state);
+
+// The state JobStateName spells as `name`; kUnknown for any other text.
+JobState ParseJobState(std::string_view name);
+
+// A run job partition's state as its events and commit records tell it.
+enum class PartitionState { kPending, kRunning, kCompleted };
+
+// "pending", "running", "completed".
+const char* PartitionStateName(PartitionState state);
+
 // One partition of a run job as its commit records and events tell it.
 struct PartitionView {
   uint64_t partition_id = 0;
-  std::string status;          // pending | running | completed
+  PartitionState state = PartitionState::kPending;
   std::vector<uint64_t> taps;  // op_idx of each committed tap
   uint64_t rows_in = 0, rows_out = 0;
 };
@@ -24,8 +55,9 @@ struct PartitionView {
 struct RunJobView {
   std::string job_id, job_dir;
   // running (fresh heartbeat) | completed | failed | stopped | prepared |
-  // "interrupted (resumable)" (stale, commits exist) | interrupted
-  std::string status;
+  // interrupted (resumable) (stale, commits exist) | interrupted | unknown
+  JobState state = JobState::kUnknown;
+  std::string unknown_status;  // the summary's status text when `state` is kUnknown
   std::string start_time, hostname, last_checkpoint_time;
   double duration_secs = 0;
   double heartbeat_age_secs = -1;  // -1: no heartbeat
@@ -39,6 +71,8 @@ struct RunJobView {
   nlohmann::json replica_plan;
   int64_t start_ns = 0;
 
+  // The state as JobStateName spells it; an unknown one as the summary does.
+  std::string StatusName() const;
   nlohmann::json ToJson(bool detailed) const;
 };
 

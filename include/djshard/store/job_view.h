@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "djshard/job/job_status.h"
 #include "djshard/store/job.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
@@ -48,7 +49,7 @@ struct ElasticJobView {
   // completed (every shard done) | failed (a failed record) | stopped (a stop
   // request and no live claim) | stopping (a stop request, claims still live)
   // | running (a live claim) | incomplete (some shards done or tried) | prepared
-  std::string status;
+  job::JobState state = job::JobState::kPrepared;
   std::string start_time, last_checkpoint_time;
   double duration_secs = 0;
   uint64_t shards_total = 0, shards_done = 0, shards_failed = 0, shards_running = 0,

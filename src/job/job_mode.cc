@@ -29,6 +29,7 @@
 #include "djshard/io/sha256.h"
 #include "djshard/job/checkpoint.h"
 #include "djshard/job/job_files.h"
+#include "djshard/job/job_status.h"
 #include "djshard/job/partition.h"
 #include "djshard/job/partition_runner.h"
 #include "src/job/job_preflight.h"
@@ -471,7 +472,7 @@ bool RunJobSession::CheckResume() {
   summary_before_ = ReadJobFile(paths_.Summary());
   if (summary_before_.is_object()) {
     struct stat sb {};
-    if (summary_before_.value("status", "") == "completed" &&
+    if (ParseJobState(summary_before_.value("status", "")) == JobState::kCompleted &&
         ::stat(outcome_.export_path.c_str(), &sb) == 0) {
       outcome_.already_completed = true;
       return true;

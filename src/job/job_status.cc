@@ -386,23 +386,4 @@ json RunJobView::ToJson(bool detailed) const {
   return j;
 }
 
-std::vector<RunJobView> ListRunJobs(const std::string& work_dir) {
-  std::vector<RunJobView> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(work_dir, ec)) {
-    if (!e.is_directory(ec)) continue;
-    struct stat st {};
-    if (::stat((e.path() / "job_summary.json").c_str(), &st) != 0) continue;
-    try {
-      out.push_back(ReadRunJob(e.path().string()));
-    } catch (const Error&) {
-      // A half-made or foreign directory is not listed.
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const RunJobView& a, const RunJobView& b) {
-    return a.start_time != b.start_time ? a.start_time > b.start_time : a.job_id < b.job_id;
-  });
-  return out;
-}
-
 }  // namespace djshard::job

@@ -88,9 +88,6 @@ std::vector<std::string> ReplicaPlanLines(const nlohmann::json& replica_plan);
 // Reads one job directory. Throws Error when it has no job_summary.json.
 RunJobView ReadRunJob(const std::string& job_dir);
 
-// Every directory under `work_dir` with a job_summary.json, newest first.
-std::vector<RunJobView> ListRunJobs(const std::string& work_dir);
-
 // The lines of an events file that parse; a torn last line is skipped.
 std::vector<nlohmann::json> ReadEventLines(const std::string& path);
 

@@ -1,5 +1,7 @@
 #include "src/ops/builtin.h"
 
+#include <iterator>
+
 #include "djshard/ops/text.h"
 #include "src/ops/model_operator.h"
 
@@ -80,10 +82,9 @@ std::vector<ArgDoc> WithRayBtsArguments(std::vector<ArgDoc> args) {
   return args;
 }
 
-}  // namespace
-
-const std::vector<BuiltinOperator>& BuiltinOperators() {
-  static const std::vector<BuiltinOperator> ops = {
+// Mappers that clean or rewrite text with patterns and tables.
+std::vector<BuiltinOperator> CleaningMappers() {
+  return {
       {"whitespace_normalization_mapper",
        MakeWhitespaceNormalizationMapper,
        "Strips the text and turns the 23 odd whitespace code points into spaces",
@@ -153,6 +154,12 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        "LaTeX: expands \\newcommand and \\def macros without arguments (definitions "
        "included, as Data-Juicer does)",
        {}},
+  };
+}
+
+// Mappers that convert text or its markup, and those that drop words or sentences.
+std::vector<BuiltinOperator> ConversionMappers() {
+  return {
       {"chinese_convert_mapper",
        MakeChineseConvertMapper,
        "Converts between Simplified and Traditional Chinese (Taiwan, Hong Kong) and Japanese "
@@ -212,6 +219,12 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
        {{"lowercase", "False", "compare sentences lower-cased"},
         {"ignore_special_character", "True", "compare sentences without special characters"},
         {"min_repeat_sentence_length", "2", "shorter sentences are always kept"}}},
+  };
+}
+
+// Filters on text statistics, word lists and token counts.
+std::vector<BuiltinOperator> StatFilters() {
+  return {
       {"text_length_filter",
        MakeTextLengthFilter,
        "Keeps texts whose length is in range",
@@ -290,6 +303,12 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
          "the Hugging Face cache; never downloaded"},
         {"min_num", "10", "fewest tokens"},
         {"max_num", "sys.maxsize", "most tokens"}}},
+  };
+}
+
+// Filters on fields and languages, and the operators that run models.
+std::vector<BuiltinOperator> FieldAndModelOperators() {
+  return {
       {"general_field_filter",
        MakeGeneralFieldFilter,
        "Keeps records for which filter_condition holds (stat general_field_filter_condition)",
@@ -351,6 +370,12 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
             {"text_key_second", "(required)", "field holding the second text"},
             {"any_or_all", "any", "keep when any / all similarities are in range"}}},
           "false"),
+  };
+}
+
+// The deduplicators: whole-dataset stages.
+std::vector<BuiltinOperator> Deduplicators() {
+  return {
       {"document_deduplicator",
        MakeDeduplicator,
        "Keeps the first record of each group of records whose texts have the same md5. " +
@@ -393,6 +418,21 @@ const std::vector<BuiltinOperator>& BuiltinOperators() {
            kDedupStage,
        WithRayBtsArguments(kMinhashArgs)},
   };
+}
+
+}  // namespace
+
+const std::vector<BuiltinOperator>& BuiltinOperators() {
+  static const std::vector<BuiltinOperator> ops = [] {
+    std::vector<BuiltinOperator> all;
+    for (auto family :
+         {CleaningMappers, ConversionMappers, StatFilters, FieldAndModelOperators, Deduplicators}) {
+      std::vector<BuiltinOperator> part = family();
+      all.insert(all.end(), std::make_move_iterator(part.begin()),
+                 std::make_move_iterator(part.end()));
+    }
+    return all;
+  }();
   return ops;
 }
 

@@ -24,14 +24,28 @@ std::tm UtcTm(int64_t epoch_nanos) {
   gmtime_r(&secs, &tm);
   return tm;
 }
+
+// ISO 8601 UTC with `digits` (3 or 6) digits of fraction.
+std::string UtcIso8601(int64_t epoch_nanos, int digits) {
+  const std::tm tm = UtcTm(epoch_nanos);
+  const int64_t fraction =
+      digits == 6 ? (epoch_nanos / 1000) % 1000000 : (epoch_nanos / 1000000) % 1000;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%0*dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, digits,
+                static_cast<int>(fraction));
+  return buf;
+}
 }  // namespace
 
-std::string FormatUtcIso8601(int64_t epoch_nanos) {
+std::string FormatUtcIso8601(int64_t epoch_nanos) { return UtcIso8601(epoch_nanos, 3); }
+
+std::string FormatUtcIso8601Micros(int64_t epoch_nanos) { return UtcIso8601(epoch_nanos, 6); }
+
+std::string FormatUtcForName(int64_t epoch_nanos) {
   const std::tm tm = UtcTm(epoch_nanos);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>((epoch_nanos / 1000000) % 1000));
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d_%H%M%S", &tm);
   return buf;
 }
 

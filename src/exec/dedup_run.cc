@@ -343,16 +343,7 @@ int ReusedHashField(const Plan& plan, const std::vector<size_t>& dedups, size_t 
 }
 
 void MergeCounters(ExecSummary& total, const ExecSummary& part) {
-  for (size_t i = 0; i < part.operators.size(); ++i) {
-    OperatorCounters& t = total.operators[i];
-    const OperatorCounters& p = part.operators[i];
-    t.rows_in += p.rows_in;
-    t.rows_out += p.rows_out;
-    t.errors += p.errors;
-    t.seconds += p.seconds;
-    t.calls += p.calls;
-    t.items += p.items;
-  }
+  for (size_t i = 0; i < part.operators.size(); ++i) total.operators[i].Add(part.operators[i]);
   AddRegionCounters(total, part);
   total.errors += part.errors;
 }

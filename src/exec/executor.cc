@@ -872,14 +872,7 @@ class OrderedWriter {
     summary_.bytes_in += done.bytes_in;
     summary_.bytes_out += done.output.size();
     summary_.errors += done.error_count;
-    for (size_t i = 0; i < done.counters.size(); ++i) {
-      summary_.operators[i].rows_in += done.counters[i].rows_in;
-      summary_.operators[i].rows_out += done.counters[i].rows_out;
-      summary_.operators[i].errors += done.counters[i].errors;
-      summary_.operators[i].seconds += done.counters[i].seconds;
-      summary_.operators[i].calls += done.counters[i].calls;
-      summary_.operators[i].items += done.counters[i].items;
-    }
+    for (size_t i = 0; i < done.counters.size(); ++i) summary_.operators[i].Add(done.counters[i]);
     for (size_t i = 0; i < done.regions.size(); ++i) summary_.regions[i].Add(done.regions[i]);
     const double now = MonotonicSeconds();
     if (options_.progress && now - last_progress_ >= 0.5) {
@@ -1446,6 +1439,15 @@ nlohmann::json OperatorCountersJson(const OperatorCounters& c) {
         c.calls > 0 ? static_cast<double>(c.items) / static_cast<double>(c.calls) : 0.0;
   }
   return j;
+}
+
+void OperatorCounters::Add(const OperatorCounters& o) {
+  rows_in += o.rows_in;
+  rows_out += o.rows_out;
+  errors += o.errors;
+  seconds += o.seconds;
+  calls += o.calls;
+  items += o.items;
 }
 
 void RegionCounters::Add(const RegionCounters& o) {

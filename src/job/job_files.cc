@@ -16,26 +16,6 @@
 
 namespace djshard::job {
 
-std::string IsoMicros(int64_t epoch_nanos) {
-  const time_t secs = static_cast<time_t>(epoch_nanos / 1000000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>((epoch_nanos / 1000) % 1000000));
-  return buf;
-}
-
-std::string StampForName(int64_t epoch_nanos) {
-  const time_t secs = static_cast<time_t>(epoch_nanos / 1000000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d_%H%M%S", &tm);
-  return buf;
-}
-
 std::string RunJobPaths::TapStem(size_t op_idx, uint64_t partition, uint64_t num_partitions) {
   const int width = std::max(5, DecimalDigits(num_partitions));
   return "checkpoint_op_" + ZeroPad(op_idx, 4) + "_partition_" + ZeroPad(partition, width);
@@ -77,7 +57,7 @@ void EventLog::Emit(const std::string& type, nlohmann::json fields) {
   nlohmann::json e;
   e["event_id"] = std::to_string(::getpid()) + "-" + std::to_string(++seq_);
   e["event_type"] = type;
-  e["timestamp"] = IsoMicros(NowNanos());
+  e["timestamp"] = FormatUtcIso8601Micros(NowNanos());
   e["job_id"] = job_id_;
   e["hostname"] = hostname_;
   e["pid"] = ::getpid();

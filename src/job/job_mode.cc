@@ -42,7 +42,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string GenerateJobId() { return StampForName(NowNanos()) + "_" + RandomHex(6); }
+std::string GenerateJobId() { return FormatUtcForName(NowNanos()) + "_" + RandomHex(6); }
 
 void CheckJobId(const std::string& id) {
   bool ok = !id.empty() && id.size() <= 128 && id[0] != '.';
@@ -198,7 +198,7 @@ class Heartbeat {
   }
 
  private:
-  void Beat() { disk_.WriteReplace(path_, IsoMicros(NowNanos()) + "\n"); }
+  void Beat() { disk_.WriteReplace(path_, FormatUtcIso8601Micros(NowNanos()) + "\n"); }
   std::string path_;
   io::Disk& disk_;
   std::mutex mu_;
@@ -586,7 +586,7 @@ void RunJobSession::StartSummary() {
                 {"config_sha256", config_sha_},
                 {"work_dir", fs::path(paths_.dir).parent_path().string()},
                 {"job_dir", paths_.dir},
-                {"start_time", IsoMicros(start_ns_)},
+                {"start_time", FormatUtcIso8601Micros(start_ns_)},
                 {"end_time", nullptr},
                 {"duration_secs", nullptr},
                 {"resume_token", checkpointing ? json(job_id_) : json(nullptr)},
@@ -618,10 +618,10 @@ void RunJobSession::OpenEventLog() {
   std::string events_path;
   if (st_.event_logging) {
     // One file per run of the job; a second run within the same second adds host and pid.
-    events_path = paths_.dir + "/events_" + StampForName(start_ns_) + ".jsonl";
+    events_path = paths_.dir + "/events_" + FormatUtcForName(start_ns_) + ".jsonl";
     struct stat eb {};
     if (::stat(events_path.c_str(), &eb) == 0) {
-      events_path = paths_.dir + "/events_" + StampForName(start_ns_) + "_" + HostName() + "_" +
+      events_path = paths_.dir + "/events_" + FormatUtcForName(start_ns_) + "_" + HostName() + "_" +
                     std::to_string(::getpid()) + ".jsonl";
     }
   }
@@ -665,7 +665,7 @@ PartitionRunConfig RunJobSession::MakeRunnerConfig() {
   config.disk = &disk_;
   config.before_partition = [this] { stop_->BeforePartition(); };
   config.on_checkpoint = [this](int64_t now) {
-    summary_.j["checkpointing"]["last_checkpoint_time"] = IsoMicros(now);
+    summary_.j["checkpointing"]["last_checkpoint_time"] = FormatUtcIso8601Micros(now);
   };
   config.on_partition_done = [this](const exec::ExecSummary& total, uint64_t completed,
                                     uint64_t resumed) {
@@ -740,7 +740,7 @@ void RunJobSession::RecordFailure(const std::exception& e) {
   summary_.j["status"] = stopped ? "stopped" : "failed";
   if (stopped) summary_.j["stop"] = stop_->SummaryJson();
   summary_.j["error_message"] = e.what();
-  summary_.j["end_time"] = IsoMicros(end_ns);
+  summary_.j["end_time"] = FormatUtcIso8601Micros(end_ns);
   summary_.j["duration_secs"] = MonotonicSeconds() - start_mono_;
   summary_.j["partitions"]["completed"] = runner_->completed();
   summary_.j["partitions"]["resumed"] = runner_->resumed();
@@ -763,7 +763,7 @@ void RunJobSession::RecordCompletion() {
   outcome_.partitions_resumed = resumed;
   disk_.WriteAtomic(outcome_.stats_path, exec::SummaryJson(total, threads_));
   summary_.j["status"] = "completed";
-  summary_.j["end_time"] = IsoMicros(NowNanos());
+  summary_.j["end_time"] = FormatUtcIso8601Micros(NowNanos());
   summary_.j["duration_secs"] = total.seconds;
   summary_.j["partitions"]["completed"] = completed;
   summary_.j["partitions"]["resumed"] = resumed;

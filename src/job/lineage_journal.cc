@@ -267,7 +267,7 @@ void GatherJournal::Commit(const Sealed& sealed) {
                  {"size_bytes", stored.size()},
                  {"region_ops_sha256", scope_.region_ops_sha256},
                  {"attempt_token", scope_.token},
-                 {"created_at", IsoMicros(NowNanos())},
+                 {"created_at", FormatUtcIso8601Micros(NowNanos())},
                  {"hostname", HostName()},
                  {"pid", ::getpid()},
                  {"engine", {{"version", scope_.engine_version}}}};

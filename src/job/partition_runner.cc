@@ -349,12 +349,7 @@ void AddCounters(exec::ExecSummary& total, const exec::ExecSummary& part, size_t
   total.bytes_out += part.bytes_out;
   total.errors += part.errors;
   for (size_t i = first_op; i < part.operators.size() && i < total.operators.size(); ++i) {
-    total.operators[i].rows_in += part.operators[i].rows_in;
-    total.operators[i].rows_out += part.operators[i].rows_out;
-    total.operators[i].errors += part.operators[i].errors;
-    total.operators[i].seconds += part.operators[i].seconds;
-    total.operators[i].calls += part.operators[i].calls;
-    total.operators[i].items += part.operators[i].items;
+    total.operators[i].Add(part.operators[i]);
   }
   exec::AddRegionCounters(total, part);
 }
@@ -1093,15 +1088,7 @@ void PartitionRunner::CountPartition(Pass& pass, Partition& w) {
   {
     std::lock_guard<std::mutex> lock(pass.mu);
     if (!pass.intermediate && from.resumed) {
-      for (size_t i = 0; i < first_op; ++i) {
-        exec::OperatorCounters& op = total_.operators[i];
-        op.rows_in += earlier.operators[i].rows_in;
-        op.rows_out += earlier.operators[i].rows_out;
-        op.errors += earlier.operators[i].errors;
-        op.seconds += earlier.operators[i].seconds;
-        op.calls += earlier.operators[i].calls;
-        op.items += earlier.operators[i].items;
-      }
+      for (size_t i = 0; i < first_op; ++i) total_.operators[i].Add(earlier.operators[i]);
       total_.errors += ErrorsBefore(plan, from.commit, earlier, first_op);
       // Regions that ended before the tap resumed from: as the commit kept them.
       exec::AddRegionCounters(total_, earlier);
@@ -1197,7 +1184,7 @@ json PartitionRunner::CommitRecord(const Pass& pass, const Partition& w, size_t 
       {"compression", tap.compressed ? "zstd" : "none"},
       {"rows", tap.rows},
       {"size_bytes", size_bytes},
-      {"created_at", IsoMicros(now)},
+      {"created_at", FormatUtcIso8601Micros(now)},
       {"hostname", HostName()},
       {"pid", ::getpid()},
       {"attempt_token", c_.token},

@@ -40,7 +40,7 @@ bool RunStop::Stopping() { return StopRequested() || JobStopRequested(); }
 
 json RunStop::SummaryJson() const {
   if (StopExitCode() == kExitInterrupted || StopExitCode() == kExitTerminated) {
-    return {{"requested_at", IsoMicros(NowNanos())},
+    return {{"requested_at", FormatUtcIso8601Micros(NowNanos())},
             {"mode", "signal"},
             {"reason", StopExitCode() == kExitInterrupted ? "SIGINT" : "SIGTERM"}};
   }

@@ -64,7 +64,7 @@ StopRequest StopRequest::FromJson(const std::string& text, const std::string& pa
 StopRequest StopRequest::Now(const std::string& mode, const std::string& reason,
                              double grace_secs) {
   StopRequest r;
-  r.requested_at = IsoMicros(NowNanos());
+  r.requested_at = FormatUtcIso8601Micros(NowNanos());
   r.hostname = HostName();
   r.pid = ::getpid();
   r.user = UserName();
@@ -115,7 +115,7 @@ bool PublishForceStop(const std::string& job_dir, const StopRequest& request, io
 
 bool ClearStopRequest(const std::string& job_dir, const std::string& history_dir, io::Disk& disk) {
   const std::string stem =
-      history_dir + "/stop_request." + StampForName(NowNanos()) + "." + RandomHex(8);
+      history_dir + "/stop_request." + FormatUtcForName(NowNanos()) + "." + RandomHex(8);
   bool any = false;
   // The force file goes first: a request is never left forced without its request.
   for (const auto& [from, to] : {std::pair{ForceStopPath(job_dir), stem + ".force.json"},

@@ -282,7 +282,7 @@ class Worker {
     // One events file per worker process: appends from several NFS clients
     // to one file are not atomic (SPEC-checkpoints §8).
     const int64_t now = NowNanos();
-    events_ = std::make_unique<job::EventLog>(job_.dir() + "/events_" + job::StampForName(now) +
+    events_ = std::make_unique<job::EventLog>(job_.dir() + "/events_" + FormatUtcForName(now) +
                                                   "_" + HostName() + "_" +
                                                   std::to_string(::getpid()) + ".jsonl",
                                               job_.manifest().job_id);

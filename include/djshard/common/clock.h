@@ -17,8 +17,12 @@ inline int64_t MtimeNanos(const struct stat& st) {
 double MonotonicSeconds();
 // "2026-11-30T06:45:57.123Z" for a Unix-epoch nanosecond time.
 std::string FormatUtcIso8601(int64_t epoch_nanos);
+// "2026-11-30T06:45:57.123456Z": with microseconds (run jobs' files and events).
+std::string FormatUtcIso8601Micros(int64_t epoch_nanos);
 // "20261130T064557Z", a file-name-safe UTC stamp.
 std::string FormatUtcCompact(int64_t epoch_nanos);
+// "20261130_064557", the stamp of run job ids and events file names.
+std::string FormatUtcForName(int64_t epoch_nanos);
 // Nanoseconds since the epoch of "2026-11-30T06:45:57[.fraction]Z" (the
 // records' and events' timestamps); 0 for text that is not one.
 int64_t ParseUtcIso8601(const std::string& text);

@@ -37,6 +37,9 @@ struct OperatorCounters {
   uint64_t calls = 0;
   uint64_t items = 0;
   bool batched = false;
+
+  // Adds the counts of `o` (the same operator, other rows).
+  void Add(const OperatorCounters& o);
 };
 
 // One expand/gather region's lineage counters (SPEC-lineage §5).

@@ -9,12 +9,6 @@
 
 namespace djshard::job {
 
-// "2026-12-01T10:09:55.123456Z": UTC with microseconds.
-std::string IsoMicros(int64_t epoch_nanos);
-
-// "20261201_100955": UTC, for names (job ids, events files).
-std::string StampForName(int64_t epoch_nanos);
-
 // The paths of a `run` job directory (SPEC-checkpoints §1). `checkpoints` is
 // <dir>/checkpoints unless checkpoint.dir puts them elsewhere.
 struct RunJobPaths {

@@ -72,48 +72,63 @@ class CleanCopyrightMapper : public Mapper {
 // ' '; the kept words joined again, empty fields and lines dropped.
 template <typename Keep>
 std::string KeepWords(std::string_view text, const Keep& keep) {
+  // Written straight into `out`: a separator goes in before a line's or a
+  // field's first kept word, and a line or field that keeps none is cut off.
   std::string out;
   out.reserve(text.size());
-  bool first_line = true;
+  bool any_line = false;
   size_t line_start = 0;
   while (line_start <= text.size()) {
     size_t nl = text.find('\n', line_start);
     if (nl == std::string::npos) nl = text.size();
     const std::string_view line = text.substr(line_start, nl - line_start);
-    std::string joined_line;
-    bool first_field = true;
+    const size_t line_mark = out.size();
+    if (any_line) out.push_back('\n');
+    bool any_field = false;
     size_t f_start = 0;
     while (f_start <= line.size()) {
       size_t tab = line.find('\t', f_start);
       if (tab == std::string_view::npos) tab = line.size();
       const std::string_view field = line.substr(f_start, tab - f_start);
-      std::string joined_field;
+      const size_t field_mark = out.size();
+      if (any_field) out.push_back('\t');
+      bool any_word = false;
       size_t w_start = 0;
       while (w_start <= field.size()) {
         size_t sp = field.find(' ', w_start);
         if (sp == std::string_view::npos) sp = field.size();
         const std::string_view word = field.substr(w_start, sp - w_start);
         if (!word.empty() && keep(word)) {
-          if (!joined_field.empty()) joined_field.push_back(' ');
-          joined_field.append(word);
+          if (any_word) out.push_back(' ');
+          out.append(word);
+          any_word = true;
         }
         w_start = sp + 1;
       }
-      if (!joined_field.empty()) {
-        if (!first_field) joined_line.push_back('\t');
-        first_field = false;
-        joined_line.append(joined_field);
+      if (any_word) {
+        any_field = true;
+      } else {
+        out.resize(field_mark);
       }
       f_start = tab + 1;
     }
-    if (!joined_line.empty()) {
-      if (!first_line) out.push_back('\n');
-      first_line = false;
-      out.append(joined_line);
+    if (any_field) {
+      any_line = true;
+    } else {
+      out.resize(line_mark);
     }
     line_start = nl + 1;
   }
   return out;
+}
+
+// Replaces the text at `key` by KeepWords of it, unless that is the same text
+// (then the field stays as it was written).
+template <typename Keep>
+void SetKeptWords(Sample& sample, const std::string& key, const Keep& keep) {
+  const std::string& text = sample.Text(key);
+  std::string kept = KeepWords(text, keep);
+  if (kept != text) sample.SetText(key, std::move(kept));
 }
 
 class RemoveLongWordsMapper : public Mapper {
@@ -125,8 +140,7 @@ class RemoveLongWordsMapper : public Mapper {
   }
 
   void Map(Sample& sample) const override {
-    sample.SetText(text_key(), KeepWords(sample.Text(text_key()),
-                                         [this](std::string_view word) { return Keep(word); }));
+    SetKeptWords(sample, text_key(), [this](std::string_view word) { return Keep(word); });
   }
 
  private:
@@ -155,12 +169,12 @@ class RemoveWordsWithIncorrectSubstringsMapper : public Mapper {
   }
 
   void Map(Sample& sample) const override {
-    const std::string& text = sample.Text(text_key());
     auto keep = [this](std::string_view word) { return Keep(word); };
     if (!pieces_) {
-      sample.SetText(text_key(), KeepWords(text, keep));
+      SetKeptWords(sample, text_key(), keep);
       return;
     }
+    const std::string& text = sample.Text(text_key());
     const std::vector<std::string> pieces = pieces_->Pieces(text);
     std::string out;
     bool dropped = false;

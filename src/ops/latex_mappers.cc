@@ -5,6 +5,7 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
 #include "src/ops/regex.h"
 
@@ -164,7 +165,7 @@ class ExpandMacroMapper : public Mapper {
         from = at + 1;
         continue;
       }
-      const size_t after = next + Utf8Length(c);
+      const size_t after = next + ops::text::SequenceLength(c);
       out->append(text, copied, at - copied);
       out->append(value);
       out->append(text, next, after - next);
@@ -176,10 +177,6 @@ class ExpandMacroMapper : public Mapper {
     return matched;
   }
 
-  // Bytes of the UTF-8 sequence that `lead` starts.
-  static size_t Utf8Length(unsigned char lead) {
-    return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-  }
   Regex newcommand_, def_;
 };
 

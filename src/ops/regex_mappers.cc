@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "djshard/ops/text.h"
 #include "src/ops/builtin.h"
 #include "src/ops/regex.h"
 
@@ -263,16 +264,11 @@ class RemoveNonChineseCharacterMapper : public Mapper {
     bool removed = false;
     size_t kept_from = 0;  // start of the kept run not yet copied
     for (size_t i = 0; i < text.size();) {
-      const unsigned char lead = static_cast<unsigned char>(text[i]);
-      const size_t len = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-      if (Kept(text, i, len)) {
-        i += len;
-        continue;
-      }
+      const size_t at = i;
+      if (Kept(ops::text::NextCodePoint(text, &i))) continue;
       if (!removed) out.reserve(text.size());
-      out.append(text, kept_from, i - kept_from);
+      out.append(text, kept_from, at - kept_from);
       removed = true;
-      i += len;
       kept_from = i;
     }
     if (!removed) return;
@@ -281,24 +277,14 @@ class RemoveNonChineseCharacterMapper : public Mapper {
   }
 
  private:
-  bool Kept(const std::string& text, size_t i, size_t len) const {
-    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
-    if (len == 1) return ascii_kept_[byte(0)];
-    char32_t cp = 0;
-    if (len == 2) {
-      cp = static_cast<char32_t>(((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F));
-    } else if (len == 3) {
-      cp = static_cast<char32_t>(((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) |
-                                 (byte(2) & 0x3F));
-    } else {
-      return false;  // beyond the BMP: neither CJK U+4E00-U+9FA5 nor in the list
-    }
+  bool Kept(uint32_t cp) const {
+    if (cp < 0x80) return ascii_kept_[cp];
     if (cp >= 0x4E00 && cp <= 0x9FA5) return true;
     return keep_punc_ && std::binary_search(std::begin(kPunctuation), std::end(kPunctuation), cp);
   }
 
   // Data-Juicer's punctuation outside ASCII, ascending.
-  static constexpr char32_t kPunctuation[] = {0x00B7, 0x2014, 0x201C, 0x201D, 0x2022, 0x3001,
+  static constexpr uint32_t kPunctuation[] = {0x00B7, 0x2014, 0x201C, 0x201D, 0x2022, 0x3001,
                                               0x3002, 0x300A, 0x300B, 0xFF01, 0xFF06, 0xFF08,
                                               0xFF09, 0xFF0C, 0xFF1A, 0xFF1F};
   bool ascii_kept_[128] = {};

@@ -19,6 +19,7 @@
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/exec/dedup_rows.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
@@ -32,245 +33,36 @@ using ops::dedup::DedupOperator;
 
 namespace {
 
-// Where an input row came from: an index into the run's file names and its
-// 1-based line there.
-struct Origin {
-  uint64_t line = 0;
-  uint32_t file = 0;
-};
-
-// The file names origins point into, shared by every stage of a run.
-class OriginNames {
- public:
-  explicit OriginNames(const std::vector<io::InputCandidate>& inputs) {
-    for (const io::InputCandidate& in : inputs) Index(in.display_path);
-  }
-  uint32_t Index(const std::string& name) {
-    auto [it, added] = index_.emplace(name, static_cast<uint32_t>(names_.size()));
-    if (added) names_.push_back(name);
-    return it->second;
-  }
-  const std::string& Name(uint32_t i) const { return names_[i]; }
-
- private:
-  std::vector<std::string> names_;
-  std::unordered_map<std::string, uint32_t> index_;
-};
-
-// The rows a stage reads: the lines of `files`, all of them or those listed.
-// A row's position is its rank among the set's rows; that is the "global
-// row" a deduplicator groups by (docs/dedup-stage.md), so the first row of a
-// cluster is the first in input order.
-struct RowSet {
-  std::vector<io::InputCandidate> files;
-  // The files are the run's inputs: a row's origin is its own file and line
-  // (`origins` is filled by the first pass that reads them all).
-  bool raw = true;
-  std::vector<Origin> origins;  // per line of `files`, once known
-  bool all = true;              // every line; else the lines `rows` lists
-  std::vector<uint64_t> rows;   // ascending line indexes over `files`
-
-  uint64_t SourceRow(uint64_t position) const { return all ? position : rows[position]; }
-};
-
-// Reads a RowSet as chunks of whole lines, numbered by position: a chunk's
-// first_line is its first row's position + 1. Not thread-safe.
-class RowReader {
- public:
-  RowReader(RowSet& set, size_t chunk_bytes, size_t max_lines)
-      : set_(set),
-        chunk_bytes_(chunk_bytes),
-        max_lines_(max_lines),
-        chunker_(set.files.size(), chunk_bytes, max_lines,
-                 [&set](size_t i) { return io::OpenInput(set.files[i].path); }),
-        fill_origins_(set.raw && set.all && set.origins.empty()) {}
-
-  bool Next(io::LineChunk* out) {
-    const bool got = set_.all ? NextAll(out) : NextListed(out);
-    if (!got) return false;
-    out->first_line = positions_ + 1;
-    positions_ += out->lines;
-    return true;
-  }
-  uint64_t positions() const { return positions_; }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  bool NextAll(io::LineChunk* out) {
-    if (!chunker_.Next(out)) return false;
-    if (fill_origins_) {
-      for (uint64_t k = 0; k < out->lines; ++k) {
-        set_.origins.push_back({out->first_line + k, static_cast<uint32_t>(out->file)});
-      }
-    }
-    bytes_ += out->size;
-    return true;
-  }
-
-  bool NextListed(io::LineChunk* out) {
-    out->data.clear();
-    out->size = 0;
-    out->lines = 0;
-    while (next_listed_ < set_.rows.size() && out->size < chunk_bytes_ &&
-           (max_lines_ == 0 || out->lines < max_lines_)) {
-      if (in_pos_ >= in_.size) {
-        if (!chunker_.Next(&in_)) break;
-        in_pos_ = 0;
-      }
-      const char* base = in_.data.data();
-      const char* nl =
-          static_cast<const char*>(std::memchr(base + in_pos_, '\n', in_.size - in_pos_));
-      const size_t end = static_cast<size_t>(nl - base) + 1;
-      if (set_.rows[next_listed_] == in_row_) {
-        if (out->lines == 0) out->file = in_.file;
-        out->data.append(base + in_pos_, end - in_pos_);
-        ++out->lines;
-        ++next_listed_;
-      }
-      ++in_row_;
-      in_pos_ = end;
-    }
-    if (out->lines == 0) return false;
-    out->size = out->data.size();
-    out->data.append(io::LineReader::kPadding, '\0');
-    bytes_ += out->size;
-    return true;
-  }
-
-  RowSet& set_;
-  const size_t chunk_bytes_, max_lines_;
-  io::LineChunker chunker_;
-  const bool fill_origins_;
-  io::LineChunk in_;  // listed rows: the chunk being picked from
-  size_t in_pos_ = 0;
-  uint64_t in_row_ = 0;  // line index (over the files) of the line at in_pos_
-  size_t next_listed_ = 0;
-  uint64_t positions_ = 0;
-  uint64_t bytes_ = 0;
-};
-
-// The value of `key` in a parsed line, as the signature functions see it.
-ops::dedup::TextValue ValueOf(const io::JsonLineParser& parser, std::string_view line,
-                              const std::string& key, std::string* text, io::Record* record) {
-  using Type = ops::dedup::TextValue::Type;
-  if (parser.GetString(key, text)) return ops::dedup::TextValue::String(*text);
-  ops::dedup::TextValue v;
-  if (!parser.Has(key)) {
-    v.type = Type::kMissing;
-    return v;
-  }
-  record->AssignView(line);
-  const nlohmann::json t = nlohmann::json::parse(record->Find(key).value_or("null"));
-  if (t.is_null()) v.type = Type::kNull;
-  if (t.is_boolean()) v.type = Type::kBool, v.falsy = !t.get<bool>();
-  if (t.is_number()) v.type = Type::kNumber, v.falsy = t.get<double>() == 0;
-  if (t.is_array()) v.type = Type::kArray, v.length = t.size();
-  if (t.is_object()) v.type = Type::kObject, v.length = t.size();
-  return v;
-}
-
-struct RowError {
-  uint64_t position;
-  Origin origin;
-  std::string message;
-};
-
 struct StageOutcome {
   std::vector<uint64_t> kept;  // positions, ascending
   OperatorCounters counters;
   uint64_t rows = 0, bytes = 0;  // rows and bytes read
 };
 
-// What one signing thread produced.
-struct SignedPart {
-  std::vector<ops::dedup::GroupKey> keys;
-  std::vector<RowError> errors;
-  double seconds = 0;
-};
-
-// Signs every row of `set` on `threads` threads (one Signer each, chunks
-// handed out in order): each thread's keys and unsignable rows.
-std::vector<SignedPart> SignRows(const ops::dedup::DedupConfig& config, RowSet& set,
-                                 RowReader& reader, const OriginNames& names, int threads) {
-  std::mutex mu;
-  std::exception_ptr failure;
-  std::vector<SignedPart> outs(static_cast<size_t>(std::max(1, threads)));
-  auto work = [&](SignedPart& out) {
-    ops::dedup::Signer signer(config);
-    ops::dedup::Signature sig;
-    io::JsonLineParser parser;
-    io::Record record;
-    io::LineChunk chunk;
-    std::vector<Origin> origins;
-    std::string text, error;
-    for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (failure || !reader.Next(&chunk)) return;
-        const uint64_t first = chunk.first_line - 1;
-        origins.resize(chunk.lines);
-        for (uint64_t k = 0; k < chunk.lines; ++k) {
-          origins[k] = set.origins[set.SourceRow(first + k)];
-        }
-      }
-      ThrowIfStopRequested();
-      const double t0 = MonotonicSeconds();
-      size_t pos = 0;
-      for (uint64_t k = 0; k < chunk.lines; ++k) {
-        const char* nl =
-            static_cast<const char*>(std::memchr(chunk.data.data() + pos, '\n', chunk.size - pos));
-        const size_t end = static_cast<size_t>(nl - chunk.data.data());
-        const std::string_view line(chunk.data.data() + pos, end - pos);
-        pos = end + 1;
-        parser.ParseObject(line, names.Name(origins[k].file), origins[k].line);
-        const uint64_t position = chunk.first_line - 1 + k;
-        if (signer.Sign(ValueOf(parser, line, config.text_key, &text, &record), &sig, &error)) {
-          ops::dedup::AppendKeys(config, sig, position, &out.keys);
-        } else {
-          out.errors.push_back({position, origins[k], error});
-        }
-      }
-      out.seconds += MonotonicSeconds() - t0;
-    }
-  };
-  auto guarded = [&](SignedPart& out) {
-    try {
-      work(out);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!failure) failure = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < outs.size(); ++t) pool.emplace_back(guarded, std::ref(outs[t]));
-  guarded(outs[0]);
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-  return outs;
-}
-
 // The rows that could not be signed, in row order: the run stops at the
 // first without skip_op_error, else each is a line of the errors file.
 // Returns which of the `n` rows were signed.
-std::vector<bool> ReportUnsigned(const PlannedOperator& planned, std::vector<RowError> row_errors,
-                                 uint64_t n, const OriginNames& names, io::OutputStream& errors) {
+std::vector<bool> ReportUnsigned(const PlannedOperator& planned,
+                                 const std::vector<UnsignedRow>& row_errors, uint64_t n,
+                                 const RowSet& set, const OriginNames& names,
+                                 io::OutputStream& errors) {
   const std::string& name = planned.op->name();
-  std::sort(row_errors.begin(), row_errors.end(),
-            [](const RowError& a, const RowError& b) { return a.position < b.position; });
   if (!row_errors.empty() && !planned.skip_op_error) {
-    const RowError& e = row_errors.front();
-    throw Error(names.Name(e.origin.file), e.origin.line,
+    const UnsignedRow& e = row_errors.front();
+    const LineOrigin& origin = set.origins[set.SourceRow(e.position)];
+    throw Error(names.Name(origin.file), origin.line,
                 "operator '" + name + "' failed: " + e.message,
                 "set skip_op_error: true to drop such records and keep going");
   }
   std::vector<bool> signed_rows(n, true);
   std::string lines;
-  for (const RowError& e : row_errors) {
+  for (const UnsignedRow& e : row_errors) {
     signed_rows[e.position] = false;
+    const LineOrigin& origin = set.origins[set.SourceRow(e.position)];
     const nlohmann::json j = {{"op", name},
                               {"error", e.message},
-                              {"file", names.Name(e.origin.file)},
-                              {"line", e.origin.line}};
+                              {"file", names.Name(origin.file)},
+                              {"line", origin.line}};
     lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     lines += '\n';
   }
@@ -288,28 +80,21 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
   const auto& op = static_cast<const DedupOperator&>(*planned.op);
   const ops::dedup::DedupConfig& config = op.config();
   RowReader reader(set, chunk_bytes, max_lines);
-  std::vector<SignedPart> outs = SignRows(config, set, reader, names, threads);
+  const auto where = [&set, &names](uint64_t position) {
+    const LineOrigin& origin = set.origins[set.SourceRow(position)];
+    return RowOrigin{names.Name(origin.file), origin.line};
+  };
+  SignedRows signed_rows_out = SignRows(config, reader, where, threads);
 
   StageOutcome result;
   result.rows = reader.positions();
   result.bytes = reader.bytes();
   const uint64_t n = result.rows;
-  std::vector<RowError> row_errors;
-  std::vector<ops::dedup::GroupKey> keys = std::move(outs[0].keys);
-  double seconds = 0;
-  for (size_t t = 0; t < outs.size(); ++t) {
-    if (t > 0) {
-      keys.insert(keys.end(), std::make_move_iterator(outs[t].keys.begin()),
-                  std::make_move_iterator(outs[t].keys.end()));
-      outs[t].keys = {};
-    }
-    seconds += outs[t].seconds;
-    row_errors.insert(row_errors.end(), std::make_move_iterator(outs[t].errors.begin()),
-                      std::make_move_iterator(outs[t].errors.end()));
-  }
-  const size_t unsigned_rows = row_errors.size();
+  std::vector<ops::dedup::GroupKey> keys = std::move(signed_rows_out.keys);
+  const size_t unsigned_rows = signed_rows_out.unsigned_rows.size();
   const std::vector<bool> signed_rows =
-      ReportUnsigned(planned, std::move(row_errors), n, names, errors);
+      ReportUnsigned(planned, signed_rows_out.unsigned_rows, n, set, names, errors);
+  const double seconds = signed_rows_out.seconds;
 
   const double group_start = MonotonicSeconds();
   std::vector<ops::dedup::Edge> edges;
@@ -325,21 +110,6 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
   result.counters.errors = unsigned_rows;
   result.counters.seconds = seconds + (MonotonicSeconds() - group_start);
   return result;
-}
-
-// Whether deduplicator `d` of `plan` reuses the hash field of an earlier one:
-// Data-Juicer's document_deduplicator and document_simhash_deduplicator skip
-// a record whose __dj__hash / __dj__simhash is set already, and leave the
-// field for the exporter, so a second one groups by the first one's values.
-// Returns the earlier deduplicator's index, or -1.
-int ReusedHashField(const Plan& plan, const std::vector<size_t>& dedups, size_t d) {
-  const std::string& name = plan.operators[d].op->name();
-  if (name != "document_deduplicator" && name != "document_simhash_deduplicator") return -1;
-  for (size_t e : dedups) {
-    if (e >= d) break;
-    if (plan.operators[e].op->name() == name) return static_cast<int>(e);
-  }
-  return -1;
 }
 
 void MergeCounters(ExecSummary& total, const ExecSummary& part) {
@@ -400,7 +170,7 @@ class Spill {
   std::string path_;
   OriginNames* names_;
   std::FILE* file_ = nullptr;
-  std::vector<Origin> origins_;
+  std::vector<LineOrigin> origins_;
 };
 
 // Removes the spill directory however the run ends.
@@ -452,6 +222,16 @@ class SpillDir {
 };
 
 }  // namespace
+
+int ReusedHashField(const Plan& plan, const std::vector<size_t>& dedups, size_t d) {
+  const std::string& name = plan.operators[d].op->name();
+  if (name != "document_deduplicator" && name != "document_simhash_deduplicator") return -1;
+  for (size_t e : dedups) {
+    if (e >= d) break;
+    if (plan.operators[e].op->name() == name) return static_cast<int>(e);
+  }
+  return -1;
+}
 
 std::vector<size_t> DedupOperators(const Plan& plan) {
   std::vector<size_t> out;
@@ -585,7 +365,7 @@ class DedupPipeline {
       o.source = [this](io::LineChunk* c) { return reader_->Next(c); };
       o.origin = [this](uint64_t line) -> const RowOrigin* {
         thread_local RowOrigin origin;
-        const Origin& from = set_.origins[set_.SourceRow(line - 1)];
+        const LineOrigin& from = set_.origins[set_.SourceRow(line - 1)];
         origin.file = names_.Name(from.file);
         origin.line = from.line;
         return &origin;

@@ -198,12 +198,14 @@ ShardScan JobDir::Scan() const {
   return scan;
 }
 
-std::vector<ShardStatus> JobDir::Statuses() const {
+std::vector<ShardStatus> JobDir::Statuses() const { return StatusesOf(manifest_.shards); }
+
+std::vector<ShardStatus> JobDir::StatusesOf(const std::vector<ShardEntry>& entries) const {
   const ShardScan scan = Scan();
   std::vector<ShardStatus> out;
   std::optional<int64_t> fs_now;
   const double lease = manifest_.policy.lease_secs;
-  for (const ShardEntry& shard : manifest_.shards) {
+  for (const ShardEntry& shard : entries) {
     ShardStatus s;
     s.shard = &shard;
     if (scan.done.count(shard.id)) {

@@ -97,6 +97,13 @@ std::string Manifest::ToJson() const {
                  {"poll_interval_secs", SecondsJson(policy.poll_interval_secs)},
                  {"retry_backoff_secs", SecondsJson(policy.retry_backoff_secs)}};
   j["warnings"] = warnings;
+  if (!dedup_stages.empty()) {
+    j["dedup_stages"] = json::array();
+    for (const DedupStageEntry& d : dedup_stages) {
+      j["dedup_stages"].push_back(
+          {{"op", d.op}, {"op_index", d.op_index}, {"key_ranges", d.key_ranges}});
+    }
+  }
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
@@ -151,6 +158,13 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     // Manifests written before retries backed off have no such key.
     m.policy.retry_backoff_secs = p.value("retry_backoff_secs", Policy{}.retry_backoff_secs);
     m.warnings = j.at("warnings").get<std::vector<std::string>>();
+    if (j.contains("dedup_stages")) {
+      for (const json& d : j.at("dedup_stages")) {
+        m.dedup_stages.push_back({d.at("op").get<std::string>(),
+                                  io::IntegerField<uint64_t>(d, "op_index"),
+                                  io::IntegerField<uint64_t>(d, "key_ranges")});
+      }
+    }
   } catch (const json::exception& e) {
     throw Error(path, 0, std::string("manifest is not valid: ") + e.what(),
                 "the job directory was not written by djshard prepare, or was edited");

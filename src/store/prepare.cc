@@ -13,6 +13,7 @@
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
+#include "djshard/exec/dedup_run.h"
 #include "djshard/exec/plan.h"
 #include "djshard/exec/shard_safety.h"
 #include "djshard/io/input.h"
@@ -23,6 +24,7 @@
 #include "djshard/model/device.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
+#include "djshard/store/dedup_stage.h"
 #include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
 #include "djshard/store/job_summary.h"
@@ -110,7 +112,34 @@ struct CheckedRecipe {
   std::optional<job::JobSettings> partitioning;
   std::unique_ptr<exec::Plan> compiled;  // with checkpointing: for dag_execution_plan.json
   std::vector<size_t> checkpoint_taps;
+  // The deduplicators, each a dedup stage; key_ranges is 1 or 0 (a stage
+  // that groups nothing) until the input's size is known.
+  std::vector<DedupStageEntry> dedup_stages;
 };
+
+// A recipe with deduplicators runs them as dedup stages (store/dedup_stage.h):
+// refused with partition:/checkpoint: sections (a stage's tasks are retried
+// whole) and with operators this build lacks (stage positions would move).
+void CheckDedupStagesRecipe(CheckedRecipe& c, const exec::Plan& plan) {
+  const std::vector<size_t> dedups = exec::DedupOperators(plan);
+  if (dedups.empty()) return;
+  const recipe::OperatorSpec& first = c.recipe.process.at(dedups.front());
+  if (c.partitioning) {
+    throw Error(c.recipe.path, first.line,
+                "operator '" + first.name +
+                    "' runs as a dedup stage, which an elastic job cannot combine with "
+                    "partition: or checkpoint: sections",
+                "remove the sections: a dedup stage's tasks are retried whole, or use "
+                "`djshard run` on one machine");
+  }
+  if (plan.operators.size() != c.recipe.process.size()) {
+    throw Error(c.recipe.path, first.line,
+                "a recipe with a deduplicator needs every operator in this build",
+                "`djshard ops` lists the operators this build has");
+  }
+  exec::CheckDedupRecipe(c.recipe, plan, /*job_mode=*/false);
+  c.dedup_stages = DedupStages(plan, 0, 1);
+}
 
 // The request's options and the recipe, every key, tap name and operator
 // argument checked before any job dir exists.
@@ -128,7 +157,7 @@ CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
   CheckedRecipe c;
   c.bytes = io::ReadFile(request.config_path);
   c.recipe = recipe::LoadRecipe(request.config_path);
-  c.safety = exec::CheckShardSafety(c.recipe, ops::Registry::Global());
+  c.safety = exec::CheckShardSafety(c.recipe, ops::Registry::Global(), /*run_deduplicators=*/true);
   const YAML::Node p = c.recipe.root["partition"], k = c.recipe.root["checkpoint"];
   if ((p && !p.IsNull()) || (k && !k.IsNull())) {
     c.partitioning = job::ParseJobSettings(c.recipe.root, c.recipe.path);
@@ -139,8 +168,9 @@ CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
   // left to the warnings above. Model paths and configs are checked; weights
   // load on the workers, which may have GPUs this machine lacks.
   model::CheckOnlyScope check_only;
-  exec::Plan plan =
-      exec::CompilePlan(c.recipe, ops::Registry::Global(), /*skip_unimplemented=*/true);
+  exec::Plan plan = exec::CompilePlan(c.recipe, ops::Registry::Global(),
+                                      /*skip_unimplemented=*/true, /*run_deduplicators=*/true);
+  CheckDedupStagesRecipe(c, plan);
   if (c.partitioning && c.partitioning->checkpointing() &&
       plan.operators.size() == c.recipe.process.size()) {
     c.checkpoint_taps = job::TapPositions(*c.partitioning, c.recipe);
@@ -330,6 +360,10 @@ class Preparer {
     m.engine_git_commit = git_commit();
     m.policy = request_.policy;
     m.warnings = checked_.safety.warnings;
+    m.dedup_stages = checked_.dedup_stages;
+    for (DedupStageEntry& stage : m.dedup_stages) {
+      if (stage.key_ranges > 0) stage.key_ranges = DedupKeyRanges(m.total_size_bytes, m.num_shards);
+    }
     WarnAboutCheckpointDir(checked_, job_.dir(), m);
     WriteJobFiles(checked_, m, staged, disk_);
     return m;

@@ -156,6 +156,7 @@ std::string DoneRecord::ToJson() const {
   checksum.ToJson(j);
   if (!region_stats.empty()) j["regions"] = exec::RegionCountersJson(region_stats);
   if (!partitions.is_null()) j["partitions"] = partitions;
+  if (!stage.is_null()) j["stage"] = stage;
   return j.dump(2) + "\n";
 }
 
@@ -174,6 +175,7 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
     r.checksum = io::Checksum::FromJson(j);
     r.completed_at = j.value("completed_at", "");
     if (j.contains("partitions") && j["partitions"].is_object()) r.partitions = j["partitions"];
+    if (j.contains("stage") && j["stage"].is_object()) r.stage = j["stage"];
     if (j.contains("engine") && j["engine"].is_object()) {
       r.engine_version = j["engine"].value("version", "");
       r.engine_git_commit = j["engine"].value("git_commit", "");

@@ -4,10 +4,105 @@
 #include <nlohmann/json.hpp>
 
 #include "djshard/common/error.h"
+#include "djshard/store/dedup_stage.h"
 
 namespace djshard::store {
 
 using nlohmann::json;
+
+namespace {
+
+void Count(StatusCounts& counts, ShardState state) {
+  switch (state) {
+    case ShardState::kPending:
+      ++counts.pending;
+      break;
+    case ShardState::kRunning:
+      ++counts.running;
+      break;
+    case ShardState::kStale:
+      ++counts.stale;
+      break;
+    case ShardState::kDone:
+      ++counts.done;
+      break;
+    case ShardState::kFailed:
+      ++counts.failed;
+      break;
+  }
+}
+
+std::string CountsText(const StatusCounts& c) {
+  return "pending=" + std::to_string(c.pending) + " running=" + std::to_string(c.running) +
+         " stale=" + std::to_string(c.stale) + " done=" + std::to_string(c.done) +
+         " failed=" + std::to_string(c.failed);
+}
+
+json CountsJson(const StatusCounts& c) {
+  return {{"pending", c.pending},
+          {"running", c.running},
+          {"stale", c.stale},
+          {"done", c.done},
+          {"failed", c.failed}};
+}
+
+// "  <id>  <state>  rows=N  owner=... lock_age=... retry_in=... error=..."
+std::string StatusLine(const ShardStatus& sh) {
+  char line[512];
+  std::snprintf(line, sizeof line, "  %s  %-7s  rows=%llu", sh.shard->id.c_str(),
+                ShardStateName(sh.state), static_cast<unsigned long long>(sh.shard->rows));
+  std::string out = line;
+  if (!sh.owner.empty()) out += "  owner=" + sh.owner + " pid=" + std::to_string(sh.pid);
+  if (sh.lock) {
+    std::snprintf(line, sizeof line, "  lock_age=%.1fs", sh.lock->age_secs);
+    out += line;
+  }
+  if (sh.retry_in_secs > 0) {
+    std::snprintf(line, sizeof line, "  retry_in=%.1fs", sh.retry_in_secs);
+    out += line;
+  }
+  if (!sh.error.empty()) out += "  error=" + sh.error;
+  return out + "\n";
+}
+
+json StatusJson(const ShardStatus& sh, const char* id_key) {
+  json s;
+  s[id_key] = sh.shard->id;
+  s["rows"] = sh.shard->rows;
+  s["status"] = ShardStateName(sh.state);
+  s["owner"] = sh.owner.empty() ? json(nullptr) : json(sh.owner);
+  s["pid"] = sh.pid == 0 ? json(nullptr) : json(sh.pid);
+  s["lock_age_secs"] = sh.lock ? json(sh.lock->age_secs) : json(nullptr);
+  s["error"] = sh.error.empty() ? json(nullptr) : json(sh.error);
+  s["retry_in_secs"] = sh.retry_in_secs > 0 ? json(sh.retry_in_secs) : json(nullptr);
+  return s;
+}
+
+// The dedup stages' tasks, by stage: their ids (rows: the shard's, for a
+// sign task).
+std::vector<StageStatus> ReadStages(const JobDir& job) {
+  const Manifest& m = job.manifest();
+  std::vector<StageStatus> stages(m.dedup_stages.size());
+  std::vector<std::vector<ShardEntry>> entries(stages.size());
+  for (const JobTask& task : JobTasks(m)) {
+    if (task.kind == TaskKind::kShard) continue;
+    ShardEntry e;
+    e.id = task.id;
+    e.rows = task.kind == TaskKind::kSign ? m.shards[task.shard].rows : 0;
+    entries[task.stage - 1].push_back(std::move(e));
+  }
+  for (size_t k = 0; k < stages.size(); ++k) {
+    StageStatus& s = stages[k];
+    s.stage = k + 1;
+    s.op = m.dedup_stages[k].op;
+    s.entries = std::make_shared<const std::vector<ShardEntry>>(std::move(entries[k]));
+    s.tasks = job.StatusesOf(*s.entries);
+    for (const ShardStatus& t : s.tasks) Count(s.counts, t.state);
+  }
+  return stages;
+}
+
+}  // namespace
 
 JobStatus ReadStatus(const JobDir& job) {
   JobStatus s;
@@ -15,54 +110,32 @@ JobStatus ReadStatus(const JobDir& job) {
   s.job_dir = job.dir();
   s.total = job.manifest().shards.size();
   s.shards = job.Statuses();
-  for (const ShardStatus& sh : s.shards) {
-    switch (sh.state) {
-      case ShardState::kPending:
-        ++s.counts.pending;
-        break;
-      case ShardState::kRunning:
-        ++s.counts.running;
-        break;
-      case ShardState::kStale:
-        ++s.counts.stale;
-        break;
-      case ShardState::kDone:
-        ++s.counts.done;
-        break;
-      case ShardState::kFailed:
-        ++s.counts.failed;
-        break;
-    }
-  }
+  for (const ShardStatus& sh : s.shards) Count(s.counts, sh.state);
+  s.stages = ReadStages(job);
   return s;
 }
 
+bool JobStatus::terminal() const {
+  for (const StageStatus& stage : stages) {
+    if (stage.counts.failed > 0) return true;
+  }
+  return counts.done + counts.failed == total;
+}
+
 std::string JobStatus::SummaryLine() const {
-  return "Job " + job_id + ": total=" + std::to_string(total) +
-         " pending=" + std::to_string(counts.pending) +
-         " running=" + std::to_string(counts.running) + " stale=" + std::to_string(counts.stale) +
-         " done=" + std::to_string(counts.done) + " failed=" + std::to_string(counts.failed);
+  return "Job " + job_id + ": total=" + std::to_string(total) + " " + CountsText(counts);
 }
 
 std::string JobStatus::Text(bool all) const {
   std::string out = SummaryLine() + "\n";
+  for (const StageStatus& stage : stages) {
+    out += "  dedup stage " + std::to_string(stage.stage) + " (" + stage.op +
+           "): tasks=" + std::to_string(stage.tasks.size()) + " " + CountsText(stage.counts) + "\n";
+  }
   if (!all) return out;
-  for (const ShardStatus& sh : shards) {
-    char line[512];
-    std::snprintf(line, sizeof line, "  %s  %-7s  rows=%llu", sh.shard->id.c_str(),
-                  ShardStateName(sh.state), static_cast<unsigned long long>(sh.shard->rows));
-    out += line;
-    if (!sh.owner.empty()) out += "  owner=" + sh.owner + " pid=" + std::to_string(sh.pid);
-    if (sh.lock) {
-      std::snprintf(line, sizeof line, "  lock_age=%.1fs", sh.lock->age_secs);
-      out += line;
-    }
-    if (sh.retry_in_secs > 0) {
-      std::snprintf(line, sizeof line, "  retry_in=%.1fs", sh.retry_in_secs);
-      out += line;
-    }
-    if (!sh.error.empty()) out += "  error=" + sh.error;
-    out += "\n";
+  for (const ShardStatus& sh : shards) out += StatusLine(sh);
+  for (const StageStatus& stage : stages) {
+    for (const ShardStatus& task : stage.tasks) out += StatusLine(task);
   }
   return out;
 }
@@ -72,25 +145,19 @@ std::string JobStatus::Json() const {
   j["job_id"] = job_id;
   j["job_dir"] = job_dir;
   j["total"] = total;
-  j["counts"] = {{"pending", counts.pending},
-                 {"running", counts.running},
-                 {"stale", counts.stale},
-                 {"done", counts.done},
-                 {"failed", counts.failed}};
+  j["counts"] = CountsJson(counts);
   j["complete"] = complete();
   j["terminal"] = terminal();
   j["shards"] = json::array();
-  for (const ShardStatus& sh : shards) {
-    json s;
-    s["shard_id"] = sh.shard->id;
-    s["rows"] = sh.shard->rows;
-    s["status"] = ShardStateName(sh.state);
-    s["owner"] = sh.owner.empty() ? json(nullptr) : json(sh.owner);
-    s["pid"] = sh.pid == 0 ? json(nullptr) : json(sh.pid);
-    s["lock_age_secs"] = sh.lock ? json(sh.lock->age_secs) : json(nullptr);
-    s["error"] = sh.error.empty() ? json(nullptr) : json(sh.error);
-    s["retry_in_secs"] = sh.retry_in_secs > 0 ? json(sh.retry_in_secs) : json(nullptr);
-    j["shards"].push_back(std::move(s));
+  for (const ShardStatus& sh : shards) j["shards"].push_back(StatusJson(sh, "shard_id"));
+  if (!stages.empty()) {
+    j["dedup_stages"] = json::array();
+    for (const StageStatus& stage : stages) {
+      json s = {{"stage", stage.stage}, {"op", stage.op}, {"counts", CountsJson(stage.counts)}};
+      s["tasks"] = json::array();
+      for (const ShardStatus& task : stage.tasks) s["tasks"].push_back(StatusJson(task, "task_id"));
+      j["dedup_stages"].push_back(std::move(s));
+    }
   }
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }

@@ -34,6 +34,7 @@
 #include "djshard/job/stop_request.h"
 #include "djshard/recipe/recipe.h"
 #include "djshard/store/claim.h"
+#include "djshard/store/dedup_stage.h"
 #include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
 
@@ -115,6 +116,7 @@ struct Attempt {
   explicit Attempt(Claim c) : claim(std::move(c)) {}
 
   Claim claim;
+  const JobTask* task = nullptr;  // what the claim is for
   AttemptLog log;
   std::atomic<bool> lost{false};     // set by the heartbeat thread
   std::string infrastructure_error;  // why the filesystem ended the attempt, if it did
@@ -124,11 +126,13 @@ struct Attempt {
   double start = 0;
   std::string checkpoints;    // the shard's checkpoint directory, when it is checkpointed
   nlohmann::json partitions;  // {total, resumed, computed} of a checkpointed shard
+  nlohmann::json stage;       // a dedup stage task's files and counts
 };
 
 // What one look at the job's state found.
 struct ClaimSearch {
   std::optional<Claim> claim;
+  const JobTask* task = nullptr;  // the claim's task
   std::vector<std::string> held;  // shards other live workers hold
   double backoff_left = 0;        // > 0: a failed shard may be retried in this many seconds
   bool raced = false;             // a shard changed between the listing and its claim
@@ -178,7 +182,11 @@ class Worker {
                   static_cast<long long>(policy_.max_retries), threads_);
     Say("start",
         "working on job " + job_.manifest().job_id + " (" +
-            std::to_string(job_.manifest().shards.size()) + " shards): " + policy,
+            std::to_string(job_.manifest().shards.size()) + " shards" +
+            (tasks_.size() > job_.manifest().shards.size()
+                 ? ", " + std::to_string(tasks_.size()) + " tasks with its dedup stages"
+                 : std::string()) +
+            "): " + policy,
         "", LogLevel::kDebug);
     for (;;) {
       // A job stop claims nothing more (SPEC-checkpoints §9).
@@ -221,9 +229,9 @@ class Worker {
       }
       CrashPoint("after_claim");
       current_ = std::make_unique<Attempt>(std::move(*search.claim));
+      current_->task = search.task;
       // The attempt's directory and record come first: its log lives there.
-      store_.StartAttempt(current_->claim, job_.FindShard(current_->claim.shard_id())->path,
-                          attempt_plan_);
+      store_.StartAttempt(current_->claim, TaskInputPath(*current_->task), attempt_plan_);
       current_->log.Open(JobPaths::AttemptLogPath(current_->claim.attempt_dir()),
                          options_.open_log_file, job_.manifest().job_id,
                          current_->claim.shard_id());
@@ -267,12 +275,22 @@ class Worker {
     recipe_ = std::make_unique<recipe::Recipe>(
         recipe::LoadRecipe(job_.InJob(job_.manifest().recipe_snapshot_path)));
     const recipe::Recipe& recipe = *recipe_;
-    plan_ = std::make_unique<exec::Plan>(exec::CompilePlan(recipe, ops::Registry::Global()));
+    const bool stages = !job_.manifest().dedup_stages.empty();
+    plan_ = std::make_unique<exec::Plan>(
+        exec::CompilePlan(recipe, ops::Registry::Global(), /*skip_unimplemented=*/false, stages));
+    if (stages) CheckDedupStages(job_.manifest(), *plan_, recipe.path);
+    tasks_ = JobTasks(job_.manifest());
     threads_ = exec::ThreadCount(options_.threads, recipe, *plan_);
     // A recipe with partition: or checkpoint: sections makes each shard a
     // partition set with checkpoints (SPEC-checkpoints §1, §7).
     const YAML::Node partition = recipe.root["partition"], checkpoint = recipe.root["checkpoint"];
     if ((partition && !partition.IsNull()) || (checkpoint && !checkpoint.IsNull())) {
+      if (stages) {
+        throw Error(recipe.path, 0,
+                    "a recipe with deduplicators cannot have partition: or checkpoint: sections "
+                    "in an elastic job",
+                    "remove the sections; a dedup stage's tasks are retried whole");
+      }
       job::JobSettings settings = job::ParseJobSettings(recipe.root, recipe.path);
       if (settings.checkpointing() && !plan_->operators.empty()) {
         taps_ = job::TapPositions(settings, recipe);
@@ -431,44 +449,56 @@ class Worker {
             " locked",
         "", LogLevel::kTrace);
     std::optional<int64_t> fs_now;
-    for (const ShardEntry& s : job_.manifest().shards) {
+    // Tasks are claimed phase by phase: a dedup stage's next phase waits
+    // until every task of the one before is done.
+    size_t phase = 0;
+    bool phase_open = false;  // a task of `phase` is not done
+    for (const JobTask& task : tasks_) {
+      if (task.phase != phase) {
+        if (phase_open) break;
+        phase = task.phase;
+      }
+      const std::string& id = task.id;
+      if (!scan.done.count(id)) phase_open = true;
       // The shard this process is publishing: its lock goes with the record
       // (on NFS, flock is per process, so this thread would get it).
-      if (pending_ && pending_->attempt->claim.shard_id() == s.id) continue;
-      if (scan.finished(s.id)) {
+      if (pending_ && pending_->attempt->claim.shard_id() == id) continue;
+      if (scan.finished(id)) {
         // A lock beside a record: its owner died between the two.
-        if (scan.locked.count(s.id) && store_.ClearFinishedLock(s.id)) {
-          Say("cleanup", "removed the leftover lock of finished " + s.id, s.id);
+        if (scan.locked.count(id) && store_.ClearFinishedLock(id)) {
+          Say("cleanup", "removed the leftover lock of finished " + id, id);
         }
         continue;
       }
-      if (!scan.locked.count(s.id) && scan.attempted.count(s.id) &&
-          policy_.retry_backoff_secs > 0) {
+      if (!scan.locked.count(id) && scan.attempted.count(id) && policy_.retry_backoff_secs > 0) {
         // A shard that failed waits out its retry backoff; others go first.
         if (!fs_now) fs_now = job_.FilesystemNowNanos();
-        const double left = store_.RetryBackoffLeft(s.id, policy_.retry_backoff_secs, *fs_now);
+        const double left = store_.RetryBackoffLeft(id, policy_.retry_backoff_secs, *fs_now);
         if (left > 0) {
           search.backoff_left =
               search.backoff_left > 0 ? std::min(search.backoff_left, left) : left;
           continue;
         }
       }
-      if (scan.locked.count(s.id)) {
+      if (scan.locked.count(id)) {
         if (!fs_now) fs_now = job_.FilesystemNowNanos();
-        const std::optional<double> age = store_.LockAge(s.id, *fs_now);
+        const std::optional<double> age = store_.LockAge(id, *fs_now);
         if (age && *age <= policy_.lease_secs) {
-          search.held.push_back(s.id);
+          search.held.push_back(id);
           continue;
         }
-        if (age && store_.TakeOverStale(s.id, policy_.lease_secs)) {
-          Say("takeover", "took over stale lock of " + s.id, s.id);
+        if (age && store_.TakeOverStale(id, policy_.lease_secs)) {
+          Say("takeover", "took over stale lock of " + id, id);
         } else if (age) {
-          search.held.push_back(s.id);
+          search.held.push_back(id);
           continue;
         }
       }
-      search.claim = store_.TryClaim(s.id);
-      if (search.claim) return search;
+      search.claim = store_.TryClaim(id);
+      if (search.claim) {
+        search.task = &task;
+        return search;
+      }
       search.raced = true;
     }
     return search;
@@ -482,7 +512,8 @@ class Worker {
           "job ended with " + std::to_string(scan.failed.size()) + " failed shard(s)");
       return WorkerEnd::kJobFailed;
     }
-    if (scan.done.size() >= job_.manifest().shards.size()) {
+    if (std::all_of(tasks_.begin(), tasks_.end(),
+                    [&scan](const JobTask& t) { return scan.done.count(t.id) > 0; })) {
       Say("job_done", "every shard is done");
       return WorkerEnd::kJobComplete;
     }
@@ -517,14 +548,16 @@ class Worker {
   // is complete and waits for Finish, else the attempt's final status
   // (failed, lost or interrupted).
   AttemptStatus Process(Attempt& a) {
-    const ShardEntry* shard = job_.FindShard(a.claim.shard_id());
+    const ShardEntry* shard = &job_.manifest().shards[a.task->shard];
     BeginAttempt(a, *shard);
     std::string error;
     try {
       const std::string path = job_.InJob(shard->path);
       const io::InputCandidate input{path, path, shard->path};
       OpenAttemptOutputs(a);
-      if (settings_) {
+      if (tasks_.size() > job_.manifest().shards.size()) {
+        RunStageTask(a);
+      } else if (settings_) {
         ProcessPartitions(a, *shard, input);
       } else {
         ExecuteShard(a, *shard, input);
@@ -552,7 +585,7 @@ class Worker {
     // and the attempt, without a partition_id.
     events_->Emit("partition_start", {{"shard_id", claim.shard_id()},
                                       {"attempt_token", claim.token()},
-                                      {"input_rows", shard.rows},
+                                      {"input_rows", RowTask(*a.task) ? shard.rows : 0},
                                       {"metadata", {{"attempt_number", claim.attempt_number()}}}});
   }
 
@@ -569,21 +602,36 @@ class Worker {
   // with op events. Throws on any error, and when the shard differs from the
   // manifest.
   void ExecuteShard(Attempt& a, const ShardEntry& shard, const io::InputCandidate& input) {
-    const Claim& claim = a.claim;
-    exec::ExecOptions exec_options;
-    exec_options.threads = threads_;
-    exec_options.cancel = &a.lost;
+    exec::ExecOptions exec_options = ShardExecOptions(a);
     // The shard is checked against the manifest as it is read: its stored
     // bytes hashed on the way in, its rows counted by the executor.
     io::ChecksumHasher shard_hash(shard.checksum.kind);
     io::LineChunker shard_reader(1, exec_options.batch_bytes, plan_->batch_rows,
                                  [&](size_t) { return io::OpenInput(input.path, &shard_hash); });
     exec_options.source = [&shard_reader](io::LineChunk* c) { return shard_reader.Next(c); };
-    exec_options.shard_id = shard.id;  // lineage errors name records by shard and row
-    std::vector<double> op_started(plan_->operators.size(), 0);
-    exec_options.op_event = [&](size_t i, const exec::OperatorCounters* done) {
+    a.log.Line("run", "running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
+                          std::to_string(threads_) + " thread(s) on " + shard.path);
+    a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
+    if (a.summary.rows_in != shard.rows || shard_hash.Finish() != shard.checksum) {
+      throw Error(input.path, 0,
+                  "shard file differs from the manifest (rows or " + shard.checksum.field() + ")",
+                  "the job directory was changed; prepare the job again");
+    }
+  }
+
+  // The executor's options for an attempt: threads, the lost-claim cancel,
+  // the shard id that lineage errors name, and op events.
+  exec::ExecOptions ShardExecOptions(Attempt& a) {
+    const Claim& claim = a.claim;
+    exec::ExecOptions exec_options;
+    exec_options.threads = threads_;
+    exec_options.cancel = &a.lost;
+    exec_options.shard_id = job_.manifest().shards[a.task->shard].id;
+    auto op_started = std::make_shared<std::vector<double>>(plan_->operators.size(), 0);
+    exec_options.op_event = [this, &claim, op_started](size_t i,
+                                                       const exec::OperatorCounters* done) {
       if (done == nullptr) {
-        op_started[i] = MonotonicSeconds();
+        (*op_started)[i] = MonotonicSeconds();
         events_->Emit("op_start", {{"shard_id", claim.shard_id()},
                                    {"attempt_token", claim.token()},
                                    {"op_idx", i},
@@ -595,19 +643,45 @@ class Worker {
                                     {"op_idx", i},
                                     {"op_name", done->name},
                                     {"status", "completed"},
-                                    {"duration_secs", MonotonicSeconds() - op_started[i]},
+                                    {"duration_secs", MonotonicSeconds() - (*op_started)[i]},
                                     {"metadata", {{"busy_secs", done->seconds}}},
                                     {"input_rows", done->rows_in},
                                     {"output_rows", done->rows_out}});
     };
-    a.log.Line("run", "running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
-                          std::to_string(threads_) + " thread(s) on " + shard.path);
-    a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
-    if (a.summary.rows_in != shard.rows || shard_hash.Finish() != shard.checksum) {
-      throw Error(input.path, 0,
-                  "shard file differs from the manifest (rows or " + shard.checksum.field() + ")",
-                  "the job directory was changed; prepare the job again");
+    return exec_options;
+  }
+
+  static bool RowTask(const JobTask& task) {
+    return task.kind == TaskKind::kSign || task.kind == TaskKind::kShard;
+  }
+
+  // What an attempt's record names as its input: the shard file, or for a
+  // dedup stage's group and components tasks, the stage.
+  std::string TaskInputPath(const JobTask& task) const {
+    switch (task.kind) {
+      case TaskKind::kGroup:
+      case TaskKind::kComponents:
+        return "dedup stage " + std::to_string(task.stage) + " keys";
+      case TaskKind::kSign:
+      case TaskKind::kShard:
+        break;
     }
+    return job_.manifest().shards[task.shard].path;
+  }
+
+  // A task of a job with dedup stages (store/dedup_stage.h), with op events.
+  void RunStageTask(Attempt& a) {
+    TaskContext context;
+    context.job = &job_;
+    context.plan = plan_.get();
+    context.threads = threads_;
+    context.exec = ShardExecOptions(a);
+    a.log.Line("run", "running task " + a.claim.shard_id() + " with " + std::to_string(threads_) +
+                          " thread(s)");
+    TaskResult result = RunTask(context, *a.task, a.claim.attempt_dir(), *a.output, *a.errors);
+    a.summary = std::move(result.summary);
+    a.summary.rows_in = result.input_rows;
+    a.stage = std::move(result.stage);
   }
 
   // An attempt whose processing threw `error`: its temporary files go, and
@@ -732,6 +806,7 @@ class Worker {
     done.model_devices = a.summary.model_devices;
     done.seconds = MonotonicSeconds() - a.start;
     done.partitions = a.partitions;
+    done.stage = a.stage;
     // The lease is kept until the record is out: the heartbeat stops after.
     const ClaimStore::PublishResult published = store_.PublishDone(claim, done);
     a.heartbeat->Stop();
@@ -961,6 +1036,7 @@ class Worker {
   // Set when shards are partition sets with checkpoints; taps_ then holds the tap positions.
   std::optional<job::JobSettings> settings_;
   std::vector<size_t> taps_;
+  std::vector<JobTask> tasks_;  // the job's shards, and its dedup stages' tasks, in claim order
   int threads_ = 1;
   nlohmann::json attempt_plan_;  // this node's replica plan, for attempt.json (null: none)
   std::unique_ptr<job::EventLog> events_;  // this process's events file

@@ -14,6 +14,14 @@ namespace djshard::exec {
 // The deduplicators of `plan` (ops::dedup::DedupOperator entries), ascending.
 std::vector<size_t> DedupOperators(const Plan& plan);
 
+// Whether deduplicator `d` of `plan` (`dedups`: DedupOperators(plan)) reuses
+// the hash field of an earlier one: Data-Juicer's document_deduplicator and
+// document_simhash_deduplicator skip a record whose __dj__hash / __dj__simhash
+// is set already, and leave the field for the exporter, so a second one
+// groups by the first one's values, and keeps every row the first one kept.
+// Returns the earlier deduplicator's index, or -1.
+int ReusedHashField(const Plan& plan, const std::vector<size_t>& dedups, size_t d);
+
 // Refuses, at the recipe line, what `djshard run` cannot run exactly with
 // deduplicators: a job-mode run (partitions, checkpoints), keep_hashes_in_res_ds
 // true with an operator that leaves its hash field for the exporter, and a

@@ -144,6 +144,9 @@ class JobDir : public JobPaths {
   // The state of every shard, in manifest order, from one Scan: done and
   // failed records and locks are read for their owners. Lock ages use one probe.
   std::vector<ShardStatus> Statuses() const;
+  // The same for other claimable units (a dedup stage's tasks), named by the
+  // `id` of each entry; the statuses point into `entries`.
+  std::vector<ShardStatus> StatusesOf(const std::vector<ShardEntry>& entries) const;
 
  private:
   JobDir(const std::string& dir, io::Disk& disk) : JobPaths(dir), disk_(&disk) {}

@@ -35,6 +35,15 @@ struct InputFile {
   std::string sha256;  // of the raw file bytes
 };
 
+// One deduplicator of the recipe, run as a dedup stage (docs/dedup-stage.md).
+struct DedupStageEntry {
+  std::string op;         // the operator's name
+  uint64_t op_index = 0;  // its index in the recipe's process list
+  // Grouping tasks (each a range of the keys); 0 when the deduplicator groups
+  // by the hash field an earlier one of the same kind left, and keeps every row.
+  uint64_t key_ranges = 0;
+};
+
 struct ShardEntry {
   std::string id;  // part-00003-of-00016
   uint64_t index = 0;
@@ -67,6 +76,8 @@ struct Manifest {
   std::string engine_git_commit;
   Policy policy;
   std::vector<std::string> warnings;
+  // The recipe's deduplicators, in order; empty for a recipe without one.
+  std::vector<DedupStageEntry> dedup_stages;
 
   // JSON with sorted keys, two-space indented, ending in '\n'.
   std::string ToJson() const;

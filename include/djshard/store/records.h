@@ -95,6 +95,9 @@ struct DoneRecord {
   // A checkpointed shard: its partitions {total, resumed, computed} as the
   // publishing attempt's attempt.json has them; null when not checkpointed.
   nlohmann::json partitions;
+  // A dedup stage's task (store/dedup_stage.h): its files, each with bytes
+  // and xxh3_128, and its counts; null for a shard.
+  nlohmann::json stage;
 
   std::string ToJson() const;
   // Throws Error naming `path` when a field that merge relies on is missing.

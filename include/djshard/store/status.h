@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,15 @@ struct StatusCounts {
   uint64_t pending = 0, running = 0, stale = 0, done = 0, failed = 0;
 };
 
+// The tasks of one dedup stage (store/dedup_stage.h) and their counts.
+struct StageStatus {
+  size_t stage = 0;                                        // 1-based
+  std::string op;                                          // the deduplicator
+  std::shared_ptr<const std::vector<ShardEntry>> entries;  // one per task; `tasks` point here
+  std::vector<ShardStatus> tasks;
+  StatusCounts counts;
+};
+
 // A snapshot of a job's progress (SPEC "status").
 struct JobStatus {
   std::string job_id;
@@ -19,13 +29,16 @@ struct JobStatus {
   uint64_t total = 0;
   StatusCounts counts;
   std::vector<ShardStatus> shards;
+  std::vector<StageStatus> stages;  // a recipe with deduplicators: their stages
 
   bool complete() const { return counts.done == total; }
-  // No shard can change any more without a retry: all done or failed.
-  bool terminal() const { return counts.done + counts.failed == total; }
+  // No shard can change any more without a retry: all done or failed, or a
+  // dedup stage's task failed (the shards after it wait for it).
+  bool terminal() const;
   // "Job <id>: total=N pending=a running=b stale=c done=d failed=e"
   std::string SummaryLine() const;
-  // The summary, plus one line per shard when `all`.
+  // The summary and a line per dedup stage, plus one line per shard and
+  // stage task when `all`.
   std::string Text(bool all) const;
   std::string Json() const;
 };

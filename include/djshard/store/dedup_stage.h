@@ -1,0 +1,99 @@
+#pragma once
+// The dedup stage of an elastic job (docs/dedup-stage.md): a recipe with
+// deduplicators runs as tasks that workers claim like shards, with the same
+// locks, leases, attempts, done records, retries and takeovers. For the k-th
+// deduplicator (stage k, 1-based):
+//
+//   dedup<k>-sign-<shard>   runs the operators before it over the shard's rows
+//                           (the shard file, or what stage k-1 kept of them),
+//                           writes the rows reaching it (rows.jsonl), their
+//                           global rows (rows.u64) and their grouping keys,
+//                           cut into the stage's key ranges (keys-<r>.bin)
+//   dedup<k>-group-<r>      once every sign task is done: the keys of range r
+//                           from every shard, sorted into key groups, linked
+//                           into a forest of duplicate rows (forest.u64)
+//   dedup<k>-components     once every group task is done: the forests
+//                           unioned; the rows that are not the first of their
+//                           component (duplicates.u64)
+//
+// then the shard's own task (its plain id) reads what the last stage kept and
+// runs the operators after the last deduplicator; its done record is what
+// merge reads, as in a job without deduplicators. Row ids are global input
+// rows (the shard's first row in manifest order + its line), so the kept set
+// does not depend on shards, nodes, threads or retries.
+//
+// Each task's files are listed in its done record's "stage" object with their
+// bytes and xxh3_128, and checked as they are read.
+
+#include <atomic>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "djshard/exec/executor.h"
+#include "djshard/exec/plan.h"
+#include "djshard/io/output.h"
+#include "djshard/store/job.h"
+#include "djshard/store/manifest.h"
+
+namespace djshard::store {
+
+enum class TaskKind { kSign, kGroup, kComponents, kShard };
+
+// One claimable unit of a job.
+struct JobTask {
+  std::string id;
+  TaskKind kind = TaskKind::kShard;
+  size_t stage = 0;    // 1-based dedup stage; kShard: the number of stages
+  size_t shard = 0;    // kSign, kShard: index into the manifest's shards
+  uint64_t range = 0;  // kGroup: the key range
+  // Tasks of one phase may run at once; a phase is claimed once every task
+  // of the phases before it is done.
+  size_t phase = 0;
+};
+
+// Every task of the job in claim order: per stage its sign tasks, group
+// tasks and components task, then the shards. A job without deduplicators:
+// its shards, all in phase 0.
+std::vector<JobTask> JobTasks(const Manifest& manifest);
+
+// How many key ranges a stage over `total_bytes` of input in `num_shards`
+// shards gets: about one per 256 MiB of input, at least min(4, shards), at
+// most 4096. Fixed at prepare time (the manifest records it).
+uint64_t DedupKeyRanges(uint64_t total_bytes, uint64_t num_shards);
+
+// The recipe's deduplicators as the manifest records them; `plan` is the
+// recipe compiled with its deduplicators.
+std::vector<DedupStageEntry> DedupStages(const exec::Plan& plan, uint64_t total_bytes,
+                                         uint64_t num_shards);
+
+// Throws Error (exit 2) when `plan`'s deduplicators are not the ones the
+// manifest's stages record.
+void CheckDedupStages(const Manifest& manifest, const exec::Plan& plan,
+                      const std::string& recipe_path);
+
+// What one task needs from its worker.
+struct TaskContext {
+  const JobDir* job = nullptr;
+  const exec::Plan* plan = nullptr;
+  int threads = 1;
+  // The worker's executor options (threads, cancel, op events, shard id);
+  // the task sets its source, operator range and sinks.
+  exec::ExecOptions exec;
+};
+
+struct TaskResult {
+  exec::ExecSummary summary;  // op counters of every operator up to this task's
+  nlohmann::json stage;       // the done record's "stage" object
+  uint64_t input_rows = 0;    // rows the task read
+};
+
+// Runs `task` in the attempt directory `attempt_dir` (absolute). A kShard
+// task writes its rows to `output`; every task writes the errors of the rows
+// it dropped to `errors`. Throws Error on any failure, and when a file of an
+// earlier task differs from its done record.
+TaskResult RunTask(const TaskContext& context, const JobTask& task, const std::string& attempt_dir,
+                   io::OutputStream& output, io::OutputStream& errors);
+
+}  // namespace djshard::store

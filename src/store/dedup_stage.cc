@@ -1,0 +1,649 @@
+#include "djshard/store/dedup_stage.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/exec/dedup_rows.h"
+#include "djshard/exec/dedup_run.h"
+#include "djshard/io/checksum.h"
+#include "djshard/io/input.h"
+#include "djshard/ops/dedup.h"
+#include "djshard/store/records.h"
+
+namespace djshard::store {
+
+namespace {
+
+using ops::dedup::DedupConfig;
+using ops::dedup::DedupOperator;
+using ops::dedup::GroupKey;
+
+// rows.u64: a row the deduplicator could not sign has this bit set.
+constexpr uint64_t kUnsignedRow = uint64_t{1} << 63;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+std::string StageName(size_t stage) { return "dedup" + std::to_string(stage); }
+
+std::string SignTaskId(size_t stage, const std::string& shard_id) {
+  return StageName(stage) + "-sign-" + shard_id;
+}
+
+std::string GroupTaskId(size_t stage, uint64_t range) {
+  char digits[24];
+  std::snprintf(digits, sizeof digits, "%04llu", static_cast<unsigned long long>(range));
+  return StageName(stage) + "-group-" + digits;
+}
+
+std::string ComponentsTaskId(size_t stage) { return StageName(stage) + "-components"; }
+
+std::string KeysFileName(uint64_t range) {
+  char name[32];
+  std::snprintf(name, sizeof name, "keys-%04llu.bin", static_cast<unsigned long long>(range));
+  return name;
+}
+
+void PutU64(std::string* out, uint64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out->append(b, 8);
+}
+
+void PutU32(std::string* out, uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out->append(b, 4);
+}
+
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+// The key range of a grouping key: a fixed mix of (part, bytes), so that
+// every key of one group lands in the same range whatever the job's layout.
+uint64_t KeyRange(const GroupKey& key, uint64_t ranges) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ key.part;
+  for (unsigned char c : key.bytes) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return h % ranges;
+}
+
+// A file of a task, written atomically and hashed as it is written.
+class TaskFile {
+ public:
+  TaskFile(const std::string& dir, std::string name, io::Disk& disk)
+      : name_(std::move(name)), writer_(dir + "/" + name_, /*overwrite=*/true, disk) {}
+
+  void Append(std::string_view bytes) {
+    writer_.Append(bytes);
+    hash_.Update(bytes);
+    bytes_ += bytes.size();
+  }
+  // Commits the file (durably) and records it in `files`.
+  void Commit(nlohmann::json& files, uint64_t rows) {
+    writer_.Commit();
+    files[name_] = {{"bytes", bytes_}, {"rows", rows}, {"xxh3_128", hash_.HexDigest()}};
+  }
+
+ private:
+  std::string name_;
+  io::AtomicFileWriter writer_;
+  io::Xxh3 hash_;
+  uint64_t bytes_ = 0;
+};
+
+// The done record of task `id`, which must be published.
+DoneRecord ReadDone(const JobDir& job, const std::string& id) {
+  const std::string path = job.DonePath(id);
+  if (!job.disk().Stat(path)) {
+    throw Error(path, 0, "task " + id + " has no done record",
+                "an earlier phase of the dedup stage is not finished; the job directory was "
+                "changed");
+  }
+  DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
+  if (!done.stage.is_object() || !done.stage.contains("files")) {
+    throw Error(path, 0, "done record of " + id + " lists no stage files",
+                "the record was not written by a dedup stage task");
+  }
+  return done;
+}
+
+// The attempt directory (absolute) that published `done`.
+std::string AttemptDirOf(const JobDir& job, const DoneRecord& done) {
+  const std::string rel = done.output_path.substr(0, done.output_path.rfind('/'));
+  return job.InJob(rel);
+}
+
+// File `name` of the task that published `done`, checked against the
+// record's bytes and xxh3_128.
+std::string ReadTaskFile(const JobDir& job, const DoneRecord& done, const std::string& name) {
+  const nlohmann::json& entry = done.stage.at("files").at(name);
+  const std::string path = AttemptDirOf(job, done) + "/" + name;
+  std::string bytes = job.disk().Read(path);
+  io::Xxh3 hash;
+  hash.Update(bytes);
+  if (bytes.size() != entry.at("bytes").get<uint64_t>() ||
+      hash.HexDigest() != entry.at("xxh3_128").get<std::string>()) {
+    throw Error(path, 0, "file differs from the done record of " + done.shard_id,
+                "the job directory was changed; `djshard retry` cannot repair this: prepare "
+                "the job again");
+  }
+  return bytes;
+}
+
+std::vector<uint64_t> ParseU64s(const std::string& bytes) {
+  std::vector<uint64_t> out(bytes.size() / 8);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = GetU64(bytes.data() + 8 * i);
+  return out;
+}
+
+// Union-find over the rows that have an edge; the smaller root always wins,
+// so a component's root is its first row.
+class RowForest {
+ public:
+  uint64_t Find(uint64_t row) {
+    auto it = parent_.find(row);
+    if (it == parent_.end()) return row;
+    uint64_t root = it->second;
+    while (true) {
+      auto up = parent_.find(root);
+      if (up == parent_.end() || up->second == root) break;
+      root = up->second;
+    }
+    // Path compression.
+    while (it != parent_.end() && it->second != root) {
+      const uint64_t next = it->second;
+      it->second = root;
+      it = parent_.find(next);
+    }
+    return root;
+  }
+  void Union(uint64_t a, uint64_t b) {
+    const uint64_t ra = Find(a), rb = Find(b);
+    if (ra == rb) return;
+    if (ra < rb) {
+      parent_[rb] = ra;
+    } else {
+      parent_[ra] = rb;
+    }
+  }
+  // (row, root) of every row whose root is not itself, by row.
+  std::vector<std::pair<uint64_t, uint64_t>> NonRoots() {
+    std::vector<uint64_t> rows;
+    rows.reserve(parent_.size());
+    for (const auto& [row, up] : parent_) rows.push_back(row);
+    std::sort(rows.begin(), rows.end());
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (uint64_t row : rows) {
+      const uint64_t root = Find(row);
+      if (root != row) out.emplace_back(row, root);
+    }
+    return out;
+  }
+
+ private:
+  std::unordered_map<uint64_t, uint64_t> parent_;
+};
+
+// Everything the tasks of one job share.
+class StageJob {
+ public:
+  StageJob(const TaskContext& context) : c_(context), m_(context.job->manifest()) {
+    uint64_t first = 0;
+    for (const ShardEntry& s : m_.shards) {
+      first_rows_.push_back(first);
+      first += s.rows;
+    }
+  }
+
+  TaskResult Run(const JobTask& task, const std::string& attempt_dir, io::OutputStream& output,
+                 io::OutputStream& errors) {
+    switch (task.kind) {
+      case TaskKind::kSign:
+      case TaskKind::kShard:
+        return RowTask(task, attempt_dir, output, errors);
+      case TaskKind::kGroup:
+        return GroupTask(task, attempt_dir);
+      case TaskKind::kComponents:
+        return ComponentsTask(task, attempt_dir);
+    }
+    return {};
+  }
+
+ private:
+  const DedupConfig& Config(size_t stage) const {
+    const size_t op = m_.dedup_stages[stage - 1].op_index;
+    return static_cast<const DedupOperator&>(*c_.plan->operators[op].op).config();
+  }
+
+  // The rows a row task reads: the shard file (stage 1), else what the last
+  // stage kept of the rows its sign task wrote.
+  struct Input {
+    exec::RowSet set;
+    std::vector<uint64_t> global;  // by position; empty: the shard's first row + position
+    io::Checksum expected;         // of the file read
+    uint64_t file_lines = 0;       // lines of the file read
+    std::string file;              // its path, for messages
+    exec::ExecSummary carried;     // counters of the operators before
+  };
+
+  Input OpenInput(const JobTask& task, size_t shard_index, io::OutputStream& errors) {
+    const ShardEntry& shard = m_.shards[shard_index];
+    Input in;
+    in.set.raw = false;
+    in.carried = EmptySummary();
+    const size_t before = task.kind == TaskKind::kSign ? task.stage - 1 : task.stage;
+    if (before == 0) {
+      in.file = c_.job->InJob(shard.path);
+      in.set.files.push_back({in.file, in.file, shard.path});
+      in.expected = shard.checksum;
+      in.file_lines = shard.rows;
+      return in;
+    }
+    const DoneRecord sign = ReadDone(*c_.job, SignTaskId(before, shard.id));
+    // The shard's errors so far come first: merge reads the last task's.
+    const std::string earlier_errors = JobPaths::AttemptErrorsPath(AttemptDirOf(*c_.job, sign));
+    if (c_.job->disk().Stat(earlier_errors)) errors.AppendFile(earlier_errors);
+    for (size_t i = 0; i < sign.op_stats.size() && i < in.carried.operators.size(); ++i) {
+      in.carried.operators[i].Add(sign.op_stats[i]);
+    }
+    in.file = AttemptDirOf(*c_.job, sign) + "/rows.jsonl";
+    in.set.files.push_back({in.file, in.file, shard.path});
+    const nlohmann::json& rows_file = sign.stage.at("files").at("rows.jsonl");
+    in.expected = io::Checksum::Xxh3(rows_file.at("xxh3_128").get<std::string>());
+    in.file_lines = rows_file.at("rows").get<uint64_t>();
+    const std::vector<uint64_t> rows = ParseU64s(ReadTaskFile(*c_.job, sign, "rows.u64"));
+    std::vector<uint64_t> duplicates;
+    if (m_.dedup_stages[before - 1].key_ranges > 0) {
+      duplicates = ShardDuplicates(before, shard_index);
+    }
+    in.set.all = false;
+    for (uint64_t i = 0; i < rows.size(); ++i) {
+      if ((rows[i] & kUnsignedRow) != 0) continue;
+      if (std::binary_search(duplicates.begin(), duplicates.end(), rows[i])) continue;
+      in.set.rows.push_back(i);
+      in.global.push_back(rows[i]);
+    }
+    exec::OperatorCounters& dedup = in.carried.operators[m_.dedup_stages[before - 1].op_index];
+    dedup.rows_out += in.global.size();
+    return in;
+  }
+
+  // The duplicate rows of stage `stage` inside shard `shard_index`, ascending.
+  std::vector<uint64_t> ShardDuplicates(size_t stage, size_t shard_index) {
+    const DoneRecord done = ReadDone(*c_.job, ComponentsTaskId(stage));
+    const std::string bytes = ReadTaskFile(*c_.job, done, "duplicates.u64");
+    const uint64_t lo = first_rows_[shard_index], hi = lo + m_.shards[shard_index].rows;
+    const size_t n = bytes.size() / 8;
+    // Binary search for the first duplicate >= lo in the sorted file.
+    size_t a = 0, b = n;
+    while (a < b) {
+      const size_t mid = (a + b) / 2;
+      if (GetU64(bytes.data() + 8 * mid) < lo) {
+        a = mid + 1;
+      } else {
+        b = mid;
+      }
+    }
+    std::vector<uint64_t> out;
+    for (size_t i = a; i < n; ++i) {
+      const uint64_t row = GetU64(bytes.data() + 8 * i);
+      if (row >= hi) break;
+      out.push_back(row);
+    }
+    return out;
+  }
+
+  exec::ExecSummary EmptySummary() const {
+    exec::ExecSummary s;
+    s.operators.resize(c_.plan->operators.size());
+    for (size_t i = 0; i < s.operators.size(); ++i) {
+      s.operators[i].name = c_.plan->operators[i].op->name();
+    }
+    return s;
+  }
+
+  // A sign task or a shard's task of a job with dedup stages.
+  TaskResult RowTask(const JobTask& task, const std::string& attempt_dir, io::OutputStream& output,
+                     io::OutputStream& errors) {
+    const ShardEntry& shard = m_.shards[task.shard];
+    const uint64_t first_row = first_rows_[task.shard];
+    Input in = OpenInput(task, task.shard, errors);
+    const bool sign = task.kind == TaskKind::kSign;
+    const size_t before = sign ? task.stage - 1 : task.stage;
+    const size_t first_op = before == 0 ? 0 : m_.dedup_stages[before - 1].op_index + 1;
+    const size_t end_op =
+        sign ? m_.dedup_stages[task.stage - 1].op_index : c_.plan->operators.size();
+    const std::string shard_file = c_.job->InJob(shard.path);
+
+    io::ChecksumHasher hasher(in.expected.kind);
+    exec::RowReader reader(in.set, c_.exec.batch_bytes, c_.plan->batch_rows, &hasher);
+    exec::ExecOptions o = c_.exec;
+    o.first_op = first_op;
+    o.end_op = end_op;
+    o.source = [&reader](io::LineChunk* chunk) { return reader.Next(chunk); };
+    const std::vector<uint64_t>& global = in.global;
+    if (!in.set.all) {
+      o.origin = [&global, &shard_file, first_row](uint64_t line) -> const exec::RowOrigin* {
+        thread_local exec::RowOrigin origin;
+        origin.file = shard_file;
+        origin.line = global[line - 1] - first_row + 1;
+        return &origin;
+      };
+    }
+    TaskResult result;
+    result.summary = in.carried;
+    nlohmann::json files = nlohmann::json::object();
+    std::vector<uint64_t> rows;  // sign: the global row of every row reaching the deduplicator
+    uint64_t rows_bytes = 0;
+    if (!sign) {
+      AddRun(result.summary, exec::Execute(*c_.plan, in.set.files, output, &errors, o));
+    } else {
+      TaskFile rows_file(attempt_dir, "rows.jsonl", c_.job->disk());
+      if (first_op < end_op) {
+        o.discard_output = true;
+        o.taps = {end_op - 1};
+        o.compress_taps = false;
+        o.tap_sink = [&rows_file](size_t, std::string_view bytes, uint64_t) {
+          rows_file.Append(bytes);
+        };
+        o.tap_origin_sink = [&rows, first_row](size_t, std::string_view lines) {
+          AppendOriginRows(lines, first_row, &rows);
+        };
+        AddRun(result.summary, exec::Execute(*c_.plan, in.set.files, output, &errors, o));
+      } else {
+        io::LineChunk chunk;
+        while (reader.Next(&chunk)) {
+          rows_file.Append(std::string_view(chunk.data.data(), chunk.size));
+          for (uint64_t k = 0; k < chunk.lines; ++k) {
+            const uint64_t p = chunk.first_line - 1 + k;
+            rows.push_back(in.set.all ? first_row + p : global[p]);
+          }
+          rows_bytes += chunk.size;
+        }
+        result.summary.rows_in = reader.positions();
+        result.summary.bytes_in = rows_bytes;
+      }
+      rows_file.Commit(files, rows.size());
+    }
+    result.input_rows = reader.positions();
+    CheckInput(in, hasher, reader, shard);
+    result.stage = {{"task", sign ? "sign" : "shard"}, {"files", files}};
+    if (sign) SignTask(task, attempt_dir, shard, first_row, rows, files, result, errors);
+    result.stage["files"] = files;
+    return result;
+  }
+
+  static void AddRun(exec::ExecSummary& total, const exec::ExecSummary& run) {
+    for (size_t i = 0; i < run.operators.size() && i < total.operators.size(); ++i) {
+      total.operators[i].Add(run.operators[i]);
+    }
+    exec::AddRegionCounters(total, run);
+    total.rows_in = run.rows_in;
+    total.bytes_in = run.bytes_in;
+    total.rows_out = run.rows_out;
+    total.bytes_out = run.bytes_out;
+    total.errors += run.errors;
+    total.model_devices = run.model_devices;
+  }
+
+  // Tap origins (one ["<file>", <line>] per row) as global rows.
+  static void AppendOriginRows(std::string_view lines, uint64_t first_row,
+                               std::vector<uint64_t>* rows) {
+    size_t pos = 0;
+    while (pos < lines.size()) {
+      size_t end = lines.find('\n', pos);
+      if (end == std::string_view::npos) end = lines.size();
+      const size_t comma = lines.rfind(',', end);
+      uint64_t line = 0;
+      for (size_t i = comma + 1; i < end; ++i) {
+        if (lines[i] >= '0' && lines[i] <= '9') line = line * 10 + (lines[i] - '0');
+      }
+      rows->push_back(first_row + line - 1);
+      pos = end + 1;
+    }
+  }
+
+  // The file a row task read must be the one its record describes: every
+  // line, the same checksum.
+  void CheckInput(const Input& in, io::ChecksumHasher& hasher, exec::RowReader& reader,
+                  const ShardEntry& shard) {
+    if (reader.ReadToEnd() != in.file_lines || hasher.Finish() != in.expected) {
+      throw Error(in.file, 0,
+                  "file differs from " +
+                      std::string(in.set.all ? "the manifest" : "its done record") + " (rows or " +
+                      in.expected.field() + ") of " + shard.id,
+                  "the job directory was changed; prepare the job again");
+    }
+  }
+
+  // The deduplicator's half of a sign task: signs the rows just written,
+  // reports the unsigned ones, writes rows.u64 and the key files.
+  void SignTask(const JobTask& task, const std::string& attempt_dir, const ShardEntry& shard,
+                uint64_t first_row, std::vector<uint64_t>& rows, nlohmann::json& files,
+                TaskResult& result, io::OutputStream& errors) {
+    const DedupStageEntry& entry = m_.dedup_stages[task.stage - 1];
+    const exec::PlannedOperator& planned = c_.plan->operators[entry.op_index];
+    const std::string shard_file = c_.job->InJob(shard.path);
+    exec::OperatorCounters& counters = result.summary.operators[entry.op_index];
+    counters.rows_in += rows.size();
+    std::vector<GroupKey> keys;
+    if (entry.key_ranges > 0) {
+      exec::RowSet set;
+      const std::string path = attempt_dir + "/rows.jsonl";
+      set.files.push_back({path, path, shard.path});
+      set.raw = false;
+      exec::RowReader reader(set, c_.exec.batch_bytes, c_.plan->batch_rows);
+      const auto where = [&](uint64_t p) {
+        return exec::RowOrigin{shard_file, rows[p] - first_row + 1};
+      };
+      exec::SignedRows signed_rows = exec::SignRows(Config(task.stage), reader, where, c_.threads);
+      counters.seconds += signed_rows.seconds;
+      ReportUnsigned(planned, signed_rows.unsigned_rows, shard_file, first_row, rows, errors);
+      counters.errors += signed_rows.unsigned_rows.size();
+      result.summary.errors += signed_rows.unsigned_rows.size();
+      keys = std::move(signed_rows.keys);
+    }
+    std::string row_bytes;
+    row_bytes.reserve(rows.size() * 8);
+    for (uint64_t r : rows) PutU64(&row_bytes, r);
+    TaskFile rows_u64(attempt_dir, "rows.u64", c_.job->disk());
+    rows_u64.Append(row_bytes);
+    rows_u64.Commit(files, rows.size());
+    std::vector<std::string> ranges(entry.key_ranges);
+    std::vector<uint64_t> counts(entry.key_ranges, 0);
+    for (const GroupKey& key : keys) {
+      const uint64_t r = KeyRange(key, entry.key_ranges);
+      std::string& out = ranges[r];
+      PutU32(&out, key.part);
+      PutU32(&out, static_cast<uint32_t>(key.bytes.size()));
+      PutU64(&out, rows[key.row] & ~kUnsignedRow);
+      PutU64(&out, key.simhash);
+      out += key.bytes;
+      ++counts[r];
+    }
+    for (uint64_t r = 0; r < entry.key_ranges; ++r) {
+      TaskFile file(attempt_dir, KeysFileName(r), c_.job->disk());
+      file.Append(ranges[r]);
+      file.Commit(files, counts[r]);
+    }
+    result.stage["rows"] = rows.size();
+    result.stage["keys"] = keys.size();
+  }
+
+  // Rows the deduplicator could not sign: marked in `rows`, reported in the
+  // errors file, or the task fails at the first without skip_op_error.
+  static void ReportUnsigned(const exec::PlannedOperator& planned,
+                             const std::vector<exec::UnsignedRow>& unsigned_rows,
+                             const std::string& shard_file, uint64_t first_row,
+                             std::vector<uint64_t>& rows, io::OutputStream& errors) {
+    const std::string& name = planned.op->name();
+    std::string lines;
+    for (const exec::UnsignedRow& e : unsigned_rows) {
+      const uint64_t line = rows[e.position] - first_row + 1;
+      if (!planned.skip_op_error) {
+        throw Error(shard_file, line, "operator '" + name + "' failed: " + e.message,
+                    "set skip_op_error: true to drop such records and keep going");
+      }
+      rows[e.position] |= kUnsignedRow;
+      const nlohmann::json j = {
+          {"op", name}, {"error", e.message}, {"file", shard_file}, {"line", line}};
+      lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      lines += '\n';
+    }
+    if (!lines.empty()) errors.Append(lines);
+  }
+
+  // The keys of one range from every shard, grouped; the duplicate links
+  // among them reduced to a forest.
+  TaskResult GroupTask(const JobTask& task, const std::string& attempt_dir) {
+    const std::string name = KeysFileName(task.range);
+    std::vector<GroupKey> keys;
+    for (const ShardEntry& shard : m_.shards) {
+      const DoneRecord sign = ReadDone(*c_.job, SignTaskId(task.stage, shard.id));
+      const std::string bytes = ReadTaskFile(*c_.job, sign, name);
+      size_t pos = 0;
+      while (pos + 24 <= bytes.size()) {
+        GroupKey key;
+        key.part = GetU32(bytes.data() + pos);
+        const uint32_t len = GetU32(bytes.data() + pos + 4);
+        key.row = GetU64(bytes.data() + pos + 8);
+        key.simhash = GetU64(bytes.data() + pos + 16);
+        key.bytes.assign(bytes.data() + pos + 24, len);
+        pos += 24 + len;
+        keys.push_back(std::move(key));
+      }
+    }
+    const uint64_t key_count = keys.size();
+    std::vector<ops::dedup::Edge> edges;
+    ops::dedup::EmitEdges(Config(task.stage), &keys, &edges);
+    keys = {};
+    RowForest forest;
+    for (const ops::dedup::Edge& e : edges) forest.Union(e.a, e.b);
+    const auto links = forest.NonRoots();
+    std::string bytes;
+    bytes.reserve(links.size() * 16);
+    for (const auto& [row, root] : links) {
+      PutU64(&bytes, row);
+      PutU64(&bytes, root);
+    }
+    nlohmann::json files = nlohmann::json::object();
+    TaskFile file(attempt_dir, "forest.u64", c_.job->disk());
+    file.Append(bytes);
+    file.Commit(files, links.size());
+    TaskResult result;
+    result.summary = EmptySummary();
+    result.stage = {
+        {"task", "group"}, {"files", files}, {"keys", key_count}, {"edges", edges.size()}};
+    return result;
+  }
+
+  // Every range's forest unioned: the rows that are not the first of their
+  // duplicate cluster.
+  TaskResult ComponentsTask(const JobTask& task, const std::string& attempt_dir) {
+    RowForest forest;
+    const uint64_t ranges = m_.dedup_stages[task.stage - 1].key_ranges;
+    for (uint64_t r = 0; r < ranges; ++r) {
+      const DoneRecord group = ReadDone(*c_.job, GroupTaskId(task.stage, r));
+      const std::vector<uint64_t> pairs = ParseU64s(ReadTaskFile(*c_.job, group, "forest.u64"));
+      for (size_t i = 0; i + 1 < pairs.size(); i += 2) forest.Union(pairs[i], pairs[i + 1]);
+    }
+    const auto duplicates = forest.NonRoots();
+    std::string bytes;
+    bytes.reserve(duplicates.size() * 8);
+    for (const auto& [row, root] : duplicates) PutU64(&bytes, row);
+    nlohmann::json files = nlohmann::json::object();
+    TaskFile file(attempt_dir, "duplicates.u64", c_.job->disk());
+    file.Append(bytes);
+    file.Commit(files, duplicates.size());
+    TaskResult result;
+    result.summary = EmptySummary();
+    result.stage = {{"task", "components"}, {"files", files}, {"duplicates", duplicates.size()}};
+    return result;
+  }
+
+  const TaskContext& c_;
+  const Manifest& m_;
+  std::vector<uint64_t> first_rows_;  // global row of each shard's first row
+};
+
+}  // namespace
+
+std::vector<JobTask> JobTasks(const Manifest& manifest) {
+  std::vector<JobTask> tasks;
+  size_t phase = 0;
+  const size_t stages = manifest.dedup_stages.size();
+  for (size_t k = 1; k <= stages; ++k) {
+    for (size_t i = 0; i < manifest.shards.size(); ++i) {
+      tasks.push_back({SignTaskId(k, manifest.shards[i].id), TaskKind::kSign, k, i, 0, phase});
+    }
+    ++phase;
+    const uint64_t ranges = manifest.dedup_stages[k - 1].key_ranges;
+    if (ranges == 0) continue;
+    for (uint64_t r = 0; r < ranges; ++r) {
+      tasks.push_back({GroupTaskId(k, r), TaskKind::kGroup, k, 0, r, phase});
+    }
+    ++phase;
+    tasks.push_back({ComponentsTaskId(k), TaskKind::kComponents, k, 0, 0, phase});
+    ++phase;
+  }
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    tasks.push_back({manifest.shards[i].id, TaskKind::kShard, stages, i, 0, phase});
+  }
+  return tasks;
+}
+
+uint64_t DedupKeyRanges(uint64_t total_bytes, uint64_t num_shards) {
+  const uint64_t by_size = (total_bytes + 256 * kMiB - 1) / (256 * kMiB);
+  return std::min<uint64_t>(4096, std::max<uint64_t>(by_size, std::min<uint64_t>(4, num_shards)));
+}
+
+std::vector<DedupStageEntry> DedupStages(const exec::Plan& plan, uint64_t total_bytes,
+                                         uint64_t num_shards) {
+  const std::vector<size_t> dedups = exec::DedupOperators(plan);
+  std::vector<DedupStageEntry> out;
+  for (size_t d : dedups) {
+    const bool reuses = exec::ReusedHashField(plan, dedups, d) >= 0;
+    out.push_back(
+        {plan.operators[d].op->name(), d, reuses ? 0 : DedupKeyRanges(total_bytes, num_shards)});
+  }
+  return out;
+}
+
+void CheckDedupStages(const Manifest& manifest, const exec::Plan& plan,
+                      const std::string& recipe_path) {
+  const std::vector<size_t> dedups = exec::DedupOperators(plan);
+  bool same = dedups.size() == manifest.dedup_stages.size();
+  for (size_t k = 0; same && k < dedups.size(); ++k) {
+    same = manifest.dedup_stages[k].op_index == dedups[k] &&
+           manifest.dedup_stages[k].op == plan.operators[dedups[k]].op->name();
+  }
+  if (!same) {
+    throw Error(recipe_path, 0,
+                "the recipe's deduplicators are not the dedup stages the manifest records",
+                "the job was prepared by another djshard, or edited; prepare it again");
+  }
+}
+
+TaskResult RunTask(const TaskContext& context, const JobTask& task, const std::string& attempt_dir,
+                   io::OutputStream& output, io::OutputStream& errors) {
+  return StageJob(context).Run(task, attempt_dir, output, errors);
+}
+
+}  // namespace djshard::store

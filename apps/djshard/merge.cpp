@@ -54,6 +54,14 @@ void AddVerifyCommand(CLI::App& app, int* exit_code) {
     if (!out.model_devices_warning.empty())
       Log(LogLevel::kWarn, "warning", "WARNING: " + out.model_devices_warning);
     std::printf("%s\n", store::PassLine(out).c_str());
+    if (out.stage_files > 0 || out.stage_files_removed > 0) {
+      Log(LogLevel::kInfo, "verify",
+          "dedup stages: " + std::to_string(out.stage_files) +
+              " task file(s) match their done records" +
+              (out.stage_files_removed > 0
+                   ? ", " + std::to_string(out.stage_files_removed) + " removed by gc"
+                   : std::string()));
+    }
     if (opt->request.deep) {
       char took[64];
       std::snprintf(took, sizeof(took), "%.2f s", out.seconds);

@@ -87,9 +87,10 @@ void CheckOperator(const recipe::Recipe& recipe, const ops::Registry& registry, 
     if (run_deduplicators) return;
     throw Error(path, op.line,
                 where +
-                    " requires whole-dataset semantics; elastic jobs (prepare, worker, dlc) "
-                    "do not run deduplicators yet",
-                "'djshard run' runs this recipe with its deduplicators on one machine");
+                    " requires whole-dataset semantics: it runs as a dedup stage, which this "
+                    "job does not record",
+                "prepare the job with this djshard (prepare records the recipe's dedup stages), "
+                "or use 'djshard run' on one machine");
   }
   if (NeedsWholeDataset(op.name)) {
     throw Error(path, op.line, where + " requires whole-dataset semantics",

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/exec/dedup_rows.h"
 #include "djshard/exec/dedup_run.h"
@@ -641,9 +642,88 @@ void CheckDedupStages(const Manifest& manifest, const exec::Plan& plan,
   }
 }
 
+namespace {
+
+// Whether `name` is a file a stage task writes into its attempt directory.
+bool IsStageFile(const std::string& name) {
+  return name == "rows.jsonl" || name == "rows.u64" || name == "forest.u64" ||
+         name == "duplicates.u64" ||
+         (name.rfind("keys-", 0) == 0 && name.size() > 9 &&
+          name.compare(name.size() - 4, 4, ".bin") == 0);
+}
+
+bool EveryShardDone(const JobDir& job, const ShardScan& scan) {
+  for (const ShardEntry& s : job.manifest().shards) {
+    if (!scan.done.count(s.id)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StageFilesCheck VerifyStageFiles(const JobDir& job) {
+  StageFilesCheck check;
+  const ShardScan scan = job.Scan();
+  const bool complete = EveryShardDone(job, scan);
+  for (const JobTask& task : JobTasks(job.manifest())) {
+    if (task.kind == TaskKind::kShard || !scan.done.count(task.id)) continue;
+    const DoneRecord done = ReadDone(job, task.id);
+    ++check.tasks;
+    for (const auto& [name, entry] : done.stage.at("files").items()) {
+      const std::string path = AttemptDirOf(job, done) + "/" + name;
+      if (complete && !job.disk().Stat(path)) {
+        ++check.removed;
+        continue;
+      }
+      check.bytes += ReadTaskFile(job, done, name).size();
+      ++check.files;
+    }
+  }
+  return check;
+}
+
+std::vector<std::string> StageGarbage(const JobDir& job) {
+  std::vector<std::string> out;
+  const ShardScan scan = job.Scan();
+  const bool complete = EveryShardDone(job, scan);
+  for (const JobTask& task : JobTasks(job.manifest())) {
+    if (task.kind == TaskKind::kShard) continue;
+    std::string published;
+    if (scan.done.count(task.id)) {
+      try {
+        published = AttemptDirOf(job, ReadDone(job, task.id));
+      } catch (const Error&) {
+        continue;  // an unreadable record: leave its files for verify to report
+      }
+    }
+    std::error_code ec;
+    for (const auto& attempt : std::filesystem::directory_iterator(job.AttemptsDir(task.id), ec)) {
+      const std::string dir = attempt.path().string();
+      if (!complete) {
+        if (dir == published) continue;
+        const std::string record = JobPaths::AttemptRecordPath(dir);
+        try {
+          const AttemptStatus status =
+              AttemptRecord::FromJson(job.disk().Read(record), record).status;
+          if (status == AttemptStatus::kRunning || status == AttemptStatus::kDone) continue;
+        } catch (const Error&) {
+          continue;  // being written: maybe a live attempt
+        }
+      }
+      for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+        if (IsStageFile(file.path().filename().string())) out.push_back(file.path().string());
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 TaskResult RunTask(const TaskContext& context, const JobTask& task, const std::string& attempt_dir,
                    io::OutputStream& output, io::OutputStream& errors) {
-  return StageJob(context).Run(task, attempt_dir, output, errors);
+  TaskResult result = StageJob(context).Run(task, attempt_dir, output, errors);
+  if (task.kind != TaskKind::kShard) CrashPoint("dedup_task_written");
+  return result;
 }
 
 }  // namespace djshard::store

@@ -18,6 +18,7 @@
 #include "djshard/io/disk.h"
 #include "djshard/job/job_status.h"
 #include "djshard/preflight/probe_records.h"
+#include "djshard/store/dedup_stage.h"
 #include "djshard/store/job.h"
 
 namespace djshard::store {
@@ -242,6 +243,7 @@ GcResult CollectElastic(const std::string& job_dir, io::Disk& disk, bool dry_run
     CollectCheckpointDir(e.path().string(), last_op, disk, dry_run, result);
   }
   CollectProbe(job, job_dir, disk, dry_run, result);
+  for (const std::string& path : StageGarbage(job)) Remove(path, disk, dry_run, result);
   return result;
 }
 

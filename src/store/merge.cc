@@ -20,6 +20,7 @@
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
+#include "djshard/store/dedup_stage.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
@@ -322,6 +323,9 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   }
   MergeOutcome expected = OutcomeOf(job, output, v);
   CheckMergedOutput(expected);
+  const StageFilesCheck stage = VerifyStageFiles(job);
+  expected.stage_files = stage.files;
+  expected.stage_files_removed = stage.removed;
   expected.seconds = MonotonicSeconds() - started;
   if (merge_record && merge_record->value("output_path", "") == output &&
       merge_record->value("sha256", "") != v.sha256) {

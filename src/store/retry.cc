@@ -2,11 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
+#include "djshard/store/dedup_stage.h"
 
 namespace djshard::store {
 
@@ -14,17 +16,20 @@ namespace fs = std::filesystem;
 
 RetryOutcome Retry(const JobDir& job, const RetryRequest& request, io::Disk& disk) {
   std::vector<std::string> selected;
+  // Shards, and the tasks of the job's dedup stages.
+  const std::vector<JobTask> tasks = JobTasks(job.manifest());
   if (request.all_failed) {
     const ShardScan scan = job.Scan();
-    for (const ShardEntry& s : job.manifest().shards) {
-      if (scan.failed.count(s.id)) selected.push_back(s.id);
+    for (const JobTask& t : tasks) {
+      if (scan.failed.count(t.id)) selected.push_back(t.id);
     }
   } else {
     for (const std::string& id : request.shard_ids) {
       CheckShardIdIsName(id);
-      if (job.FindShard(id) == nullptr) {
+      if (std::none_of(tasks.begin(), tasks.end(),
+                       [&id](const JobTask& t) { return t.id == id; })) {
         throw Error(job.dir(), 0, "unknown shard id '" + id + "'",
-                    "'djshard status --all' lists the shard ids of this job");
+                    "'djshard status --all' lists the shard and dedup task ids of this job");
       }
       selected.push_back(id);
     }

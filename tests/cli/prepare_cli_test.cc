@@ -187,11 +187,6 @@ TEST_F(PrepareCli, RefusesZeroShards) {
 
 TEST_F(PrepareCli, RefusesGlobalOperators) {
   Write("data.jsonl", "{\"text\":\"a\"}\n");
-  DemoRecipe("data.jsonl", "  - document_deduplicator:\n");
-  ExpectRefused({"--num-shards", "1"}, "recipe.yaml:7:", "requires whole-dataset semantics");
-  // djshard run runs them: the refusal says so.
-  ExpectRefused({"--num-shards", "1"}, "elastic jobs (prepare, worker, dlc) do not run",
-                "'djshard run' runs this recipe with its deduplicators");
   DemoRecipe("data.jsonl", "  - topk_specified_field_selector:\n");
   ExpectRefused({"--num-shards", "1"}, "recipe.yaml:7:", "is a selector");
 }

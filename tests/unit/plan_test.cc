@@ -127,9 +127,9 @@ TEST_F(PlanTest, AWholeDatasetOperatorIsRefusedWithItsLine) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->line(), 2u);
   EXPECT_EQ(e->message(),
-            "operator 'document_deduplicator' requires whole-dataset semantics; elastic jobs "
-            "(prepare, worker, dlc) do not run deduplicators yet");
-  EXPECT_NE(e->hint().find("djshard run"), std::string::npos) << e->hint();
+            "operator 'document_deduplicator' requires whole-dataset semantics: it runs as a "
+            "dedup stage, which this job does not record");
+  EXPECT_NE(e->hint().find("prepare the job with this djshard"), std::string::npos) << e->hint();
 }
 
 TEST_F(PlanTest, DjshardRunPlansDeduplicatorsOutsideRegionsOnly) {

@@ -20,7 +20,8 @@ namespace djshard {
 // renamed into place, merge.json not yet written); dlc "finalize_merged"
 // (merged, finalize-result.json not yet published); `run` with a
 // deduplicator "dedup_spilled" (the rows reaching it spilled, not yet
-// deduplicated).
+// deduplicated); a dedup stage's task "dedup_task_written" (its files
+// committed, its done record not yet published).
 // DJSHARD_TEST_STOP_AT takes the same names and stops the process with
 // SIGSTOP there instead, as a node that hangs would (SIGCONT resumes it).
 void CrashPoint(const char* point);

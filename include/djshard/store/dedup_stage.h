@@ -96,4 +96,22 @@ struct TaskResult {
 TaskResult RunTask(const TaskContext& context, const JobTask& task, const std::string& attempt_dir,
                    io::OutputStream& output, io::OutputStream& errors);
 
+// What `djshard verify` found of the dedup stages' files.
+struct StageFilesCheck {
+  uint64_t tasks = 0;    // published stage tasks
+  uint64_t files = 0;    // files checked: bytes and xxh3_128 as their done records say
+  uint64_t bytes = 0;    // their bytes
+  uint64_t removed = 0;  // files `djshard gc` removed once every shard was done
+};
+
+// Checks every file a published stage task lists. A missing file is an
+// Error unless every shard of the job is done (then gc may have removed it).
+StageFilesCheck VerifyStageFiles(const JobDir& job);
+
+// The dedup stages' files that nothing will read again: those of attempts
+// that did not publish (failed, lost, stale, interrupted or superseded), and,
+// once every shard of the job is done, all of them (done records and
+// attempt.json files stay). Absolute paths; none of a running attempt.
+std::vector<std::string> StageGarbage(const JobDir& job);
+
 }  // namespace djshard::store

@@ -45,6 +45,8 @@ struct MergeOutcome {
   uint64_t nodes = 0;
   std::string model_devices_warning;  // MixedModelDevicesWarning, or empty
   double seconds = 0;                 // how long Verify took
+  uint64_t stage_files = 0;           // Verify: dedup stage files checked
+  uint64_t stage_files_removed = 0;   // Verify: dedup stage files gc removed
 };
 
 // Concatenates verified shard outputs into one file (temp + fsync + rename;

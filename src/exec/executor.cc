@@ -45,6 +45,7 @@ struct BatchResult {
   std::vector<std::string> taps;  // rows after each tapped operator
   std::vector<uint64_t> tap_rows;
   std::vector<std::string> tap_origins;  // ExecOptions::tap_origin_sink
+  std::vector<uint64_t> output_lines;    // ExecOptions::output_lines_sink
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
   std::vector<RegionCounters> regions;
@@ -787,10 +788,14 @@ void ParseRows(const Plan& plan, const io::LineChunk& chunk, const std::string& 
 }
 
 // Appends the surviving rows to r->output, one JSON line each.
-void WriteRows(const Plan& plan, size_t chunk_size, Scratch& s, BatchResult* r) {
+// With `first_line` (not 0), each row's source line goes to r->output_lines.
+void WriteRows(const Plan& plan, size_t chunk_size, uint64_t first_line, Scratch& s,
+               BatchResult* r) {
   r->output.reserve(chunk_size + chunk_size / 8);
+  r->output_lines.clear();
   for (size_t k = 0; k < s.lines.size(); ++k) {
     if (!s.level.alive[k]) continue;
+    if (first_line != 0) r->output_lines.push_back(first_line + k);
     s.samples[k].Commit(plan.keep_stats && plan.writes_stats);
     if (!plan.keep_stats) {
       s.records[k].Remove(ops::kStatsKey);
@@ -824,7 +829,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
     for (size_t k = 0; k < n; ++k) r->rows_out += s.level.alive[k] ? 1 : 0;
     return;
   }
-  WriteRows(plan, chunk.size, s, r);
+  WriteRows(plan, chunk.size, options.output_lines_sink ? chunk.first_line : 0, s, r);
 }
 
 // Restores input order. Results arrive from any thread under their batch
@@ -860,6 +865,7 @@ class OrderedWriter {
     if (options_.output_tee) {
       options_.output_tee(done.output, done.rows_out);
     }
+    if (options_.output_lines_sink) options_.output_lines_sink(done.output_lines);
     if (options_.tap_sink) {
       for (size_t t = 0; t < done.taps.size(); ++t) {
         options_.tap_sink(t, done.taps[t], done.tap_rows[t]);

@@ -1,6 +1,10 @@
 #include "djshard/store/dedup_stage.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
@@ -11,6 +15,7 @@
 #include "djshard/exec/dedup_rows.h"
 #include "djshard/exec/dedup_run.h"
 #include "djshard/io/checksum.h"
+#include "djshard/io/fd.h"
 #include "djshard/io/input.h"
 #include "djshard/ops/dedup.h"
 #include "djshard/store/records.h"
@@ -41,11 +46,9 @@ std::string GroupTaskId(size_t stage, uint64_t range) {
 
 std::string ComponentsTaskId(size_t stage) { return StageName(stage) + "-components"; }
 
-std::string KeysFileName(uint64_t range) {
-  char name[32];
-  std::snprintf(name, sizeof name, "keys-%04llu.bin", static_cast<unsigned long long>(range));
-  return name;
-}
+// keys.idx: per key range, offset, bytes and keys (u64 each), then the
+// range's xxh3_128 in hex.
+constexpr size_t kIndexEntryBytes = 24 + 32;
 
 void PutU64(std::string* out, uint64_t v) {
   char b[8];
@@ -242,6 +245,7 @@ class StageJob {
     uint64_t file_lines = 0;       // lines of the file read
     std::string file;              // its path, for messages
     exec::ExecSummary carried;     // counters of the operators before
+    bool output_form = false;      // the rows are written as the output writes them
   };
 
   Input OpenInput(const JobTask& task, size_t shard_index, io::OutputStream& errors) {
@@ -269,6 +273,7 @@ class StageJob {
     const nlohmann::json& rows_file = sign.stage.at("files").at("rows.jsonl");
     in.expected = io::Checksum::Xxh3(rows_file.at("xxh3_128").get<std::string>());
     in.file_lines = rows_file.at("rows").get<uint64_t>();
+    in.output_form = sign.stage.value("rows_form", "") == "output";
     const std::vector<uint64_t> rows = ParseU64s(ReadTaskFile(*c_.job, sign, "rows.u64"));
     std::vector<uint64_t> duplicates;
     if (m_.dedup_stages[before - 1].key_ranges > 0) {
@@ -320,6 +325,15 @@ class StageJob {
     return s;
   }
 
+  // How a sign task writes the rows reaching its deduplicator: as the
+  // output would write them when nothing runs after it (the shard's task then
+  // copies the kept lines as they are), else as a tap, with __dj__stats__ and
+  // __dj__meta__ kept for the operators after it.
+  bool WritesOutputForm(const JobTask& task) const {
+    return task.kind == TaskKind::kSign && task.stage == m_.dedup_stages.size() &&
+           m_.dedup_stages.back().op_index + 1 == c_.plan->operators.size();
+  }
+
   // A sign task or a shard's task of a job with dedup stages.
   TaskResult RowTask(const JobTask& task, const std::string& attempt_dir, io::OutputStream& output,
                      io::OutputStream& errors) {
@@ -348,13 +362,31 @@ class StageJob {
         return &origin;
       };
     }
+    // The global row of a position of the input.
+    const auto global_row = [&in, first_row](uint64_t p) {
+      return in.set.all ? first_row + p : in.global[p];
+    };
     TaskResult result;
     result.summary = in.carried;
     nlohmann::json files = nlohmann::json::object();
     std::vector<uint64_t> rows;  // sign: the global row of every row reaching the deduplicator
-    uint64_t rows_bytes = 0;
-    if (!sign) {
+    std::string form = "tap";
+    if (!sign && first_op == end_op && in.output_form) {
+      CopyRows(reader, output, result.summary);
+    } else if (!sign) {
       AddRun(result.summary, exec::Execute(*c_.plan, in.set.files, output, &errors, o));
+    } else if (WritesOutputForm(task)) {
+      form = "output";
+      io::OutputStream rows_file(attempt_dir + "/rows.jsonl", /*overwrite=*/true, c_.job->disk());
+      rows_file.HashContent();
+      o.output_lines_sink = [&rows, &global_row](const std::vector<uint64_t>& lines) {
+        for (uint64_t line : lines) rows.push_back(global_row(line - 1));
+      };
+      AddRun(result.summary, exec::Execute(*c_.plan, in.set.files, rows_file, &errors, o));
+      rows_file.Commit();
+      files["rows.jsonl"] = {{"bytes", rows_file.bytes_in()},
+                             {"rows", rows.size()},
+                             {"xxh3_128", rows_file.ContentXxh3()}};
     } else {
       TaskFile rows_file(attempt_dir, "rows.jsonl", c_.job->disk());
       if (first_op < end_op) {
@@ -372,23 +404,36 @@ class StageJob {
         io::LineChunk chunk;
         while (reader.Next(&chunk)) {
           rows_file.Append(std::string_view(chunk.data.data(), chunk.size));
-          for (uint64_t k = 0; k < chunk.lines; ++k) {
-            const uint64_t p = chunk.first_line - 1 + k;
-            rows.push_back(in.set.all ? first_row + p : global[p]);
-          }
-          rows_bytes += chunk.size;
+          for (uint64_t k = 0; k < chunk.lines; ++k)
+            rows.push_back(global_row(chunk.first_line - 1 + k));
+          result.summary.bytes_in += chunk.size;
         }
         result.summary.rows_in = reader.positions();
-        result.summary.bytes_in = rows_bytes;
       }
       rows_file.Commit(files, rows.size());
     }
     result.input_rows = reader.positions();
     CheckInput(in, hasher, reader, shard);
-    result.stage = {{"task", sign ? "sign" : "shard"}, {"files", files}};
-    if (sign) SignTask(task, attempt_dir, shard, first_row, rows, files, result, errors);
+    result.stage = {{"task", sign ? "sign" : "shard"}};
+    if (sign) {
+      result.stage["rows_form"] = form;
+      SignTask(task, attempt_dir, shard, first_row, rows, files, result, errors);
+    }
     result.stage["files"] = files;
     return result;
+  }
+
+  // The shard's task when nothing runs after the last deduplicator: the kept
+  // lines, as the sign task wrote them in output form.
+  static void CopyRows(exec::RowReader& reader, io::OutputStream& output,
+                       exec::ExecSummary& summary) {
+    io::LineChunk chunk;
+    while (reader.Next(&chunk)) {
+      output.Append(std::string_view(chunk.data.data(), chunk.size));
+      summary.bytes_in += chunk.size;
+      summary.bytes_out += chunk.size;
+    }
+    summary.rows_in = summary.rows_out = reader.positions();
   }
 
   static void AddRun(exec::ExecSummary& total, const exec::ExecSummary& run) {
@@ -479,11 +524,26 @@ class StageJob {
       out += key.bytes;
       ++counts[r];
     }
+    // One file of keys, the ranges one after the other, and its index: per
+    // range its offset, bytes, keys and xxh3_128 (kIndexEntryBytes each).
+    TaskFile key_file(attempt_dir, "keys.bin", c_.job->disk());
+    std::string index;
+    uint64_t offset = 0;
     for (uint64_t r = 0; r < entry.key_ranges; ++r) {
-      TaskFile file(attempt_dir, KeysFileName(r), c_.job->disk());
-      file.Append(ranges[r]);
-      file.Commit(files, counts[r]);
+      key_file.Append(ranges[r]);
+      io::Xxh3 hash;
+      hash.Update(ranges[r]);
+      PutU64(&index, offset);
+      PutU64(&index, ranges[r].size());
+      PutU64(&index, counts[r]);
+      index += hash.HexDigest();
+      offset += ranges[r].size();
+      ranges[r] = {};
     }
+    key_file.Commit(files, keys.size());
+    TaskFile index_file(attempt_dir, "keys.idx", c_.job->disk());
+    index_file.Append(index);
+    index_file.Commit(files, entry.key_ranges);
     result.stage["rows"] = rows.size();
     result.stage["keys"] = keys.size();
   }
@@ -511,14 +571,47 @@ class StageJob {
     if (!lines.empty()) errors.Append(lines);
   }
 
+  // Range `range` of a sign task's keys.bin, checked against its keys.idx
+  // entry (itself checked against the done record).
+  std::string ReadKeyRange(const DoneRecord& sign, uint64_t range) {
+    const std::string index = ReadTaskFile(*c_.job, sign, "keys.idx");
+    const std::string path = AttemptDirOf(*c_.job, sign) + "/keys.bin";
+    if (index.size() < (range + 1) * kIndexEntryBytes) {
+      throw Error(path, 0, "keys.idx has no range " + std::to_string(range),
+                  "the job directory was changed; prepare the job again");
+    }
+    const char* entry = index.data() + range * kIndexEntryBytes;
+    const uint64_t offset = GetU64(entry), bytes = GetU64(entry + 8);
+    std::string out(bytes, '\0');
+    io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) ThrowSystemError(path, "cannot open a dedup stage file");
+    for (size_t done = 0; done < bytes;) {
+      const ssize_t n =
+          ::pread(fd.get(), out.data() + done, bytes - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) ThrowSystemError(path, "cannot read a dedup stage file");
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    io::Xxh3 hash;
+    hash.Update(out);
+    if (hash.HexDigest() != std::string_view(entry + 24, 32)) {
+      throw Error(path, 0,
+                  "key range " + std::to_string(range) + " differs from the done record of " +
+                      sign.shard_id,
+                  "the job directory was changed; `djshard retry` cannot repair this: prepare "
+                  "the job again");
+    }
+    return out;
+  }
+
   // The keys of one range from every shard, grouped; the duplicate links
   // among them reduced to a forest.
   TaskResult GroupTask(const JobTask& task, const std::string& attempt_dir) {
-    const std::string name = KeysFileName(task.range);
     std::vector<GroupKey> keys;
     for (const ShardEntry& shard : m_.shards) {
       const DoneRecord sign = ReadDone(*c_.job, SignTaskId(task.stage, shard.id));
-      const std::string bytes = ReadTaskFile(*c_.job, sign, name);
+      const std::string bytes = ReadKeyRange(sign, task.range);
       size_t pos = 0;
       while (pos + 24 <= bytes.size()) {
         GroupKey key;
@@ -646,10 +739,8 @@ namespace {
 
 // Whether `name` is a file a stage task writes into its attempt directory.
 bool IsStageFile(const std::string& name) {
-  return name == "rows.jsonl" || name == "rows.u64" || name == "forest.u64" ||
-         name == "duplicates.u64" ||
-         (name.rfind("keys-", 0) == 0 && name.size() > 9 &&
-          name.compare(name.size() - 4, 4, ".bin") == 0);
+  return name == "rows.jsonl" || name == "rows.u64" || name == "keys.bin" || name == "keys.idx" ||
+         name == "forest.u64" || name == "duplicates.u64";
 }
 
 bool EveryShardDone(const JobDir& job, const ShardScan& scan) {

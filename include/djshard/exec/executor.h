@@ -134,6 +134,9 @@ struct ExecOptions {
   // Called by one thread at a time, in input order, with each batch's output
   // (the same bytes the output gets, never compressed).
   std::function<void(std::string_view bytes, uint64_t rows)> output_tee;
+  // Called like output_tee with the 1-based source line (chunk numbering, as
+  // `origin` takes it) of each row of the batch's output.
+  std::function<void(const std::vector<uint64_t>& lines)> output_lines_sink;
   // Tap bytes are each batch's rows as one zstd frame, compressed by the
   // thread that ran the batch (so compression runs on every thread).
   bool compress_taps = false;

@@ -44,8 +44,10 @@ job() {
   rm -rf "$workdir/$2" "$workdir/.$2."*
   local t0 rss
   t0=$(now)
-  rss=$( { /usr/bin/time -f '%M' "$bin" dlc --job-dir "$workdir/$2" --config "$1" --dataset-path "$corpus" \
-    --nodes 1 --num-shards 64 --threads 2 --run-id "bench" --poll-interval-secs 0.2 >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+  /usr/bin/time -f '%M' -o "$workdir/rss" "$bin" dlc --job-dir "$workdir/$2" --config "$1" \
+    --dataset-path "$corpus" --nodes 1 --num-shards 64 --threads 2 --run-id "bench" \
+    --poll-interval-secs 0.2 >/dev/null 2>&1
+  rss=$(tail -1 "$workdir/rss")
   echo "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }') $rss"
 }
 best_plain="" best_with="" rss_plain=0 rss_with=0

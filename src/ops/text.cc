@@ -160,10 +160,17 @@ void LowerInto(std::string_view s, std::string* out_ptr) {
   out.reserve(s.size());
   size_t i = 0;
   while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));
-      ++i;
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      // A run of ASCII, lowered after one resize.
+      size_t end = i + 1;
+      while (end < s.size() && static_cast<unsigned char>(s[end]) < 0x80) ++end;
+      const size_t at = out.size();
+      out.resize(at + (end - i));
+      char* dst = out.data() + at;
+      for (; i < end; ++i) {
+        const char c = s[i];
+        *dst++ = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+      }
       continue;
     }
     const size_t at = i;

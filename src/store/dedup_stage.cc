@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "djshard/common/clock.h"
@@ -571,6 +574,38 @@ class StageJob {
     if (!lines.empty()) errors.Append(lines);
   }
 
+  // The edges of every key group among `keys`, on the task's threads: a key
+  // group never spans two parts (permutations, bands), so the keys are split
+  // by part and each share is sorted and linked on its own.
+  std::vector<ops::dedup::Edge> GroupEdges(const DedupConfig& config,
+                                           std::vector<GroupKey> keys) const {
+    const size_t n = static_cast<size_t>(std::max(1, c_.threads));
+    std::vector<std::vector<GroupKey>> shares(n);
+    for (GroupKey& key : keys) shares[key.part % n].push_back(std::move(key));
+    keys = {};
+    std::vector<std::vector<ops::dedup::Edge>> edges(n);
+    std::vector<std::thread> pool;
+    std::exception_ptr failure;
+    std::mutex mu;
+    for (size_t t = 0; t < n; ++t) {
+      pool.emplace_back([&, t] {
+        try {
+          ops::dedup::EmitEdges(config, &shares[t], &edges[t]);
+          shares[t] = {};
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!failure) failure = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& t : pool) t.join();
+    if (failure) std::rethrow_exception(failure);
+    for (size_t t = 1; t < n; ++t) {
+      edges[0].insert(edges[0].end(), edges[t].begin(), edges[t].end());
+    }
+    return std::move(edges[0]);
+  }
+
   // Range `range` of a sign task's keys.bin, checked against its keys.idx
   // entry (itself checked against the done record).
   std::string ReadKeyRange(const DoneRecord& sign, uint64_t range) {
@@ -625,9 +660,7 @@ class StageJob {
       }
     }
     const uint64_t key_count = keys.size();
-    std::vector<ops::dedup::Edge> edges;
-    ops::dedup::EmitEdges(Config(task.stage), &keys, &edges);
-    keys = {};
+    const std::vector<ops::dedup::Edge> edges = GroupEdges(Config(task.stage), std::move(keys));
     RowForest forest;
     for (const ops::dedup::Edge& e : edges) forest.Union(e.a, e.b);
     const auto links = forest.NonRoots();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <iterator>
 
 #include "djshard/ops/dedup.h"
 #include "djshard/ops/sample.h"
@@ -113,7 +114,9 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
     while (i < text.size()) {
       while (i < text.size() && text[i] == ' ') ++i;
       const size_t start = i;
-      while (i < text.size() && text[i] != ' ') ++i;
+      const void* space = std::memchr(text.data() + i, ' ', text.size() - i);
+      i = space != nullptr ? static_cast<size_t>(static_cast<const char*>(space) - text.data())
+                           : text.size();
       if (i > start) words->emplace_back(start, i);
     }
   }
@@ -135,28 +138,9 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
   }
 }
 
-// Python's str.lower() into *out: ASCII letters here, each run of other
-// characters through text::Lower (the whole text when it holds a capital
-// sigma, whose lower case depends on the letters around it).
+// Python's str.lower() into *out (text::LowerInto), as a view.
 std::string_view LowerInto(std::string_view s, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < s.size();) {
-    const char ch = s[i];
-    if (static_cast<unsigned char>(ch) < 0x80) {
-      out->push_back((ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch + 32) : ch);
-      ++i;
-      continue;
-    }
-    size_t end = i;
-    while (end < s.size() && static_cast<unsigned char>(s[end]) >= 0x80) ++end;
-    const std::string_view run = s.substr(i, end - i);
-    if (run.find("\xCE\xA3") != std::string_view::npos) {
-      *out = text::Lower(s);
-      return *out;
-    }
-    out->append(text::Lower(run));
-    i = end;
-  }
+  text::LowerInto(s, out);
   return *out;
 }
 
@@ -210,16 +194,49 @@ class ShingleBatch {
   size_t n_ = 0;
 };
 
+// Shingles waiting to be hashed, in two batches by their MD5 / SHA-1 block
+// count (up to 55 bytes: one block), so that a batch of one-block shingles
+// does not run a second pass for one longer lane. The hashes of a record are
+// summed (simhash) or reduced by min (minhash): their order does not matter.
+class ShingleBatches {
+ public:
+  // Adds a shingle; calls flush(batch) when its batch is full.
+  template <typename Flush>
+  void Add(std::string_view shingle, bool stable, Flush&& flush) {
+    ShingleBatch& batch = shingle.size() <= kOneBlock ? short_ : long_;
+    if (batch.Add(shingle, stable)) FlushBatch(batch, flush);
+  }
+  // Calls flush for what is left.
+  template <typename Flush>
+  void Finish(Flush&& flush) {
+    if (short_.size() > 0) FlushBatch(short_, flush);
+    if (long_.size() > 0) FlushBatch(long_, flush);
+  }
+
+ private:
+  static constexpr size_t kOneBlock = 55;
+  template <typename F>
+  static void FlushBatch(ShingleBatch& batch, F& flush) {
+    flush(batch);
+    batch.Clear();
+  }
+  ShingleBatch short_, long_;
+};
+
 // simhash-cpp's compute over unsigned_hash of each shingle: per bit, +1 for
 // a shingle whose hash has it set, -1 otherwise; the bit is set when the sum
-// is positive.
+// is positive. Reused across records (Start).
 class SimhashCounts {
  public:
+  void Start() {
+    std::fill(std::begin(ones_), std::end(ones_), 0);
+    total_ = 0;
+  }
   void Add(std::string_view shingle, bool stable) {
-    if (batch_.Add(shingle, stable)) Flush();
+    batches_.Add(shingle, stable, [this](const ShingleBatch& b) { Count(b); });
   }
   uint64_t Finish() {
-    Flush();
+    batches_.Finish([this](const ShingleBatch& b) { Count(b); });
     uint64_t result = 0;
     for (int b = 0; b < 64; ++b) {
       if (2 * ones_[b] > total_) result |= uint64_t{1} << b;
@@ -228,14 +245,13 @@ class SimhashCounts {
   }
 
  private:
-  void Flush() {
+  void Count(const ShingleBatch& batch) {
     uint64_t hashes[ShingleBatch::kSize];
-    Md5High64Batch(batch_.views(), batch_.size(), hashes);
-    CountBits(hashes, batch_.size(), ones_);
-    total_ += static_cast<int64_t>(batch_.size());
-    batch_.Clear();
+    Md5High64Batch(batch.views(), batch.size(), hashes);
+    CountBits(hashes, batch.size(), ones_);
+    total_ += static_cast<int64_t>(batch.size());
   }
-  ShingleBatch batch_;
+  ShingleBatches batches_;
   int64_t ones_[64] = {};
   int64_t total_ = 0;
 };
@@ -310,7 +326,8 @@ struct Signer::State {
   std::vector<std::pair<uint32_t, uint32_t>> words;  // [begin, end) of tokens
   std::vector<std::string> pieces;                   // sentencepiece pieces
   MinhashKernel kernel;
-  ShingleBatch batch;
+  ShingleBatches batches;
+  SimhashCounts counts;
 
   // The scratch string that `text` is not in, to write its next form to.
   std::string& Scratch(std::string_view text) {
@@ -318,7 +335,7 @@ struct Signer::State {
   }
 
   uint64_t Simhash(const DedupConfig& c, std::string_view text) {
-    SimhashCounts counts;
+    counts.Start();
     ForEachShingle(c, text, &shingle, &offsets, &words, &pieces,
                    [&](std::string_view sh) { counts.Add(sh, sh.data() != shingle.data()); });
     return counts.Finish();
@@ -329,17 +346,16 @@ struct Signer::State {
   size_t Minhash(const DedupConfig& c, std::string_view text, std::vector<uint32_t>* out) {
     size_t shingles = 0;
     kernel.Start();
-    const auto flush = [&] {
+    const auto flush = [this](const ShingleBatch& batch) {
       uint32_t hashes[ShingleBatch::kSize];
       Sha1Low32Batch(batch.views(), batch.size(), hashes);
       for (size_t i = 0; i < batch.size(); ++i) kernel.Add(hashes[i]);
-      batch.Clear();
     };
     ForEachShingle(c, text, &shingle, &offsets, &words, &pieces, [&](std::string_view sh) {
-      if (batch.Add(sh, sh.data() != shingle.data())) flush();
+      batches.Add(sh, sh.data() != shingle.data(), flush);
       ++shingles;
     });
-    flush();
+    batches.Finish(flush);
     if (shingles > 0) kernel.Finish(out);
     return shingles;
   }

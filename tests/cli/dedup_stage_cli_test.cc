@@ -1,0 +1,565 @@
+// Black-box tests of deduplicators in elastic jobs (docs/dedup-stage.md):
+// prepare records the dedup stages, workers claim their sign, group and
+// components tasks like shards, and the merged output is byte for byte what
+// `djshard run` writes over the same normalized input, whatever the number of
+// shards, workers, threads, kills and takeovers. status, verify, gc and dlc
+// see the stages; a changed stage file fails the task that reads it.
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// A filter on "score" (it never reads the text, so rows without a text or
+// with a number reach the deduplicator, which drops them as errors), then
+// document_simhash_deduplicator (case-sensitive: case changes survive it), a
+// mapper, document_deduplicator (lowercase: it removes the case changes) and a
+// filter.
+const std::string kSimhashRecipe =
+    "dataset_path: data.jsonl\n"
+    "process:\n"
+    "  - specified_numeric_field_filter:\n"
+    "      field_key: score\n"
+    "      min_value: 1\n"
+    "      max_value: 100\n"
+    "  - document_simhash_deduplicator:\n"
+    "      tokenization: space\n"
+    "      window_size: 3\n"
+    "      lowercase: false\n"
+    "  - whitespace_normalization_mapper:\n"
+    "  - document_deduplicator:\n"
+    "      lowercase: true\n"
+    "  - words_num_filter:\n"
+    "      min_num: 4\n";
+
+// document_minhash_deduplicator drops texts shorter than its window too.
+const std::string kMinhashRecipe =
+    "dataset_path: data.jsonl\n"
+    "process:\n"
+    "  - specified_numeric_field_filter:\n"
+    "      field_key: score\n"
+    "      min_value: 1\n"
+    "      max_value: 100\n"
+    "  - document_minhash_deduplicator:\n"
+    "      tokenization: space\n"
+    "      window_size: 3\n"
+    "      num_permutations: 64\n"
+    "      jaccard_threshold: 0.5\n"
+    "  - whitespace_normalization_mapper:\n"
+    "  - words_num_filter:\n"
+    "      min_num: 4\n";
+
+// The simhash recipe's stages: (operator, its index in the recipe).
+const std::vector<std::pair<std::string, size_t>> kSimhashStages = {
+    {"document_simhash_deduplicator", 1}, {"document_deduplicator", 3}};
+
+// A deterministic corpus of near duplicates from a small vocabulary: exact
+// copies, case changes, one-word edits, an ideographic space, empty texts,
+// rows without "text" and rows whose text is a number.
+std::string Corpus(int rows) {
+  std::mt19937 rng(20261202);  // the standard fixes mt19937's sequence
+  const auto pick = [&rng](size_t n) { return static_cast<size_t>(rng() % n); };
+  const std::vector<std::string> vocab = {"alpha", "beta",  "gamma", "delta", "epsilon", "zeta",
+                                          "eta",   "theta", "iota",  "kappa", "lambda",  "mu"};
+  std::vector<std::string> bases;
+  for (int i = 0; i < 200; ++i) {
+    std::string text;
+    const size_t words = 2 + pick(13);
+    for (size_t w = 0; w < words; ++w) text += (w ? " " : "") + vocab[pick(vocab.size())];
+    bases.push_back(text);
+  }
+  std::string out;
+  for (int i = 0; i < rows; ++i) {
+    json row = {{"id", i}, {"score", i % 10}};
+    if (i % 23 == 5) {
+      row["text"] = "";
+    } else if (i % 69 == 7) {
+      row["body"] = "no text";
+    } else if (i % 69 == 11) {
+      row["text"] = 42;
+    } else {
+      std::string text = bases[pick(bases.size())];
+      switch (pick(5)) {
+        case 1:
+          std::transform(text.begin(), pick(2) ? text.end() : text.begin() + 1, text.begin(),
+                         [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+          break;
+        case 2: {
+          const size_t space = text.find(' ');
+          text = vocab[pick(vocab.size())] + (space == std::string::npos ? "" : text.substr(space));
+          break;
+        }
+        case 3:
+          if (const size_t space = text.find(' '); space != std::string::npos) {
+            text.replace(space, 1, "\u3000");
+          }
+          break;
+        default:
+          break;
+      }
+      row["text"] = text;
+    }
+    out += row.dump() + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Whether `name` is a file a dedup stage task writes into its attempt.
+bool IsStageFile(const std::string& name) {
+  return name == "rows.jsonl" || name == "rows.u64" || name == "forest.u64" ||
+         name == "duplicates.u64" ||
+         (name.rfind("keys-", 0) == 0 && name.size() > 9 &&
+          name.compare(name.size() - 4, 4, ".bin") == 0);
+}
+
+class DedupStageCli : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    Write("data.jsonl", Corpus(3000));
+    Write("simhash.yaml", kSimhashRecipe);
+    Write("minhash.yaml", kMinhashRecipe);
+  }
+  void Prepare(const std::string& job, int shards, const std::string& recipe = "simhash.yaml") {
+    const CliResult r = Run({"prepare", "--config", recipe, "--job-dir", job, "--num-shards",
+                             std::to_string(shards), "--lease-secs", "2", "--heartbeat-secs", "0.5",
+                             "--poll-interval-secs", "0.2", "--retry-backoff-secs", "0"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // A worker with `threads` threads on its own hostname (UTS namespace).
+  Spawned WorkerOn(const std::string& host, const std::string& job,
+                   const std::vector<std::string>& extra = {},
+                   const std::vector<std::string>& env = {}, int threads = 1) {
+    std::vector<std::string> args = {"worker", "--job-dir", job, "--threads",
+                                     std::to_string(threads)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spawn(args, env,
+                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+  }
+  void RunWorker(const std::string& job, const std::vector<std::string>& extra = {},
+                 int threads = 1) {
+    const CliResult r = WaitFor(WorkerOn("node-a", job, extra, {}, threads));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  json Manifest(const std::string& job) const { return json::parse(Read(job + "/manifest.json")); }
+  // The job's shards in manifest order, one after the other: the normalized
+  // input that `djshard run` gets to compare with.
+  std::string ShardsConcatenated(const std::string& job) const {
+    std::string out;
+    const json manifest = Manifest(job);
+    for (const json& s : manifest["shards"]) out += Read(job + "/" + s["path"].get<std::string>());
+    return out;
+  }
+  // `djshard run` of `recipe` over the job's shards: <job>-reference.jsonl.
+  void RunReference(const std::string& job, const std::string& recipe) {
+    Write(job + "-input.jsonl", ShardsConcatenated(job));
+    const CliResult r =
+        Run({"run", "--config", recipe, "--dataset-path", Path(job + "-input.jsonl"),
+             "--export-path", job + "-reference.jsonl", "--threads", "2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // Each error record as "<input row> <op>: <error>", the row counted over the
+  // job's shards in manifest order (run's file names the concatenation, merge's
+  // the shard), sorted.
+  std::vector<std::string> ErrorRecords(const std::string& rel, const std::string& job) const {
+    std::map<std::string, uint64_t> first_rows = {{Path(job + "-input.jsonl"), 0}};
+    uint64_t first = 0;
+    const json manifest = Manifest(job);
+    for (const json& s : manifest["shards"]) {
+      first_rows[Path(job + "/" + s["path"].get<std::string>())] = first;
+      first += s["rows"].get<uint64_t>();
+    }
+    std::vector<std::string> out;
+    for (const std::string& line : Lines(Read(rel))) {
+      const json e = json::parse(line);
+      const auto at = first_rows.find(e["file"].get<std::string>());
+      if (at == first_rows.end()) {
+        ADD_FAILURE() << rel << " names a file outside the job: " << line;
+        return {};
+      }
+      out.push_back(std::to_string(at->second + e["line"].get<uint64_t>()) + " " +
+                    e["op"].get<std::string>() + ": " + e["error"].get<std::string>());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // The merged output of `job` (`merged` when given, else a fresh merge) is
+  // the bytes `djshard run` writes over its shards, and its errors file holds
+  // the same records.
+  void ExpectSameAsRun(const std::string& job, const std::string& recipe, std::string merged = "") {
+    if (merged.empty()) {
+      merged = job + "-merged.jsonl";
+      const CliResult m = Run({"merge", "--job-dir", job, "--output", merged});
+      ASSERT_EQ(m.exit_code, 0) << m.err;
+    }
+    RunReference(job, recipe);
+    const std::string reference = Read(job + "-reference.jsonl");
+    ASSERT_FALSE(reference.empty());
+    EXPECT_TRUE(Read(merged) == reference)
+        << job << ": merged output differs from djshard run's (" << Lines(Read(merged)).size()
+        << " vs " << Lines(reference).size() << " rows)";
+    const std::vector<std::string> errors =
+        ErrorRecords(job + "-reference.jsonl.errors.jsonl", job);
+    EXPECT_FALSE(errors.empty());
+    EXPECT_EQ(ErrorRecords(merged + ".errors.jsonl", job), errors) << job;
+  }
+  // Paths (relative) of the dedup stages' files under the job's attempts.
+  std::vector<std::string> StageFiles(const std::string& job) const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(Path(job + "/attempts"))) {
+      if (e.is_regular_file() && IsStageFile(e.path().filename().string())) {
+        out.push_back(e.path().string().substr(dir_.size() + 1));
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // The ids of every stage task of `job` in claim order, from its manifest.
+  std::vector<std::string> StageTaskIds(const std::string& job) const {
+    const json m = Manifest(job);
+    std::vector<std::string> ids;
+    for (size_t k = 0; k < m["dedup_stages"].size(); ++k) {
+      const std::string stage = "dedup" + std::to_string(k + 1);
+      for (const json& s : m["shards"]) {
+        ids.push_back(stage + "-sign-" + s["id"].get<std::string>());
+      }
+      for (uint64_t r = 0; r < m["dedup_stages"][k]["key_ranges"].get<uint64_t>(); ++r) {
+        char range[24];
+        std::snprintf(range, sizeof range, "%04llu", static_cast<unsigned long long>(r));
+        ids.push_back(stage + "-group-" + range);
+      }
+      ids.push_back(stage + "-components");
+    }
+    return ids;
+  }
+  size_t Count(const std::string& rel) const { return Exists(rel) ? List(rel).size() : 0; }
+  json Done(const std::string& job, const std::string& id) const {
+    return json::parse(Read(job + "/state/done/" + id + ".json"));
+  }
+};
+
+// One worker over 1, 7 and 64 shards: the manifest records both stages with
+// min(4, shards) key ranges, and the merged rows and errors are run's. Each
+// deduplicator removes rows and the first drops unsignable ones, so the
+// comparison is not between two outputs that nothing changed.
+TEST_F(DedupStageCli, TheMergedOutputIsRunsWhateverTheNumberOfShards) {
+  std::string first_input;
+  for (int shards : {1, 7, 64}) {
+    SCOPED_TRACE(std::to_string(shards) + " shards");
+    const std::string job = "job" + std::to_string(shards);
+    Prepare(job, shards);
+    const json stages = Manifest(job)["dedup_stages"];
+    ASSERT_EQ(stages.size(), kSimhashStages.size()) << stages.dump();
+    for (size_t k = 0; k < stages.size(); ++k) {
+      EXPECT_EQ(stages[k]["op"], kSimhashStages[k].first);
+      EXPECT_EQ(stages[k]["op_index"], kSimhashStages[k].second);
+      EXPECT_EQ(stages[k]["key_ranges"], std::min(shards, 4));
+    }
+    RunWorker(job);
+    ExpectSameAsRun(job, "simhash.yaml");
+    // The normalized input does not depend on the number of shards.
+    if (first_input.empty()) first_input = ShardsConcatenated(job);
+    EXPECT_TRUE(ShardsConcatenated(job) == first_input);
+  }
+  const json stats = json::parse(Read("job7-reference.jsonl.stats.json"));
+  const json& ops = stats["operators"];
+  ASSERT_EQ(ops.size(), 5u);
+  for (const auto& [name, index] : kSimhashStages) {
+    EXPECT_LT(ops[index]["rows_out"], ops[index]["rows_in"]) << name << " removed nothing";
+  }
+  EXPECT_GT(ops[1]["errors"], 0) << "every row reaching the deduplicator was signed";
+  EXPECT_LT(ops[4]["rows_out"], ops[4]["rows_in"]);
+}
+
+TEST_F(DedupStageCli, ThreeConcurrentWorkersOnDistinctHostsWriteRunsBytes) {
+  Prepare("job", 7);
+  std::vector<Spawned> workers;
+  const std::vector<std::string> hosts = {"node-a", "node-b", "node-c"};
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    workers.push_back(WorkerOn(hosts[i], "job", {}, {}, static_cast<int>(i + 1)));
+  }
+  for (const Spawned& w : workers) {
+    const CliResult r = WaitFor(w);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  const std::vector<std::string> tasks = StageTaskIds("job");
+  EXPECT_EQ(tasks.size(), 24u);
+  for (const std::string& id : tasks) {
+    ASSERT_TRUE(Exists("job/state/done/" + id + ".json")) << id;
+    EXPECT_EQ(Count("job/attempts/" + id), 1u) << id << " ran more than once";
+    const std::string host = Done("job", id)["hostname"];
+    EXPECT_TRUE(std::find(hosts.begin(), hosts.end(), host) != hosts.end()) << host;
+  }
+  ExpectSameAsRun("job", "simhash.yaml");
+}
+
+TEST_F(DedupStageCli, AMinhashRecipeWritesRunsBytes) {
+  Prepare("job", 7, "minhash.yaml");
+  const json stages = Manifest("job")["dedup_stages"];
+  ASSERT_EQ(stages.size(), 1u);
+  EXPECT_EQ(stages[0]["op"], "document_minhash_deduplicator");
+  RunWorker("job", {}, 2);
+  ExpectSameAsRun("job", "minhash.yaml");
+  const json ops = json::parse(Read("job-reference.jsonl.stats.json"))["operators"];
+  EXPECT_LT(ops[1]["rows_out"], ops[1]["rows_in"]);
+  EXPECT_GT(ops[1]["errors"], 0);
+}
+
+// node-a is killed with its third stage task's files written and no done
+// record (a sign task), node-b after taking that task over, at its sixth (a
+// group task); node-c takes the group task over. Nothing is lost or counted
+// twice.
+TEST_F(DedupStageCli, WorkersKilledInTheStageAreTakenOver) {
+  Prepare("job", 7);
+  const CliResult a =
+      WaitFor(WorkerOn("node-a", "job", {}, {"DJSHARD_TEST_KILL_AT=dedup_task_written@3"}));
+  ASSERT_EQ(a.exit_code, 128 + SIGKILL) << a.err;
+  EXPECT_TRUE(Exists("job/state/locks/dedup1-sign-part-00002-of-00007.lock"));
+  EXPECT_FALSE(Exists("job/state/done/dedup1-sign-part-00002-of-00007.json"));
+  const CliResult b =
+      WaitFor(WorkerOn("node-b", "job", {}, {"DJSHARD_TEST_KILL_AT=dedup_task_written@6"}));
+  ASSERT_EQ(b.exit_code, 128 + SIGKILL) << b.err;
+  EXPECT_NE(b.err.find("took over stale lock of dedup1-sign-part-00002-of-00007"),
+            std::string::npos)
+      << b.err;
+  EXPECT_TRUE(Exists("job/state/locks/dedup1-group-0000.lock"));
+  EXPECT_FALSE(Exists("job/state/done/dedup1-group-0000.json"));
+  const CliResult c = WaitFor(WorkerOn("node-c", "job"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("took over stale lock of dedup1-group-0000"), std::string::npos) << c.err;
+
+  EXPECT_EQ(Done("job", "dedup1-sign-part-00002-of-00007")["hostname"], "node-b");
+  EXPECT_EQ(Done("job", "dedup1-sign-part-00002-of-00007")["attempt_number"], 2);
+  EXPECT_EQ(Done("job", "dedup1-group-0000")["hostname"], "node-c");
+  EXPECT_EQ(Done("job", "dedup1-group-0000")["attempt_number"], 2);
+  EXPECT_EQ(Count("job/state/stale_locks"), 2u);
+  const CliResult status = Run({"status", "--job-dir", "job", "--json"});
+  EXPECT_EQ(status.exit_code, 0) << status.out;
+  const json s = json::parse(status.out);
+  EXPECT_EQ(s["counts"]["done"], 7);
+  ASSERT_EQ(s["dedup_stages"].size(), 2u);
+  for (const json& stage : s["dedup_stages"]) {
+    EXPECT_EQ(stage["counts"]["done"], 12) << stage.dump();
+    for (const json& task : stage["tasks"]) EXPECT_EQ(task["status"], "done") << task.dump();
+  }
+  ExpectSameAsRun("job", "simhash.yaml");
+  const CliResult verify = Run({"verify", "--job-dir", "job", "--output", "job-merged.jsonl"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.err;
+}
+
+TEST_F(DedupStageCli, StatusShowsEachStageAndItsTasks) {
+  Prepare("job", 7);
+  const std::vector<std::string> tasks = StageTaskIds("job");
+  ASSERT_EQ(tasks.size(), 24u);
+  CliResult r = Run({"status", "--job-dir", "job"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out,
+            "Job job: total=7 pending=7 running=0 stale=0 done=0 failed=0\n"
+            "  dedup stage 1 (document_simhash_deduplicator): tasks=12 pending=12 running=0 "
+            "stale=0 done=0 failed=0\n"
+            "  dedup stage 2 (document_deduplicator): tasks=12 pending=12 running=0 stale=0 "
+            "done=0 failed=0\n");
+  r = Run({"status", "--job-dir", "job", "--all"});
+  EXPECT_EQ(r.exit_code, 1);
+  for (const std::string& id : tasks) {
+    EXPECT_NE(r.out.find("\n  " + id + "  pending  rows="), std::string::npos) << id << r.out;
+  }
+  EXPECT_NE(r.out.find("\n  dedup1-sign-part-00000-of-00007  pending  rows=" +
+                       std::to_string(Manifest("job")["shards"][0]["rows"].get<uint64_t>())),
+            std::string::npos)
+      << r.out;
+  r = Run({"status", "--job-dir", "job", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  json s = json::parse(r.out);
+  ASSERT_EQ(s["dedup_stages"].size(), 2u);
+  std::vector<std::string> listed;
+  for (size_t k = 0; k < 2; ++k) {
+    const json& stage = s["dedup_stages"][k];
+    EXPECT_EQ(stage["stage"], k + 1);
+    EXPECT_EQ(stage["op"], kSimhashStages[k].first);
+    EXPECT_EQ(stage["counts"],
+              json({{"pending", 12}, {"running", 0}, {"stale", 0}, {"done", 0}, {"failed", 0}}));
+    for (const json& task : stage["tasks"]) {
+      listed.push_back(task["task_id"]);
+      EXPECT_EQ(task["status"], "pending");
+    }
+  }
+  EXPECT_EQ(listed, tasks);
+
+  RunWorker("job");
+  r = Run({"status", "--job-dir", "job"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Job job: total=7 pending=0 running=0 stale=0 done=7 failed=0\n"
+            "  dedup stage 1 (document_simhash_deduplicator): tasks=12 pending=0 running=0 "
+            "stale=0 done=12 failed=0\n"
+            "  dedup stage 2 (document_deduplicator): tasks=12 pending=0 running=0 stale=0 "
+            "done=12 failed=0\n");
+  r = Run({"status", "--job-dir", "job", "--all"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const std::string& id : tasks) {
+    EXPECT_NE(r.out.find("\n  " + id + "  done     rows="), std::string::npos) << id << r.out;
+  }
+  s = json::parse(Run({"status", "--job-dir", "job", "--json"}).out);
+  for (const json& stage : s["dedup_stages"]) {
+    EXPECT_EQ(stage["counts"]["done"], 12);
+    for (const json& task : stage["tasks"]) {
+      EXPECT_EQ(task["status"], "done");
+      EXPECT_EQ(task["owner"], "node-a");
+    }
+  }
+}
+
+// gc leaves the stage files alone while shards are still to run, removes
+// them all once every shard is done; verify checks them, then counts them as
+// removed; the merged output does not change.
+TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone) {
+  Prepare("job", 7);
+  RunWorker("job", {"--max-shards", "7"});  // the sign tasks of stage 1
+  const std::vector<std::string> signed_files = StageFiles("job");
+  EXPECT_EQ(signed_files.size(), 7u * (2 + 4));
+  CliResult gc = Run({"gc", "job"});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_EQ(StageFiles("job"), signed_files) << gc.out;
+
+  RunWorker("job");
+  const CliResult m = Run({"merge", "--job-dir", "job", "--output", "merged.jsonl"});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const std::string merged = Read("merged.jsonl");
+  // Per stage: rows.jsonl, rows.u64 and 4 key files per shard, 4 forests,
+  // one list of duplicates.
+  const size_t files = 2 * (7 * (2 + 4) + 4 + 1);
+  size_t listed = 0;
+  for (const std::string& id : StageTaskIds("job"))
+    listed += Done("job", id)["stage"]["files"].size();
+  EXPECT_EQ(listed, files);
+  ASSERT_EQ(StageFiles("job").size(), files);
+  CliResult v = Run({"verify", "--job-dir", "job"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_EQ(v.out.rfind("PASS: 7 shards were completed by 1 node(s)", 0), 0u) << v.out;
+  EXPECT_NE(v.err.find("dedup stages: " + std::to_string(files) +
+                       " task file(s) match their done records\n"),
+            std::string::npos)
+      << v.err;
+
+  const std::vector<std::string> stage_files = StageFiles("job");
+  gc = Run({"gc", "job"});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  for (const std::string& f : stage_files) {
+    EXPECT_NE(gc.out.find("removed " + Path(f) + "\n"), std::string::npos) << f << "\n" << gc.out;
+  }
+  EXPECT_TRUE(StageFiles("job").empty()) << gc.out;
+  for (const std::string& id : StageTaskIds("job")) {
+    EXPECT_TRUE(Exists("job/state/done/" + id + ".json")) << id;
+  }
+  v = Run({"verify", "--job-dir", "job"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_EQ(v.out.rfind("PASS: 7 shards were completed by 1 node(s)", 0), 0u) << v.out;
+  EXPECT_NE(v.err.find("dedup stages: 0 task file(s) match their done records, " +
+                       std::to_string(files) + " removed by gc"),
+            std::string::npos)
+      << v.err;
+  const CliResult again =
+      Run({"merge", "--job-dir", "job", "--output", "merged.jsonl", "--overwrite"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(Read("merged.jsonl") == merged);
+  ExpectSameAsRun("job", "simhash.yaml", "merged.jsonl");
+}
+
+// A flipped byte in a sign task's key file, after its done record is out:
+// the group task that reads it fails, naming the file, and the job fails.
+// With the byte put back, `djshard retry` of the group task lets the job finish.
+TEST_F(DedupStageCli, AChangedKeyFileFailsTheGroupTaskThatReadsIt) {
+  Prepare("job", 7);
+  RunWorker("job", {"--max-shards", "7"});  // the sign tasks of stage 1
+  ASSERT_EQ(Count("job/state/done"), 7u);
+  const json sign = Done("job", "dedup1-sign-part-00000-of-00007");
+  const std::string output = sign["output_path"];
+  const std::string keys = "job/" + output.substr(0, output.rfind('/')) + "/keys-0000.bin";
+  std::string bytes = Read(keys);
+  ASSERT_GT(bytes.size(), 100u);
+  bytes[100] = static_cast<char>(bytes[100] ^ 1);
+  std::ofstream(Path(keys), std::ios::binary | std::ios::trunc) << bytes;
+
+  const CliResult w = WaitFor(WorkerOn("node-a", "job", {"--max-retries", "0"}));
+  EXPECT_EQ(w.exit_code, 2) << w.err;
+  EXPECT_NE(w.err.find("failed dedup1-group-0000"), std::string::npos) << w.err;
+  const json failed = json::parse(Read("job/state/failed/dedup1-group-0000.json"));
+  const std::string error = failed["last_error"];
+  EXPECT_NE(error.find(Path(keys) + ": file differs from the done record of "
+                                    "dedup1-sign-part-00000-of-00007"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(Exists("job/state/done/dedup1-group-0000.json"));
+  EXPECT_FALSE(Exists("job/state/done/dedup1-components.json"));
+
+  // What the user sees: the task failed with that error, the job is failed.
+  const CliResult all = Run({"status", "--job-dir", "job", "--all"});
+  EXPECT_NE(all.out.find("  dedup stage 1 (document_simhash_deduplicator): tasks=12 pending=1 "
+                         "running=0 stale=0 done=10 failed=1\n"),
+            std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("\n  dedup1-group-0000  failed   rows=0"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("error=" + error), std::string::npos) << all.out;
+  EXPECT_EQ(all.exit_code, 2) << "status of a job with a failed dedup stage task\n" << all.out;
+  const CliResult merge = Run({"merge", "--job-dir", "job"});
+  EXPECT_EQ(merge.exit_code, 2);
+  EXPECT_FALSE(Exists("job/merged.jsonl"));
+
+  bytes[100] = static_cast<char>(bytes[100] ^ 1);
+  std::ofstream(Path(keys), std::ios::binary | std::ios::trunc) << bytes;
+  const CliResult retry = Run({"retry", "--job-dir", "job", "--shard-id", "dedup1-group-0000"});
+  ASSERT_EQ(retry.exit_code, 0) << retry.err;
+  EXPECT_NE(retry.out.find("Retrying dedup1-group-0000\n"), std::string::npos) << retry.out;
+  RunWorker("job");
+  EXPECT_EQ(Done("job", "dedup1-group-0000")["attempt_number"], 1);
+  ExpectSameAsRun("job", "simhash.yaml");
+}
+
+TEST_F(DedupStageCli, PrepareRefusesADedupRecipeWithCheckpointOrPartitionSections) {
+  for (const std::string section : {"checkpoint:\n  strategy: every_op\n",
+                                    "partition:\n  mode: manual\n  num_of_partitions: 2\n"}) {
+    SCOPED_TRACE(section);
+    Write("sections.yaml", section + kSimhashRecipe);
+    const CliResult r =
+        Run({"prepare", "--config", "sections.yaml", "--job-dir", "job", "--num-shards", "2"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("document_simhash_deduplicator' runs as a dedup stage"), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(Exists("job"));
+  }
+}
+
+TEST_F(DedupStageCli, DlcOnOneNodeWritesRunsBytes) {
+  const CliResult r = Run({"dlc", "--job-dir", "job", "--config", "simhash.yaml", "--dataset-path",
+                           "data.jsonl", "--nodes", "1", "--num-shards", "7", "--run-id", "r1",
+                           "--poll-interval-secs", "0.2", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("PASS: 7 shards were completed by 1 node(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(Manifest("job")["dedup_stages"].size(), 2u);
+  ExpectSameAsRun("job", "simhash.yaml", "job/merged.jsonl");
+}
+
+}  // namespace
+}  // namespace djshard::testing

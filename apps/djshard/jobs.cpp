@@ -109,6 +109,13 @@ void PrintView(const store::ElasticJobView& v, bool detailed) {
     }
     std::printf("\n");
   }
+  for (const nlohmann::json& stage : v.dedup_stages) {
+    std::printf("dedup stage %llu (%s): %llu of %llu tasks done, %llu running, %llu failed\n",
+                stage["stage"].get<unsigned long long>(), stage["op"].get<std::string>().c_str(),
+                stage["done"].get<unsigned long long>(), stage["tasks"].get<unsigned long long>(),
+                stage["running"].get<unsigned long long>(),
+                stage["failed"].get<unsigned long long>());
+  }
   if (!v.stop.is_null()) {
     std::printf("stop requested: %s at %s by %s\n", v.stop.value("mode", "").c_str(),
                 v.stop.value("requested_at", "").c_str(), v.stop.value("requested_by", "").c_str());

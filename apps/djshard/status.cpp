@@ -16,7 +16,7 @@ namespace {
 
 // 0 complete, 1 incomplete, 2 any failed (docs/operations.md "Exit codes").
 int StatusExitCode(const store::JobStatus& s) {
-  if (s.counts.failed > 0) return kExitFailure;
+  if (s.failed()) return kExitFailure;
   return s.complete() ? kExitOk : kExitIncomplete;
 }
 
@@ -26,6 +26,19 @@ uint64_t DoneRows(const store::JobStatus& s) {
     if (sh.state == store::ShardState::kDone) rows += sh.shard->rows;
   }
   return rows;
+}
+
+// A running, stale or failed shard or stage task: its owner, heartbeat and error.
+void PrintActive(const store::ShardStatus& sh) {
+  if (sh.state != store::ShardState::kRunning && sh.state != store::ShardState::kStale &&
+      sh.state != store::ShardState::kFailed) {
+    return;
+  }
+  std::printf("  %s  %-7s  owner=%s pid=%lld", sh.shard->id.c_str(),
+              store::ShardStateName(sh.state), sh.owner.c_str(), static_cast<long long>(sh.pid));
+  if (sh.lock) std::printf("  heartbeat %.1fs ago", sh.lock->age_secs);
+  if (!sh.error.empty()) std::printf("  error=%s", sh.error.c_str());
+  std::printf("\n");
 }
 
 // Refreshes until the job is terminal: counts, each shard's owner and
@@ -47,17 +60,13 @@ int Watch(const store::JobDir& job, double interval) {
                 static_cast<unsigned long long>(rows),
                 static_cast<unsigned long long>(job.manifest().total_rows),
                 elapsed > 0 ? static_cast<double>(rows - start_rows) / elapsed : 0.0);
-    for (const store::ShardStatus& sh : s.shards) {
-      if (sh.state != store::ShardState::kRunning && sh.state != store::ShardState::kStale &&
-          sh.state != store::ShardState::kFailed) {
-        continue;
-      }
-      std::printf("  %s  %-7s  owner=%s pid=%lld", sh.shard->id.c_str(),
-                  store::ShardStateName(sh.state), sh.owner.c_str(),
-                  static_cast<long long>(sh.pid));
-      if (sh.lock) std::printf("  heartbeat %.1fs ago", sh.lock->age_secs);
-      if (!sh.error.empty()) std::printf("  error=%s", sh.error.c_str());
-      std::printf("\n");
+    for (const store::StageStatus& stage : s.stages) {
+      std::printf("dedup stage %zu (%s): %llu of %zu tasks done\n", stage.stage, stage.op.c_str(),
+                  static_cast<unsigned long long>(stage.counts.done), stage.tasks.size());
+    }
+    for (const store::ShardStatus& sh : s.shards) PrintActive(sh);
+    for (const store::StageStatus& stage : s.stages) {
+      for (const store::ShardStatus& task : stage.tasks) PrintActive(task);
     }
     std::fflush(stdout);
     if (s.terminal()) return StatusExitCode(s);

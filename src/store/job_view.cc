@@ -183,6 +183,7 @@ class ElasticJobReader {
     v_.partitions = CountPartitions(job_, status);
     v_.running.reserve(status.shards.size());
     for (const ShardStatus& sh : status.shards) AddShard(sh);
+    AddStages(status);
     ReadReplicaPlans();
     for (auto& [k, t] : ops_) v_.op_totals.push_back(t);
     v_.model_devices_warning = MixedModelDevicesWarning(v_.shards_by_model_devices);
@@ -199,6 +200,29 @@ class ElasticJobReader {
   }
 
  private:
+  // The dedup stages' counts, and their running tasks beside the shards'.
+  void AddStages(const JobStatus& status) {
+    for (const StageStatus& stage : status.stages) {
+      v_.dedup_stages.push_back({{"stage", stage.stage},
+                                 {"op", stage.op},
+                                 {"tasks", stage.tasks.size()},
+                                 {"done", stage.counts.done},
+                                 {"running", stage.counts.running},
+                                 {"failed", stage.counts.failed}});
+      v_.stage_failed = v_.stage_failed || stage.counts.failed > 0;
+      for (const ShardStatus& task : stage.tasks) {
+        if (task.state != ShardState::kRunning || !task.lock) continue;
+        RunningAttempt a;
+        a.shard_id = task.shard->id;
+        a.hostname = task.lock->hostname;
+        a.pid = task.lock->pid;
+        a.token = task.lock->token;
+        a.lock_age_secs = task.lock->age_secs;
+        v_.running.push_back(std::move(a));
+      }
+    }
+  }
+
   // One shard's row of the view, and what its records add to the totals.
   void AddShard(const ShardStatus& sh) {
     json row = {{"shard_id", sh.shard->id},
@@ -310,7 +334,7 @@ class ElasticJobReader {
 
   job::JobState State() const {
     const bool live = v_.shards_running > 0;
-    if (v_.shards_failed > 0) return job::JobState::kFailed;
+    if (v_.shards_failed > 0 || v_.stage_failed) return job::JobState::kFailed;
     if (v_.shards_done == v_.shards_total) return job::JobState::kCompleted;
     if (!v_.stop.is_null()) return live ? job::JobState::kStopping : job::JobState::kStopped;
     if (live) return job::JobState::kRunning;
@@ -404,6 +428,7 @@ json ElasticJobView::ToJson(bool detailed) const {
     if (!kinds.empty()) devices.push_back({{"model_devices", kinds}, {"shards", shards.size()}});
   }
   j["model_devices"] = devices;
+  if (!dedup_stages.empty()) j["dedup_stages"] = dedup_stages;
   j["warnings"] = json::array();
   if (!model_devices_warning.empty()) j["warnings"].push_back(model_devices_warning);
   if (detailed) {

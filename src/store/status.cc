@@ -115,12 +115,14 @@ JobStatus ReadStatus(const JobDir& job) {
   return s;
 }
 
-bool JobStatus::terminal() const {
+bool JobStatus::failed() const {
   for (const StageStatus& stage : stages) {
     if (stage.counts.failed > 0) return true;
   }
-  return counts.done + counts.failed == total;
+  return counts.failed > 0;
 }
+
+bool JobStatus::terminal() const { return failed() || counts.done == total; }
 
 std::string JobStatus::SummaryLine() const {
   return "Job " + job_id + ": total=" + std::to_string(total) + " " + CountsText(counts);

@@ -127,10 +127,8 @@ std::vector<std::string> Lines(const std::string& text) {
 
 // Whether `name` is a file a dedup stage task writes into its attempt.
 bool IsStageFile(const std::string& name) {
-  return name == "rows.jsonl" || name == "rows.u64" || name == "forest.u64" ||
-         name == "duplicates.u64" ||
-         (name.rfind("keys-", 0) == 0 && name.size() > 9 &&
-          name.compare(name.size() - 4, 4, ".bin") == 0);
+  return name == "rows.jsonl" || name == "rows.u64" || name == "keys.bin" || name == "keys.idx" ||
+         name == "forest.u64" || name == "duplicates.u64";
 }
 
 class DedupStageCli : public CliTest {
@@ -438,7 +436,7 @@ TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone)
   Prepare("job", 7);
   RunWorker("job", {"--max-shards", "7"});  // the sign tasks of stage 1
   const std::vector<std::string> signed_files = StageFiles("job");
-  EXPECT_EQ(signed_files.size(), 7u * (2 + 4));
+  EXPECT_EQ(signed_files.size(), 7u * 4);
   CliResult gc = Run({"gc", "job"});
   EXPECT_EQ(gc.exit_code, 0) << gc.err;
   EXPECT_EQ(StageFiles("job"), signed_files) << gc.out;
@@ -447,9 +445,9 @@ TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone)
   const CliResult m = Run({"merge", "--job-dir", "job", "--output", "merged.jsonl"});
   ASSERT_EQ(m.exit_code, 0) << m.err;
   const std::string merged = Read("merged.jsonl");
-  // Per stage: rows.jsonl, rows.u64 and 4 key files per shard, 4 forests,
-  // one list of duplicates.
-  const size_t files = 2 * (7 * (2 + 4) + 4 + 1);
+  // Per stage: rows.jsonl, rows.u64, keys.bin and keys.idx per shard (for
+  // any number of key ranges), 4 forests, one list of duplicates.
+  const size_t files = 2 * (7 * 4 + 4 + 1);
   size_t listed = 0;
   for (const std::string& id : StageTaskIds("job"))
     listed += Done("job", id)["stage"]["files"].size();
@@ -487,7 +485,7 @@ TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone)
   ExpectSameAsRun("job", "simhash.yaml", "merged.jsonl");
 }
 
-// A flipped byte in a sign task's key file, after its done record is out:
+// A flipped byte in key range 0 of a sign task's key file, after its done record is out:
 // the group task that reads it fails, naming the file, and the job fails.
 // With the byte put back, `djshard retry` of the group task lets the job finish.
 TEST_F(DedupStageCli, AChangedKeyFileFailsTheGroupTaskThatReadsIt) {
@@ -496,7 +494,7 @@ TEST_F(DedupStageCli, AChangedKeyFileFailsTheGroupTaskThatReadsIt) {
   ASSERT_EQ(Count("job/state/done"), 7u);
   const json sign = Done("job", "dedup1-sign-part-00000-of-00007");
   const std::string output = sign["output_path"];
-  const std::string keys = "job/" + output.substr(0, output.rfind('/')) + "/keys-0000.bin";
+  const std::string keys = "job/" + output.substr(0, output.rfind('/')) + "/keys.bin";
   std::string bytes = Read(keys);
   ASSERT_GT(bytes.size(), 100u);
   bytes[100] = static_cast<char>(bytes[100] ^ 1);
@@ -507,7 +505,7 @@ TEST_F(DedupStageCli, AChangedKeyFileFailsTheGroupTaskThatReadsIt) {
   EXPECT_NE(w.err.find("failed dedup1-group-0000"), std::string::npos) << w.err;
   const json failed = json::parse(Read("job/state/failed/dedup1-group-0000.json"));
   const std::string error = failed["last_error"];
-  EXPECT_NE(error.find(Path(keys) + ": file differs from the done record of "
+  EXPECT_NE(error.find(Path(keys) + ": key range 0 differs from the done record of "
                                     "dedup1-sign-part-00000-of-00007"),
             std::string::npos)
       << error;

@@ -71,6 +71,10 @@ struct ElasticJobView {
   // when there is more than one kind (MixedModelDevicesWarning).
   ShardsByModelDevices shards_by_model_devices;
   std::string model_devices_warning;
+  // A recipe with deduplicators: per stage {stage, op, tasks, counts}; its
+  // running tasks are in `running` beside the shards.
+  nlohmann::json dedup_stages = nlohmann::json::array();
+  bool stage_failed = false;  // a stage task failed for good
 
   nlohmann::json ToJson(bool detailed) const;
 };

@@ -32,6 +32,8 @@ struct JobStatus {
   std::vector<StageStatus> stages;  // a recipe with deduplicators: their stages
 
   bool complete() const { return counts.done == total; }
+  // A shard or a dedup stage's task failed for good.
+  bool failed() const;
   // No shard can change any more without a retry: all done or failed, or a
   // dedup stage's task failed (the shards after it wait for it).
   bool terminal() const;

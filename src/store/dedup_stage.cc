@@ -517,15 +517,19 @@ class StageJob {
     rows_u64.Commit(files, rows.size());
     std::vector<std::string> ranges(entry.key_ranges);
     std::vector<uint64_t> counts(entry.key_ranges, 0);
-    for (const GroupKey& key : keys) {
-      const uint64_t r = KeyRange(key, entry.key_ranges);
-      std::string& out = ranges[r];
-      PutU32(&out, key.part);
-      PutU32(&out, static_cast<uint32_t>(key.bytes.size()));
-      PutU64(&out, rows[key.row] & ~kUnsignedRow);
-      PutU64(&out, key.simhash);
-      out += key.bytes;
-      ++counts[r];
+    if (Config(task.stage).kind == ops::dedup::Kind::kSimhash) {
+      SimhashRowsByRange(keys, rows, &ranges, &counts);
+    } else {
+      for (const GroupKey& key : keys) {
+        const uint64_t r = KeyRange(key, entry.key_ranges);
+        std::string& out = ranges[r];
+        PutU32(&out, key.part);
+        PutU32(&out, static_cast<uint32_t>(key.bytes.size()));
+        PutU64(&out, rows[key.row] & ~kUnsignedRow);
+        PutU64(&out, key.simhash);
+        out += key.bytes;
+        ++counts[r];
+      }
     }
     // One file of keys, the ranges one after the other, and its index: per
     // range its offset, bytes, keys and xxh3_128 (kIndexEntryBytes each).
@@ -551,6 +555,31 @@ class StageJob {
     result.stage["keys"] = keys.size();
   }
 
+  // A simhash's keys are its bits under the block permutations: a row goes
+  // to each range that one of its keys falls in, once, as (row, simhash), and
+  // the group task derives the keys again (about 16 bytes per row and range
+  // instead of 32 per key). `keys` holds each row's keys one after the other.
+  static void SimhashRowsByRange(const std::vector<GroupKey>& keys,
+                                 const std::vector<uint64_t>& rows,
+                                 std::vector<std::string>* ranges, std::vector<uint64_t>* counts) {
+    std::vector<uint64_t> hit;
+    for (size_t i = 0; i < keys.size();) {
+      hit.clear();
+      size_t j = i;
+      for (; j < keys.size() && keys[j].row == keys[i].row; ++j) {
+        hit.push_back(KeyRange(keys[j], ranges->size()));
+      }
+      std::sort(hit.begin(), hit.end());
+      hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
+      for (uint64_t r : hit) {
+        PutU64(&(*ranges)[r], rows[keys[i].row] & ~kUnsignedRow);
+        PutU64(&(*ranges)[r], keys[i].simhash);
+        ++(*counts)[r];
+      }
+      i = j;
+    }
+  }
+
   // Rows the deduplicator could not sign: marked in `rows`, reported in the
   // errors file, or the task fails at the first without skip_op_error.
   static void ReportUnsigned(const exec::PlannedOperator& planned,
@@ -572,6 +601,21 @@ class StageJob {
       lines += '\n';
     }
     if (!lines.empty()) errors.Append(lines);
+  }
+
+  // The keys in range `range` of the (row, simhash) records in `bytes`.
+  static void SimhashKeysInRange(const DedupConfig& config, const std::string& bytes,
+                                 uint64_t range, uint64_t ranges, std::vector<GroupKey>* keys) {
+    ops::dedup::Signature sig;
+    std::vector<GroupKey> all;
+    for (size_t pos = 0; pos + 16 <= bytes.size(); pos += 16) {
+      sig.simhash = GetU64(bytes.data() + pos + 8);
+      all.clear();
+      ops::dedup::AppendKeys(config, sig, GetU64(bytes.data() + pos), &all);
+      for (GroupKey& key : all) {
+        if (KeyRange(key, ranges) == range) keys->push_back(std::move(key));
+      }
+    }
   }
 
   // The edges of every key group among `keys`, on the task's threads: a key
@@ -647,6 +691,11 @@ class StageJob {
     for (const ShardEntry& shard : m_.shards) {
       const DoneRecord sign = ReadDone(*c_.job, SignTaskId(task.stage, shard.id));
       const std::string bytes = ReadKeyRange(sign, task.range);
+      if (Config(task.stage).kind == ops::dedup::Kind::kSimhash) {
+        SimhashKeysInRange(Config(task.stage), bytes, task.range,
+                           m_.dedup_stages[task.stage - 1].key_ranges, &keys);
+        continue;
+      }
       size_t pos = 0;
       while (pos + 24 <= bytes.size()) {
         GroupKey key;

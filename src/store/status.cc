@@ -122,7 +122,12 @@ bool JobStatus::failed() const {
   return counts.failed > 0;
 }
 
-bool JobStatus::terminal() const { return failed() || counts.done == total; }
+bool JobStatus::terminal() const {
+  for (const StageStatus& stage : stages) {
+    if (stage.counts.failed > 0) return true;
+  }
+  return counts.done + counts.failed == total;
+}
 
 std::string JobStatus::SummaryLine() const {
   return "Job " + job_id + ": total=" + std::to_string(total) + " " + CountsText(counts);

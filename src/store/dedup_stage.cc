@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -208,6 +209,137 @@ class RowForest {
   std::unordered_map<uint64_t, uint64_t> parent_;
 };
 
+// The rows a row task reads: the shard file (stage 1), else what the last
+// stage kept of the rows its sign task wrote.
+struct TaskInput {
+  exec::RowSet set;
+  std::vector<uint64_t> global;  // by position; empty: the shard's first row + position
+  io::Checksum expected;         // of the file read
+  uint64_t file_lines = 0;       // lines of the file read
+  std::string file;              // its path, for messages
+  exec::ExecSummary carried;     // counters of the operators before
+  bool output_form = false;      // the rows are written as the output writes them
+};
+
+void AddRun(exec::ExecSummary& total, const exec::ExecSummary& run) {
+  for (size_t i = 0; i < run.operators.size() && i < total.operators.size(); ++i) {
+    total.operators[i].Add(run.operators[i]);
+  }
+  exec::AddRegionCounters(total, run);
+  total.rows_in = run.rows_in;
+  total.bytes_in = run.bytes_in;
+  total.rows_out = run.rows_out;
+  total.bytes_out = run.bytes_out;
+  total.errors += run.errors;
+  total.model_devices = run.model_devices;
+}
+
+// Tap origins (one ["<file>", <line>] per row) as global rows.
+void AppendOriginRows(std::string_view lines, uint64_t first_row, std::vector<uint64_t>* rows) {
+  size_t pos = 0;
+  while (pos < lines.size()) {
+    size_t end = lines.find('\n', pos);
+    if (end == std::string_view::npos) end = lines.size();
+    const size_t comma = lines.rfind(',', end);
+    uint64_t line = 0;
+    for (size_t i = comma + 1; i < end; ++i) {
+      if (lines[i] >= '0' && lines[i] <= '9') line = line * 10 + (lines[i] - '0');
+    }
+    rows->push_back(first_row + line - 1);
+    pos = end + 1;
+  }
+}
+
+// One row task's reading of its input through the executor: the reader
+// (hashing what it reads), the executor's options for operators
+// [first_op, end_op), and, for a sign task, the global row of every row it
+// writes.
+struct RowRun {
+  RowRun(TaskInput input, uint64_t first, std::string shard_path)
+      : in(std::move(input)),
+        first_row(first),
+        shard_file(std::move(shard_path)),
+        hasher(in.expected.kind) {}
+
+  void Configure(const TaskContext& c, size_t first, size_t end) {
+    reader =
+        std::make_unique<exec::RowReader>(in.set, c.exec.batch_bytes, c.plan->batch_rows, &hasher);
+    o = c.exec;
+    o.first_op = first;
+    o.end_op = end;
+    o.source = [this](io::LineChunk* chunk) { return reader->Next(chunk); };
+    if (!in.set.all) {
+      // Errors name a row by the shard file and its line there.
+      o.origin = [this](uint64_t line) -> const exec::RowOrigin* {
+        thread_local exec::RowOrigin origin;
+        origin.file = shard_file;
+        origin.line = in.global[line - 1] - first_row + 1;
+        return &origin;
+      };
+    }
+  }
+  bool NoOperators() const { return o.first_op == o.end_op; }
+  // The global row of a position of the input.
+  uint64_t GlobalRow(uint64_t position) const {
+    return in.set.all ? first_row + position : in.global[position];
+  }
+
+  // rows.jsonl as the output would write the rows (nothing runs after the
+  // deduplicator), with their global rows from the output's source lines.
+  void WriteOutputForm(const TaskContext& c, const std::string& attempt_dir,
+                       io::OutputStream& errors, exec::ExecSummary& summary,
+                       nlohmann::json& files) {
+    io::OutputStream rows_file(attempt_dir + "/rows.jsonl", /*overwrite=*/true, c.job->disk());
+    rows_file.HashContent();
+    o.output_lines_sink = [this](const std::vector<uint64_t>& lines) {
+      for (uint64_t line : lines) rows.push_back(GlobalRow(line - 1));
+    };
+    AddRun(summary, exec::Execute(*c.plan, in.set.files, rows_file, &errors, o));
+    rows_file.Commit();
+    files["rows.jsonl"] = {{"bytes", rows_file.bytes_in()},
+                           {"rows", rows.size()},
+                           {"xxh3_128", rows_file.ContentXxh3()}};
+  }
+
+  // rows.jsonl as a tap after the operators before the deduplicator (their
+  // __dj__stats__ and __dj__meta__ kept for the operators after it), or the
+  // rows read as they are when there is no operator before it.
+  void WriteTapForm(const TaskContext& c, const std::string& attempt_dir, io::OutputStream& output,
+                    io::OutputStream& errors, exec::ExecSummary& summary, nlohmann::json& files) {
+    TaskFile rows_file(attempt_dir, "rows.jsonl", c.job->disk());
+    if (!NoOperators()) {
+      o.discard_output = true;
+      o.taps = {o.end_op - 1};
+      o.compress_taps = false;
+      o.tap_sink = [&rows_file](size_t, std::string_view bytes, uint64_t) {
+        rows_file.Append(bytes);
+      };
+      o.tap_origin_sink = [this](size_t, std::string_view lines) {
+        AppendOriginRows(lines, first_row, &rows);
+      };
+      AddRun(summary, exec::Execute(*c.plan, in.set.files, output, &errors, o));
+    } else {
+      io::LineChunk chunk;
+      while (reader->Next(&chunk)) {
+        rows_file.Append(std::string_view(chunk.data.data(), chunk.size));
+        for (uint64_t k = 0; k < chunk.lines; ++k)
+          rows.push_back(GlobalRow(chunk.first_line - 1 + k));
+        summary.bytes_in += chunk.size;
+      }
+      summary.rows_in = reader->positions();
+    }
+    rows_file.Commit(files, rows.size());
+  }
+
+  TaskInput in;
+  const uint64_t first_row;
+  const std::string shard_file;
+  io::ChecksumHasher hasher;
+  std::unique_ptr<exec::RowReader> reader;
+  exec::ExecOptions o;
+  std::vector<uint64_t> rows;  // sign: the global row of every row reaching the deduplicator
+};
+
 // Everything the tasks of one job share.
 class StageJob {
  public:
@@ -239,21 +371,9 @@ class StageJob {
     return static_cast<const DedupOperator&>(*c_.plan->operators[op].op).config();
   }
 
-  // The rows a row task reads: the shard file (stage 1), else what the last
-  // stage kept of the rows its sign task wrote.
-  struct Input {
-    exec::RowSet set;
-    std::vector<uint64_t> global;  // by position; empty: the shard's first row + position
-    io::Checksum expected;         // of the file read
-    uint64_t file_lines = 0;       // lines of the file read
-    std::string file;              // its path, for messages
-    exec::ExecSummary carried;     // counters of the operators before
-    bool output_form = false;      // the rows are written as the output writes them
-  };
-
-  Input OpenInput(const JobTask& task, size_t shard_index, io::OutputStream& errors) {
+  TaskInput OpenInput(const JobTask& task, size_t shard_index, io::OutputStream& errors) {
     const ShardEntry& shard = m_.shards[shard_index];
-    Input in;
+    TaskInput in;
     in.set.raw = false;
     in.carried = EmptySummary();
     const size_t before = task.kind == TaskKind::kSign ? task.stage - 1 : task.stage;
@@ -341,86 +461,32 @@ class StageJob {
   TaskResult RowTask(const JobTask& task, const std::string& attempt_dir, io::OutputStream& output,
                      io::OutputStream& errors) {
     const ShardEntry& shard = m_.shards[task.shard];
-    const uint64_t first_row = first_rows_[task.shard];
-    Input in = OpenInput(task, task.shard, errors);
     const bool sign = task.kind == TaskKind::kSign;
     const size_t before = sign ? task.stage - 1 : task.stage;
-    const size_t first_op = before == 0 ? 0 : m_.dedup_stages[before - 1].op_index + 1;
-    const size_t end_op =
-        sign ? m_.dedup_stages[task.stage - 1].op_index : c_.plan->operators.size();
-    const std::string shard_file = c_.job->InJob(shard.path);
-
-    io::ChecksumHasher hasher(in.expected.kind);
-    exec::RowReader reader(in.set, c_.exec.batch_bytes, c_.plan->batch_rows, &hasher);
-    exec::ExecOptions o = c_.exec;
-    o.first_op = first_op;
-    o.end_op = end_op;
-    o.source = [&reader](io::LineChunk* chunk) { return reader.Next(chunk); };
-    const std::vector<uint64_t>& global = in.global;
-    if (!in.set.all) {
-      o.origin = [&global, &shard_file, first_row](uint64_t line) -> const exec::RowOrigin* {
-        thread_local exec::RowOrigin origin;
-        origin.file = shard_file;
-        origin.line = global[line - 1] - first_row + 1;
-        return &origin;
-      };
-    }
-    // The global row of a position of the input.
-    const auto global_row = [&in, first_row](uint64_t p) {
-      return in.set.all ? first_row + p : in.global[p];
-    };
+    RowRun run(OpenInput(task, task.shard, errors), first_rows_[task.shard],
+               c_.job->InJob(shard.path));
+    run.Configure(c_, before == 0 ? 0 : m_.dedup_stages[before - 1].op_index + 1,
+                  sign ? m_.dedup_stages[task.stage - 1].op_index : c_.plan->operators.size());
     TaskResult result;
-    result.summary = in.carried;
+    result.summary = run.in.carried;
     nlohmann::json files = nlohmann::json::object();
-    std::vector<uint64_t> rows;  // sign: the global row of every row reaching the deduplicator
     std::string form = "tap";
-    if (!sign && first_op == end_op && in.output_form) {
-      CopyRows(reader, output, result.summary);
+    if (!sign && run.NoOperators() && run.in.output_form) {
+      CopyRows(*run.reader, output, result.summary);
     } else if (!sign) {
-      AddRun(result.summary, exec::Execute(*c_.plan, in.set.files, output, &errors, o));
+      AddRun(result.summary, exec::Execute(*c_.plan, run.in.set.files, output, &errors, run.o));
     } else if (WritesOutputForm(task)) {
       form = "output";
-      io::OutputStream rows_file(attempt_dir + "/rows.jsonl", /*overwrite=*/true, c_.job->disk());
-      rows_file.HashContent();
-      o.output_lines_sink = [&rows, &global_row](const std::vector<uint64_t>& lines) {
-        for (uint64_t line : lines) rows.push_back(global_row(line - 1));
-      };
-      AddRun(result.summary, exec::Execute(*c_.plan, in.set.files, rows_file, &errors, o));
-      rows_file.Commit();
-      files["rows.jsonl"] = {{"bytes", rows_file.bytes_in()},
-                             {"rows", rows.size()},
-                             {"xxh3_128", rows_file.ContentXxh3()}};
+      run.WriteOutputForm(c_, attempt_dir, errors, result.summary, files);
     } else {
-      TaskFile rows_file(attempt_dir, "rows.jsonl", c_.job->disk());
-      if (first_op < end_op) {
-        o.discard_output = true;
-        o.taps = {end_op - 1};
-        o.compress_taps = false;
-        o.tap_sink = [&rows_file](size_t, std::string_view bytes, uint64_t) {
-          rows_file.Append(bytes);
-        };
-        o.tap_origin_sink = [&rows, first_row](size_t, std::string_view lines) {
-          AppendOriginRows(lines, first_row, &rows);
-        };
-        AddRun(result.summary, exec::Execute(*c_.plan, in.set.files, output, &errors, o));
-      } else {
-        io::LineChunk chunk;
-        while (reader.Next(&chunk)) {
-          rows_file.Append(std::string_view(chunk.data.data(), chunk.size));
-          for (uint64_t k = 0; k < chunk.lines; ++k)
-            rows.push_back(global_row(chunk.first_line - 1 + k));
-          result.summary.bytes_in += chunk.size;
-        }
-        result.summary.rows_in = reader.positions();
-      }
-      rows_file.Commit(files, rows.size());
+      run.WriteTapForm(c_, attempt_dir, output, errors, result.summary, files);
     }
-    result.input_rows = reader.positions();
-    CheckInput(in, hasher, reader, shard);
+    result.input_rows = run.reader->positions();
+    CheckInput(run.in, run.hasher, *run.reader, shard);
     result.stage = {{"task", sign ? "sign" : "shard"}};
     if (sign) {
       result.stage["rows_form"] = form;
-      SignTask(task, attempt_dir, shard, first_row, rows, files, result, errors);
+      SignTask(task, attempt_dir, shard, run.first_row, run.rows, files, result, errors);
     }
     result.stage["files"] = files;
     return result;
@@ -439,39 +505,9 @@ class StageJob {
     summary.rows_in = summary.rows_out = reader.positions();
   }
 
-  static void AddRun(exec::ExecSummary& total, const exec::ExecSummary& run) {
-    for (size_t i = 0; i < run.operators.size() && i < total.operators.size(); ++i) {
-      total.operators[i].Add(run.operators[i]);
-    }
-    exec::AddRegionCounters(total, run);
-    total.rows_in = run.rows_in;
-    total.bytes_in = run.bytes_in;
-    total.rows_out = run.rows_out;
-    total.bytes_out = run.bytes_out;
-    total.errors += run.errors;
-    total.model_devices = run.model_devices;
-  }
-
-  // Tap origins (one ["<file>", <line>] per row) as global rows.
-  static void AppendOriginRows(std::string_view lines, uint64_t first_row,
-                               std::vector<uint64_t>* rows) {
-    size_t pos = 0;
-    while (pos < lines.size()) {
-      size_t end = lines.find('\n', pos);
-      if (end == std::string_view::npos) end = lines.size();
-      const size_t comma = lines.rfind(',', end);
-      uint64_t line = 0;
-      for (size_t i = comma + 1; i < end; ++i) {
-        if (lines[i] >= '0' && lines[i] <= '9') line = line * 10 + (lines[i] - '0');
-      }
-      rows->push_back(first_row + line - 1);
-      pos = end + 1;
-    }
-  }
-
   // The file a row task read must be the one its record describes: every
   // line, the same checksum.
-  void CheckInput(const Input& in, io::ChecksumHasher& hasher, exec::RowReader& reader,
+  void CheckInput(const TaskInput& in, io::ChecksumHasher& hasher, exec::RowReader& reader,
                   const ShardEntry& shard) {
     if (reader.ReadToEnd() != in.file_lines || hasher.Finish() != in.expected) {
       throw Error(in.file, 0,

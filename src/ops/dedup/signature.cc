@@ -65,6 +65,24 @@ const char* TypeName(TextValue::Type t) {
 
 namespace {
 
+// `text` with each run of spaces made one space and none at its ends, in *out.
+std::string_view OneSpaced(std::string_view text, std::string* out) {
+  out->clear();
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && text[i] == ' ') ++i;
+    if (i == text.size()) break;
+    const void* space = std::memchr(text.data() + i, ' ', text.size() - i);
+    const size_t end = space != nullptr
+                           ? static_cast<size_t>(static_cast<const char*>(space) - text.data())
+                           : text.size();
+    if (!out->empty()) out->push_back(' ');
+    out->append(text.data() + i, end - i);
+    i = end;
+  }
+  return *out;
+}
+
 // Calls f(shingle) for each shingle of `text` (Data-Juicer's list, in order,
 // repeats included): windows of `w` code points (character), of `w` tokens
 // split on ' ' (space) or at each \p{P} (punctuation) joined by ' ', or of
@@ -110,6 +128,12 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
     }
     words->emplace_back(start, text.size());
   } else {  // split_on_whitespace: split on ' ', empty pieces dropped
+    // Joined by one space, w words are then a slice of the text with every
+    // run of spaces made one (and none at its ends).
+    if (text.find("  ") != std::string_view::npos ||
+        (!text.empty() && (text.front() == ' ' || text.back() == ' '))) {
+      text = OneSpaced(text, shingle);
+    }
     size_t i = 0;
     while (i < text.size()) {
       while (i < text.size() && text[i] == ' ') ++i;
@@ -122,10 +146,8 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
   }
   const auto& ws = *words;
   for (size_t i = 0; i + w <= ws.size(); ++i) {
-    // With single spaces between the words, the joined shingle is a slice of the text.
-    bool slice = !punctuation || w == 1;
-    for (size_t j = i; slice && j + 1 < i + w; ++j) slice = ws[j + 1].first == ws[j].second + 1;
-    if (slice) {
+    // Words one space apart: the joined shingle is a slice of the text.
+    if (!punctuation || w == 1) {
       f(text.substr(ws[i].first, ws[i + w - 1].second - ws[i].first));
       continue;
     }

@@ -223,8 +223,9 @@ class DlcRun {
       if (Stopping()) return Stopped();
       if (std::optional<DlcOutcome> end = AbortedIfAny()) return end;
       const store::JobStatus s = store::ReadStatus(job);
-      if (s.counts.failed > 0) {
-        coord_.Abort({kExitFailure, std::to_string(s.counts.failed) + " shard(s) failed"});
+      if (s.failed()) {
+        coord_.Abort({kExitFailure, std::to_string(s.counts.failed) +
+                                        " shard(s) failed, or a dedup stage's task"});
         return AbortedIfAny();
       }
       if (s.complete()) return std::nullopt;

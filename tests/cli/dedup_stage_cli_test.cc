@@ -559,5 +559,36 @@ TEST_F(DedupStageCli, DlcOnOneNodeWritesRunsBytes) {
   ExpectSameAsRun("job", "simhash.yaml", "job/merged.jsonl");
 }
 
+// A record the deduplicator cannot sign, with skip_op_error: false, fails
+// its sign task for good: both workers end with exit 2, later phases are
+// never claimed, and status says the job failed.
+TEST_F(DedupStageCli, ASignTaskThatFailsForGoodEndsEveryWorker) {
+  std::string recipe = kSimhashRecipe;
+  const std::string entry = "  - document_simhash_deduplicator:\n";
+  recipe.insert(recipe.find(entry) + entry.size(), "      skip_op_error: false\n");
+  Write("strict.yaml", recipe);
+  const CliResult p = Run({"prepare", "--config", "strict.yaml", "--job-dir", "job", "--num-shards",
+                           "7", "--max-retries", "0", "--poll-interval-secs", "0.2"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const Spawned a = WorkerOn("node-a", "job");
+  const Spawned b = WorkerOn("node-b", "job");
+  for (const Spawned& w : {a, b}) {
+    const CliResult r = WaitFor(w);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+  }
+  bool named = false;
+  for (const std::string& f : List("job/state/failed")) {
+    const std::string error = json::parse(Read("job/state/failed/" + f))["last_error"];
+    EXPECT_EQ(f.rfind("dedup1-sign-", 0), 0u) << f;
+    named = named || error.find(
+                         "operator 'document_simhash_deduplicator' failed: the text "
+                         "field 'text' is a number, not a string") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_FALSE(Exists("job/state/done/dedup1-group-0000.json"));
+  const CliResult status = Run({"status", "--job-dir", "job"});
+  EXPECT_EQ(status.exit_code, 2) << status.out;
+}
+
 }  // namespace
 }  // namespace djshard::testing

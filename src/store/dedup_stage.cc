@@ -755,15 +755,8 @@ class StageJob {
       PutU64(&bytes, row);
       PutU64(&bytes, root);
     }
-    nlohmann::json files = nlohmann::json::object();
-    TaskFile file(attempt_dir, "forest.u64", c_.job->disk());
-    file.Append(bytes);
-    file.Commit(files, links.size());
-    TaskResult result;
-    result.summary = EmptySummary();
-    result.stage = {
-        {"task", "group"}, {"files", files}, {"keys", key_count}, {"edges", edges.size()}};
-    return result;
+    return OneFileResult(attempt_dir, "forest.u64", bytes, links.size(),
+                         {{"task", "group"}, {"keys", key_count}, {"edges", edges.size()}});
   }
 
   // Every range's forest unioned: the rows that are not the first of their
@@ -780,13 +773,22 @@ class StageJob {
     std::string bytes;
     bytes.reserve(duplicates.size() * 8);
     for (const auto& [row, root] : duplicates) PutU64(&bytes, row);
+    return OneFileResult(attempt_dir, "duplicates.u64", bytes, duplicates.size(),
+                         {{"task", "components"}, {"duplicates", duplicates.size()}});
+  }
+
+  // The result of a task that writes one file, `name`, holding `bytes`
+  // (`rows` records): the file committed and listed in `stage`.
+  TaskResult OneFileResult(const std::string& attempt_dir, const std::string& name,
+                           const std::string& bytes, uint64_t rows, nlohmann::json stage) const {
     nlohmann::json files = nlohmann::json::object();
-    TaskFile file(attempt_dir, "duplicates.u64", c_.job->disk());
+    TaskFile file(attempt_dir, name, c_.job->disk());
     file.Append(bytes);
-    file.Commit(files, duplicates.size());
+    file.Commit(files, rows);
     TaskResult result;
     result.summary = EmptySummary();
-    result.stage = {{"task", "components"}, {"files", files}, {"duplicates", duplicates.size()}};
+    stage["files"] = std::move(files);
+    result.stage = std::move(stage);
     return result;
   }
 

@@ -155,6 +155,63 @@ std::string ReadTaskFile(const JobDir& job, const DoneRecord& done, const std::s
   return bytes;
 }
 
+// `bytes` bytes of `path` from `offset`; fewer when the file ends first.
+std::string ReadAt(const std::string& path, uint64_t offset, uint64_t bytes) {
+  std::string out(bytes, '\0');
+  io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) ThrowSystemError(path, "cannot open a dedup stage file");
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n =
+        ::pread(fd.get(), out.data() + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ThrowSystemError(path, "cannot read a dedup stage file");
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  out.resize(done);
+  return out;
+}
+
+// An index of slices of a data file (keys.idx for keys.bin, duplicates.idx
+// for duplicates.u64): per slice, kIndexEntryBytes: its offset, bytes and
+// records (u64 each), then its xxh3_128 in hex. A reader takes one entry and
+// its slice with two reads, whatever the number of slices, and checks the
+// slice against the entry's hash.
+void AppendIndexEntry(std::string* index, uint64_t offset, std::string_view slice,
+                      uint64_t records) {
+  io::Xxh3 hash;
+  hash.Update(slice);
+  PutU64(index, offset);
+  PutU64(index, slice.size());
+  PutU64(index, records);
+  *index += hash.HexDigest();
+}
+
+// Slice `entry` of file `data` of the task that published `done`, through
+// its index file `index_name`.
+std::string ReadIndexedSlice(const JobDir& job, const DoneRecord& done, const std::string& data,
+                             const std::string& index_name, uint64_t entry,
+                             const std::string& what) {
+  const std::string dir = AttemptDirOf(job, done);
+  const uint64_t index_bytes = done.stage.at("files").at(index_name).at("bytes").get<uint64_t>();
+  const std::string path = dir + "/" + data;
+  const auto changed = [&] {
+    return Error(path, 0, what + " differs from the done record of " + done.shard_id,
+                 "the job directory was changed; `djshard retry` cannot repair this: prepare "
+                 "the job again");
+  };
+  if ((entry + 1) * kIndexEntryBytes > index_bytes) throw changed();
+  const std::string e = ReadAt(dir + "/" + index_name, entry * kIndexEntryBytes, kIndexEntryBytes);
+  if (e.size() != kIndexEntryBytes) throw changed();
+  std::string slice = ReadAt(path, GetU64(e.data()), GetU64(e.data() + 8));
+  io::Xxh3 hash;
+  hash.Update(slice);
+  if (slice.size() != GetU64(e.data() + 8) || hash.HexDigest() != std::string_view(e).substr(24))
+    throw changed();
+  return slice;
+}
+
 std::vector<uint64_t> ParseU64s(const std::string& bytes) {
   std::vector<uint64_t> out(bytes.size() / 8);
   for (size_t i = 0; i < out.size(); ++i) out[i] = GetU64(bytes.data() + 8 * i);
@@ -417,26 +474,9 @@ class StageJob {
   // The duplicate rows of stage `stage` inside shard `shard_index`, ascending.
   std::vector<uint64_t> ShardDuplicates(size_t stage, size_t shard_index) {
     const DoneRecord done = ReadDone(*c_.job, ComponentsTaskId(stage));
-    const std::string bytes = ReadTaskFile(*c_.job, done, "duplicates.u64");
-    const uint64_t lo = first_rows_[shard_index], hi = lo + m_.shards[shard_index].rows;
-    const size_t n = bytes.size() / 8;
-    // Binary search for the first duplicate >= lo in the sorted file.
-    size_t a = 0, b = n;
-    while (a < b) {
-      const size_t mid = (a + b) / 2;
-      if (GetU64(bytes.data() + 8 * mid) < lo) {
-        a = mid + 1;
-      } else {
-        b = mid;
-      }
-    }
-    std::vector<uint64_t> out;
-    for (size_t i = a; i < n; ++i) {
-      const uint64_t row = GetU64(bytes.data() + 8 * i);
-      if (row >= hi) break;
-      out.push_back(row);
-    }
-    return out;
+    return ParseU64s(ReadIndexedSlice(*c_.job, done, "duplicates.u64", "duplicates.idx",
+                                      shard_index,
+                                      "the duplicates of " + m_.shards[shard_index].id));
   }
 
   exec::ExecSummary EmptySummary() const {
@@ -574,12 +614,7 @@ class StageJob {
     uint64_t offset = 0;
     for (uint64_t r = 0; r < entry.key_ranges; ++r) {
       key_file.Append(ranges[r]);
-      io::Xxh3 hash;
-      hash.Update(ranges[r]);
-      PutU64(&index, offset);
-      PutU64(&index, ranges[r].size());
-      PutU64(&index, counts[r]);
-      index += hash.HexDigest();
+      AppendIndexEntry(&index, offset, ranges[r], counts[r]);
       offset += ranges[r].size();
       ranges[r] = {};
     }
@@ -689,35 +724,8 @@ class StageJob {
   // Range `range` of a sign task's keys.bin, checked against its keys.idx
   // entry (itself checked against the done record).
   std::string ReadKeyRange(const DoneRecord& sign, uint64_t range) {
-    const std::string index = ReadTaskFile(*c_.job, sign, "keys.idx");
-    const std::string path = AttemptDirOf(*c_.job, sign) + "/keys.bin";
-    if (index.size() < (range + 1) * kIndexEntryBytes) {
-      throw Error(path, 0, "keys.idx has no range " + std::to_string(range),
-                  "the job directory was changed; prepare the job again");
-    }
-    const char* entry = index.data() + range * kIndexEntryBytes;
-    const uint64_t offset = GetU64(entry), bytes = GetU64(entry + 8);
-    std::string out(bytes, '\0');
-    io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) ThrowSystemError(path, "cannot open a dedup stage file");
-    for (size_t done = 0; done < bytes;) {
-      const ssize_t n =
-          ::pread(fd.get(), out.data() + done, bytes - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) ThrowSystemError(path, "cannot read a dedup stage file");
-      if (n == 0) break;
-      done += static_cast<size_t>(n);
-    }
-    io::Xxh3 hash;
-    hash.Update(out);
-    if (hash.HexDigest() != std::string_view(entry + 24, 32)) {
-      throw Error(path, 0,
-                  "key range " + std::to_string(range) + " differs from the done record of " +
-                      sign.shard_id,
-                  "the job directory was changed; `djshard retry` cannot repair this: prepare "
-                  "the job again");
-    }
-    return out;
+    return ReadIndexedSlice(*c_.job, sign, "keys.bin", "keys.idx", range,
+                            "key range " + std::to_string(range));
   }
 
   // The keys of one range from every shard, grouped; the duplicate links
@@ -770,11 +778,25 @@ class StageJob {
       for (size_t i = 0; i + 1 < pairs.size(); i += 2) forest.Union(pairs[i], pairs[i + 1]);
     }
     const auto duplicates = forest.NonRoots();
-    std::string bytes;
+    // One slice of the sorted rows per shard, and the index of the slices.
+    std::string bytes, index;
     bytes.reserve(duplicates.size() * 8);
-    for (const auto& [row, root] : duplicates) PutU64(&bytes, row);
-    return OneFileResult(attempt_dir, "duplicates.u64", bytes, duplicates.size(),
-                         {{"task", "components"}, {"duplicates", duplicates.size()}});
+    size_t next = 0;
+    for (size_t i = 0; i < m_.shards.size(); ++i) {
+      const uint64_t end_row = first_rows_[i] + m_.shards[i].rows;
+      const size_t at = bytes.size();
+      uint64_t count = 0;
+      for (; next < duplicates.size() && duplicates[next].first < end_row; ++next, ++count) {
+        PutU64(&bytes, duplicates[next].first);
+      }
+      AppendIndexEntry(&index, at, std::string_view(bytes).substr(at), count);
+    }
+    TaskResult result = OneFileResult(attempt_dir, "duplicates.u64", bytes, duplicates.size(),
+                                      {{"task", "components"}, {"duplicates", duplicates.size()}});
+    TaskFile index_file(attempt_dir, "duplicates.idx", c_.job->disk());
+    index_file.Append(index);
+    index_file.Commit(result.stage["files"], m_.shards.size());
+    return result;
   }
 
   // The result of a task that writes one file, `name`, holding `bytes`
@@ -860,7 +882,7 @@ namespace {
 // Whether `name` is a file a stage task writes into its attempt directory.
 bool IsStageFile(const std::string& name) {
   return name == "rows.jsonl" || name == "rows.u64" || name == "keys.bin" || name == "keys.idx" ||
-         name == "forest.u64" || name == "duplicates.u64";
+         name == "forest.u64" || name == "duplicates.u64" || name == "duplicates.idx";
 }
 
 bool EveryShardDone(const JobDir& job, const ShardScan& scan) {

@@ -128,7 +128,7 @@ std::vector<std::string> Lines(const std::string& text) {
 // Whether `name` is a file a dedup stage task writes into its attempt.
 bool IsStageFile(const std::string& name) {
   return name == "rows.jsonl" || name == "rows.u64" || name == "keys.bin" || name == "keys.idx" ||
-         name == "forest.u64" || name == "duplicates.u64";
+         name == "forest.u64" || name == "duplicates.u64" || name == "duplicates.idx";
 }
 
 class DedupStageCli : public CliTest {
@@ -446,8 +446,8 @@ TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone)
   ASSERT_EQ(m.exit_code, 0) << m.err;
   const std::string merged = Read("merged.jsonl");
   // Per stage: rows.jsonl, rows.u64, keys.bin and keys.idx per shard (for
-  // any number of key ranges), 4 forests, one list of duplicates.
-  const size_t files = 2 * (7 * 4 + 4 + 1);
+  // any number of key ranges), 4 forests, the duplicates and their index.
+  const size_t files = 2 * (7 * 4 + 4 + 2);
   size_t listed = 0;
   for (const std::string& id : StageTaskIds("job"))
     listed += Done("job", id)["stage"]["files"].size();

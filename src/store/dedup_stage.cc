@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/crash_point.h"
@@ -218,30 +218,23 @@ std::vector<uint64_t> ParseU64s(const std::string& bytes) {
   return out;
 }
 
-// Union-find over the rows that have an edge; the smaller root always wins,
-// so a component's root is its first row.
+// Union-find over a fixed set of rows (those that have an edge), kept as a
+// sorted array and a parent index per row: 16 bytes a row. The smaller root
+// always wins, so a component's root is its first row.
 class RowForest {
  public:
-  uint64_t Find(uint64_t row) {
-    auto it = parent_.find(row);
-    if (it == parent_.end()) return row;
-    uint64_t root = it->second;
-    while (true) {
-      auto up = parent_.find(root);
-      if (up == parent_.end() || up->second == root) break;
-      root = up->second;
-    }
-    // Path compression.
-    while (it != parent_.end() && it->second != root) {
-      const uint64_t next = it->second;
-      it->second = root;
-      it = parent_.find(next);
-    }
-    return root;
+  // `rows`: every row that Union will be given, in any order, repeats allowed.
+  explicit RowForest(std::vector<uint64_t> rows) : rows_(std::move(rows)) {
+    std::sort(rows_.begin(), rows_.end());
+    rows_.erase(std::unique(rows_.begin(), rows_.end()), rows_.end());
+    rows_.shrink_to_fit();
+    parent_.resize(rows_.size());
+    for (size_t i = 0; i < parent_.size(); ++i) parent_[i] = i;
   }
   void Union(uint64_t a, uint64_t b) {
-    const uint64_t ra = Find(a), rb = Find(b);
+    const size_t ra = Find(Index(a)), rb = Find(Index(b));
     if (ra == rb) return;
+    // Indexes follow row order: the smaller index is the smaller row.
     if (ra < rb) {
       parent_[rb] = ra;
     } else {
@@ -250,21 +243,40 @@ class RowForest {
   }
   // (row, root) of every row whose root is not itself, by row.
   std::vector<std::pair<uint64_t, uint64_t>> NonRoots() {
-    std::vector<uint64_t> rows;
-    rows.reserve(parent_.size());
-    for (const auto& [row, up] : parent_) rows.push_back(row);
-    std::sort(rows.begin(), rows.end());
     std::vector<std::pair<uint64_t, uint64_t>> out;
-    for (uint64_t row : rows) {
-      const uint64_t root = Find(row);
-      if (root != row) out.emplace_back(row, root);
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const size_t root = Find(i);
+      if (root != i) out.emplace_back(rows_[i], rows_[root]);
     }
     return out;
   }
 
  private:
-  std::unordered_map<uint64_t, uint64_t> parent_;
+  size_t Index(uint64_t row) const {
+    return static_cast<size_t>(std::lower_bound(rows_.begin(), rows_.end(), row) - rows_.begin());
+  }
+  size_t Find(size_t i) {
+    while (parent_[i] != i) {
+      parent_[i] = parent_[parent_[i]];  // path halving
+      i = parent_[i];
+    }
+    return i;
+  }
+  std::vector<uint64_t> rows_;
+  std::vector<size_t> parent_;
 };
+
+// The rows that appear in `pairs` (row, root, row, root, ...), sorted and
+// each once, merged into *rows (sorted, each once).
+void MergeRows(const std::vector<uint64_t>& pairs, std::vector<uint64_t>* rows) {
+  std::vector<uint64_t> mine = pairs;
+  std::sort(mine.begin(), mine.end());
+  mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+  std::vector<uint64_t> merged;
+  merged.reserve(rows->size() + mine.size());
+  std::set_union(rows->begin(), rows->end(), mine.begin(), mine.end(), std::back_inserter(merged));
+  rows->swap(merged);
+}
 
 // The rows a row task reads: the shard file (stage 1), else what the last
 // stage kept of the rows its sign task wrote.
@@ -754,7 +766,10 @@ class StageJob {
     }
     const uint64_t key_count = keys.size();
     const std::vector<ops::dedup::Edge> edges = GroupEdges(Config(task.stage), std::move(keys));
-    RowForest forest;
+    std::vector<uint64_t> rows;
+    rows.reserve(edges.size() * 2);
+    for (const ops::dedup::Edge& e : edges) rows.insert(rows.end(), {e.a, e.b});
+    RowForest forest(std::move(rows));
     for (const ops::dedup::Edge& e : edges) forest.Union(e.a, e.b);
     const auto links = forest.NonRoots();
     std::string bytes;
@@ -770,10 +785,17 @@ class StageJob {
   // Every range's forest unioned: the rows that are not the first of their
   // duplicate cluster.
   TaskResult ComponentsTask(const JobTask& task, const std::string& attempt_dir) {
-    RowForest forest;
+    // Two passes over the forests, so that only one is in memory at a time
+    // beside the rows: which rows there are, then their unions.
     const uint64_t ranges = m_.dedup_stages[task.stage - 1].key_ranges;
+    std::vector<DoneRecord> groups;
+    std::vector<uint64_t> rows;
     for (uint64_t r = 0; r < ranges; ++r) {
-      const DoneRecord group = ReadDone(*c_.job, GroupTaskId(task.stage, r));
+      groups.push_back(ReadDone(*c_.job, GroupTaskId(task.stage, r)));
+      MergeRows(ParseU64s(ReadTaskFile(*c_.job, groups.back(), "forest.u64")), &rows);
+    }
+    RowForest forest(std::move(rows));
+    for (const DoneRecord& group : groups) {
       const std::vector<uint64_t> pairs = ParseU64s(ReadTaskFile(*c_.job, group, "forest.u64"));
       for (size_t i = 0; i + 1 < pairs.size(); i += 2) forest.Union(pairs[i], pairs[i + 1]);
     }

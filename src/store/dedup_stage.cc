@@ -80,16 +80,20 @@ uint32_t GetU32(const char* p) {
 
 // The key range of a grouping key: a fixed mix of (part, bytes), so that
 // every key of one group lands in the same range whatever the job's layout.
-uint64_t KeyRange(const GroupKey& key, uint64_t ranges) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ key.part;
-  for (unsigned char c : key.bytes) {
+uint64_t KeyHash(uint32_t part, std::string_view bytes) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ part;
+  for (unsigned char c : bytes) {
     h ^= c;
     h *= 0x100000001B3ull;
   }
   h ^= h >> 33;
   h *= 0xFF51AFD7ED558CCDull;
   h ^= h >> 33;
-  return h % ranges;
+  return h;
+}
+
+uint64_t KeyRange(const GroupKey& key, uint64_t ranges) {
+  return KeyHash(key.part, key.bytes) % ranges;
 }
 
 // A file of a task, written atomically and hashed as it is written.
@@ -686,19 +690,79 @@ class StageJob {
     if (!lines.empty()) errors.Append(lines);
   }
 
-  // The keys in range `range` of the (row, simhash) records in `bytes`.
-  static void SimhashKeysInRange(const DedupConfig& config, const std::string& bytes,
-                                 uint64_t range, uint64_t ranges, std::vector<GroupKey>* keys) {
-    ops::dedup::Signature sig;
-    std::vector<GroupKey> all;
+  // A grouping key without its bytes copied: a simhash key keeps the simhash
+  // (its bytes are the simhash under the part's mask), another points into
+  // the buffer it was read from.
+  struct KeyRef {
+    uint64_t hash;  // KeyHash(part, bytes)
+    uint64_t row;
+    uint64_t simhash;
+    const char* bytes;  // null for a simhash key
+    uint32_t part;
+    uint32_t length;
+  };
+
+  // The simhash keys in range `range` of the (row, simhash) records in `bytes`.
+  static void SimhashRefs(const DedupConfig& config, const std::string& bytes, uint64_t range,
+                          uint64_t ranges, std::vector<KeyRef>* refs) {
+    const std::vector<uint64_t>& masks =
+        ops::dedup::SimhashKeyMasks(config.num_blocks, config.hamming_distance);
     for (size_t pos = 0; pos + 16 <= bytes.size(); pos += 16) {
-      sig.simhash = GetU64(bytes.data() + pos + 8);
-      all.clear();
-      ops::dedup::AppendKeys(config, sig, GetU64(bytes.data() + pos), &all);
-      for (GroupKey& key : all) {
-        if (KeyRange(key, ranges) == range) keys->push_back(std::move(key));
+      const uint64_t row = GetU64(bytes.data() + pos), simhash = GetU64(bytes.data() + pos + 8);
+      for (size_t p = 0; p < masks.size(); ++p) {
+        const uint64_t v = simhash & masks[p];
+        const uint64_t h = KeyHash(static_cast<uint32_t>(p),
+                                   std::string_view(reinterpret_cast<const char*>(&v), sizeof v));
+        if (h % ranges != range) continue;
+        refs->push_back({h, row, simhash, nullptr, static_cast<uint32_t>(p), sizeof v});
       }
     }
+  }
+
+  // The keys of the (part, length, row, simhash, bytes) records in `bytes`.
+  static void KeyRefs(const std::string& bytes, std::vector<KeyRef>* refs) {
+    size_t pos = 0;
+    while (pos + 24 <= bytes.size()) {
+      const uint32_t part = GetU32(bytes.data() + pos), length = GetU32(bytes.data() + pos + 4);
+      const char* data = bytes.data() + pos + 24;
+      refs->push_back({KeyHash(part, std::string_view(data, length)),
+                       GetU64(bytes.data() + pos + 8), GetU64(bytes.data() + pos + 16), data, part,
+                       length});
+      pos += 24 + length;
+    }
+  }
+
+  // The keys that may share a group with another: those whose (part, hash)
+  // another key has too (a key group's keys all have its hash). Most keys
+  // are alone in theirs; only the others become GroupKeys.
+  static std::vector<GroupKey> CandidateKeys(const DedupConfig& config, std::vector<KeyRef> refs) {
+    std::sort(refs.begin(), refs.end(), [](const KeyRef& a, const KeyRef& b) {
+      return a.part != b.part ? a.part < b.part : a.hash < b.hash;
+    });
+    const std::vector<uint64_t>* masks =
+        config.kind == ops::dedup::Kind::kSimhash
+            ? &ops::dedup::SimhashKeyMasks(config.num_blocks, config.hamming_distance)
+            : nullptr;
+    std::vector<GroupKey> keys;
+    for (size_t i = 0; i < refs.size();) {
+      size_t j = i + 1;
+      while (j < refs.size() && refs[j].part == refs[i].part && refs[j].hash == refs[i].hash) ++j;
+      for (size_t t = i; j - i > 1 && t < j; ++t) {
+        GroupKey key;
+        key.part = refs[t].part;
+        key.row = refs[t].row;
+        key.simhash = refs[t].simhash;
+        if (masks != nullptr) {
+          const uint64_t v = refs[t].simhash & (*masks)[refs[t].part];
+          key.bytes.assign(reinterpret_cast<const char*>(&v), sizeof v);
+        } else {
+          key.bytes.assign(refs[t].bytes, refs[t].length);
+        }
+        keys.push_back(std::move(key));
+      }
+      i = j;
+    }
+    return keys;
   }
 
   // The edges of every key group among `keys`, on the task's threads: a key
@@ -743,29 +807,22 @@ class StageJob {
   // The keys of one range from every shard, grouped; the duplicate links
   // among them reduced to a forest.
   TaskResult GroupTask(const JobTask& task, const std::string& attempt_dir) {
-    std::vector<GroupKey> keys;
+    const DedupConfig& config = Config(task.stage);
+    const uint64_t ranges = m_.dedup_stages[task.stage - 1].key_ranges;
+    std::vector<std::string> buffers;  // the key bytes that references point into
+    std::vector<KeyRef> refs;
     for (const ShardEntry& shard : m_.shards) {
       const DoneRecord sign = ReadDone(*c_.job, SignTaskId(task.stage, shard.id));
-      const std::string bytes = ReadKeyRange(sign, task.range);
-      if (Config(task.stage).kind == ops::dedup::Kind::kSimhash) {
-        SimhashKeysInRange(Config(task.stage), bytes, task.range,
-                           m_.dedup_stages[task.stage - 1].key_ranges, &keys);
-        continue;
-      }
-      size_t pos = 0;
-      while (pos + 24 <= bytes.size()) {
-        GroupKey key;
-        key.part = GetU32(bytes.data() + pos);
-        const uint32_t len = GetU32(bytes.data() + pos + 4);
-        key.row = GetU64(bytes.data() + pos + 8);
-        key.simhash = GetU64(bytes.data() + pos + 16);
-        key.bytes.assign(bytes.data() + pos + 24, len);
-        pos += 24 + len;
-        keys.push_back(std::move(key));
+      buffers.push_back(ReadKeyRange(sign, task.range));
+      if (config.kind == ops::dedup::Kind::kSimhash) {
+        SimhashRefs(config, buffers.back(), task.range, ranges, &refs);
+      } else {
+        KeyRefs(buffers.back(), &refs);
       }
     }
-    const uint64_t key_count = keys.size();
-    const std::vector<ops::dedup::Edge> edges = GroupEdges(Config(task.stage), std::move(keys));
+    const uint64_t key_count = refs.size();
+    const std::vector<ops::dedup::Edge> edges =
+        GroupEdges(config, CandidateKeys(config, std::move(refs)));
     std::vector<uint64_t> rows;
     rows.reserve(edges.size() * 2);
     for (const ops::dedup::Edge& e : edges) rows.insert(rows.end(), {e.a, e.b});

@@ -139,6 +139,11 @@ struct GroupKey {
   uint64_t row = 0;  // global input row
 };
 
+// The masks of simhash-cpp's block permutations for (num_blocks m,
+// hamming_distance k), in itertools.combinations order: key p of a simhash s
+// has part p and, as bytes, s & masks[p] in memory order.
+const std::vector<uint64_t>& SimhashKeyMasks(int64_t m, int64_t k);
+
 // The number of keys per row: 1 (exact), C(num_blocks, hamming_distance)
 // (simhash), num_bands (minhash).
 int64_t KeysPerRow(const DedupConfig& config);

@@ -1,6 +1,7 @@
 // Grouping keys, the candidate edges inside a key group and the keep
 // decision: the part of the deduplicators that sees more than one record.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -9,40 +10,6 @@
 
 namespace djshard::ops::dedup {
 namespace {
-
-// simhash-cpp's block permutations: the 64 bits cut into num_blocks blocks
-// (block i is bits [i*64/m, (i+1)*64/m)), and for each choice of m - k blocks
-// (itertools.combinations order) the mask of the chosen blocks. Two simhashes
-// land in the same sorted run of find_all's table for a permutation exactly
-// when they agree on that mask.
-const std::vector<uint64_t>& SimhashKeyMasks(int64_t m, int64_t k) {
-  static std::mutex mu;
-  static std::map<std::pair<int64_t, int64_t>, std::vector<uint64_t>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& masks = cache[{m, k}];
-  if (!masks.empty()) return masks;
-  std::vector<uint64_t> blocks;
-  for (int64_t i = 0; i < m; ++i) {
-    uint64_t mask = 0;
-    for (int64_t j = i * 64 / m; j < (i + 1) * 64 / m; ++j) mask |= uint64_t{1} << j;
-    blocks.push_back(mask);
-  }
-  const int64_t r = m - k;
-  std::vector<int64_t> idx(static_cast<size_t>(r));
-  std::iota(idx.begin(), idx.end(), 0);
-  while (true) {
-    uint64_t mask = 0;
-    for (int64_t i : idx) mask |= blocks[static_cast<size_t>(i)];
-    masks.push_back(mask);
-    int64_t i = r - 1;
-    while (i >= 0 && idx[static_cast<size_t>(i)] == i + m - r) --i;
-    if (i < 0) break;
-    ++idx[static_cast<size_t>(i)];
-    for (int64_t j = i + 1; j < r; ++j)
-      idx[static_cast<size_t>(j)] = idx[static_cast<size_t>(j - 1)] + 1;
-  }
-  return masks;
-}
 
 bool SameGroup(const GroupKey& x, const GroupKey& y) {
   return x.part == y.part && x.bytes == y.bytes;
@@ -101,6 +68,40 @@ int64_t KeysPerRow(const DedupConfig& c) {
   return static_cast<int64_t>(n + 0.5);
 }
 
+// simhash-cpp's block permutations: the 64 bits cut into num_blocks blocks
+// (block i is bits [i*64/m, (i+1)*64/m)), and for each choice of m - k blocks
+// (itertools.combinations order) the mask of the chosen blocks. Two simhashes
+// land in the same sorted run of find_all's table for a permutation exactly
+// when they agree on that mask.
+const std::vector<uint64_t>& SimhashKeyMasks(int64_t m, int64_t k) {
+  static std::mutex mu;
+  static std::map<std::pair<int64_t, int64_t>, std::vector<uint64_t>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& masks = cache[{m, k}];
+  if (!masks.empty()) return masks;
+  std::vector<uint64_t> blocks;
+  for (int64_t i = 0; i < m; ++i) {
+    uint64_t mask = 0;
+    for (int64_t j = i * 64 / m; j < (i + 1) * 64 / m; ++j) mask |= uint64_t{1} << j;
+    blocks.push_back(mask);
+  }
+  const int64_t r = m - k;
+  std::vector<int64_t> idx(static_cast<size_t>(r));
+  std::iota(idx.begin(), idx.end(), 0);
+  while (true) {
+    uint64_t mask = 0;
+    for (int64_t i : idx) mask |= blocks[static_cast<size_t>(i)];
+    masks.push_back(mask);
+    int64_t i = r - 1;
+    while (i >= 0 && idx[static_cast<size_t>(i)] == i + m - r) --i;
+    if (i < 0) break;
+    ++idx[static_cast<size_t>(i)];
+    for (int64_t j = i + 1; j < r; ++j)
+      idx[static_cast<size_t>(j)] = idx[static_cast<size_t>(j - 1)] + 1;
+  }
+  return masks;
+}
+
 void AppendKeys(const DedupConfig& c, const Signature& sig, uint64_t row,
                 std::vector<GroupKey>* out) {
   if (c.kind == Kind::kExact) {
@@ -138,12 +139,51 @@ void AppendKeys(const DedupConfig& c, const Signature& sig, uint64_t row,
   }
 }
 
-void EmitEdges(const DedupConfig& c, std::vector<GroupKey>* keys, std::vector<Edge>* out) {
-  std::sort(keys->begin(), keys->end(), [](const GroupKey& x, const GroupKey& y) {
+namespace {
+
+// The first 8 bytes of `bytes`, big-endian, zero-padded: ordering by it, then
+// by the whole bytes where it ties, is ordering by the bytes.
+uint64_t Prefix64(const std::string& bytes) {
+  unsigned char b[8] = {};
+  std::memcpy(b, bytes.data(), std::min<size_t>(8, bytes.size()));
+  uint64_t v = 0;
+  for (unsigned char c : b) v = (v << 8) | c;
+  return v;
+}
+
+// Sorts *keys by (part, bytes, row): through small items that carry the
+// bytes' prefix, so that most comparisons need no memcmp, then one move of
+// each key into its place.
+void SortKeys(std::vector<GroupKey>* keys) {
+  struct Item {
+    uint64_t prefix;
+    uint64_t row;
+    uint64_t index;
+    uint32_t part;
+  };
+  const std::vector<GroupKey>& k = *keys;
+  std::vector<Item> items(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    items[i] = {Prefix64(k[i].bytes), k[i].row, i, k[i].part};
+  }
+  std::sort(items.begin(), items.end(), [&k](const Item& x, const Item& y) {
     if (x.part != y.part) return x.part < y.part;
-    if (x.bytes != y.bytes) return x.bytes < y.bytes;
+    if (x.prefix != y.prefix) return x.prefix < y.prefix;
+    const std::string& a = k[x.index].bytes;
+    const std::string& b = k[y.index].bytes;
+    if ((a.size() > 8 || b.size() > 8 || a.size() != b.size()) && a != b) return a < b;
     return x.row < y.row;
   });
+  std::vector<GroupKey> sorted;
+  sorted.reserve(k.size());
+  for (const Item& item : items) sorted.push_back(std::move((*keys)[item.index]));
+  keys->swap(sorted);
+}
+
+}  // namespace
+
+void EmitEdges(const DedupConfig& c, std::vector<GroupKey>* keys, std::vector<Edge>* out) {
+  SortKeys(keys);
   const GroupKey* all = keys->data();
   const size_t n = keys->size();
   for (size_t i = 0; i < n;) {

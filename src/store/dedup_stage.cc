@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -413,6 +414,26 @@ struct RowRun {
   std::vector<uint64_t> rows;  // sign: the global row of every row reaching the deduplicator
 };
 
+// Runs fn(0) .. fn(n - 1) on n threads (fn(0) on this one); the first
+// exception is rethrown once all have ended.
+void RunOnThreads(size_t n, const std::function<void(size_t)>& fn) {
+  std::exception_ptr failure;
+  std::mutex mu;
+  const auto guarded = [&](size_t t) {
+    try {
+      fn(t);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(guarded, t);
+  guarded(0);
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
 // Everything the tasks of one job share.
 class StageJob {
  public:
@@ -528,8 +549,13 @@ class StageJob {
     nlohmann::json files = nlohmann::json::object();
     std::string form = "tap";
     if (!sign && run.NoOperators() && run.in.output_form) {
-      CopyRows(*run.reader, output, result.summary);
-    } else if (!sign) {
+      const uint64_t lines = CopyRows(run, output, result.summary);
+      result.input_rows = result.summary.rows_in;
+      CheckInput(run.in, run.hasher, lines, shard);
+      result.stage = {{"task", "shard"}, {"files", files}};
+      return result;
+    }
+    if (!sign) {
       AddRun(result.summary, exec::Execute(*c_.plan, run.in.set.files, output, &errors, run.o));
     } else if (WritesOutputForm(task)) {
       form = "output";
@@ -538,7 +564,7 @@ class StageJob {
       run.WriteTapForm(c_, attempt_dir, output, errors, result.summary, files);
     }
     result.input_rows = run.reader->positions();
-    CheckInput(run.in, run.hasher, *run.reader, shard);
+    CheckInput(run.in, run.hasher, run.reader->ReadToEnd(), shard);
     result.stage = {{"task", sign ? "sign" : "shard"}};
     if (sign) {
       result.stage["rows_form"] = form;
@@ -549,23 +575,48 @@ class StageJob {
   }
 
   // The shard's task when nothing runs after the last deduplicator: the kept
-  // lines, as the sign task wrote them in output form.
-  static void CopyRows(exec::RowReader& reader, io::OutputStream& output,
-                       exec::ExecSummary& summary) {
-    io::LineChunk chunk;
-    while (reader.Next(&chunk)) {
-      output.Append(std::string_view(chunk.data.data(), chunk.size));
-      summary.bytes_in += chunk.size;
-      summary.bytes_out += chunk.size;
+  // lines, as the sign task wrote them in output form, copied run by run
+  // from each block read, every byte of the file hashed on the way. Returns
+  // the file's lines.
+  static uint64_t CopyRows(RowRun& run, io::OutputStream& output, exec::ExecSummary& summary) {
+    const std::vector<uint64_t>& keep = run.in.set.rows;  // ascending line indexes
+    const std::unique_ptr<io::ByteSource> source =
+        io::OpenInput(run.in.set.files.front().path, &run.hasher);
+    std::vector<char> block(1 << 20);
+    uint64_t line = 0;
+    size_t next = 0;  // the next kept line, in `keep`
+    const auto copy = [&](size_t from, size_t to) {
+      output.Append(std::string_view(block.data() + from, to - from));
+      summary.bytes_out += to - from;
+    };
+    for (size_t n; (n = source->Read(block.data(), block.size())) > 0;) {
+      constexpr size_t kNone = SIZE_MAX;
+      size_t pos = 0, run_start = kNone;
+      while (pos < n) {
+        const bool kept = next < keep.size() && keep[next] == line;
+        if (kept && run_start == kNone) run_start = pos;
+        if (!kept && run_start != kNone) {
+          copy(run_start, pos);
+          run_start = kNone;
+        }
+        const void* nl = std::memchr(block.data() + pos, '\n', n - pos);
+        if (nl == nullptr) break;  // the line goes on in the next block
+        pos = static_cast<size_t>(static_cast<const char*>(nl) - block.data()) + 1;
+        ++line;
+        if (kept) ++next;
+      }
+      if (run_start != kNone) copy(run_start, n);
+      summary.bytes_in += n;
     }
-    summary.rows_in = summary.rows_out = reader.positions();
+    summary.rows_in = summary.rows_out = next;
+    return line;
   }
 
   // The file a row task read must be the one its record describes: every
   // line, the same checksum.
-  void CheckInput(const TaskInput& in, io::ChecksumHasher& hasher, exec::RowReader& reader,
+  void CheckInput(const TaskInput& in, io::ChecksumHasher& hasher, uint64_t lines,
                   const ShardEntry& shard) {
-    if (reader.ReadToEnd() != in.file_lines || hasher.Finish() != in.expected) {
+    if (lines != in.file_lines || hasher.Finish() != in.expected) {
       throw Error(in.file, 0,
                   "file differs from " +
                       std::string(in.set.all ? "the manifest" : "its done record") + " (rows or " +
@@ -765,38 +816,6 @@ class StageJob {
     return keys;
   }
 
-  // The edges of every key group among `keys`, on the task's threads: a key
-  // group never spans two parts (permutations, bands), so the keys are split
-  // by part and each share is sorted and linked on its own.
-  std::vector<ops::dedup::Edge> GroupEdges(const DedupConfig& config,
-                                           std::vector<GroupKey> keys) const {
-    const size_t n = static_cast<size_t>(std::max(1, c_.threads));
-    std::vector<std::vector<GroupKey>> shares(n);
-    for (GroupKey& key : keys) shares[key.part % n].push_back(std::move(key));
-    keys = {};
-    std::vector<std::vector<ops::dedup::Edge>> edges(n);
-    std::vector<std::thread> pool;
-    std::exception_ptr failure;
-    std::mutex mu;
-    for (size_t t = 0; t < n; ++t) {
-      pool.emplace_back([&, t] {
-        try {
-          ops::dedup::EmitEdges(config, &shares[t], &edges[t]);
-          shares[t] = {};
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!failure) failure = std::current_exception();
-        }
-      });
-    }
-    for (std::thread& t : pool) t.join();
-    if (failure) std::rethrow_exception(failure);
-    for (size_t t = 1; t < n; ++t) {
-      edges[0].insert(edges[0].end(), edges[t].begin(), edges[t].end());
-    }
-    return std::move(edges[0]);
-  }
-
   // Range `range` of a sign task's keys.bin, checked against its keys.idx
   // entry (itself checked against the done record).
   std::string ReadKeyRange(const DoneRecord& sign, uint64_t range) {
@@ -809,20 +828,44 @@ class StageJob {
   TaskResult GroupTask(const JobTask& task, const std::string& attempt_dir) {
     const DedupConfig& config = Config(task.stage);
     const uint64_t ranges = m_.dedup_stages[task.stage - 1].key_ranges;
-    std::vector<std::string> buffers;  // the key bytes that references point into
-    std::vector<KeyRef> refs;
-    for (const ShardEntry& shard : m_.shards) {
-      const DoneRecord sign = ReadDone(*c_.job, SignTaskId(task.stage, shard.id));
-      buffers.push_back(ReadKeyRange(sign, task.range));
-      if (config.kind == ops::dedup::Kind::kSimhash) {
-        SimhashRefs(config, buffers.back(), task.range, ranges, &refs);
-      } else {
-        KeyRefs(buffers.back(), &refs);
+    // On every thread: thread t reads the ranges of shards t, t + n, ...; its
+    // references go to bucket part % n, and bucket b is grouped by thread b (a
+    // key group never spans two parts).
+    const size_t n = static_cast<size_t>(std::max(1, c_.threads));
+    std::vector<std::string> buffers(m_.shards.size());  // what references point into
+    std::vector<std::vector<std::vector<KeyRef>>> refs(n, std::vector<std::vector<KeyRef>>(n));
+    RunOnThreads(n, [&](size_t t) {
+      std::vector<KeyRef> read;
+      for (size_t i = t; i < m_.shards.size(); i += n) {
+        const DoneRecord sign = ReadDone(*c_.job, SignTaskId(task.stage, m_.shards[i].id));
+        buffers[i] = ReadKeyRange(sign, task.range);
+        read.clear();
+        if (config.kind == ops::dedup::Kind::kSimhash) {
+          SimhashRefs(config, buffers[i], task.range, ranges, &read);
+        } else {
+          KeyRefs(buffers[i], &read);
+        }
+        for (const KeyRef& r : read) refs[t][r.part % n].push_back(r);
       }
+    });
+    std::vector<std::vector<ops::dedup::Edge>> bucket_edges(n);
+    std::vector<uint64_t> bucket_keys(n, 0);
+    RunOnThreads(n, [&](size_t b) {
+      std::vector<KeyRef> bucket;
+      for (size_t t = 0; t < n; ++t) {
+        bucket.insert(bucket.end(), refs[t][b].begin(), refs[t][b].end());
+        refs[t][b] = {};
+      }
+      bucket_keys[b] = bucket.size();
+      std::vector<GroupKey> keys = CandidateKeys(config, std::move(bucket));
+      ops::dedup::EmitEdges(config, &keys, &bucket_edges[b]);
+    });
+    uint64_t key_count = 0;
+    std::vector<ops::dedup::Edge> edges;
+    for (size_t b = 0; b < n; ++b) {
+      key_count += bucket_keys[b];
+      edges.insert(edges.end(), bucket_edges[b].begin(), bucket_edges[b].end());
     }
-    const uint64_t key_count = refs.size();
-    const std::vector<ops::dedup::Edge> edges =
-        GroupEdges(config, CandidateKeys(config, std::move(refs)));
     std::vector<uint64_t> rows;
     rows.reserve(edges.size() * 2);
     for (const ops::dedup::Edge& e : edges) rows.insert(rows.end(), {e.a, e.b});

@@ -324,6 +324,37 @@ TEST_F(DedupStageCli, AMinhashRecipeWritesRunsBytes) {
   EXPECT_GT(ops[1]["errors"], 0);
 }
 
+// A deduplicator last in the recipe: its sign tasks write the rows as the
+// output does, and the shards' tasks copy the kept lines, in runs, across the
+// copy's 1 MiB blocks (a few texts of 1.5 MB, some of them duplicates).
+TEST_F(DedupStageCli, ADeduplicatorLastInTheRecipeWritesRunsBytes) {
+  std::string corpus = Corpus(600);
+  const std::string long_text(1500000, 'x');
+  for (int i = 0; i < 5; ++i) {
+    corpus +=
+        json({{"id", 1000 + i}, {"score", 5}, {"text", long_text + (i % 2 ? " y" : " z")}}).dump() +
+        "\n";
+    corpus += json({{"id", 2000 + i}, {"score", 5}, {"text", "alpha beta gamma"}}).dump() + "\n";
+  }
+  Write("data.jsonl", corpus);
+  Write("last.yaml",
+        "dataset_path: data.jsonl\n"
+        "process:\n"
+        "  - whitespace_normalization_mapper:\n"
+        "  - document_deduplicator:\n"
+        "      lowercase: true\n");
+  Prepare("job", 3, "last.yaml");
+  RunWorker("job", {}, 2);
+  const json sign = Done("job", "dedup1-sign-part-00000-of-00003");
+  EXPECT_EQ(sign["stage"]["rows_form"], "output");
+  ExpectSameAsRun("job", "last.yaml");
+  const std::string merged = Read("job-merged.jsonl");
+  EXPECT_EQ(Lines(merged).size(), Lines(Read("job-reference.jsonl")).size());
+  size_t long_rows = 0;
+  for (const std::string& line : Lines(merged)) long_rows += line.size() > 1000000;
+  EXPECT_EQ(long_rows, 2u);  // the two distinct long texts
+}
+
 // node-a is killed with its third stage task's files written and no done
 // record (a sign task), node-b after taking that task over, at its sixth (a
 // group task); node-c takes the group task over. Nothing is lost or counted

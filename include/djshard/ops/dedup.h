@@ -160,8 +160,8 @@ struct Edge {
 // rows of each group as Data-Juicer links them: every row of an exact or
 // minhash group to the group's first row; for simhash, rows of equal simhash
 // to their first row, and the first rows of two simhashes that differ in at
-// most hamming_distance bits (simhash-cpp's find_all over that group). Sorts
-// *keys.
+// most hamming_distance bits (simhash-cpp's find_all over that group). Leaves
+// in *keys those of groups of two or more, sorted.
 void EmitEdges(const DedupConfig& config, std::vector<GroupKey>* keys, std::vector<Edge>* out);
 
 // Union-find over rows [0, num_rows): the keep decision. kept[r] is true when

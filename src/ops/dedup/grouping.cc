@@ -180,9 +180,47 @@ void SortKeys(std::vector<GroupKey>* keys) {
   keys->swap(sorted);
 }
 
+// Drops from *keys those alone in their group: a key group's keys share
+// (part, a hash of the bytes), so a key whose pair no other key has links
+// nothing. Most keys of a corpus are such; the others are few to sort.
+void KeepCandidates(std::vector<GroupKey>* keys) {
+  struct Item {
+    uint64_t hash;
+    uint64_t index;
+    uint32_t part;
+  };
+  std::vector<GroupKey>& k = *keys;
+  std::vector<Item> items(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (unsigned char ch : k[i].bytes) h = (h ^ ch) * 0x100000001B3ull;
+    items[i] = {h ^ (h >> 29), i, k[i].part};
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.part != b.part ? a.part < b.part : a.hash < b.hash;
+  });
+  std::vector<char> candidate(k.size(), 0);
+  for (size_t i = 0; i < items.size();) {
+    size_t j = i + 1;
+    while (j < items.size() && items[j].part == items[i].part && items[j].hash == items[i].hash) {
+      ++j;
+    }
+    for (size_t t = i; j - i > 1 && t < j; ++t) candidate[items[t].index] = 1;
+    i = j;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (candidate[i] == 0) continue;
+    if (kept != i) k[kept] = std::move(k[i]);
+    ++kept;
+  }
+  k.resize(kept);
+}
+
 }  // namespace
 
 void EmitEdges(const DedupConfig& c, std::vector<GroupKey>* keys, std::vector<Edge>* out) {
+  KeepCandidates(keys);
   SortKeys(keys);
   const GroupKey* all = keys->data();
   const size_t n = keys->size();

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "djshard/common/text.h"
 #include "src/ops/unicode_tables.h"
@@ -154,6 +155,25 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
+namespace {
+
+// Whether str.lower() changes code point `cp` (it has an entry in
+// unicode::kLower): one bit per code point up to the table's last.
+bool HasLowerMapping(uint32_t cp) {
+  static const std::vector<uint64_t> bits = [] {
+    const uint32_t last = unicode::kLower[unicode::kLowerSize - 1].cp;
+    std::vector<uint64_t> b(last / 64 + 1, 0);
+    for (size_t i = 0; i < unicode::kLowerSize; ++i) {
+      b[unicode::kLower[i].cp / 64] |= uint64_t{1} << (unicode::kLower[i].cp % 64);
+    }
+    return b;
+  }();
+  const size_t word = cp / 64;
+  return word < bits.size() && ((bits[word] >> (cp % 64)) & 1) != 0;
+}
+
+}  // namespace
+
 void LowerInto(std::string_view s, std::string* out_ptr) {
   std::string& out = *out_ptr;
   out.clear();
@@ -179,16 +199,16 @@ void LowerInto(std::string_view s, std::string* out_ptr) {
       AppendUtf8(&out, IsFinalSigma(s, at, i) ? 0x3C2 : 0x3C3);
       continue;
     }
+    if (!HasLowerMapping(cp)) {
+      AppendUtf8(&out, cp);
+      continue;
+    }
     const unicode::LowerMapping* end = unicode::kLower + unicode::kLowerSize;
     const auto* it =
         std::lower_bound(unicode::kLower, end, cp,
                          [](const unicode::LowerMapping& m, uint32_t c) { return m.cp < c; });
-    if (it != end && it->cp == cp) {
-      AppendUtf8(&out, it->lower[0]);
-      if (it->lower[1] != 0) AppendUtf8(&out, it->lower[1]);
-    } else {
-      AppendUtf8(&out, cp);
-    }
+    AppendUtf8(&out, it->lower[0]);
+    if (it->lower[1] != 0) AppendUtf8(&out, it->lower[1]);
   }
 }
 

@@ -19,7 +19,8 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "worker", "Claim shards of a prepared job and process them until the job is done");
   cmd->add_option("--job-dir", opt->w.job_dir, "Job directory (shared by all nodes)")->required();
-  cmd->add_option("--max-shards", opt->w.max_shards, "Stop after this many shards (0: no limit)");
+  cmd->add_option("--max-shards", opt->w.max_shards,
+                  "Stop after this many shards, dedup stage tasks included (0: no limit)");
   AddSecondsOption(cmd, "--lease-secs,--lock-timeout-secs", &opt->lease,
                    "Lease before a silent claim may be taken over (default: the job's)");
   AddSecondsOption(cmd, "--heartbeat-secs", &opt->heartbeat, "Seconds between lease refreshes");

@@ -17,6 +17,7 @@
 #include "djshard/io/disk.h"
 #include "djshard/io/sha256.h"
 #include "djshard/job/stop_request.h"
+#include "djshard/store/dedup_stage.h"
 #include "djshard/store/job.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/merge.h"
@@ -183,14 +184,19 @@ class DlcRun {
   // Phase 2: a worker on this instance. The first failure aborts every
   // instance with its code.
   std::optional<DlcOutcome> Work() {
+    // Strict mode: each instance takes its share of the claims: shards, and
+    // the tasks of the recipe's dedup stages.
+    int64_t claims = o_.num_shards;
     try {
-      job_id_ = store::JobDir::Open(job_.dir(), disk_).manifest().job_id;
+      const store::JobDir job = store::JobDir::Open(job_.dir(), disk_);
+      job_id_ = job.manifest().job_id;
+      claims = static_cast<int64_t>(store::JobTasks(job.manifest()).size());
     } catch (const std::exception&) {
       // The worker reports what is wrong with the job.
     }
     store::WorkerOptions w;
     w.job_dir = job_.dir();
-    if (o_.require_all_nodes) w.max_shards = (o_.num_shards + o_.nodes - 1) / o_.nodes;
+    if (o_.require_all_nodes) w.max_shards = (claims + o_.nodes - 1) / o_.nodes;
     w.threads = o_.threads;
     w.poll_interval_secs = o_.poll_interval_secs;
     w.aborted = [&] { return coord_.AbortRecord().has_value(); };
@@ -262,8 +268,13 @@ class DlcRun {
   std::string VerifyAndMerge(io::Disk& disk) {
     const store::JobDir job = store::JobDir::Open(job_.dir(), disk);
     const uint64_t expect_nodes = o_.require_all_nodes ? static_cast<uint64_t>(o_.nodes) : 1;
+    // A node took part when it completed a shard or a dedup stage's task.
     std::set<std::string> owners;
-    for (const store::ShardStatus& sh : store::ReadStatus(job).shards) owners.insert(sh.owner);
+    const store::JobStatus status = store::ReadStatus(job);
+    for (const store::ShardStatus& sh : status.shards) owners.insert(sh.owner);
+    for (const store::StageStatus& stage : status.stages) {
+      for (const store::ShardStatus& task : stage.tasks) owners.insert(task.owner);
+    }
     if (owners.size() < expect_nodes) {
       throw djshard::Error(job.dir(), 0,
                            "shards were completed by " + std::to_string(owners.size()) +

@@ -590,6 +590,30 @@ TEST_F(DedupStageCli, DlcOnOneNodeWritesRunsBytes) {
   ExpectSameAsRun("job", "simhash.yaml", "job/merged.jsonl");
 }
 
+// Strict mode: each instance takes its share of the shards and the stage's
+// tasks, and both count as nodes that took part.
+TEST_F(DedupStageCli, DlcInStrictModeSharesTheStageTasksAmongTheNodes) {
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b"}) {
+    nodes.push_back(
+        Spawn({"dlc", "--job-dir", "job", "--config", "simhash.yaml", "--dataset-path",
+               "data.jsonl", "--nodes", "2", "--num-shards", "7", "--require-all-nodes", "--run-id",
+               "strict", "--poll-interval-secs", "0.2", "--threads", "1"},
+              {}, {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host}));
+  }
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("PASS: 7 shards were completed by"), std::string::npos) << r.out;
+  }
+  std::set<std::string> owners;
+  for (const std::string& f : List("job/state/done")) {
+    owners.insert(json::parse(Read("job/state/done/" + f))["hostname"].get<std::string>());
+  }
+  EXPECT_EQ(owners, (std::set<std::string>{"node-a", "node-b"}));
+  ExpectSameAsRun("job", "simhash.yaml", "job/merged.jsonl");
+}
+
 // A record the deduplicator cannot sign, with skip_op_error: false, fails
 // its sign task for good: both workers end with exit 2, later phases are
 // never claimed, and status says the job failed.

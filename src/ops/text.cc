@@ -193,6 +193,20 @@ void LowerInto(std::string_view s, std::string* out_ptr) {
       }
       continue;
     }
+    // A run of code points that lower() leaves as they are, copied as is.
+    const size_t run = i;
+    while (i < s.size() && static_cast<unsigned char>(s[i]) >= 0x80) {
+      const size_t at = i;
+      const uint32_t cp = NextCodePoint(s, &i);
+      if (cp == 0x3A3 || cp == 0xFFFD || HasLowerMapping(cp)) {
+        i = at;
+        break;
+      }
+    }
+    if (i > run) {
+      out.append(s.data() + run, i - run);
+      continue;
+    }
     const size_t at = i;
     const uint32_t cp = NextCodePoint(s, &i);
     if (cp == 0x3A3) {  // capital sigma: final or not

@@ -18,7 +18,8 @@ void AddGcCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "gc",
-      "Remove the checkpoint files of a job that no commit names (left by a killed run or worker)");
+      "Remove the checkpoint files of a job that no commit names (left by a killed run or worker), "
+      "and the dedup stage files nothing will read again");
   cmd->add_option("job", opt->job,
                   "Job directory (run or elastic), or a run job's id under --work-dir")
       ->required();

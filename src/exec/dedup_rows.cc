@@ -161,10 +161,12 @@ SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
         pos = end + 1;
         const uint64_t position = chunk.first_line - 1 + k;
         ParseRow(parser, line, position, locked_where);
-        if (signer.Sign(ValueOf(parser, line, config.text_key, &text, &record), &sig, &error)) {
-          ops::dedup::AppendKeys(config, sig, position, &out.keys);
-        } else {
+        if (!signer.Sign(ValueOf(parser, line, config.text_key, &text, &record), &sig, &error)) {
           out.unsigned_rows.push_back({position, error});
+        } else if (config.kind == ops::dedup::Kind::kSimhash) {
+          out.simhashes.emplace_back(position, sig.simhash);
+        } else {
+          ops::dedup::AppendKeys(config, sig, position, &out.keys);
         }
       }
       out.seconds += MonotonicSeconds() - t0;
@@ -188,11 +190,14 @@ SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
     all.keys.insert(all.keys.end(), std::make_move_iterator(outs[t].keys.begin()),
                     std::make_move_iterator(outs[t].keys.end()));
     outs[t].keys = {};
+    all.simhashes.insert(all.simhashes.end(), outs[t].simhashes.begin(), outs[t].simhashes.end());
+    outs[t].simhashes = {};
     all.unsigned_rows.insert(all.unsigned_rows.end(),
                              std::make_move_iterator(outs[t].unsigned_rows.begin()),
                              std::make_move_iterator(outs[t].unsigned_rows.end()));
     all.seconds += outs[t].seconds;
   }
+  std::sort(all.simhashes.begin(), all.simhashes.end());
   std::sort(all.unsigned_rows.begin(), all.unsigned_rows.end(),
             [](const UnsignedRow& a, const UnsignedRow& b) { return a.position < b.position; });
   return all;

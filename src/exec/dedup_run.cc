@@ -98,8 +98,13 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
 
   const double group_start = MonotonicSeconds();
   std::vector<ops::dedup::Edge> edges;
-  ops::dedup::EmitEdges(config, &keys, &edges);
-  keys = {};
+  if (config.kind == ops::dedup::Kind::kSimhash) {
+    ops::dedup::EmitSimhashEdges(config, signed_rows_out.simhashes, &edges);
+    signed_rows_out.simhashes = {};
+  } else {
+    ops::dedup::EmitEdges(config, &keys, &edges);
+    keys = {};
+  }
   const std::vector<bool> kept = ops::dedup::KeepFirstOfComponents(n, signed_rows, edges);
   for (uint64_t r = 0; r < n; ++r) {
     if (kept[r]) result.kept.push_back(r);

@@ -636,6 +636,7 @@ class StageJob {
     exec::OperatorCounters& counters = result.summary.operators[entry.op_index];
     counters.rows_in += rows.size();
     std::vector<GroupKey> keys;
+    std::vector<std::pair<uint64_t, uint64_t>> simhashes;  // simhash: (position, simhash)
     if (entry.key_ranges > 0) {
       exec::RowSet set;
       const std::string path = attempt_dir + "/rows.jsonl";
@@ -651,6 +652,7 @@ class StageJob {
       counters.errors += signed_rows.unsigned_rows.size();
       result.summary.errors += signed_rows.unsigned_rows.size();
       keys = std::move(signed_rows.keys);
+      simhashes = std::move(signed_rows.simhashes);
     }
     std::string row_bytes;
     row_bytes.reserve(rows.size() * 8);
@@ -661,7 +663,7 @@ class StageJob {
     std::vector<std::string> ranges(entry.key_ranges);
     std::vector<uint64_t> counts(entry.key_ranges, 0);
     if (Config(task.stage).kind == ops::dedup::Kind::kSimhash) {
-      SimhashRowsByRange(keys, rows, &ranges, &counts);
+      SimhashRowsByRange(Config(task.stage), simhashes, rows, &ranges, &counts);
     } else {
       for (const GroupKey& key : keys) {
         const uint64_t r = KeyRange(key, entry.key_ranges);
@@ -685,36 +687,40 @@ class StageJob {
       offset += ranges[r].size();
       ranges[r] = {};
     }
-    key_file.Commit(files, keys.size());
+    key_file.Commit(files, keys.size() + simhashes.size());
     TaskFile index_file(attempt_dir, "keys.idx", c_.job->disk());
     index_file.Append(index);
     index_file.Commit(files, entry.key_ranges);
     result.stage["rows"] = rows.size();
-    result.stage["keys"] = keys.size();
+    result.stage["keys"] = keys.size() + simhashes.size();
   }
 
   // A simhash's keys are its bits under the block permutations: a row goes
   // to each range that one of its keys falls in, once, as (row, simhash), and
   // the group task derives the keys again (about 16 bytes per row and range
-  // instead of 32 per key). `keys` holds each row's keys one after the other.
-  static void SimhashRowsByRange(const std::vector<GroupKey>& keys,
+  // instead of 32 per key).
+  static void SimhashRowsByRange(const DedupConfig& config,
+                                 const std::vector<std::pair<uint64_t, uint64_t>>& simhashes,
                                  const std::vector<uint64_t>& rows,
                                  std::vector<std::string>* ranges, std::vector<uint64_t>* counts) {
+    const std::vector<uint64_t>& masks =
+        ops::dedup::SimhashKeyMasks(config.num_blocks, config.hamming_distance);
     std::vector<uint64_t> hit;
-    for (size_t i = 0; i < keys.size();) {
+    for (const auto& [position, simhash] : simhashes) {
       hit.clear();
-      size_t j = i;
-      for (; j < keys.size() && keys[j].row == keys[i].row; ++j) {
-        hit.push_back(KeyRange(keys[j], ranges->size()));
+      for (size_t p = 0; p < masks.size(); ++p) {
+        const uint64_t v = simhash & masks[p];
+        hit.push_back(KeyHash(static_cast<uint32_t>(p),
+                              std::string_view(reinterpret_cast<const char*>(&v), sizeof v)) %
+                      ranges->size());
       }
       std::sort(hit.begin(), hit.end());
       hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
       for (uint64_t r : hit) {
-        PutU64(&(*ranges)[r], rows[keys[i].row] & ~kUnsignedRow);
-        PutU64(&(*ranges)[r], keys[i].simhash);
+        PutU64(&(*ranges)[r], rows[position] & ~kUnsignedRow);
+        PutU64(&(*ranges)[r], simhash);
         ++(*counts)[r];
       }
-      i = j;
     }
   }
 

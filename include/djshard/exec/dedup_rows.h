@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "djshard/exec/executor.h"
@@ -93,6 +94,9 @@ struct UnsignedRow {
 
 struct SignedRows {
   std::vector<ops::dedup::GroupKey> keys;  // GroupKey::row: the row's position
+  // A simhash deduplicator's rows as (position, simhash) instead of keys:
+  // its keys follow from the simhash (ops::dedup::EmitSimhashEdges).
+  std::vector<std::pair<uint64_t, uint64_t>> simhashes;
   std::vector<UnsignedRow> unsigned_rows;  // by position
   double seconds = 0;                      // summed over threads
 };

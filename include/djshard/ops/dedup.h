@@ -164,6 +164,13 @@ struct Edge {
 // in *keys those of groups of two or more, sorted.
 void EmitEdges(const DedupConfig& config, std::vector<GroupKey>* keys, std::vector<Edge>* out);
 
+// EmitEdges over every simhash key of the rows in `simhashes` ((row, simhash)
+// pairs): the same edges, found part by part from 24 bytes per row instead of
+// a GroupKey per key; only the keys of groups of two or more become GroupKeys.
+void EmitSimhashEdges(const DedupConfig& config,
+                      const std::vector<std::pair<uint64_t, uint64_t>>& simhashes,
+                      std::vector<Edge>* out);
+
 // Union-find over rows [0, num_rows): the keep decision. kept[r] is true when
 // row r is signed (signed_rows[r]) and is the first row of its component.
 std::vector<bool> KeepFirstOfComponents(uint64_t num_rows, const std::vector<bool>& signed_rows,

@@ -238,6 +238,42 @@ void EmitEdges(const DedupConfig& c, std::vector<GroupKey>* keys, std::vector<Ed
   }
 }
 
+void EmitSimhashEdges(const DedupConfig& c,
+                      const std::vector<std::pair<uint64_t, uint64_t>>& simhashes,
+                      std::vector<Edge>* out) {
+  struct Item {
+    uint64_t masked, row, simhash;
+  };
+  const std::vector<uint64_t>& masks = SimhashKeyMasks(c.num_blocks, c.hamming_distance);
+  std::vector<Item> items(simhashes.size());
+  std::vector<GroupKey> group;
+  for (size_t p = 0; p < masks.size(); ++p) {
+    for (size_t i = 0; i < simhashes.size(); ++i) {
+      items[i] = {simhashes[i].second & masks[p], simhashes[i].first, simhashes[i].second};
+    }
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return a.masked != b.masked ? a.masked < b.masked : a.row < b.row;
+    });
+    for (size_t i = 0; i < items.size();) {
+      size_t j = i + 1;
+      while (j < items.size() && items[j].masked == items[i].masked) ++j;
+      if (j - i > 1) {
+        group.clear();
+        for (size_t t = i; t < j; ++t) {
+          GroupKey key;
+          key.part = static_cast<uint32_t>(p);
+          key.bytes.assign(reinterpret_cast<const char*>(&items[t].masked), sizeof(uint64_t));
+          key.simhash = items[t].simhash;
+          key.row = items[t].row;
+          group.push_back(std::move(key));
+        }
+        EmitEdges(c, &group, out);
+      }
+      i = j;
+    }
+  }
+}
+
 std::vector<bool> KeepFirstOfComponents(uint64_t num_rows, const std::vector<bool>& signed_rows,
                                         const std::vector<Edge>& edges) {
   std::vector<uint64_t> parent(num_rows);

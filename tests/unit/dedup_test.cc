@@ -302,6 +302,40 @@ TEST(DedupGrouping, SimhashKeysFindEveryPairWithinHammingDistance) {
   }
 }
 
+// EmitSimhashEdges, from (row, simhash) pairs, links the rows exactly as
+// EmitEdges over every key does: the same components, so the same kept rows.
+TEST(DedupGrouping, SimhashPairsKeepWhatEveryKeyKeeps) {
+  std::mt19937_64 rng(11);
+  for (const auto& [m, k] : std::vector<std::pair<int, int>>{{6, 4}, {4, 3}, {9, 2}, {10, 8}}) {
+    DedupConfig c;
+    c.kind = Kind::kSimhash;
+    c.num_blocks = m;
+    c.hamming_distance = k;
+    std::vector<uint64_t> hashes;
+    for (int i = 0; i < 300; ++i) {
+      uint64_t h = i < 40 ? rng() : hashes[rng() % hashes.size()];
+      for (int f = static_cast<int>(rng() % (k + 3)); f > 0; --f) h ^= uint64_t{1} << (rng() % 64);
+      hashes.push_back(h);
+    }
+    std::vector<GroupKey> keys;
+    std::vector<std::pair<uint64_t, uint64_t>> pairs;
+    for (size_t r = 0; r < hashes.size(); ++r) {
+      Signature sig;
+      sig.simhash = hashes[r];
+      AppendKeys(c, sig, r, &keys);
+      pairs.emplace_back(r, hashes[r]);
+    }
+    std::shuffle(pairs.begin(), pairs.end(), rng);
+    std::vector<Edge> by_keys, by_pairs;
+    EmitEdges(c, &keys, &by_keys);
+    EmitSimhashEdges(c, pairs, &by_pairs);
+    const std::vector<bool> all(hashes.size(), true);
+    const std::vector<bool> kept = KeepFirstOfComponents(hashes.size(), all, by_keys);
+    EXPECT_EQ(KeepFirstOfComponents(hashes.size(), all, by_pairs), kept) << m << "/" << k;
+    EXPECT_LT(std::count(kept.begin(), kept.end(), true), static_cast<long>(hashes.size()));
+  }
+}
+
 }  // namespace
 }  // namespace djshard::ops::dedup
 

@@ -1,15 +1,15 @@
 #include "djshard/exec/dedup_rows.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/common/threads.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/record.h"
 
@@ -131,7 +131,7 @@ void ParseRow(io::JsonLineParser& parser, std::string_view line, uint64_t positi
 SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
                     const std::function<RowOrigin(uint64_t position)>& where, int threads) {
   std::mutex mu;
-  std::exception_ptr failure;
+  std::atomic<bool> failed{false};  // a thread failed: the others stop
   std::vector<SignedRows> outs(static_cast<size_t>(std::max(1, threads)));
   auto work = [&](SignedRows& out) {
     ops::dedup::Signer signer(config);
@@ -148,7 +148,7 @@ SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (failure || !reader.Next(&chunk)) return;
+        if (failed || !reader.Next(&chunk)) return;
       }
       ThrowIfStopRequested();
       const double t0 = MonotonicSeconds();
@@ -172,19 +172,14 @@ SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
       out.seconds += MonotonicSeconds() - t0;
     }
   };
-  auto guarded = [&](SignedRows& out) {
+  RunOnThreads(outs.size(), [&](size_t t) {
     try {
-      work(out);
+      work(outs[t]);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!failure) failure = std::current_exception();
+      failed = true;
+      throw;
     }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < outs.size(); ++t) pool.emplace_back(guarded, std::ref(outs[t]));
-  guarded(outs[0]);
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  });
   SignedRows all = std::move(outs[0]);
   for (size_t t = 1; t < outs.size(); ++t) {
     all.keys.insert(all.keys.end(), std::make_move_iterator(outs[t].keys.begin()),

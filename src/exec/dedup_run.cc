@@ -117,12 +117,6 @@ StageOutcome RunDedupStage(const PlannedOperator& planned, RowSet& set, const Or
   return result;
 }
 
-void MergeCounters(ExecSummary& total, const ExecSummary& part) {
-  for (size_t i = 0; i < part.operators.size(); ++i) total.operators[i].Add(part.operators[i]);
-  AddRegionCounters(total, part);
-  total.errors += part.errors;
-}
-
 // A spill file of one stage's rows, written in input order by the executor's
 // tap sink (one thread at a time), with their origins.
 class Spill {
@@ -292,20 +286,6 @@ void CheckDedupRecipe(const recipe::Recipe& recipe, const Plan& plan, bool job_m
 
 namespace {
 
-// A summary with a counter for every operator and region of `plan`.
-ExecSummary EmptySummary(const Plan& plan) {
-  ExecSummary total;
-  total.model_devices = ModelDevices(plan);
-  total.operators.resize(plan.operators.size());
-  for (size_t i = 0; i < plan.operators.size(); ++i) {
-    total.operators[i].name = plan.operators[i].op->name();
-    total.operators[i].batched = plan.operators[i].op->processes_rows_together();
-  }
-  total.regions.resize(plan.regions.size());
-  for (size_t i = 0; i < plan.regions.size(); ++i) total.regions[i].name = plan.regions[i].name;
-  return total;
-}
-
 // A recipe cut at its deduplicators: the operators between two of them run
 // as one executor phase over the rows kept so far, spilled for the next.
 class DedupPipeline {
@@ -384,7 +364,7 @@ class DedupPipeline {
       o.tap_origin_sink = [spill](size_t, std::string_view lines) { spill->AddOrigins(lines); };
     }
     const ExecSummary s = Execute(plan_, set_.files, output_, &errors_, o);
-    MergeCounters(total_, s);
+    AddCounters(total_, s);
     CountInput(s.rows_in, s.bytes_in);
     return s;
   }

@@ -1470,6 +1470,27 @@ void RegionCounters::Add(const RegionCounters& o) {
   late_discarded += o.late_discarded;
 }
 
+ExecSummary EmptySummary(const Plan& plan) {
+  ExecSummary total;
+  total.model_devices = ModelDevices(plan);
+  total.operators.resize(plan.operators.size());
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    total.operators[i].name = plan.operators[i].op->name();
+    total.operators[i].batched = plan.operators[i].op->processes_rows_together();
+  }
+  total.regions.resize(plan.regions.size());
+  for (size_t i = 0; i < plan.regions.size(); ++i) total.regions[i].name = plan.regions[i].name;
+  return total;
+}
+
+void AddCounters(ExecSummary& total, const ExecSummary& part) {
+  for (size_t i = 0; i < part.operators.size() && i < total.operators.size(); ++i) {
+    total.operators[i].Add(part.operators[i]);
+  }
+  AddRegionCounters(total, part);
+  total.errors += part.errors;
+}
+
 void AddRegionCounters(ExecSummary& total, const ExecSummary& part) {
   if (total.regions.size() < part.regions.size()) total.regions.resize(part.regions.size());
   for (size_t i = 0; i < part.regions.size(); ++i) {

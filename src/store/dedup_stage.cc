@@ -7,16 +7,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <functional>
 #include <iterator>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
+#include "djshard/common/threads.h"
 #include "djshard/exec/dedup_rows.h"
 #include "djshard/exec/dedup_run.h"
 #include "djshard/io/checksum.h"
@@ -81,20 +78,8 @@ uint32_t GetU32(const char* p) {
 
 // The key range of a grouping key: a fixed mix of (part, bytes), so that
 // every key of one group lands in the same range whatever the job's layout.
-uint64_t KeyHash(uint32_t part, std::string_view bytes) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ part;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001B3ull;
-  }
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  return h;
-}
-
 uint64_t KeyRange(const GroupKey& key, uint64_t ranges) {
-  return KeyHash(key.part, key.bytes) % ranges;
+  return ops::dedup::KeyHash(key.part, key.bytes) % ranges;
 }
 
 // A file of a task, written atomically and hashed as it is written.
@@ -295,16 +280,14 @@ struct TaskInput {
   bool output_form = false;      // the rows are written as the output writes them
 };
 
+// Adds an executor run of some of the recipe's operators to a task's summary,
+// whose rows and bytes are the run's.
 void AddRun(exec::ExecSummary& total, const exec::ExecSummary& run) {
-  for (size_t i = 0; i < run.operators.size() && i < total.operators.size(); ++i) {
-    total.operators[i].Add(run.operators[i]);
-  }
-  exec::AddRegionCounters(total, run);
+  exec::AddCounters(total, run);
   total.rows_in = run.rows_in;
   total.bytes_in = run.bytes_in;
   total.rows_out = run.rows_out;
   total.bytes_out = run.bytes_out;
-  total.errors += run.errors;
   total.model_devices = run.model_devices;
 }
 
@@ -414,26 +397,6 @@ struct RowRun {
   std::vector<uint64_t> rows;  // sign: the global row of every row reaching the deduplicator
 };
 
-// Runs fn(0) .. fn(n - 1) on n threads (fn(0) on this one); the first
-// exception is rethrown once all have ended.
-void RunOnThreads(size_t n, const std::function<void(size_t)>& fn) {
-  std::exception_ptr failure;
-  std::mutex mu;
-  const auto guarded = [&](size_t t) {
-    try {
-      fn(t);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!failure) failure = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < n; ++t) pool.emplace_back(guarded, t);
-  guarded(0);
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-}
-
 // Everything the tasks of one job share.
 class StageJob {
  public:
@@ -469,7 +432,7 @@ class StageJob {
     const ShardEntry& shard = m_.shards[shard_index];
     TaskInput in;
     in.set.raw = false;
-    in.carried = EmptySummary();
+    in.carried = exec::EmptySummary(*c_.plan);
     const size_t before = task.kind == TaskKind::kSign ? task.stage - 1 : task.stage;
     if (before == 0) {
       in.file = c_.job->InJob(shard.path);
@@ -514,15 +477,6 @@ class StageJob {
     return ParseU64s(ReadIndexedSlice(*c_.job, done, "duplicates.u64", "duplicates.idx",
                                       shard_index,
                                       "the duplicates of " + m_.shards[shard_index].id));
-  }
-
-  exec::ExecSummary EmptySummary() const {
-    exec::ExecSummary s;
-    s.operators.resize(c_.plan->operators.size());
-    for (size_t i = 0; i < s.operators.size(); ++i) {
-      s.operators[i].name = c_.plan->operators[i].op->name();
-    }
-    return s;
   }
 
   // How a sign task writes the rows reaching its deduplicator: as the
@@ -710,9 +664,10 @@ class StageJob {
       hit.clear();
       for (size_t p = 0; p < masks.size(); ++p) {
         const uint64_t v = simhash & masks[p];
-        hit.push_back(KeyHash(static_cast<uint32_t>(p),
-                              std::string_view(reinterpret_cast<const char*>(&v), sizeof v)) %
-                      ranges->size());
+        hit.push_back(
+            ops::dedup::KeyHash(static_cast<uint32_t>(p),
+                                std::string_view(reinterpret_cast<const char*>(&v), sizeof v)) %
+            ranges->size());
       }
       std::sort(hit.begin(), hit.end());
       hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
@@ -751,7 +706,7 @@ class StageJob {
   // (its bytes are the simhash under the part's mask), another points into
   // the buffer it was read from.
   struct KeyRef {
-    uint64_t hash;  // KeyHash(part, bytes)
+    uint64_t hash;  // ops::dedup::KeyHash(part, bytes)
     uint64_t row;
     uint64_t simhash;
     const char* bytes;  // null for a simhash key
@@ -768,8 +723,9 @@ class StageJob {
       const uint64_t row = GetU64(bytes.data() + pos), simhash = GetU64(bytes.data() + pos + 8);
       for (size_t p = 0; p < masks.size(); ++p) {
         const uint64_t v = simhash & masks[p];
-        const uint64_t h = KeyHash(static_cast<uint32_t>(p),
-                                   std::string_view(reinterpret_cast<const char*>(&v), sizeof v));
+        const uint64_t h =
+            ops::dedup::KeyHash(static_cast<uint32_t>(p),
+                                std::string_view(reinterpret_cast<const char*>(&v), sizeof v));
         if (h % ranges != range) continue;
         refs->push_back({h, row, simhash, nullptr, static_cast<uint32_t>(p), sizeof v});
       }
@@ -782,7 +738,7 @@ class StageJob {
     while (pos + 24 <= bytes.size()) {
       const uint32_t part = GetU32(bytes.data() + pos), length = GetU32(bytes.data() + pos + 4);
       const char* data = bytes.data() + pos + 24;
-      refs->push_back({KeyHash(part, std::string_view(data, length)),
+      refs->push_back({ops::dedup::KeyHash(part, std::string_view(data, length)),
                        GetU64(bytes.data() + pos + 8), GetU64(bytes.data() + pos + 16), data, part,
                        length});
       pos += 24 + length;
@@ -936,7 +892,7 @@ class StageJob {
     file.Append(bytes);
     file.Commit(files, rows);
     TaskResult result;
-    result.summary = EmptySummary();
+    result.summary = exec::EmptySummary(*c_.plan);
     stage["files"] = std::move(files);
     result.stage = std::move(stage);
     return result;

@@ -177,6 +177,13 @@ nlohmann::json OperatorCountersJson(const OperatorCounters& counters);
 // Adds the region counters of `part` to `total` (sized to part's regions on first use).
 void AddRegionCounters(ExecSummary& total, const ExecSummary& part);
 
+// A summary with a counter, named, for every operator and region of `plan`.
+ExecSummary EmptySummary(const Plan& plan);
+
+// Adds the operator and region counters and the errors of `part` (a run of
+// some of `total`'s operators) to `total`.
+void AddCounters(ExecSummary& total, const ExecSummary& part);
+
 // The expand/gather pairs of `plan` for dag_execution_plan.json: one "expand"
 // and one "gather" stage per region, with the region's op list.
 nlohmann::json LineageStagesJson(const Plan& plan);

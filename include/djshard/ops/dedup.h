@@ -151,6 +151,10 @@ int64_t KeysPerRow(const DedupConfig& config);
 void AppendKeys(const DedupConfig& config, const Signature& sig, uint64_t row,
                 std::vector<GroupKey>* out);
 
+// A fixed 64-bit hash of a key's (part, bytes): equal keys hash equal, so
+// keys that share a group share it (dedup stages cut key ranges by it).
+uint64_t KeyHash(uint32_t part, std::string_view bytes);
+
 struct Edge {
   uint64_t a, b;  // global rows, a < b
 };

@@ -191,11 +191,7 @@ void KeepCandidates(std::vector<GroupKey>* keys) {
   };
   std::vector<GroupKey>& k = *keys;
   std::vector<Item> items(k.size());
-  for (size_t i = 0; i < k.size(); ++i) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (unsigned char ch : k[i].bytes) h = (h ^ ch) * 0x100000001B3ull;
-    items[i] = {h ^ (h >> 29), i, k[i].part};
-  }
+  for (size_t i = 0; i < k.size(); ++i) items[i] = {KeyHash(k[i].part, k[i].bytes), i, k[i].part};
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.part != b.part ? a.part < b.part : a.hash < b.hash;
   });
@@ -236,6 +232,18 @@ void EmitEdges(const DedupConfig& c, std::vector<GroupKey>* keys, std::vector<Ed
     }
     i = j;
   }
+}
+
+uint64_t KeyHash(uint32_t part, std::string_view bytes) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ part;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return h;
 }
 
 void EmitSimhashEdges(const DedupConfig& c,

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "djshard/store/manifest.h"
+
 namespace djshard::cli {
 
 // Each subcommand registers itself on the app and sets `*exit_code` when it runs.
@@ -42,6 +44,9 @@ CLI::Option* AddSecondsOption(CLI::App* cmd, const std::string& names, double* t
 // --ray-address, which Data-Juicer's commands take: accepted so that their
 // command lines run unchanged, and ignored, since djshard runs no Ray cluster.
 void AddRayAddressOption(CLI::App* cmd);
+
+// --shards copy|reference (prepare, dlc): how the job holds its shards.
+void AddShardsModeOption(CLI::App* cmd, store::ShardsMode* mode);
 
 // --threads N (at least 1) into `*threads` when given.
 void AddThreadsOption(CLI::App* cmd, std::shared_ptr<std::optional<int>> threads);

@@ -29,6 +29,17 @@ CLI::Option* AddSecondsOption(CLI::App* cmd, const std::string& names, double* t
   return option;
 }
 
+void AddShardsModeOption(CLI::App* cmd, store::ShardsMode* mode) {
+  cmd->add_option_function<std::string>(
+         "--shards",
+         [mode](const std::string& value) {
+           *mode = value == "reference" ? store::ShardsMode::kReference : store::ShardsMode::kCopy;
+         },
+         "copy (default): shard files in the job dir; reference: no copy of the data, each "
+         "shard is byte ranges of the input files, which must not change until the job ends")
+      ->check(CLI::IsMember({"copy", "reference"}));
+}
+
 void AddRayAddressOption(CLI::App* cmd) {
   static std::string ignored;  // one process, one command: never read
   cmd->add_option("--ray-address", ignored,

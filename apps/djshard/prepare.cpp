@@ -36,6 +36,7 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
                    "600 (0: at once)",
                    /*zero_allowed=*/true)
       ->capture_default_str();
+  AddShardsModeOption(cmd, &req->shards_mode);
   AddRayAddressOption(cmd);
   cmd->callback([req, dataset, exit_code]() {
     if (!dataset->empty()) req->dataset_path = *dataset;
@@ -54,8 +55,13 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
                 m.input_files.size(), static_cast<unsigned long long>(m.num_shards),
                 static_cast<double>(m.total_size_bytes) / 1e6, secs);
     std::printf("Job directory: %s\n", out.job_dir.c_str());
-    std::printf("Shards: %s/shards (%s ... %s)\n", out.job_dir.c_str(), m.shards.front().id.c_str(),
-                m.shards.back().id.c_str());
+    if (m.shards_mode == store::ShardsMode::kReference) {
+      std::printf("Shards: %s ... %s, byte ranges of the input (no copy in the job directory)\n",
+                  m.shards.front().id.c_str(), m.shards.back().id.c_str());
+    } else {
+      std::printf("Shards: %s/shards (%s ... %s)\n", out.job_dir.c_str(),
+                  m.shards.front().id.c_str(), m.shards.back().id.c_str());
+    }
     *exit_code = 0;
   });
 }

@@ -169,6 +169,7 @@ class DlcRun {
       req.dataset_path = o_.dataset_path;
       req.job_dir = job_.dir();
       req.num_shards = o_.num_shards;
+      req.shards_mode = o_.shards_mode;
       req.policy.lease_secs = LeaseSecs();
       req.policy.heartbeat_secs = HeartbeatSecs();
       req.staging_tag = token;

@@ -26,7 +26,9 @@ RowReader::RowReader(RowSet& set, size_t chunk_bytes, size_t max_lines, io::Chec
       chunk_bytes_(chunk_bytes),
       max_lines_(max_lines),
       chunker_(set.files.size(), chunk_bytes, max_lines,
-               [&set, hasher](size_t i) { return io::OpenInput(set.files[i].path, hasher); }),
+               [&set, hasher](size_t i) {
+                 return set.open ? set.open(i, hasher) : io::OpenInput(set.files[i].path, hasher);
+               }),
       fill_origins_(set.raw && set.all && set.origins.empty()) {}
 
 bool RowReader::Next(io::LineChunk* out) {

@@ -142,6 +142,10 @@ class ZstdSource : public ByteSource {
 
 }  // namespace
 
+bool IsCompressedInput(const std::string& path) {
+  return EndsWithIgnoreCase(path, ".gz") || EndsWithIgnoreCase(path, ".zst");
+}
+
 std::unique_ptr<ByteSource> OpenInput(const std::string& path, ChecksumHasher* raw_hash) {
   if (EndsWithIgnoreCase(path, ".gz")) return std::make_unique<GzipSource>(path, raw_hash);
   if (EndsWithIgnoreCase(path, ".zst")) return std::make_unique<ZstdSource>(path, raw_hash);

@@ -21,6 +21,7 @@
 #include "djshard/io/input.h"
 #include "djshard/ops/dedup.h"
 #include "djshard/store/records.h"
+#include "djshard/store/shard_source.h"
 
 namespace djshard::store {
 
@@ -428,6 +429,11 @@ class StageJob {
     return static_cast<const DedupOperator&>(*c_.plan->operators[op].op).config();
   }
 
+  // How errors name a shard's rows: its file, or a reference shard's id.
+  std::string ShardName(const ShardEntry& shard) const {
+    return m_.shards_mode == ShardsMode::kReference ? shard.id : c_.job->InJob(shard.path);
+  }
+
   TaskInput OpenInput(const JobTask& task, size_t shard_index, io::OutputStream& errors) {
     const ShardEntry& shard = m_.shards[shard_index];
     TaskInput in;
@@ -435,8 +441,11 @@ class StageJob {
     in.carried = exec::EmptySummary(*c_.plan);
     const size_t before = task.kind == TaskKind::kSign ? task.stage - 1 : task.stage;
     if (before == 0) {
-      in.file = c_.job->InJob(shard.path);
+      in.file = ShardName(shard);
       in.set.files.push_back({in.file, in.file, shard.path});
+      in.set.open = [this, &shard](size_t, io::ChecksumHasher* hasher) {
+        return OpenShard(*c_.job, m_, shard, hasher);
+      };
       in.expected = shard.checksum;
       in.file_lines = shard.rows;
       return in;
@@ -494,8 +503,7 @@ class StageJob {
     const ShardEntry& shard = m_.shards[task.shard];
     const bool sign = task.kind == TaskKind::kSign;
     const size_t before = sign ? task.stage - 1 : task.stage;
-    RowRun run(OpenInput(task, task.shard, errors), first_rows_[task.shard],
-               c_.job->InJob(shard.path));
+    RowRun run(OpenInput(task, task.shard, errors), first_rows_[task.shard], ShardName(shard));
     run.Configure(c_, before == 0 ? 0 : m_.dedup_stages[before - 1].op_index + 1,
                   sign ? m_.dedup_stages[task.stage - 1].op_index : c_.plan->operators.size());
     TaskResult result;
@@ -586,7 +594,7 @@ class StageJob {
                 TaskResult& result, io::OutputStream& errors) {
     const DedupStageEntry& entry = m_.dedup_stages[task.stage - 1];
     const exec::PlannedOperator& planned = c_.plan->operators[entry.op_index];
-    const std::string shard_file = c_.job->InJob(shard.path);
+    const std::string shard_file = ShardName(shard);
     exec::OperatorCounters& counters = result.summary.operators[entry.op_index];
     counters.rows_in += rows.size();
     std::vector<GroupKey> keys;

@@ -54,6 +54,18 @@ json SecondsJson(double secs) {
 }
 }  // namespace
 
+std::string ShardEntry::Describe(const Manifest& m) const {
+  if (ranges.empty()) return path;
+  const ShardRange& r = ranges.front();
+  const std::string& first = m.input_files.at(r.file).path;
+  if (ranges.size() == 1) {
+    return "lines " + std::to_string(r.first_line) + "-" +
+           std::to_string(r.first_line + r.rows - 1) + " of " + first;
+  }
+  return "lines from " + std::to_string(r.first_line) + " of " + first + " and " +
+         std::to_string(ranges.size() - 1) + " more input file(s)";
+}
+
 std::string Manifest::ToJson() const {
   json j;
   j["schema_version"] = schema_version;
@@ -65,17 +77,20 @@ std::string Manifest::ToJson() const {
   j["index_keys"] = index_keys;
   j["input_files"] = json::array();
   for (const InputFile& f : input_files) {
-    j["input_files"].push_back({{"path", f.path},
-                                {"relative_path", f.relative_path},
-                                {"size_bytes", f.size_bytes},
-                                {"mtime_ns", f.mtime_ns},
-                                {"rows", f.rows},
-                                {"sha256", f.sha256}});
+    json file = {{"path", f.path},
+                 {"relative_path", f.relative_path},
+                 {"size_bytes", f.size_bytes},
+                 {"mtime_ns", f.mtime_ns},
+                 {"rows", f.rows},
+                 {"sha256", f.sha256}};
+    if (!f.normalization.empty()) file["normalization"] = f.normalization;
+    j["input_files"].push_back(std::move(file));
   }
   j["total_rows"] = total_rows;
   j["total_size_bytes"] = total_size_bytes;
   j["normalized_sha256"] = normalized_sha256;
   j["num_shards"] = num_shards;
+  j["shards_mode"] = shards_mode == ShardsMode::kReference ? "reference" : "copy";
   j["shards"] = json::array();
   for (const ShardEntry& s : shards) {
     json shard = {{"id", s.id},
@@ -84,6 +99,15 @@ std::string Manifest::ToJson() const {
                   {"rows", s.rows},
                   {"size_bytes", s.size_bytes}};
     s.checksum.ToJson(shard);
+    if (shards_mode == ShardsMode::kReference) {
+      shard["ranges"] = json::array();
+      for (const ShardRange& r : s.ranges) {
+        json range = {{"file", r.file}, {"offset", r.offset},       {"length", r.length},
+                      {"rows", r.rows}, {"first_row", r.first_row}, {"first_line", r.first_line}};
+        r.checksum.ToJson(range);
+        shard["ranges"].push_back(std::move(range));
+      }
+    }
     j["shards"].push_back(std::move(shard));
   }
   j["recipe"] = {{"source_path", recipe_source_path},
@@ -113,12 +137,12 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     const json j = json::parse(text);
     m.schema_version = io::IntegerField<int>(j, "schema_version");
     if (m.schema_version < kOldestManifestSchemaVersion ||
-        m.schema_version > kManifestSchemaVersion) {
+        m.schema_version > kReferenceManifestSchemaVersion) {
       throw Error(path, 0,
                   "manifest schema_version " + std::to_string(m.schema_version) +
                       " is not supported (this djshard reads " +
                       std::to_string(kOldestManifestSchemaVersion) + " to " +
-                      std::to_string(kManifestSchemaVersion) + ")",
+                      std::to_string(kReferenceManifestSchemaVersion) + ")",
                   "prepare the job again with this djshard");
     }
     m.job_id = j.at("job_id").get<std::string>();
@@ -131,16 +155,44 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
       m.input_files.push_back(
           {f.at("path").get<std::string>(), f.at("relative_path").get<std::string>(),
            io::IntegerField<uint64_t>(f, "size_bytes"), io::IntegerField<int64_t>(f, "mtime_ns"),
-           io::IntegerField<uint64_t>(f, "rows"), f.at("sha256").get<std::string>()});
+           io::IntegerField<uint64_t>(f, "rows"), f.at("sha256").get<std::string>(),
+           f.value("normalization", std::string())});
     }
     m.total_rows = io::IntegerField<uint64_t>(j, "total_rows");
     m.total_size_bytes = io::IntegerField<uint64_t>(j, "total_size_bytes");
     m.normalized_sha256 = j.at("normalized_sha256").get<std::string>();
     m.num_shards = io::IntegerField<uint64_t>(j, "num_shards");
+    const std::string mode = j.value("shards_mode", std::string("copy"));
+    if (mode != "copy" && mode != "reference") {
+      throw Error(path, 0, "manifest shards_mode '" + mode + "' is not known",
+                  "prepare the job again with this djshard");
+    }
+    m.shards_mode = mode == "reference" ? ShardsMode::kReference : ShardsMode::kCopy;
     for (const json& s : j.at("shards")) {
-      m.shards.push_back({s.at("id").get<std::string>(), io::IntegerField<uint64_t>(s, "index"),
-                          s.at("path").get<std::string>(), io::IntegerField<uint64_t>(s, "rows"),
-                          io::IntegerField<uint64_t>(s, "size_bytes"), io::Checksum::FromJson(s)});
+      m.shards.push_back({s.at("id").get<std::string>(),
+                          io::IntegerField<uint64_t>(s, "index"),
+                          s.at("path").get<std::string>(),
+                          io::IntegerField<uint64_t>(s, "rows"),
+                          io::IntegerField<uint64_t>(s, "size_bytes"),
+                          io::Checksum::FromJson(s),
+                          {}});
+      if (m.shards_mode != ShardsMode::kReference) continue;
+      for (const json& r : s.at("ranges")) {
+        ShardRange range{io::IntegerField<uint64_t>(r, "file"),
+                         io::IntegerField<uint64_t>(r, "offset"),
+                         io::IntegerField<uint64_t>(r, "length"),
+                         io::IntegerField<uint64_t>(r, "rows"),
+                         io::IntegerField<uint64_t>(r, "first_row"),
+                         io::IntegerField<uint64_t>(r, "first_line"),
+                         io::Checksum::FromJson(r)};
+        if (range.file >= m.input_files.size()) {
+          throw Error(path, 0,
+                      "manifest shard " + m.shards.back().id + " names input file " +
+                          std::to_string(range.file) + ", which it does not list",
+                      "the job directory was edited; prepare the job again");
+        }
+        m.shards.back().ranges.push_back(std::move(range));
+      }
     }
     const json& r = j.at("recipe");
     m.recipe_source_path = r.at("source_path").get<std::string>();

@@ -169,8 +169,8 @@ class InputReader {
       }
       return;
     }
-    files_->push_back(
-        {in.path, in.relative_path, after.size, after.mtime_ns, lines, raw_hash_->Finish().hex});
+    files_->push_back({in.path, in.relative_path, after.size, after.mtime_ns, lines,
+                       raw_hash_->Finish().hex, ""});
   }
 
   const std::vector<io::InputCandidate>& inputs_;
@@ -513,6 +513,120 @@ class ShardSink : public ChunkSink {
   std::mutex mu_;                    // ShardFile::pending and complete
 };
 
+// Pass 2 of reference shards: the cut, each shard's ranges of the raw input
+// and its normalized totals; nothing is written.
+class RangeSink : public ChunkSink {
+ public:
+  RangeSink(const NormalizedInput& scanned, uint64_t num_shards)
+      : scanned_(scanned),
+        cutter_(scanned.rows, scanned.bytes, num_shards),
+        offsets_(scanned.files.size(), 0),
+        out_(num_shards) {}
+
+  // Walks the chunk's raw and normalized lines side by side (one normalized
+  // line per raw line). A shard's range of a file stays open across chunks
+  // until the shard closes or the next file begins.
+  void Place(Chunk& c) override {
+    const std::string& n = c.normalized;
+    const char* raw = c.lines.data.data();
+    const size_t file = c.lines.file;
+    const uint64_t file_size = scanned_.files.at(file).size_bytes;
+    check_.Update(n);
+    size_t npos = 0, rpos = 0, run_n = 0, run_r = 0;  // the run not yet hashed starts at run_*
+    const auto hash_run = [&] {
+      if (range_hash_) {
+        shard_hash_->Update(std::string_view(n).substr(run_n, npos - run_n));
+        range_hash_->Update(raw + run_r, rpos - run_r);
+      }
+      run_n = npos;
+      run_r = rpos;
+    };
+    for (uint64_t k = 0; npos < n.size(); ++k) {
+      if (!shard_open_) OpenShard();
+      if (!range_hash_ || range_file_ != file) {
+        hash_run();
+        OpenRange(file, c.first_row + k, c.lines.first_line + k);
+      }
+      const char* nl =
+          static_cast<const char*>(std::memchr(n.data() + npos, '\n', n.size() - npos));
+      const size_t row_bytes = static_cast<size_t>(nl - n.data()) + 1 - npos;
+      const char* rnl =
+          static_cast<const char*>(std::memchr(raw + rpos, '\n', c.lines.size - rpos));
+      // The chunker ends a last line without '\n' with one the file lacks.
+      const uint64_t raw_bytes =
+          std::min<uint64_t>(static_cast<size_t>(rnl - raw) + 1 - rpos, file_size - offsets_[file]);
+      offsets_[file] += raw_bytes;
+      npos += row_bytes;
+      rpos += raw_bytes;
+      rows_ += 1;
+      bytes_ += row_bytes;
+      if (rows_ > scanned_.rows || bytes_ > scanned_.bytes) {
+        throw ChangedBetweenPasses("the input's rows");
+      }
+      ShardWritten& shard = out_[shard_];
+      shard.rows += 1;
+      shard.bytes += row_bytes;
+      shard.ranges.back().rows += 1;
+      shard.ranges.back().length += raw_bytes;
+      if (cutter_.Add(row_bytes)) {
+        hash_run();
+        CloseShard();
+      }
+    }
+    if (shard_open_) hash_run();
+  }
+  void Written(Chunk&) override {}
+
+  // After the pipeline: every shard cut, as pass 1 counted.
+  std::vector<ShardWritten> Finish() {
+    if (shard_open_) CloseShard();
+    if (rows_ != scanned_.rows || bytes_ != scanned_.bytes || opened_ != out_.size() ||
+        check_.HexDigest() != scanned_.check) {
+      throw ChangedBetweenPasses("the input's rows");
+    }
+    return std::move(out_);
+  }
+
+ private:
+  void OpenShard() {
+    if (opened_ == out_.size()) throw ChangedBetweenPasses("the input's rows");
+    shard_ = opened_++;
+    shard_open_ = true;
+    shard_hash_ = std::make_unique<io::Xxh3>();
+  }
+
+  void OpenRange(size_t file, uint64_t first_row, uint64_t first_line) {
+    CloseRange();
+    out_[shard_].ranges.push_back({file, offsets_[file], 0, 0, first_row, first_line, {}});
+    range_hash_ = std::make_unique<io::Xxh3>();
+    range_file_ = file;
+  }
+
+  void CloseRange() {
+    if (!range_hash_) return;
+    out_[shard_].ranges.back().checksum = io::Checksum::Xxh3(range_hash_->HexDigest());
+    range_hash_.reset();
+  }
+
+  void CloseShard() {
+    CloseRange();
+    out_[shard_].checksum = io::Checksum::Xxh3(shard_hash_->HexDigest());
+    shard_open_ = false;
+  }
+
+  const NormalizedInput& scanned_;
+  ShardCutter cutter_;
+  std::vector<uint64_t> offsets_;  // per input file: raw bytes placed so far
+  std::vector<ShardWritten> out_;
+  io::Xxh3 check_;
+  uint64_t rows_ = 0, bytes_ = 0;
+  size_t opened_ = 0, shard_ = 0;
+  bool shard_open_ = false;
+  std::unique_ptr<io::Xxh3> shard_hash_;  // of the open shard's normalized lines
+  std::unique_ptr<io::Xxh3> range_hash_;  // of the open range's raw bytes (null: none open)
+  size_t range_file_ = 0;
+};
+
 }  // namespace
 
 NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
@@ -532,6 +646,15 @@ std::vector<ShardWritten> WriteNormalizedShards(const std::vector<io::InputCandi
                                                 const std::vector<std::string>& shard_paths) {
   InputReader reader(inputs, nullptr, &scanned.files);
   ShardSink sink(scanned, shard_paths);
+  NormalizePipeline(inputs, rules, threads, reader, sink, &scanned.second_pass).Run();
+  return sink.Finish();
+}
+
+std::vector<ShardWritten> CutReferenceShards(const std::vector<io::InputCandidate>& inputs,
+                                             const NormalizeRules& rules, int threads,
+                                             const NormalizedInput& scanned, uint64_t num_shards) {
+  InputReader reader(inputs, nullptr, &scanned.files);
+  RangeSink sink(scanned, num_shards);
   NormalizePipeline(inputs, rules, threads, reader, sink, &scanned.second_pass).Run();
   return sink.Finish();
 }

@@ -42,11 +42,12 @@ struct NormalizedInput {
 NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
                                const NormalizeRules& rules, int threads);
 
-// One shard file as pass 2 wrote it.
+// One shard as pass 2 wrote it (or, for a reference shard, cut it).
 struct ShardWritten {
   uint64_t rows = 0;
   uint64_t bytes = 0;
-  io::Checksum checksum;  // xxh3_128 of the file
+  io::Checksum checksum;  // xxh3_128 of the file (of the normalized lines)
+  std::vector<ShardRange> ranges;  // a reference shard's runs of input lines
 };
 
 // Pass 2 of prepare: reads and normalizes the input again, cuts the normalized
@@ -62,5 +63,14 @@ std::vector<ShardWritten> WriteNormalizedShards(const std::vector<io::InputCandi
                                                 const NormalizeRules& rules, int threads,
                                                 const NormalizedInput& scanned,
                                                 const std::vector<std::string>& shard_paths);
+
+// Pass 2 of prepare for reference shards: reads and normalizes the input
+// again, as WriteNormalizedShards does, and cuts it into `num_shards` shards
+// by the same rule, writing nothing: each shard is its ranges of the input
+// files (one per file it touches, with the raw bytes' xxh3_128) and the totals
+// and xxh3_128 of its normalized lines. Every input must be uncompressed.
+std::vector<ShardWritten> CutReferenceShards(const std::vector<io::InputCandidate>& inputs,
+                                             const NormalizeRules& rules, int threads,
+                                             const NormalizedInput& scanned, uint64_t num_shards);
 
 }  // namespace djshard::store

@@ -52,18 +52,19 @@ FileStat StatFile(const std::string& path) {
 // Compares an existing job directory with this request (SPEC "Repeating prepare").
 PrepareOutcome CheckExistingJob(const JobPaths& job, const std::string& dataset_path,
                                 const std::string& recipe_sha256, uint64_t num_shards,
-                                const std::vector<InputCandidate>& inputs) {
+                                ShardsMode shards_mode, const std::vector<InputCandidate>& inputs) {
   const std::string& job_dir = job.dir();
   const Error mismatch(job_dir, 0,
                        "Job directory already exists and does not match this request "
-                       "(dataset, recipe, shard count or input files differ)",
+                       "(dataset, recipe, shard count, --shards or input files differ)",
                        "Choose a new --job-dir, or remove the old one");
   const std::string manifest_path = job.ManifestPath();
   std::error_code ec;
   if (!fs::is_regular_file(manifest_path, ec)) throw mismatch;
   Manifest m = Manifest::FromJson(io::ReadFile(manifest_path), manifest_path);
   if (m.dataset_path != dataset_path || m.recipe_sha256 != recipe_sha256 ||
-      m.num_shards != num_shards || m.input_files.size() != inputs.size()) {
+      m.num_shards != num_shards || m.input_files.size() != inputs.size() ||
+      m.shards_mode != shards_mode) {
     throw mismatch;
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -182,8 +183,21 @@ CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
   return c;
 }
 
-// Pass 1 (validate, count, hash) and pass 2 (write the shards) over the input,
-// into the staged job; fills the manifest's input files and shards.
+const char* NormalizationName(SecondPass how) {
+  switch (how) {
+    case SecondPass::kCopy:
+      return "copy";
+    case SecondPass::kMinify:
+      return "minify";
+    case SecondPass::kNormalize:
+      break;
+  }
+  return "normalize";
+}
+
+// Pass 1 (validate, count, hash) and pass 2 (write the shards, or with
+// reference shards cut them into ranges of the input) over the input, into
+// the staged job; fills the manifest's input files and shards.
 NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const NormalizeRules& rules,
                             int threads, uint64_t num_shards, const std::string& dataset_display,
                             const JobPaths& staged, Manifest& m) {
@@ -199,21 +213,32 @@ NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const Nor
   }
   ThrowIfStopRequested();
   CrashPoint("prepare_normalized");
+  const bool reference = m.shards_mode == ShardsMode::kReference;
   std::vector<std::string> shard_paths;
   for (uint64_t i = 0; i < num_shards; ++i) {
     ShardEntry shard;
     shard.id = ShardId(i, num_shards);
     shard.index = i;
-    shard.path = JobPaths::ShardRelPath(shard.id);
-    shard_paths.push_back(staged.InJob(shard.path));
+    if (!reference) {
+      shard.path = JobPaths::ShardRelPath(shard.id);
+      shard_paths.push_back(staged.InJob(shard.path));
+    }
     m.shards.push_back(std::move(shard));
   }
-  const std::vector<ShardWritten> written =
-      WriteNormalizedShards(inputs, rules, threads, normalized, shard_paths);
+  std::vector<ShardWritten> written =
+      reference ? CutReferenceShards(inputs, rules, threads, normalized, num_shards)
+                : WriteNormalizedShards(inputs, rules, threads, normalized, shard_paths);
   for (uint64_t i = 0; i < num_shards; ++i) {
     m.shards[i].rows = written[i].rows;
     m.shards[i].size_bytes = written[i].bytes;
     m.shards[i].checksum = written[i].checksum;
+    m.shards[i].ranges = std::move(written[i].ranges);
+  }
+  if (reference) {
+    m.schema_version = kReferenceManifestSchemaVersion;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      m.input_files[i].normalization = NormalizationName(normalized.second_pass[i]);
+    }
   }
   return normalized;
 }
@@ -286,6 +311,25 @@ void WriteJobFiles(const CheckedRecipe& c, const Manifest& m, const JobPaths& st
   }
 }
 
+// The job's shards mode: reference shards need every input uncompressed
+// (else the shards are copied) and a recipe without partition:/checkpoint:
+// sections, whose partitions are cut from shard files.
+ShardsMode ShardsModeFor(const PrepareRequest& request, const CheckedRecipe& c,
+                         const std::vector<InputCandidate>& inputs) {
+  if (request.shards_mode != ShardsMode::kReference) return request.shards_mode;
+  if (c.partitioning) {
+    const YAML::Node p = c.recipe.root["partition"];
+    const YAML::Node section = p && !p.IsNull() ? p : c.recipe.root["checkpoint"];
+    throw Error(c.recipe.path, static_cast<uint64_t>(section.Mark().line + 1),
+                "--shards reference cannot be combined with partition: or checkpoint: sections",
+                "use --shards copy (the default) for a checkpointed job");
+  }
+  for (const InputCandidate& in : inputs) {
+    if (io::IsCompressedInput(in.path)) return ShardsMode::kCopy;
+  }
+  return ShardsMode::kReference;
+}
+
 // One prepare: the checked recipe and its input, staged into a directory
 // beside the job dir and published with one rename.
 class Preparer {
@@ -297,6 +341,7 @@ class Preparer {
         dataset_(recipe::ResolveDatasetPath(checked_.recipe, request.dataset_path)),
         inputs_(io::DiscoverInputs(dataset_.path, dataset_.display)),
         num_shards_(static_cast<uint64_t>(request.num_shards)),
+        shards_mode_(ShardsModeFor(request, checked_, inputs_)),
         job_(request.job_dir) {}
 
   PrepareOutcome Run() {
@@ -322,7 +367,8 @@ class Preparer {
  private:
   // Compares the job directory that exists with this request.
   PrepareOutcome CheckExisting() const {
-    return CheckExistingJob(job_, dataset_.path, checked_.sha256, num_shards_, inputs_);
+    return CheckExistingJob(job_, dataset_.path, checked_.sha256, num_shards_, shards_mode_,
+                            inputs_);
   }
 
   // The shards, the manifest, the recipe snapshot and the plan, written into
@@ -341,6 +387,12 @@ class Preparer {
                             ? request_.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     Manifest m;
+    m.shards_mode = shards_mode_;
+    if (request_.shards_mode != shards_mode_) {
+      m.warnings.push_back(
+          "--shards reference: an input file is compressed, so the shards were copied into the "
+          "job directory");
+    }
     const NormalizedInput normalized =
         WriteShards(inputs_, rules, threads, num_shards_, dataset_.display, staged, m);
     CheckManualPartitions(checked_, m);
@@ -359,7 +411,8 @@ class Preparer {
     m.engine_version = version();
     m.engine_git_commit = git_commit();
     m.policy = request_.policy;
-    m.warnings = checked_.safety.warnings;
+    m.warnings.insert(m.warnings.end(), checked_.safety.warnings.begin(),
+                      checked_.safety.warnings.end());
     m.dedup_stages = checked_.dedup_stages;
     for (DedupStageEntry& stage : m.dedup_stages) {
       if (stage.key_ranges > 0) stage.key_ranges = DedupKeyRanges(m.total_size_bytes, m.num_shards);
@@ -399,6 +452,7 @@ class Preparer {
   const recipe::DatasetPath dataset_;
   const std::vector<InputCandidate> inputs_;
   const uint64_t num_shards_;
+  const ShardsMode shards_mode_;
   const JobPaths job_;
 };
 

@@ -112,10 +112,14 @@ JobStatus ReadStatus(const JobDir& job) {
   s.shards = job.Statuses();
   for (const ShardStatus& sh : s.shards) Count(s.counts, sh.state);
   s.stages = ReadStages(job);
+  if (job.manifest().shards_mode == ShardsMode::kReference) {
+    s.input_changed = ReadInputChanged(job, job.disk());
+  }
   return s;
 }
 
 bool JobStatus::failed() const {
+  if (input_changed) return true;
   for (const StageStatus& stage : stages) {
     if (stage.counts.failed > 0) return true;
   }
@@ -123,6 +127,7 @@ bool JobStatus::failed() const {
 }
 
 bool JobStatus::terminal() const {
+  if (input_changed) return true;
   for (const StageStatus& stage : stages) {
     if (stage.counts.failed > 0) return true;
   }
@@ -138,6 +143,11 @@ std::string JobStatus::Text(bool all) const {
   for (const StageStatus& stage : stages) {
     out += "  dedup stage " + std::to_string(stage.stage) + " (" + stage.op +
            "): tasks=" + std::to_string(stage.tasks.size()) + " " + CountsText(stage.counts) + "\n";
+  }
+  if (input_changed) {
+    out += "  failed: " + input_changed->file + ": " + input_changed->message + " (found by " +
+           input_changed->hostname + " in " + input_changed->shard_id + " at " +
+           input_changed->detected_at + ")\n";
   }
   if (!all) return out;
   for (const ShardStatus& sh : shards) out += StatusLine(sh);
@@ -157,6 +167,13 @@ std::string JobStatus::Json() const {
   j["terminal"] = terminal();
   j["shards"] = json::array();
   for (const ShardStatus& sh : shards) j["shards"].push_back(StatusJson(sh, "shard_id"));
+  if (input_changed) {
+    j["input_changed"] = {{"file", input_changed->file},
+                          {"shard_id", input_changed->shard_id},
+                          {"message", input_changed->message},
+                          {"hostname", input_changed->hostname},
+                          {"detected_at", input_changed->detected_at}};
+  }
   if (!stages.empty()) {
     j["dedup_stages"] = json::array();
     for (const StageStatus& stage : stages) {

@@ -37,6 +37,7 @@
 #include "djshard/store/dedup_stage.h"
 #include "djshard/store/fs_check.h"
 #include "djshard/store/job.h"
+#include "djshard/store/shard_source.h"
 
 namespace djshard::store {
 
@@ -120,6 +121,7 @@ struct Attempt {
   AttemptLog log;
   std::atomic<bool> lost{false};     // set by the heartbeat thread
   std::string infrastructure_error;  // why the filesystem ended the attempt, if it did
+  std::optional<InputChangedError> input_changed;  // a reference shard's input changed
   std::unique_ptr<HeartbeatThread> heartbeat;
   std::unique_ptr<io::OutputStream> output, errors;
   exec::ExecSummary summary;
@@ -193,6 +195,7 @@ class Worker {
       stop_watch_->Look();
       if (StopRequested() || JobStopRequested()) return End(WorkerEnd::kStopped);
       if (options_.aborted && options_.aborted()) return End(WorkerEnd::kAborted);
+      CheckInputUnchanged();
       CrashPoint("before_claim");
       ClaimSearch search = FindClaim();
       if (!search.claim) {
@@ -246,6 +249,10 @@ class Worker {
       } else {
         const std::unique_ptr<Attempt> attempt = std::move(current_);
         Report(*attempt, status);
+        if (input_changed_) {
+          Settle();
+          throw *input_changed_;
+        }
         if (status == AttemptStatus::kInterrupted && outcome_.error.empty()) {
           Say("interrupted", "interrupted; handed " + attempt->claim.shard_id() + " back");
           return End(WorkerEnd::kStopped);
@@ -263,6 +270,7 @@ class Worker {
   void Setup() {
     CheckCompatible(job_, options_.allow_version_mismatch);
     CheckNotStopped();
+    CheckInputUnchanged();
     CheckJobFilesystem(job_.StateDir(), job_.disk());
     policy_ = job_.manifest().policy;
     if (options_.lease_secs) policy_.lease_secs = *options_.lease_secs;
@@ -552,8 +560,10 @@ class Worker {
     BeginAttempt(a, *shard);
     std::string error;
     try {
-      const std::string path = job_.InJob(shard->path);
-      const io::InputCandidate input{path, path, shard->path};
+      // A reference shard has no file: rows are named by the shard and their line in it.
+      const bool file = job_.manifest().shards_mode != ShardsMode::kReference;
+      const std::string path = file ? job_.InJob(shard->path) : shard->id;
+      const io::InputCandidate input{path, path, file ? shard->path : shard->id};
       OpenAttemptOutputs(a);
       if (tasks_.size() > job_.manifest().shards.size()) {
         RunStageTask(a);
@@ -562,6 +572,9 @@ class Worker {
       } else {
         ExecuteShard(a, *shard, input);
       }
+    } catch (const InputChangedError& e) {
+      error = e.what();
+      a.input_changed = e;
     } catch (const Error& e) {
       error = e.what();
       if (e.IsInfrastructure()) a.infrastructure_error = FilesystemFailure(e);
@@ -598,6 +611,29 @@ class Worker {
         JobPaths::AttemptErrorsPath(a.claim.attempt_dir()), true, job_.disk());
   }
 
+  // A reference shard's input changed after prepare: the job's fault, not
+  // the shard's. The attempt ends interrupted (no retry is burned), the claim
+  // goes back, and the job's record makes every worker end with the error.
+  AttemptStatus EndOnChangedInput(Attempt& a, const InputChangedError& e) {
+    const Claim& claim = a.claim;
+    a.log.Line("input_changed", e.what());
+    store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted, e.what());
+    store_.Release(claim);
+    RecordInputChanged(
+        job_, job_.disk(),
+        {e.file(), claim.shard_id(), e.message(), HostName(), FormatUtcIso8601(NowNanos())});
+    input_changed_ = e;
+    return AttemptStatus::kInterrupted;
+  }
+
+  // A job whose input changed after prepare ends every worker with exit 2.
+  void CheckInputUnchanged() const {
+    if (job_.manifest().shards_mode != ShardsMode::kReference) return;
+    if (const std::optional<InputChangedRecord> r = ReadInputChanged(job_, job_.disk())) {
+      throw InputChangedJobError(*r, job_.dir());
+    }
+  }
+
   // Phase 3 without checkpoints: the executor over the shard in one pass,
   // with op events. Throws on any error, and when the shard differs from the
   // manifest.
@@ -606,14 +642,16 @@ class Worker {
     // The shard is checked against the manifest as it is read: its stored
     // bytes hashed on the way in, its rows counted by the executor.
     io::ChecksumHasher shard_hash(shard.checksum.kind);
-    io::LineChunker shard_reader(1, exec_options.batch_bytes, plan_->batch_rows,
-                                 [&](size_t) { return io::OpenInput(input.path, &shard_hash); });
+    io::LineChunker shard_reader(1, exec_options.batch_bytes, plan_->batch_rows, [&](size_t) {
+      return OpenShard(job_, job_.manifest(), shard, &shard_hash);
+    });
     exec_options.source = [&shard_reader](io::LineChunk* c) { return shard_reader.Next(c); };
     a.log.Line("run", "running " + std::to_string(plan_->operators.size()) + " operator(s) with " +
-                          std::to_string(threads_) + " thread(s) on " + shard.path);
+                          std::to_string(threads_) + " thread(s) on " +
+                          shard.Describe(job_.manifest()));
     a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
     if (a.summary.rows_in != shard.rows || shard_hash.Finish() != shard.checksum) {
-      throw Error(input.path, 0,
+      throw Error(shard.Describe(job_.manifest()), 0,
                   "shard file differs from the manifest (rows or " + shard.checksum.field() + ")",
                   "the job directory was changed; prepare the job again");
     }
@@ -666,7 +704,7 @@ class Worker {
       case TaskKind::kShard:
         break;
     }
-    return job_.manifest().shards[task.shard].path;
+    return job_.manifest().shards[task.shard].Describe(job_.manifest());
   }
 
   // A task of a job with dedup stages (store/dedup_stage.h), with op events.
@@ -693,6 +731,7 @@ class Worker {
     a.output.reset();  // removes the temporary files
     a.errors.reset();
     if (!a.infrastructure_error.empty()) return HandBack(a, a.infrastructure_error);
+    if (a.input_changed) return EndOnChangedInput(a, *a.input_changed);
     if (StopRequested() || JobStopRequested()) {
       a.log.Line("interrupted", StopCause() + "; handing the shard back");
       store_.SetAttemptStatus(claim.attempt_dir(), AttemptStatus::kInterrupted, StopCause());
@@ -1043,8 +1082,9 @@ class Worker {
   // Declared after events_ and say: its callback uses them until it is destroyed.
   std::unique_ptr<job::StopWatcher> stop_watch_;
   WorkerOutcome outcome_;
-  std::unique_ptr<Attempt> current_;  // the attempt being processed on this thread
-  std::optional<Pending> pending_;    // last: its publisher uses the members above
+  std::optional<InputChangedError> input_changed_;  // found by this worker: it ends with it
+  std::unique_ptr<Attempt> current_;                // the attempt being processed on this thread
+  std::optional<Pending> pending_;                  // last: its publisher uses the members above
 };
 
 }  // namespace

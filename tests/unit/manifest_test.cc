@@ -54,16 +54,26 @@ Manifest Full() {
   m.media_root = "/d/media";
   m.media_keys = {"images", "audios", "videos"};
   m.index_keys = {"idx", "row"};
-  m.input_files.push_back({"/d/a.jsonl", "a.jsonl", 10, 123, 2, std::string(64, 'a')});
-  m.input_files.push_back({"/d/sub/b.jsonl.zst", "sub/b.jsonl.zst", 7, -5, 1, "bb"});
+  m.input_files.push_back({"/d/a.jsonl", "a.jsonl", 10, 123, 2, std::string(64, 'a'), ""});
+  m.input_files.push_back({"/d/sub/b.jsonl.zst", "sub/b.jsonl.zst", 7, -5, 1, "bb", ""});
   m.total_rows = 3;
   m.total_size_bytes = 17;
   m.normalized_sha256 = "cc";
   m.num_shards = 2;
-  m.shards.push_back({"part-00000-of-00002", 0, "shards/part-00000-of-00002.jsonl", 2, 9,
-                      io::Checksum::Xxh3("ff")});
-  m.shards.push_back({"part-00001-of-00002", 1, "shards/part-00001-of-00002.jsonl", 1, 8,
-                      io::Checksum::Xxh3("ee")});
+  m.shards.push_back({"part-00000-of-00002",
+                      0,
+                      "shards/part-00000-of-00002.jsonl",
+                      2,
+                      9,
+                      io::Checksum::Xxh3("ff"),
+                      {}});
+  m.shards.push_back({"part-00001-of-00002",
+                      1,
+                      "shards/part-00001-of-00002.jsonl",
+                      1,
+                      8,
+                      io::Checksum::Xxh3("ee"),
+                      {}});
   m.recipe_source_path = "/r/recipe.yaml";
   m.recipe_snapshot_path = "recipe.yaml";
   m.recipe_sha256 = "dd";

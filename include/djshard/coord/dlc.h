@@ -7,6 +7,7 @@
 
 #include "djshard/common/log.h"
 #include "djshard/io/disk.h"
+#include "djshard/store/manifest.h"
 
 namespace djshard::coord {
 
@@ -21,6 +22,7 @@ struct DlcOptions {
   std::optional<std::string> dataset_path;
   int64_t nodes = 0;  // 0: unknown
   int64_t num_shards = 4;
+  store::ShardsMode shards_mode = store::ShardsMode::kCopy;
   bool require_all_nodes = false;
   std::string output;  // empty: <job-dir>/merged.jsonl
   std::optional<std::string> run_id;

@@ -50,6 +50,9 @@ struct RowSet {
   std::vector<LineOrigin> origins;  // per line of `files`, once known
   bool all = true;                  // every line; else the lines `rows` lists
   std::vector<uint64_t> rows;       // ascending line indexes over `files`
+  // Opens files[i] with every byte read fed to the hasher (may be null);
+  // unset: io::OpenInput of its path.
+  std::function<std::unique_ptr<io::ByteSource>(size_t, io::ChecksumHasher*)> open;
 
   uint64_t SourceRow(uint64_t position) const { return all ? position : rows[position]; }
 };

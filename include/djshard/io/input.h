@@ -23,6 +23,9 @@ class ByteSource {
 // from the file itself (before decoding) is fed to it; it must outlive the source.
 std::unique_ptr<ByteSource> OpenInput(const std::string& path, ChecksumHasher* raw_hash = nullptr);
 
+// Whether OpenInput decodes `path` (its name ends in .gz or .zst).
+bool IsCompressedInput(const std::string& path);
+
 // Splits a ByteSource into lines. Memory is one read block plus the longest line.
 class LineReader {
  public:

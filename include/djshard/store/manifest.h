@@ -9,7 +9,10 @@
 namespace djshard::store {
 
 // Schema 3 holds each shard's xxh3_128; schema 2 (its sha256) stays readable.
+// Schema 4 is a job of reference shards (`shards_mode` "reference"), which a
+// build that reads only shard files must refuse; copy jobs stay schema 3.
 inline constexpr int kManifestSchemaVersion = 3;
+inline constexpr int kReferenceManifestSchemaVersion = 4;
 inline constexpr int kOldestManifestSchemaVersion = 2;
 
 // How workers treat claims of this job (fixed at prepare time). Durations
@@ -33,6 +36,24 @@ struct InputFile {
   int64_t mtime_ns = 0;
   uint64_t rows = 0;
   std::string sha256;  // of the raw file bytes
+  // Reference shards only: what turns the file's lines into their normalized
+  // form ("copy": nothing, "minify", "normalize": media paths or index keys).
+  std::string normalization;
+};
+
+// How a job holds its shards: files in the job dir, or byte ranges of the
+// input files that workers read and normalize themselves.
+enum class ShardsMode { kCopy, kReference };
+
+// One run of whole lines of an input file, in a reference shard.
+struct ShardRange {
+  uint64_t file = 0;    // index into the manifest's input_files
+  uint64_t offset = 0;  // of its first byte in the file
+  uint64_t length = 0;  // raw bytes, newlines included
+  uint64_t rows = 0;
+  uint64_t first_row = 0;   // 0-based global row of its first line
+  uint64_t first_line = 1;  // 1-based line of its first line in the file
+  io::Checksum checksum;    // xxh3_128 of the raw bytes
 };
 
 // One deduplicator of the recipe, run as a dedup stage (docs/dedup-stage.md).
@@ -44,13 +65,19 @@ struct DedupStageEntry {
   uint64_t key_ranges = 0;
 };
 
+struct Manifest;
+
 struct ShardEntry {
   std::string id;  // part-00003-of-00016
   uint64_t index = 0;
-  std::string path;  // relative to the job dir: shards/<id>.jsonl
+  std::string path;  // relative to the job dir: shards/<id>.jsonl ("" for a reference shard)
   uint64_t rows = 0;
   uint64_t size_bytes = 0;
-  io::Checksum checksum;  // of the file's bytes
+  io::Checksum checksum;           // of the file's bytes (a reference shard: its normalized lines)
+  std::vector<ShardRange> ranges;  // a reference shard's lines, in order
+
+  // How logs and records name the shard: its file, or its ranges' first input.
+  std::string Describe(const Manifest& m) const;
 };
 
 // manifest.json of a job directory (SPEC-elastic-sharding.md, "prepare").
@@ -67,6 +94,7 @@ struct Manifest {
   uint64_t total_size_bytes = 0;
   std::string normalized_sha256;
   uint64_t num_shards = 0;
+  ShardsMode shards_mode = ShardsMode::kCopy;
   std::vector<ShardEntry> shards;
   std::string recipe_source_path;
   std::string recipe_snapshot_path = "recipe.yaml";

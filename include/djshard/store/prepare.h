@@ -18,6 +18,9 @@ struct PrepareRequest {
   int64_t num_shards = 0;
   Policy policy;
   int threads = 0;  // validating and normalizing; 0: every core
+  // kReference: the job holds no copy of the data, each shard is byte ranges
+  // of the input files (copy when an input is compressed, with a warning).
+  ShardsMode shards_mode = ShardsMode::kCopy;
   // Names the staging directory (.<job>.preparing.<tag>), so that whoever
   // takes over a dead preparer can remove it (dlc passes its coordinator
   // claim's token). Empty: a random tag.

@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "djshard/store/job.h"
+#include "djshard/store/shard_source.h"
 
 namespace djshard::store {
 
@@ -30,9 +32,12 @@ struct JobStatus {
   StatusCounts counts;
   std::vector<ShardStatus> shards;
   std::vector<StageStatus> stages;  // a recipe with deduplicators: their stages
+  // A reference job whose input changed after prepare: the record's error,
+  // which fails the job (store/shard_source.h).
+  std::optional<InputChangedRecord> input_changed;
 
   bool complete() const { return counts.done == total; }
-  // A shard or a dedup stage's task failed for good.
+  // A shard or a dedup stage's task failed for good, or the input changed.
   bool failed() const;
   // No shard can change any more without a retry: all done or failed, or a
   // dedup stage's task failed (the shards after it wait for it).

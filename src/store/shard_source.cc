@@ -1,0 +1,208 @@
+#include "djshard/store/shard_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "djshard/common/clock.h"
+#include "djshard/common/text.h"
+#include "djshard/io/fd.h"
+#include "djshard/io/json_text.h"
+#include "djshard/store/normalize.h"
+
+namespace djshard::store {
+
+namespace {
+
+constexpr size_t kReadBlock = 1 << 20;
+
+// A reference shard's ranges, read in order and normalized line by line.
+class ReferenceSource : public io::ByteSource {
+ public:
+  ReferenceSource(const Manifest& m, const ShardEntry& shard, io::ChecksumHasher* hash)
+      : m_(m), shard_(shard), hash_(hash), normalizer_(m.media_keys, m.media_root, m.index_keys) {}
+
+  size_t Read(char* buf, size_t capacity) override {
+    while (out_pos_ == out_.size()) {
+      out_.clear();
+      out_pos_ = 0;
+      if (!Fill()) return 0;
+    }
+    const size_t n = std::min(capacity, out_.size() - out_pos_);
+    std::memcpy(buf, out_.data() + out_pos_, n);
+    if (hash_ != nullptr) hash_->Update(buf, n);
+    out_pos_ += n;
+    return n;
+  }
+
+ private:
+  // Reads the next block of the current range and normalizes its whole lines
+  // into out_; false once every range is read.
+  bool Fill() {
+    if (range_ == shard_.ranges.size()) return false;
+    const ShardRange& r = shard_.ranges[range_];
+    if (fd_.get() < 0) Open(r);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kReadBlock, r.length - done_));
+    const size_t kept = raw_.size();
+    raw_.resize(kept + want);
+    size_t got = 0;
+    while (got < want) {
+      const ssize_t n = ::pread(fd_.get(), raw_.data() + kept + got, want - got,
+                                static_cast<off_t>(r.offset + done_ + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) ThrowSystemError(Path(r), "cannot read");
+      if (n == 0) throw Changed(r, "it is shorter than when the job was prepared");
+      got += static_cast<size_t>(n);
+    }
+    range_hash_->Update(raw_.data() + kept, want);
+    done_ += want;
+    size_t pos = 0;
+    for (;;) {
+      const char* nl =
+          static_cast<const char*>(std::memchr(raw_.data() + pos, '\n', raw_.size() - pos));
+      if (nl == nullptr) break;
+      const size_t end = static_cast<size_t>(nl - raw_.data());
+      Line(r, std::string_view(raw_.data() + pos, end - pos));
+      pos = end + 1;
+    }
+    raw_.erase(0, pos);
+    if (done_ == r.length) EndRange(r);
+    return true;
+  }
+
+  void Open(const ShardRange& r) {
+    const InputFile& file = m_.input_files[r.file];
+    fd_.reset(::open(file.path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd_.get() < 0) ThrowSystemError(file.path, "cannot open");
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) ThrowSystemError(file.path, "cannot stat");
+    if (static_cast<uint64_t>(st.st_size) != file.size_bytes) {
+      throw Changed(r, "its size is " + std::to_string(st.st_size) + " bytes, prepare recorded " +
+                           std::to_string(file.size_bytes));
+    }
+    ::posix_fadvise(fd_.get(), static_cast<off_t>(r.offset), static_cast<off_t>(r.length),
+                    POSIX_FADV_SEQUENTIAL);
+    how_ = m_.input_files[r.file].normalization;
+  }
+
+  // The range's last line may lack its '\n' (the file's last line); then its
+  // rows and raw hash are checked, and the next range begins.
+  void EndRange(const ShardRange& r) {
+    if (!raw_.empty()) Line(r, raw_);
+    raw_.clear();
+    if (lines_ != r.rows) {
+      throw Changed(r, "lines " + std::to_string(r.first_line) + "-" +
+                           std::to_string(r.first_line + r.rows - 1) + " are now " +
+                           std::to_string(lines_) + " line(s)");
+    }
+    if (io::Checksum::Xxh3(range_hash_->HexDigest()) != r.checksum) {
+      throw Changed(r, "the bytes of lines " + std::to_string(r.first_line) + "-" +
+                           std::to_string(r.first_line + r.rows - 1) + " differ (" +
+                           r.checksum.field() + ")");
+    }
+    ++range_;
+    done_ = 0;
+    lines_ = 0;
+    range_hash_ = std::make_unique<io::Xxh3>();
+    const bool same_file = range_ < shard_.ranges.size() && shard_.ranges[range_].file == r.file;
+    if (!same_file) fd_.reset();
+  }
+
+  // One raw line, as prepare's second pass normalizes it.
+  void Line(const ShardRange& r, std::string_view line) {
+    if (lines_ == r.rows) throw Changed(r, "it has more lines than when the job was prepared");
+    try {
+      if (how_ == "copy") {
+        out_.append(line);
+      } else if (how_ == "minify") {
+        io::MinifyJson(line, &normalized_);
+        out_.append(normalized_);
+      } else {
+        normalizer_.Normalize(line, r.first_row + lines_, Path(r), r.first_line + lines_,
+                              &normalized_);
+        out_.append(normalized_);
+      }
+    } catch (const InputChangedError&) {
+      throw;
+    } catch (const Error& e) {
+      throw Changed(r, "line " + std::to_string(r.first_line + lines_) +
+                           " is no longer the record prepare read (" + e.message() + ")");
+    }
+    out_.push_back('\n');
+    ++lines_;
+  }
+
+  const std::string& Path(const ShardRange& r) const { return m_.input_files[r.file].path; }
+
+  InputChangedError Changed(const ShardRange& r, const std::string& what) const {
+    return InputChangedError(Path(r), 0, "input changed after prepare: " + what,
+                             "restore the file as it was when the job was prepared, or prepare "
+                             "a new job; shard " +
+                                 shard_.id + " reads it");
+  }
+
+  const Manifest& m_;
+  const ShardEntry& shard_;
+  io::ChecksumHasher* hash_;
+  RecordNormalizer normalizer_;
+  io::ScopedFd fd_;
+  std::string how_;  // the open file's normalization
+  size_t range_ = 0;
+  uint64_t done_ = 0;   // raw bytes of the range read
+  uint64_t lines_ = 0;  // lines of the range normalized
+  std::unique_ptr<io::Xxh3> range_hash_ = std::make_unique<io::Xxh3>();
+  std::string raw_;  // read, after the last whole line
+  std::string out_;  // normalized, not yet returned from out_pos_
+  size_t out_pos_ = 0;
+  std::string normalized_;
+};
+
+std::string InputChangedPath(const JobPaths& job) { return job.StateDir() + "/input_changed.json"; }
+
+}  // namespace
+
+std::unique_ptr<io::ByteSource> OpenShard(const JobPaths& job, const Manifest& manifest,
+                                          const ShardEntry& shard, io::ChecksumHasher* hash) {
+  if (manifest.shards_mode != ShardsMode::kReference) {
+    return io::OpenInput(job.InJob(shard.path), hash);
+  }
+  return std::make_unique<ReferenceSource>(manifest, shard, hash);
+}
+
+void RecordInputChanged(const JobPaths& job, io::Disk& disk, const InputChangedRecord& record) {
+  const nlohmann::json j = {{"file", record.file},
+                            {"shard_id", record.shard_id},
+                            {"message", record.message},
+                            {"hostname", record.hostname},
+                            {"detected_at", record.detected_at}};
+  disk.PublishLink(InputChangedPath(job), j.dump(2) + "\n");
+}
+
+std::optional<InputChangedRecord> ReadInputChanged(const JobPaths& job, io::Disk& disk) {
+  const std::string path = InputChangedPath(job);
+  if (!disk.Stat(path)) return std::nullopt;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(io::ReadFile(path));
+    return InputChangedRecord{j.at("file").get<std::string>(), j.at("shard_id").get<std::string>(),
+                              j.at("message").get<std::string>(),
+                              j.at("hostname").get<std::string>(),
+                              j.at("detected_at").get<std::string>()};
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path, 0, std::string("record is not valid: ") + e.what(),
+                "the job directory was edited");
+  }
+}
+
+Error InputChangedJobError(const InputChangedRecord& record, const std::string& job_dir) {
+  return Error(record.file, 0,
+               "the job failed: " + record.message + " (found by " + record.hostname + " in " +
+                   record.shard_id + " at " + record.detected_at + ")",
+               "restore the file as it was when the job was prepared and remove " + job_dir +
+                   "/state/input_changed.json, or prepare a new job");
+}
+
+}  // namespace djshard::store

@@ -48,6 +48,10 @@ void AddRayAddressOption(CLI::App* cmd);
 // --shards copy|reference (prepare, dlc): how the job holds its shards.
 void AddShardsModeOption(CLI::App* cmd, store::ShardsMode* mode);
 
+// --layout file|parts (prepare, merge, dlc): how merge writes the output.
+void AddLayoutOption(CLI::App* cmd, std::function<void(store::OutputLayout)> set,
+                     const std::string& help);
+
 // --threads N (at least 1) into `*threads` when given.
 void AddThreadsOption(CLI::App* cmd, std::shared_ptr<std::optional<int>> threads);
 

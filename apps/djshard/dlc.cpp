@@ -42,6 +42,10 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--nodes", opt->nodes, "Number of instances the launcher starts");
   cmd->add_option("--num-shards", opt->num_shards, "Shards to prepare")->capture_default_str();
   AddShardsModeOption(cmd, &opt->shards_mode);
+  AddLayoutOption(
+      cmd, [opt](store::OutputLayout layout) { opt->layout = layout; },
+      "file (default): one merged JSONL; parts: a directory of one part per shard and "
+      "_manifest.json (default output <job-dir>/merged)");
   cmd->add_flag("--require-all-nodes", opt->require_all_nodes,
                 "Strict mode: every node must complete shards (needs --nodes)");
   cmd->add_option("--output", opt->output, "Merged JSONL (default <job-dir>/merged.jsonl)");

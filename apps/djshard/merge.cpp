@@ -19,15 +19,26 @@ void AddMergeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--job-dir", opt->job_dir, "Job directory")->required();
   cmd->add_option("--output", opt->request.output, "Merged JSONL (default <job-dir>/merged.jsonl)");
   cmd->add_flag("--overwrite", opt->request.overwrite, "Replace an existing output");
+  AddLayoutOption(
+      cmd, [opt](store::OutputLayout layout) { opt->request.layout = layout; },
+      "file: one JSONL file; parts: a directory of one part per shard (hard links) and "
+      "_manifest.json (default: the layout the job was prepared for)");
   cmd->callback([opt, exit_code]() {
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
     const store::MergeOutcome out = store::Merge(job, opt->request);
     if (!out.model_devices_warning.empty())
       Log(LogLevel::kWarn, "warning", "WARNING: " + out.model_devices_warning);
-    std::printf("Merged %llu rows from %llu shards into %s (sha256 %s)\n",
-                static_cast<unsigned long long>(out.rows),
-                static_cast<unsigned long long>(out.num_shards), out.output_path.c_str(),
-                out.sha256.c_str());
+    if (out.layout == store::OutputLayout::kParts) {
+      std::printf("Merged %llu rows from %llu shards into %s as %llu parts (%s/_manifest.json)\n",
+                  static_cast<unsigned long long>(out.rows),
+                  static_cast<unsigned long long>(out.num_shards), out.output_path.c_str(),
+                  static_cast<unsigned long long>(out.num_shards), out.output_path.c_str());
+    } else {
+      std::printf("Merged %llu rows from %llu shards into %s (sha256 %s)\n",
+                  static_cast<unsigned long long>(out.rows),
+                  static_cast<unsigned long long>(out.num_shards), out.output_path.c_str(),
+                  out.sha256.c_str());
+    }
     *exit_code = 0;
   });
 }

@@ -40,6 +40,17 @@ void AddShardsModeOption(CLI::App* cmd, store::ShardsMode* mode) {
       ->check(CLI::IsMember({"copy", "reference"}));
 }
 
+void AddLayoutOption(CLI::App* cmd, std::function<void(store::OutputLayout)> set,
+                     const std::string& help) {
+  cmd->add_option_function<std::string>(
+         "--layout",
+         [set](const std::string& value) {
+           set(value == "parts" ? store::OutputLayout::kParts : store::OutputLayout::kFile);
+         },
+         help)
+      ->check(CLI::IsMember({"file", "parts"}));
+}
+
 void AddRayAddressOption(CLI::App* cmd) {
   static std::string ignored;  // one process, one command: never read
   cmd->add_option("--ray-address", ignored,

@@ -37,6 +37,10 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
                    /*zero_allowed=*/true)
       ->capture_default_str();
   AddShardsModeOption(cmd, &req->shards_mode);
+  AddLayoutOption(
+      cmd, [req](store::OutputLayout layout) { req->output_layout = layout; },
+      "The layout merge writes by default: file (default) or parts, for which the workers "
+      "record each output's SHA-256 so that merge moves no data");
   AddRayAddressOption(cmd);
   cmd->callback([req, dataset, exit_code]() {
     if (!dataset->empty()) req->dataset_path = *dataset;

@@ -170,6 +170,7 @@ class DlcRun {
       req.job_dir = job_.dir();
       req.num_shards = o_.num_shards;
       req.shards_mode = o_.shards_mode;
+      req.output_layout = o_.layout;
       req.policy.lease_secs = LeaseSecs();
       req.policy.heartbeat_secs = HeartbeatSecs();
       req.staging_tag = token;
@@ -285,6 +286,7 @@ class DlcRun {
     store::MergeRequest merge;
     merge.output = o_.output;
     merge.overwrite = true;
+    merge.layout = o_.layout;
     const store::MergeOutcome merged = store::Merge(job, merge, disk);
     if (!merged.model_devices_warning.empty()) {
       Log(LogLevel::kWarn, "warning", "WARNING: " + merged.model_devices_warning);
@@ -295,7 +297,10 @@ class DlcRun {
 
   // The merged output as Merge names it.
   std::string MergedOutput() const {
-    return fs::absolute(o_.output.empty() ? job_.DefaultMergedOutput() : o_.output)
+    const std::string fallback = o_.layout == store::OutputLayout::kParts
+                                     ? job_.DefaultMergedParts()
+                                     : job_.DefaultMergedOutput();
+    return fs::absolute(o_.output.empty() ? fallback : o_.output)
         .lexically_normal()
         .string();
   }

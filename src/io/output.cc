@@ -11,6 +11,7 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
+#include "djshard/io/sha256.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
@@ -159,8 +160,15 @@ OutputStream::OutputStream(std::string path, bool overwrite, Disk& disk)
 
 OutputStream::~OutputStream() = default;
 
-void OutputStream::HashContent() {
+void OutputStream::HashContent(bool sha256) {
   if (!hash_) hash_ = std::make_unique<Xxh3>();
+  if (sha256 && !sha256_) sha256_ = std::make_unique<Sha256>();
+}
+
+std::string OutputStream::ContentSha256() {
+  if (!sha256_) throw Error(file_.path(), 0, "content hashing with sha256 was not enabled");
+  if (sha256_digest_.empty()) sha256_digest_ = sha256_->HexDigest();
+  return sha256_digest_;
 }
 
 std::string OutputStream::ContentXxh3() {
@@ -172,6 +180,7 @@ std::string OutputStream::ContentXxh3() {
 void OutputStream::Append(std::string_view bytes) {
   bytes_in_ += bytes.size();
   if (hash_) hash_->Update(bytes);
+  if (sha256_) sha256_->Update(bytes);
   if (!codec_) {
     file_.Append(bytes);
     return;

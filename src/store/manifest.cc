@@ -91,6 +91,7 @@ std::string Manifest::ToJson() const {
   j["normalized_sha256"] = normalized_sha256;
   j["num_shards"] = num_shards;
   j["shards_mode"] = shards_mode == ShardsMode::kReference ? "reference" : "copy";
+  j["output_layout"] = output_layout == OutputLayout::kParts ? "parts" : "file";
   j["shards"] = json::array();
   for (const ShardEntry& s : shards) {
     json shard = {{"id", s.id},
@@ -168,6 +169,12 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
                   "prepare the job again with this djshard");
     }
     m.shards_mode = mode == "reference" ? ShardsMode::kReference : ShardsMode::kCopy;
+    const std::string layout = j.value("output_layout", std::string("file"));
+    if (layout != "file" && layout != "parts") {
+      throw Error(path, 0, "manifest output_layout '" + layout + "' is not known",
+                  "prepare the job again with this djshard");
+    }
+    m.output_layout = layout == "parts" ? OutputLayout::kParts : OutputLayout::kFile;
     for (const json& s : j.at("shards")) {
       m.shards.push_back({s.at("id").get<std::string>(),
                           io::IntegerField<uint64_t>(s, "index"),

@@ -1,5 +1,8 @@
 #include "djshard/store/merge.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -15,6 +18,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
+#include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
@@ -97,6 +101,40 @@ LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool d
   }
   read.checksum = hash.Finish();
   return read;
+}
+
+// Throws unless what reading `path` found is what its done record says.
+void CheckAgainstRecord(const std::string& path, const LinesRead& read, const DoneRecord& done,
+                        const std::string& record_path) {
+  if (read.rows == done.rows && read.bytes == done.size_bytes && read.checksum == done.checksum) {
+    return;
+  }
+  throw Error(path, 0,
+              "shard output does not match its done record (rows " + std::to_string(read.rows) +
+                  " vs " + std::to_string(done.rows) + ", bytes " + std::to_string(read.bytes) +
+                  " vs " + std::to_string(done.size_bytes) + ", " + read.checksum.Short() +
+                  " vs " + done.checksum.hex.substr(0, 12) + ")",
+              "the file was changed after it was published; run 'djshard retry --shard-id " +
+                  done.shard_id + "' after removing " + record_path);
+}
+
+// Adds a verified shard output to the totals.
+void Count(const DoneRecord& done, VerifiedOutputs& total) {
+  total.rows += done.rows;
+  total.bytes += done.size_bytes;
+  total.hosts.insert(done.hostname);
+  total.shards_by_model_devices[done.model_devices].push_back(done.shard_id);
+}
+
+// The shard's done record, checked to name the shard.
+DoneRecord ReadShardDone(const JobDir& job, const ShardEntry& shard) {
+  const std::string record_path = job.DonePath(shard.id);
+  DoneRecord done = DoneRecord::FromJson(job.disk().Read(record_path), record_path);
+  if (done.shard_id != shard.id) {
+    throw Error(record_path, 0, "done record names shard '" + done.shard_id + "'",
+                "the record was copied from another shard; retry this one");
+  }
+  return done;
 }
 
 // Hashes the concatenated content and hands it to a sink on a second thread,
@@ -209,58 +247,55 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
   ContentPipe content(sink);
   for (const ShardEntry& shard : job.manifest().shards) {
     const std::string record_path = job.DonePath(shard.id);
-    const DoneRecord done = DoneRecord::FromJson(job.disk().Read(record_path), record_path);
-    if (done.shard_id != shard.id) {
-      throw Error(record_path, 0, "done record names shard '" + done.shard_id + "'",
-                  "the record was copied from another shard; retry this one");
-    }
+    const DoneRecord done = ReadShardDone(job, shard);
     const std::string output = OutputInsideJob(job, done, record_path);
     const LinesRead read = ReadOutputLines(output, done.checksum.kind, deep,
                                            [&](std::string_view bytes) { content.Append(bytes); });
-    const uint64_t rows = read.rows, bytes = read.bytes;
-    if (rows != done.rows || bytes != done.size_bytes || read.checksum != done.checksum) {
-      throw Error(output, 0,
-                  "shard output does not match its done record (rows " + std::to_string(rows) +
-                      " vs " + std::to_string(done.rows) + ", bytes " + std::to_string(bytes) +
-                      " vs " + std::to_string(done.size_bytes) + ", " + read.checksum.Short() +
-                      " vs " + done.checksum.hex.substr(0, 12) + ")",
-                  "the file was changed after it was published; run 'djshard retry --shard-id " +
-                      shard.id + "' after removing " + record_path);
-    }
-    total.rows += rows;
-    total.bytes += bytes;
-    total.hosts.insert(done.hostname);
+    CheckAgainstRecord(output, read, done, record_path);
+    Count(done, total);
     CrashPoint("merge_shard_copied");
-    total.shards_by_model_devices[done.model_devices].push_back(shard.id);
   }
   total.sha256 = content.Finish();
   return total;
 }
 
 namespace {
-MergeOutcome OutcomeOf(const JobDir& job, const std::string& output, const VerifiedOutputs& v) {
-  return {output,
-          v.rows,
-          v.bytes,
-          v.sha256,
-          job.manifest().shards.size(),
-          v.hosts.size(),
-          MixedModelDevicesWarning(v.shards_by_model_devices)};
+MergeOutcome OutcomeOf(const JobDir& job, const std::string& output, const VerifiedOutputs& v,
+                       OutputLayout layout) {
+  MergeOutcome o;
+  o.output_path = output;
+  o.rows = v.rows;
+  o.bytes = v.bytes;
+  o.sha256 = v.sha256;
+  o.num_shards = job.manifest().shards.size();
+  o.nodes = v.hosts.size();
+  o.model_devices_warning = MixedModelDevicesWarning(v.shards_by_model_devices);
+  o.layout = layout;
+  return o;
 }
 }  // namespace
 
-MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk) {
-  RequireComplete(job, "merge");
-  const std::string output =
-      fs::absolute(request.output.empty() ? job.DefaultMergedOutput() : request.output)
-          .lexically_normal()
-          .string();
+namespace {
+
+constexpr char kPartsManifest[] = "_manifest.json";
+
+std::string PartName(const ShardEntry& shard) { return shard.id + ".jsonl"; }
+
+// The merged output's absolute path, refused when it would replace a file of
+// the job or, without --overwrite, an existing one.
+std::string CheckedOutput(const JobDir& job, const MergeRequest& request, OutputLayout layout) {
+  const std::string fallback =
+      layout == OutputLayout::kParts ? job.DefaultMergedParts() : job.DefaultMergedOutput();
+  const std::string output = fs::absolute(request.output.empty() ? fallback : request.output)
+                                 .lexically_normal()
+                                 .string();
   std::error_code ec;
   // Through symbolic links too: the output must not replace a file the job's
   // verification relies on.
   const std::string real_output = fs::weakly_canonical(output, ec).string();
   const std::string real_job = fs::weakly_canonical(job.dir(), ec).string();
-  if (job.IsJobFile(output) || JobPaths(real_job).IsJobFile(real_output)) {
+  if (job.IsJobFile(output) || JobPaths(real_job).IsJobFile(real_output) ||
+      real_output == real_job) {
     throw Error(output, 0, "the output would replace a file of the job itself",
                 "choose an --output outside the job's shards/, attempts/ and state/");
   }
@@ -268,21 +303,168 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
     throw Error(output, 0, "output already exists", "pass --overwrite to replace it");
   }
   fs::create_directories(fs::path(output).parent_path(), ec);
-  io::OutputStream writer(output, request.overwrite, disk);
-  const VerifiedOutputs v = StreamVerifiedOutputs(
-      job, [&](std::string_view bytes) { writer.Append(bytes); }, /*deep=*/false);
-  writer.Commit();
+  return output;
+}
+
+// Places one shard's published output into the staged parts directory: a
+// hard link when the filesystem allows it (no data moves; its size is
+// checked against the record), else a copy checked as it is made. Returns
+// its _manifest.json entry.
+json PlacePart(const JobDir& job, const ShardEntry& shard, const std::string& staging,
+               io::Disk& disk, VerifiedOutputs& total) {
+  const std::string record_path = job.DonePath(shard.id);
+  const DoneRecord done = ReadShardDone(job, shard);
+  const std::string output = OutputInsideJob(job, done, record_path);
+  const std::string part = staging + "/" + PartName(shard);
+  struct stat st {};
+  if (::stat(output.c_str(), &st) != 0) ThrowSystemError(output, "cannot stat");
+  std::string sha256 = done.output_sha256;
+  if (::link(output.c_str(), part.c_str()) == 0) {
+    if (static_cast<uint64_t>(st.st_size) != done.size_bytes) {
+      CheckAgainstRecord(output, {0, static_cast<uint64_t>(st.st_size), {}}, done, record_path);
+    }
+    if (sha256.empty()) {
+      // A job not prepared for the parts layout: its SHA-256 costs a read.
+      io::Sha256 hash;
+      const LinesRead read = ReadOutputLines(part, done.checksum.kind, false,
+                                             [&](std::string_view b) { hash.Update(b); });
+      CheckAgainstRecord(output, read, done, record_path);
+      sha256 = hash.HexDigest();
+    }
+  } else if (errno == EXDEV || errno == EPERM || errno == EMLINK) {
+    io::OutputStream copy(part, /*overwrite=*/false, disk);
+    copy.HashContent(/*sha256=*/true);
+    const LinesRead read = ReadOutputLines(output, done.checksum.kind, false,
+                                           [&](std::string_view b) { copy.Append(b); });
+    CheckAgainstRecord(output, read, done, record_path);
+    copy.Commit();
+    sha256 = copy.ContentSha256();
+  } else {
+    ThrowSystemError(part, "cannot link " + output + " to");
+  }
+  Count(done, total);
+  CrashPoint("merge_shard_copied");
+  json entry = {{"file", PartName(shard)},
+                {"shard_id", shard.id},
+                {"rows", done.rows},
+                {"bytes", done.size_bytes},
+                {"sha256", sha256}};
+  done.checksum.ToJson(entry);
+  return entry;
+}
+
+// Removes a staged directory unless it was published.
+struct StagedDir {
+  std::string path;
+  bool published = false;
+  ~StagedDir() {
+    if (!published) io::RemoveTreeQuietly(path);
+  }
+};
+
+// The parts layout: a staged directory of parts and _manifest.json, renamed
+// into place (an old output is moved aside first and removed after).
+VerifiedOutputs WriteParts(const JobDir& job, const std::string& output, io::Disk& disk) {
+  StagedDir staging{output + ".tmp." + RandomHex(12)};
+  if (::mkdir(staging.path.c_str(), 0755) != 0) ThrowSystemError(staging.path, "cannot create");
+  VerifiedOutputs v;
+  json parts = json::array();
+  for (const ShardEntry& shard : job.manifest().shards) {
+    parts.push_back(PlacePart(job, shard, staging.path, disk, v));
+  }
+  MergeErrorFiles(job, staging.path + "/_errors.jsonl", disk);
+  const json manifest = {{"job_id", job.manifest().job_id},
+                         {"layout", "parts"},
+                         {"merged_at", FormatUtcIso8601(NowNanos())},
+                         {"rows", v.rows},
+                         {"bytes", v.bytes},
+                         {"num_parts", parts.size()},
+                         {"parts", parts}};
+  disk.WriteAtomic(staging.path + "/" + kPartsManifest, manifest.dump(2) + "\n");
+  disk.SyncDir(staging.path);
+  std::error_code ec;
+  std::string old;
+  if (fs::exists(fs::symlink_status(output, ec))) {
+    old = output + ".tmp.old." + RandomHex(12);
+    disk.Rename(output, old);
+  }
+  disk.Rename(staging.path, output);
+  staging.published = true;
+  disk.SyncDir(fs::path(output).parent_path().string());
+  if (!old.empty()) io::RemoveTreeQuietly(old);
+  return v;
+}
+
+// Re-reads every part of a parts-layout output: its _manifest.json must list
+// the job's shards in order, and each part must match its shard's done record
+// (rows, bytes, xxh3_128) and its listed SHA-256. `deep` also parses each line.
+VerifiedOutputs VerifyParts(const JobDir& job, const std::string& dir, bool deep) {
+  const std::string manifest_path = dir + "/" + kPartsManifest;
+  json manifest;
+  try {
+    manifest = json::parse(io::ReadFile(manifest_path));
+  } catch (const json::exception& e) {
+    throw Error(manifest_path, 0, std::string("parts manifest is not valid: ") + e.what(),
+                "merge again with --overwrite");
+  }
+  const std::vector<ShardEntry>& shards = job.manifest().shards;
+  const json& parts = manifest.at("parts");
+  if (!parts.is_array() || parts.size() != shards.size()) {
+    throw Error(manifest_path, 0,
+                "lists " + std::to_string(parts.is_array() ? parts.size() : 0) +
+                    " part(s), the job has " + std::to_string(shards.size()) + " shards",
+                "merge again with --overwrite");
+  }
+  VerifiedOutputs v;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const ShardEntry& shard = shards[i];
+    const json& entry = parts[i];
+    if (entry.value("shard_id", "") != shard.id || entry.value("file", "") != PartName(shard)) {
+      throw Error(manifest_path, 0, "part " + std::to_string(i) + " is not " + PartName(shard),
+                  "merge again with --overwrite");
+    }
+    const DoneRecord done = ReadShardDone(job, shard);
+    const std::string part = dir + "/" + PartName(shard);
+    io::Sha256 hash;
+    const LinesRead read = ReadOutputLines(part, done.checksum.kind, deep,
+                                           [&](std::string_view b) { hash.Update(b); });
+    CheckAgainstRecord(part, read, done, job.DonePath(shard.id));
+    if (hash.HexDigest() != entry.value("sha256", "")) {
+      throw Error(part, 0, "part differs from the sha256 " + std::string(kPartsManifest) + " lists",
+                  "merge again with --overwrite");
+    }
+    Count(done, v);
+  }
+  return v;
+}
+
+}  // namespace
+
+MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk) {
+  RequireComplete(job, "merge");
+  const OutputLayout layout = request.layout.value_or(job.manifest().output_layout);
+  const std::string output = CheckedOutput(job, request, layout);
+  VerifiedOutputs v;
+  if (layout == OutputLayout::kParts) {
+    v = WriteParts(job, output, disk);
+  } else {
+    io::OutputStream writer(output, request.overwrite, disk);
+    v = StreamVerifiedOutputs(
+        job, [&](std::string_view bytes) { writer.Append(bytes); }, /*deep=*/false);
+    writer.Commit();
+  }
   CrashPoint("merge_committed");
   // Records the shards' operators dropped, with why (SPEC-lineage §5).
-  MergeErrorFiles(job, output + ".errors.jsonl", disk);
+  if (layout == OutputLayout::kFile) MergeErrorFiles(job, output + ".errors.jsonl", disk);
 
-  const MergeOutcome outcome = OutcomeOf(job, output, v);
-  const json merge = {{"job_id", job.manifest().job_id},
-                      {"merged_at", FormatUtcIso8601(NowNanos())},
-                      {"output_path", output},
-                      {"rows", v.rows},
-                      {"sha256", v.sha256},
-                      {"num_shards", outcome.num_shards}};
+  const MergeOutcome outcome = OutcomeOf(job, output, v, layout);
+  json merge = {{"job_id", job.manifest().job_id},
+                {"merged_at", FormatUtcIso8601(NowNanos())},
+                {"output_path", output},
+                {"layout", layout == OutputLayout::kParts ? "parts" : "file"},
+                {"rows", v.rows},
+                {"num_shards", outcome.num_shards}};
+  if (layout == OutputLayout::kFile) merge["sha256"] = v.sha256;
   disk.WriteAtomic(job.MergeRecordPath(), merge.dump(2) + "\n");
   try {
     WriteJobSummary(job, SummaryUpdate{SummaryStatus::kCompleted, {}, false, ""});
@@ -307,27 +489,34 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
     }
   }
   if (output.empty()) {
-    output = merge_record ? merge_record->value("output_path", job.DefaultMergedOutput())
-                          : job.DefaultMergedOutput();
+    const std::string fallback = job.manifest().output_layout == OutputLayout::kParts
+                                     ? job.DefaultMergedParts()
+                                     : job.DefaultMergedOutput();
+    output = merge_record ? merge_record->value("output_path", fallback) : fallback;
   }
   output = fs::absolute(output).lexically_normal().string();
 
   const double started = MonotonicSeconds();
-  const VerifiedOutputs v = StreamVerifiedOutputs(
-      job, [](std::string_view) {}, request.deep);
+  const OutputLayout layout =
+      fs::is_directory(output, ec) ? OutputLayout::kParts : OutputLayout::kFile;
+  const VerifiedOutputs v = layout == OutputLayout::kParts
+                                ? VerifyParts(job, output, request.deep)
+                                : StreamVerifiedOutputs(
+                                      job, [](std::string_view) {}, request.deep);
   if (v.hosts.size() < request.expect_nodes) {
     throw Error(job.dir(), 0,
                 "shards were completed by " + std::to_string(v.hosts.size()) +
                     " distinct node(s), expected at least " + std::to_string(request.expect_nodes),
                 "some nodes did not take part; check their logs");
   }
-  MergeOutcome expected = OutcomeOf(job, output, v);
-  CheckMergedOutput(expected);
+  MergeOutcome expected = OutcomeOf(job, output, v, layout);
+  if (layout == OutputLayout::kFile) CheckMergedOutput(expected);
   const StageFilesCheck stage = VerifyStageFiles(job);
   expected.stage_files = stage.files;
   expected.stage_files_removed = stage.removed;
   expected.seconds = MonotonicSeconds() - started;
-  if (merge_record && merge_record->value("output_path", "") == output &&
+  if (layout == OutputLayout::kFile && merge_record &&
+      merge_record->value("output_path", "") == output &&
       merge_record->value("sha256", "") != v.sha256) {
     throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
                 "merge again with --overwrite");
@@ -357,7 +546,9 @@ void CheckMergedOutput(const MergeOutcome& expected) {
 std::string PassLine(const MergeOutcome& o) {
   return "PASS: " + std::to_string(o.num_shards) + " shards were completed by " +
          std::to_string(o.nodes) + " node(s); merged " + std::to_string(o.rows) + " rows into " +
-         o.output_path;
+         o.output_path +
+         (o.layout == OutputLayout::kParts ? " as " + std::to_string(o.num_shards) + " parts"
+                                           : std::string());
 }
 
 }  // namespace djshard::store

@@ -388,6 +388,7 @@ class Preparer {
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     Manifest m;
     m.shards_mode = shards_mode_;
+    m.output_layout = request_.output_layout;
     if (request_.shards_mode != shards_mode_) {
       m.warnings.push_back(
           "--shards reference: an input file is compressed, so the shards were copied into the "

@@ -154,6 +154,7 @@ std::string DoneRecord::ToJson() const {
             {"seconds", seconds},
             {"model_devices", model_devices}};
   checksum.ToJson(j);
+  if (!output_sha256.empty()) j["output_sha256"] = output_sha256;
   if (!region_stats.empty()) j["regions"] = exec::RegionCountersJson(region_stats);
   if (!partitions.is_null()) j["partitions"] = partitions;
   if (!stage.is_null()) j["stage"] = stage;
@@ -173,6 +174,7 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
     r.rows = io::IntegerField<uint64_t>(j, "rows");
     r.size_bytes = io::IntegerField<uint64_t>(j, "size_bytes");
     r.checksum = io::Checksum::FromJson(j);
+    r.output_sha256 = j.value("output_sha256", "");
     r.completed_at = j.value("completed_at", "");
     if (j.contains("partitions") && j["partitions"].is_object()) r.partitions = j["partitions"];
     if (j.contains("stage") && j["stage"].is_object()) r.stage = j["stage"];

@@ -606,7 +606,9 @@ class Worker {
   void OpenAttemptOutputs(Attempt& a) {
     a.output = std::make_unique<io::OutputStream>(
         JobPaths::AttemptOutputPath(a.claim.attempt_dir()), true, job_.disk());
-    a.output->HashContent();  // the done record's xxh3_128, without reading the file again
+    // The done record's xxh3_128 (and for the parts layout its SHA-256),
+    // without reading the file again.
+    a.output->HashContent(job_.manifest().output_layout == OutputLayout::kParts);
     a.errors = std::make_unique<io::OutputStream>(
         JobPaths::AttemptErrorsPath(a.claim.attempt_dir()), true, job_.disk());
   }
@@ -819,6 +821,9 @@ class Worker {
       a.errors->Commit(/*durable=*/false);
       a.output->Commit();
       done.checksum = io::Checksum::Xxh3(a.output->ContentXxh3());
+      if (job_.manifest().output_layout == OutputLayout::kParts) {
+        done.output_sha256 = a.output->ContentSha256();
+      }
       CrashPoint("after_output");
     } catch (const Error& e) {
       a.heartbeat->Stop();

@@ -78,7 +78,7 @@ TEST_F(MergeTest, MergesTheOutputsAsTheWorkersWroteThem) {
   Finish(0, "node-a", "{\"id\":0,\"text\":\"ROW 0\"}\n");
   Finish(1, "node-a", "");  // every row of this shard was filtered out
   Finish(2, "node-a", "{\"a\":1}\n{\"b\":2}\n");
-  const MergeOutcome o = Merge(job(), {tmp_.Path("out/m.jsonl"), false});
+  const MergeOutcome o = Merge(job(), {tmp_.Path("out/m.jsonl"), false, {}});
   EXPECT_EQ(tmp_.Read("out/m.jsonl"), "{\"id\":0,\"text\":\"ROW 0\"}\n{\"a\":1}\n{\"b\":2}\n");
   EXPECT_EQ(o.rows, 3u);
   EXPECT_EQ(o.nodes, 1u);
@@ -193,7 +193,7 @@ TEST_F(MergeTest, AnExistingOutputIsKeptUnlessOverwriteIsAsked) {
 
 TEST_F(MergeTest, ACompressedMergeHashesItsContentAndVerifies) {
   FinishAll();
-  const MergeOutcome o = Merge(job(), {tmp_.Path("m.jsonl.zst"), false});
+  const MergeOutcome o = Merge(job(), {tmp_.Path("m.jsonl.zst"), false, {}});
   std::unique_ptr<io::ByteSource> in = io::OpenInput(tmp_.Path("m.jsonl.zst"));
   std::string content;
   char buf[4096];

@@ -23,6 +23,7 @@ struct DlcOptions {
   int64_t nodes = 0;  // 0: unknown
   int64_t num_shards = 4;
   store::ShardsMode shards_mode = store::ShardsMode::kCopy;
+  store::OutputLayout layout = store::OutputLayout::kFile;
   bool require_all_nodes = false;
   std::string output;  // empty: <job-dir>/merged.jsonl
   std::optional<std::string> run_id;

@@ -8,6 +8,7 @@
 
 namespace djshard::io {
 
+class Sha256;
 class Xxh3;
 
 // A buffered writer to a new file that becomes visible under its final name
@@ -77,17 +78,21 @@ class OutputStream {
   // Uncompressed bytes appended so far.
   uint64_t bytes_in() const { return bytes_in_; }
 
-  // Hashes everything appended from now on (call before the first Append).
-  void HashContent();
+  // Hashes everything appended from now on (call before the first Append):
+  // XXH3-128, and SHA-256 too when `sha256`.
+  void HashContent(bool sha256 = false);
   // XXH3-128 of the uncompressed bytes appended (after HashContent()).
   std::string ContentXxh3();
+  // Their SHA-256 (after HashContent(true)).
+  std::string ContentSha256();
 
  private:
   struct Codec;
   AtomicFileWriter file_;
   std::unique_ptr<Codec> codec_;
   std::unique_ptr<Xxh3> hash_;
-  std::string digest_;
+  std::unique_ptr<Sha256> sha256_;
+  std::string digest_, sha256_digest_;
   uint64_t bytes_in_ = 0;
 };
 

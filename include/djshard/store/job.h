@@ -29,6 +29,7 @@ class JobPaths {
   std::string ManifestPath() const { return dir_ + "/manifest.json"; }
   std::string MergeRecordPath() const { return dir_ + "/merge.json"; }
   std::string DefaultMergedOutput() const { return dir_ + "/merged.jsonl"; }
+  std::string DefaultMergedParts() const { return dir_ + "/merged"; }
   std::string ShardsDir() const { return dir_ + "/shards"; }
   // shards/<id>.jsonl, relative to the job dir (as the manifest records it).
   static std::string ShardRelPath(const std::string& shard_id);

@@ -45,6 +45,11 @@ struct InputFile {
 // input files that workers read and normalize themselves.
 enum class ShardsMode { kCopy, kReference };
 
+// How merge writes the job's output: one file, or a directory of parts (one
+// per shard) with a _manifest.json. A job prepared for parts has its workers
+// record each output's SHA-256, so that merge reads no data.
+enum class OutputLayout { kFile, kParts };
+
 // One run of whole lines of an input file, in a reference shard.
 struct ShardRange {
   uint64_t file = 0;    // index into the manifest's input_files
@@ -95,6 +100,7 @@ struct Manifest {
   std::string normalized_sha256;
   uint64_t num_shards = 0;
   ShardsMode shards_mode = ShardsMode::kCopy;
+  OutputLayout output_layout = OutputLayout::kFile;
   std::vector<ShardEntry> shards;
   std::string recipe_source_path;
   std::string recipe_snapshot_path = "recipe.yaml";

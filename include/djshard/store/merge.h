@@ -32,27 +32,33 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
                                       const std::function<void(std::string_view)>& sink, bool deep);
 
 struct MergeRequest {
-  std::string output;  // empty: <job-dir>/merged.jsonl
+  // Empty: <job-dir>/merged.jsonl, or for the parts layout <job-dir>/merged.
+  std::string output;
   bool overwrite = false;
+  std::optional<OutputLayout> layout;  // unset: the layout the job was prepared for
 };
 
 struct MergeOutcome {
-  std::string output_path;
+  std::string output_path;  // the merged file, or the directory of parts
   uint64_t rows = 0;
   uint64_t bytes = 0;  // uncompressed content
-  std::string sha256;
+  std::string sha256;  // of the merged file's content ("" for parts: each has its own)
   uint64_t num_shards = 0;
   uint64_t nodes = 0;
   std::string model_devices_warning;  // MixedModelDevicesWarning, or empty
   double seconds = 0;                 // how long Verify took
   uint64_t stage_files = 0;           // Verify: dedup stage files checked
   uint64_t stage_files_removed = 0;   // Verify: dedup stage files gc removed
+  OutputLayout layout = OutputLayout::kFile;
 };
 
 // Concatenates verified shard outputs into one file (temp + fsync + rename;
 // gzip or zstd when its name ends in .gz or .zst) and writes merge.json, whose
-// sha256 is that of the uncompressed content. On any problem the old output
-// stays untouched.
+// sha256 is that of the uncompressed content. With the parts layout the
+// output is a directory of one part per shard, in order (hard links of the
+// published outputs, copies across filesystems) and a _manifest.json with each
+// part's rows, bytes, xxh3_128 and SHA-256, published with one rename. On any
+// problem the old output stays untouched.
 MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& disk = io::RealDisk());
 
 struct VerifyRequest {
@@ -71,6 +77,7 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request);
 void CheckMergedOutput(const MergeOutcome& expected);
 
 // "PASS: N shards were completed by K node(s); merged R rows into <path>"
+// (" as N parts" after the parts layout's directory)
 std::string PassLine(const MergeOutcome& outcome);
 
 }  // namespace djshard::store

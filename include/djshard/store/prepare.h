@@ -21,6 +21,8 @@ struct PrepareRequest {
   // kReference: the job holds no copy of the data, each shard is byte ranges
   // of the input files (copy when an input is compressed, with a warning).
   ShardsMode shards_mode = ShardsMode::kCopy;
+  // kParts: workers record each output's SHA-256 for merge's parts layout.
+  OutputLayout output_layout = OutputLayout::kFile;
   // Names the staging directory (.<job>.preparing.<tag>), so that whoever
   // takes over a dead preparer can remove it (dlc passes its coordinator
   // claim's token). Empty: a random tag.

@@ -83,6 +83,9 @@ struct DoneRecord {
   uint64_t rows = 0;
   uint64_t size_bytes = 0;
   io::Checksum checksum;  // of the output's uncompressed bytes
+  // The output's SHA-256, written when the job is prepared for the parts
+  // layout (merge's _manifest.json lists it); empty otherwise.
+  std::string output_sha256;
   std::string completed_at;
   std::string engine_version;
   std::string engine_git_commit;

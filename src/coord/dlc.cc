@@ -300,9 +300,7 @@ class DlcRun {
     const std::string fallback = o_.layout == store::OutputLayout::kParts
                                      ? job_.DefaultMergedParts()
                                      : job_.DefaultMergedOutput();
-    return fs::absolute(o_.output.empty() ? fallback : o_.output)
-        .lexically_normal()
-        .string();
+    return fs::absolute(o_.output.empty() ? fallback : o_.output).lexically_normal().string();
   }
 
   // A phase that one instance leads for all: its lock and result file are

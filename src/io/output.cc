@@ -11,10 +11,10 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
-#include "djshard/io/sha256.h"
 #include "djshard/io/disk.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
+#include "djshard/io/sha256.h"
 
 namespace djshard::io {
 

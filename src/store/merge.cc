@@ -112,8 +112,8 @@ void CheckAgainstRecord(const std::string& path, const LinesRead& read, const Do
   throw Error(path, 0,
               "shard output does not match its done record (rows " + std::to_string(read.rows) +
                   " vs " + std::to_string(done.rows) + ", bytes " + std::to_string(read.bytes) +
-                  " vs " + std::to_string(done.size_bytes) + ", " + read.checksum.Short() +
-                  " vs " + done.checksum.hex.substr(0, 12) + ")",
+                  " vs " + std::to_string(done.size_bytes) + ", " + read.checksum.Short() + " vs " +
+                  done.checksum.hex.substr(0, 12) + ")",
               "the file was changed after it was published; run 'djshard retry --shard-id " +
                   done.shard_id + "' after removing " + record_path);
 }
@@ -286,9 +286,8 @@ std::string PartName(const ShardEntry& shard) { return shard.id + ".jsonl"; }
 std::string CheckedOutput(const JobDir& job, const MergeRequest& request, OutputLayout layout) {
   const std::string fallback =
       layout == OutputLayout::kParts ? job.DefaultMergedParts() : job.DefaultMergedOutput();
-  const std::string output = fs::absolute(request.output.empty() ? fallback : request.output)
-                                 .lexically_normal()
-                                 .string();
+  const std::string output =
+      fs::absolute(request.output.empty() ? fallback : request.output).lexically_normal().string();
   std::error_code ec;
   // Through symbolic links too: the output must not replace a file the job's
   // verification relies on.

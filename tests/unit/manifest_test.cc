@@ -125,10 +125,39 @@ TEST(Manifest, WritesEveryFieldUnderItsSchemaKey) {
                                          {"poll_interval_secs", 11},
                                          {"retry_backoff_secs", 10}}));
   EXPECT_EQ(j["warnings"], nlohmann::json({"w1", "w2"}));
-  EXPECT_EQ(j.size(), 17u);  // nothing else
+  EXPECT_EQ(j["shards_mode"], "copy");
+  EXPECT_EQ(j["output_layout"], "file");
+  EXPECT_EQ(j.size(), 19u);  // nothing else
   // Sorted keys, two-space indent, a final newline: the same manifest gives the same bytes.
   EXPECT_EQ(text, j.dump(2) + "\n");
   EXPECT_EQ(text.rfind("{\n  \"created_at\": ", 0), 0u) << text.substr(0, 40);
+}
+
+TEST(Manifest, ReferenceShardsRoundTripTheirRangesAndNormalization) {
+  Manifest m = Full();
+  m.schema_version = kReferenceManifestSchemaVersion;
+  m.shards_mode = ShardsMode::kReference;
+  m.output_layout = OutputLayout::kParts;
+  m.input_files[0].normalization = "copy";
+  m.input_files[1].normalization = "normalize";
+  for (ShardEntry& s : m.shards) s.path.clear();
+  m.shards[0].ranges = {{0, 0, 10, 2, 0, 1, io::Checksum::Xxh3("01")}};
+  m.shards[1].ranges = {{1, 0, 7, 1, 2, 1, io::Checksum::Xxh3("02")}};
+  const Manifest back = Manifest::FromJson(m.ToJson(), "manifest.json");
+  EXPECT_EQ(back.schema_version, 4);
+  EXPECT_EQ(back.shards_mode, ShardsMode::kReference);
+  EXPECT_EQ(back.output_layout, OutputLayout::kParts);
+  EXPECT_EQ(back.input_files[1].normalization, "normalize");
+  ASSERT_EQ(back.shards[1].ranges.size(), 1u);
+  const ShardRange& r = back.shards[1].ranges[0];
+  EXPECT_EQ(r.file, 1u);
+  EXPECT_EQ(r.length, 7u);
+  EXPECT_EQ(r.first_row, 2u);
+  EXPECT_EQ(r.checksum, io::Checksum::Xxh3("02"));
+  EXPECT_EQ(back.shards[1].Describe(back), "lines 1-1 of /d/sub/b.jsonl.zst");
+  // A range naming an input file the manifest does not list is refused.
+  m.shards[1].ranges[0].file = 5;
+  EXPECT_THROW(Manifest::FromJson(m.ToJson(), "manifest.json"), Error);
 }
 
 TEST(Manifest, RoundTripsEveryFieldThroughJson) {
@@ -187,7 +216,7 @@ TEST(Manifest, AnotherSchemaVersionIsRefusedNamingBoth) {
   } catch (const Error& e) {
     EXPECT_EQ(e.file(), "job/manifest.json");
     EXPECT_EQ(e.message(),
-              "manifest schema_version 1 is not supported (this djshard reads 2 to 3)");
+              "manifest schema_version 1 is not supported (this djshard reads 2 to 4)");
   }
 }
 

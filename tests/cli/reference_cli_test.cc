@@ -1,0 +1,312 @@
+// Black-box tests of reference shards (`--shards reference`: the job holds no
+// copy of the data, workers read byte ranges of the input files and normalize
+// them) and of the parts layout (`--layout parts`: one part per shard, hard
+// linked, and a _manifest.json). The merged bytes are those of a copy job
+// whatever the shards, workers and layout; an input changed after prepare
+// fails the job, not the shard.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "djshard/io/sha256.h"
+#include "tests/cli/cli_harness.h"
+
+namespace djshard::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class ReferenceCli : public CliTest {
+ protected:
+  // Three input files, one per way prepare normalizes lines: a.jsonl is
+  // compact (copied), b.jsonl has spaces (minified), c.jsonl has relative
+  // image paths (rewritten) and no newline after its last line.
+  void WriteCorpus(int rows_per_file = 40) const {
+    std::string a, b, c;
+    for (int i = 0; i < rows_per_file; ++i) {
+      const std::string n = std::to_string(i);
+      a += "{\"text\":\"alpha row " + n + " of the first file\",\"n\":" + n + "}\n";
+      b += "{ \"text\" : \"beta row " + n + " with  spaces\" , \"n\" : " + n + " }\n";
+      c += "{\"text\":\"gamma row " + n + "\",\"images\":[\"img/" + n + ".png\"]}";
+      if (i + 1 < rows_per_file) c += "\n";
+    }
+    Write("in/a.jsonl", a);
+    Write("in/b.jsonl", b);
+    Write("in/sub/c.jsonl", c);
+  }
+
+  CliResult Prepare(const std::string& job, int shards, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {
+        "prepare", "--config",     "recipe.yaml",          "--job-dir",
+        job,       "--num-shards", std::to_string(shards), "--dataset-path",
+        "in"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Run(args);
+  }
+
+  // Prepares, runs `workers` workers at once and merges into `output`.
+  std::string RunJob(const std::string& job, int shards, int workers,
+                     const std::vector<std::string>& extra, const std::string& output) {
+    const CliResult p = Prepare(job, shards, extra);
+    EXPECT_EQ(p.exit_code, 0) << p.err;
+    std::vector<Spawned> running;
+    for (int w = 0; w < workers; ++w) {
+      running.push_back(Spawn({"worker", "--job-dir", job, "--threads", "1"}));
+    }
+    for (const Spawned& s : running) {
+      const CliResult r = WaitFor(s);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+    }
+    const CliResult m = Run({"merge", "--job-dir", job, "--output", output, "--layout", "file"});
+    EXPECT_EQ(m.exit_code, 0) << m.err;
+    return Read(output);
+  }
+
+  // Replaces the byte at `offset` of `rel` and restores its mtime.
+  void FlipByteKeepingMtime(const std::string& rel, size_t offset, char to) const {
+    struct stat st {};
+    ASSERT_EQ(::stat(Path(rel).c_str(), &st), 0);
+    std::string content = Read(rel);
+    ASSERT_LT(offset, content.size());
+    content[offset] = to;
+    Write(rel, content);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, Path(rel).c_str(), times, 0), 0);
+  }
+
+  static std::string Sha256(const std::string& bytes) {
+    io::Sha256 hash;
+    hash.Update(bytes);
+    return hash.HexDigest();
+  }
+};
+
+TEST_F(ReferenceCli, MergedBytesEqualACopyJobWhateverTheShardsAndWorkers) {
+  WriteCorpus();
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  ASSERT_FALSE(copy.empty());
+  for (const auto& [shards, workers] : std::vector<std::pair<int, int>>{{1, 1}, {7, 3}, {64, 2}}) {
+    const std::string job = "ref" + std::to_string(shards);
+    const std::string out = job + ".jsonl";
+    EXPECT_EQ(RunJob(job, shards, workers, {"--shards", "reference"}, out), copy)
+        << shards << " shards";
+    EXPECT_TRUE(List(job + "/shards").empty()) << "a reference job holds no copy of the data";
+    const json m = json::parse(Read(job + "/manifest.json"));
+    EXPECT_EQ(m["shards_mode"], "reference");
+    EXPECT_EQ(m["schema_version"], 4);
+    std::vector<std::string> how;
+    for (const json& f : m["input_files"]) how.push_back(f["normalization"]);
+    EXPECT_EQ(how, (std::vector<std::string>{"copy", "minify", "normalize"}));
+    uint64_t rows = 0;
+    for (const json& s : m["shards"]) {
+      EXPECT_EQ(s["path"], "");
+      ASSERT_FALSE(s["ranges"].empty());
+      for (const json& r : s["ranges"]) rows += r["rows"].get<uint64_t>();
+    }
+    EXPECT_EQ(rows, 120u);
+  }
+  // One shard spans the three files: three ranges.
+  const json one = json::parse(Read("ref1/manifest.json"));
+  EXPECT_EQ(one["shards"][0]["ranges"].size(), 3u);
+  EXPECT_EQ(one["shards"][0]["ranges"][2]["first_line"], 1);
+}
+
+TEST_F(ReferenceCli, IndexKeysAreNumberedByGlobalRowAsInACopyJob) {
+  WriteCorpus(25);
+  DemoRecipe("in", "  - words_num_filter:\n      min_num: 1\n      index_key: idx\n");
+  const std::string copy = RunJob("copy", 5, 1, {}, "copy.jsonl");
+  EXPECT_NE(copy.find("\"idx\":74"), std::string::npos);
+  EXPECT_EQ(RunJob("ref", 5, 2, {"--shards", "reference"}, "ref.jsonl"), copy);
+}
+
+TEST_F(ReferenceCli, AnInputChangedAfterPrepareFailsTheJobAndBurnsNoRetry) {
+  WriteCorpus();
+  DemoRecipe("in");
+  ASSERT_EQ(Prepare("job", 4, {"--shards", "reference"}).exit_code, 0);
+  // Same size, same mtime, one byte different: only the ranges' hashes see it.
+  const std::string b = Read("in/b.jsonl");
+  FlipByteKeepingMtime("in/b.jsonl", b.find("beta row 3"), 'B');
+  const CliResult first = Run({"worker", "--job-dir", "job", "--max-retries", "5"});
+  EXPECT_EQ(first.exit_code, 2) << first.err;
+  EXPECT_NE(first.err.find("ERROR: " + Path("in/b.jsonl") + ": input changed after prepare"),
+            std::string::npos)
+      << first.err;
+  EXPECT_TRUE(List("job/state/failed").empty()) << "the shard is not at fault";
+  ASSERT_TRUE(Exists("job/state/input_changed.json"));
+  // Every other worker ends at once with the job's error, before claiming.
+  const CliResult second = Run({"worker", "--job-dir", "job"});
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_NE(second.err.find("the job failed: input changed after prepare"), std::string::npos)
+      << second.err;
+  EXPECT_EQ(second.err.find("took part-"), std::string::npos) << second.err;
+  const CliResult status = Run({"status", "--job-dir", "job"});
+  EXPECT_EQ(status.exit_code, 2);
+  EXPECT_NE(status.out.find("failed: " + Path("in/b.jsonl")), std::string::npos) << status.out;
+  const json j = json::parse(Run({"status", "--job-dir", "job", "--json"}).out);
+  EXPECT_TRUE(j["terminal"].get<bool>());
+  EXPECT_EQ(j["input_changed"]["file"], Path("in/b.jsonl"));
+  // The shard that read the changed line ended interrupted; none failed.
+  std::multiset<std::string> statuses;
+  for (const std::string& shard : List("job/attempts")) {
+    for (const std::string& attempt : List("job/attempts/" + shard)) {
+      const json a = json::parse(Read("job/attempts/" + shard + "/" + attempt + "/attempt.json"));
+      statuses.insert(a["status"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(statuses.count("interrupted"), 1u);
+  EXPECT_EQ(statuses.count("failed"), 0u);
+}
+
+TEST_F(ReferenceCli, ATruncatedInputIsNamedWithItsSize) {
+  WriteCorpus();
+  DemoRecipe("in");
+  ASSERT_EQ(Prepare("job", 2, {"--shards", "reference"}).exit_code, 0);
+  const std::string a = Read("in/a.jsonl");
+  Write("in/a.jsonl", a.substr(0, a.size() / 2));
+  const CliResult r = Run({"worker", "--job-dir", "job"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(Path("in/a.jsonl") + ": input changed after prepare: its size is " +
+                       std::to_string(a.size() / 2) + " bytes, prepare recorded " +
+                       std::to_string(a.size())),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(ReferenceCli, ACompressedInputIsCopiedWithAWarning) {
+  WriteCorpus(10);
+  DemoRecipe("in");
+  // zstd's frame of one stored block: what any .zst reader decodes.
+  const std::string plain = Read("in/a.jsonl");
+  ASSERT_EQ(std::system(("zstd -q --rm " + Path("in/a.jsonl")).c_str()), 0);
+  const CliResult p = Prepare("job", 3, {"--shards", "reference"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.err.find("an input file is compressed, so the shards were copied"), std::string::npos)
+      << p.err;
+  const json m = json::parse(Read("job/manifest.json"));
+  EXPECT_EQ(m["shards_mode"], "copy");
+  EXPECT_EQ(List("job/shards").size(), 3u);
+}
+
+TEST_F(ReferenceCli, CheckpointSectionsAreRefusedBeforeAnythingIsWritten) {
+  WriteCorpus(10);
+  DemoRecipe("in", "checkpoint:\n  enabled: true\n");
+  const CliResult p = Prepare("job", 2, {"--shards", "reference"});
+  EXPECT_EQ(p.exit_code, 2);
+  EXPECT_NE(p.err.find("--shards reference cannot be combined with partition: or checkpoint:"),
+            std::string::npos)
+      << p.err;
+  EXPECT_FALSE(Exists("job"));
+}
+
+TEST_F(ReferenceCli, PartsAreHardLinksListedWithTheirSha256AndVerifyChecksThem) {
+  WriteCorpus();
+  DemoRecipe("in");
+  const std::string whole = RunJob("job", 5, 2, {"--layout", "parts"}, "whole.jsonl");
+  const CliResult m = Run({"merge", "--job-dir", "job"});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_NE(m.out.find("into " + Path("job/merged") + " as 5 parts"), std::string::npos) << m.out;
+  const json manifest = json::parse(Read("job/merged/_manifest.json"));
+  ASSERT_EQ(manifest["parts"].size(), 5u);
+  std::string joined;
+  uint64_t rows = 0;
+  for (const json& part : manifest["parts"]) {
+    const std::string rel = "job/merged/" + part["file"].get<std::string>();
+    const std::string bytes = Read(rel);
+    EXPECT_EQ(part["sha256"], Sha256(bytes)) << rel;  // what sha256sum prints
+    EXPECT_EQ(part["bytes"], bytes.size());
+    struct stat st {};
+    ASSERT_EQ(::stat(Path(rel).c_str(), &st), 0);
+    EXPECT_EQ(st.st_nlink, 2u) << "a part is the published output itself, linked";
+    joined += bytes;
+    rows += part["rows"].get<uint64_t>();
+  }
+  EXPECT_EQ(joined, whole);
+  EXPECT_EQ(manifest["rows"], rows);
+  const json record = json::parse(Read("job/merge.json"));
+  EXPECT_EQ(record["layout"], "parts");
+  EXPECT_FALSE(record.contains("sha256"));
+  const CliResult v = Run({"verify", "--job-dir", "job"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.out.find("as 5 parts"), std::string::npos) << v.out;
+  // Merging again needs --overwrite, and leaves nothing staged behind.
+  EXPECT_EQ(Run({"merge", "--job-dir", "job"}).exit_code, 2);
+  ASSERT_EQ(Run({"merge", "--job-dir", "job", "--overwrite"}).exit_code, 0);
+  for (const std::string& name : List("job")) EXPECT_EQ(name.find(".tmp."), std::string::npos);
+  // A flipped byte in a part (and so in the output it is linked to) fails verify.
+  const std::string part = "job/merged/" + manifest["parts"][2]["file"].get<std::string>();
+  std::string bytes = Read(part);
+  bytes[bytes.size() / 2] ^= 0x20;
+  {
+    std::FILE* f = std::fopen(Path(part).c_str(), "r+");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  const CliResult bad = Run({"verify", "--job-dir", "job"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(part.substr(4)), std::string::npos) << bad.err;
+}
+
+TEST_F(ReferenceCli, APartsMergeOfAFileJobHashesThePartsItself) {
+  WriteCorpus(15);
+  DemoRecipe("in");
+  const std::string whole = RunJob("job", 3, 1, {}, "whole.jsonl");
+  const CliResult m = Run({"merge", "--job-dir", "job", "--layout", "parts", "--output", "parts"});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const json manifest = json::parse(Read("parts/_manifest.json"));
+  std::string joined;
+  for (const json& part : manifest["parts"]) {
+    const std::string bytes = Read("parts/" + part["file"].get<std::string>());
+    EXPECT_EQ(part["sha256"], Sha256(bytes));
+    joined += bytes;
+  }
+  EXPECT_EQ(joined, whole);
+  EXPECT_EQ(Run({"verify", "--job-dir", "job"}).exit_code, 0);
+}
+
+TEST_F(ReferenceCli, DlcOnThreeNodesWithReferenceShardsAndParts) {
+  WriteCorpus();
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 6, 1, {}, "copy.jsonl");
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b", "node-c"}) {
+    nodes.push_back(
+        Spawn({"dlc",         "--job-dir",
+               "job",         "--config",
+               "recipe.yaml", "--dataset-path",
+               "in",          "--nodes",
+               "3",           "--num-shards",
+               "6",           "--run-id",
+               "r1",          "--poll-interval-secs",
+               "1",           "--threads",
+               "1",           "--shards",
+               "reference",   "--layout",
+               "parts"},
+              {}, {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host}));
+  }
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("PASS: 6 shards were completed by"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("into " + Path("job/merged") + " as 6 parts"), std::string::npos) << r.out;
+  }
+  const json manifest = json::parse(Read("job/merged/_manifest.json"));
+  std::string joined;
+  for (const json& part : manifest["parts"]) {
+    joined += Read("job/merged/" + part["file"].get<std::string>());
+  }
+  EXPECT_EQ(joined, copy);
+  EXPECT_TRUE(List("job/shards").empty());
+}
+
+}  // namespace
+}  // namespace djshard::testing

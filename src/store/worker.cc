@@ -653,7 +653,8 @@ class Worker {
                           shard.Describe(job_.manifest()));
     a.summary = exec::Execute(*plan_, {input}, *a.output, a.errors.get(), exec_options);
     if (a.summary.rows_in != shard.rows || shard_hash.Finish() != shard.checksum) {
-      throw Error(shard.Describe(job_.manifest()), 0,
+      const bool file = job_.manifest().shards_mode != ShardsMode::kReference;
+      throw Error(file ? input.path : shard.Describe(job_.manifest()), 0,
                   "shard file differs from the manifest (rows or " + shard.checksum.field() + ")",
                   "the job directory was changed; prepare the job again");
     }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -126,6 +127,22 @@ TEST_F(ReferenceCli, IndexKeysAreNumberedByGlobalRowAsInACopyJob) {
   const std::string copy = RunJob("copy", 5, 1, {}, "copy.jsonl");
   EXPECT_NE(copy.find("\"idx\":74"), std::string::npos);
   EXPECT_EQ(RunJob("ref", 5, 2, {"--shards", "reference"}, "ref.jsonl"), copy);
+}
+
+TEST_F(ReferenceCli, ADedupStageSignsReferenceShardsAsItSignsCopiedOnes) {
+  WriteCorpus(30);
+  // Every b.jsonl row repeats an a.jsonl row's text once lowercased: half the rows go.
+  std::string b;
+  for (int i = 0; i < 30; ++i) {
+    b += "{ \"text\" : \"ALPHA row " + std::to_string(i) + " of the first file\" }\n";
+  }
+  Write("in/b.jsonl", b);
+  Write("recipe.yaml",
+        "dataset_path: in\nprocess:\n  - document_deduplicator:\n      lowercase: true\n"
+        "  - text_length_filter:\n      min_len: 1\n");
+  const std::string copy = RunJob("copy", 4, 1, {}, "copy.jsonl");
+  EXPECT_EQ(std::count(copy.begin(), copy.end(), '\n'), 60);
+  EXPECT_EQ(RunJob("ref", 4, 2, {"--shards", "reference"}, "ref.jsonl"), copy);
 }
 
 TEST_F(ReferenceCli, AnInputChangedAfterPrepareFailsTheJobAndBurnsNoRetry) {

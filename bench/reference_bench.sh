@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Reference shards and the parts layout on this machine's disk.
+#
+#   bench/reference_bench.sh [--workdir DIR] [--shared ../shared] [--mb 1024] [--workers 4]
+#                            [--rounds 2]
+#
+# 1. Bytes each phase moves, as a fraction of the corpus (a gen_corpus.py
+#    corpus, --mb, seed 3, refine recipe, 64 shards): `prepare`, each of
+#    --workers workers (one executor thread each) and `merge`, with
+#    `--shards copy` and the default file layout, then with `--shards reference
+#    --layout parts`. Read + written is rchar + wchar of /proc/<pid>/io: the
+#    process is run by a shell that prints its own io afterwards, which holds
+#    the reaped child's counters. Targets (issue): merge <= 0.02 with parts;
+#    prepare <= 0.35 (needs a prepare split over the instances).
+# 2. The whole job as one command: `dlc --nodes 1 --threads 2 --shards reference
+#    --layout parts` against `run --threads 2`, refine and demo, best of
+#    --rounds alternated rounds. Targets: <= 1.10x (refine), <= 1.6x (demo).
+#    The parts concatenated must equal run's output byte for byte.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+workdir=/tmp/djshard-reference-bench
+shared="$root/../shared"
+mb=1024
+workers=4
+rounds=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --workdir) workdir=$2; shift 2 ;;
+    --shared) shared=$2; shift 2 ;;
+    --mb) mb=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    *) echo "usage: $0 [--workdir DIR] [--shared DIR] [--mb N] [--workers N] [--rounds N]" >&2; exit 2 ;;
+  esac
+done
+bin="$root/build/bin/djshard"
+[ -x "$bin" ] || { echo "build djshard first: scripts/build.sh" >&2; exit 2; }
+gen="$shared/data/gen_corpus.py"
+[ -f "$gen" ] || { echo "gen_corpus.py not found at $gen (pass --shared)" >&2; exit 2; }
+mkdir -p "$workdir"
+echo "filesystem of $workdir: $(df -T "$workdir" | awk 'NR == 2 { print $2 }')"
+corpus="$workdir/corpus-${mb}mb-seed3.jsonl"
+[ -f "$corpus" ] || python3 "$gen" "$corpus" --mb "$mb" --seed 3 >&2
+size=$(stat -c %s "$corpus")
+now() { date +%s.%N; }
+least() { awk -v f="$1" -v a="$2" -v b="$3" 'BEGIN { n = b - a; if (f != "" && f < n) n = f; print n }'; }
+# io LABEL CMD...: runs CMD in a shell that then prints its io counters (the
+# reaped CMD's included); prints LABEL, seconds and the fraction of the corpus.
+io() {
+  local label=$1
+  shift
+  local t0
+  t0=$(now)
+  local counters
+  counters=$(sh -c '"$@" >/dev/null 2>&1; cat /proc/$$/io' sh "$@")
+  awk -v label="$label" -v a="$t0" -v b="$(now)" -v size="$size" '
+    /^rchar:/ { r = $2 } /^wchar:/ { w = $2 }
+    END { printf "  %-34s %6.2f s  read %7.1f MB  written %7.1f MB  (read + written) / corpus %.3f\n",
+          label, b - a, r / 1e6, w / 1e6, (r + w) / size }' <<<"$counters"
+}
+
+# --- 1. bytes per phase ---------------------------------------------------------
+recipe="$root/bench/recipes/refine.yaml"
+for mode in "copy file" "reference parts"; do
+  set -- $mode
+  job="$workdir/job-$1"
+  rm -rf "$job" "$job.merged"*
+  echo "--shards $1 --layout $2 ($(awk -v s="$size" 'BEGIN { printf "%.0f MB", s / 1e6 }'), 64 shards, refine, $workers workers):"
+  io "prepare" "$bin" prepare --config "$recipe" --dataset-path "$corpus" --job-dir "$job" \
+    --num-shards 64 --shards "$1" --layout "$2" --poll-interval-secs 0.2
+  pids=()
+  logs=()
+  for w in $(seq 1 "$workers"); do
+    logs+=("$workdir/worker-$w.io")
+    (io "worker $w" "$bin" worker --job-dir "$job" --threads 1 >"$workdir/worker-$w.io") &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  cat "${logs[@]}"
+  rm -f "${logs[@]}"
+  out="$job.merged"
+  [ "$2" = file ] && out="$job.merged.jsonl"
+  io "merge" "$bin" merge --job-dir "$job" --output "$out" --layout "$2"
+  du -sb "$job" | awk -v s="$size" '{ printf "  job directory after the job: %.1f MB (%.3f of the corpus)\n", $1 / 1e6, $1 / s }'
+done
+a=$(cat "$workdir/job-copy.merged.jsonl" | sha256sum)
+b=$(python3 -c 'import json,sys; [sys.stdout.buffer.write(open(sys.argv[1] + "/" + p["file"], "rb").read()) for p in json.load(open(sys.argv[1] + "/_manifest.json"))["parts"]]' "$workdir/job-reference.merged" | sha256sum)
+echo "parts concatenated equal the copy job's merged file: $([ "$a" = "$b" ] && echo yes || echo NO)"
+rm -rf "$workdir/job-copy" "$workdir/job-reference" "$workdir/job-copy.merged.jsonl"* "$workdir/job-reference.merged"
+
+# --- 2. the whole job -----------------------------------------------------------
+for name in refine demo; do
+  rec="$root/bench/recipes/$name.yaml"
+  dlc="" single="" same=""
+  for rep in $(seq 1 "$rounds"); do
+    rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
+    t0=$(now)
+    "$bin" dlc --job-dir "$workdir/dlc-job" --config "$rec" --dataset-path "$corpus" --nodes 1 \
+      --num-shards 64 --threads 2 --run-id "bench-$rep" --poll-interval-secs 0.2 \
+      --shards reference --layout parts >/dev/null 2>&1
+    t1=$(now)
+    "$bin" run --config "$rec" --dataset-path "$corpus" --export-path "$workdir/single.jsonl" \
+      --threads 2 >/dev/null
+    dlc=$(least "$dlc" "$t0" "$t1")
+    single=$(least "$single" "$t1" "$(now)")
+  done
+  joined=$(python3 -c 'import json,sys; [sys.stdout.buffer.write(open(sys.argv[1] + "/" + p["file"], "rb").read()) for p in json.load(open(sys.argv[1] + "/_manifest.json"))["parts"]]' "$workdir/dlc-job/merged" | sha256sum)
+  same=$([ "$joined" = "$(sha256sum <"$workdir/single.jsonl")" ] && echo yes || echo NO)
+  awk -v name="$name" -v dlc="$dlc" -v single="$single" -v mb="$size" -v same="$same" 'BEGIN {
+    printf "whole job (%.0f MB, 64 shards, %s): dlc --nodes 1 --threads 2 --shards reference --layout parts %.2f s, run --threads 2 %.2f s: %.2fx run; parts equal run output: %s\n", \
+      mb / 1e6, name, dlc, single, dlc / single, same
+  }'
+done
+rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*

@@ -1,5 +1,6 @@
 #include "djshard/store/manifest.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "djshard/common/error.h"
@@ -132,6 +133,50 @@ std::string Manifest::ToJson() const {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// j[key] (default: the first of `known`), refused unless it is one of them.
+std::string KnownValue(const json& j, const char* key, std::vector<std::string> known,
+                       const std::string& path) {
+  const std::string value = j.value(key, known.front());
+  if (std::find(known.begin(), known.end(), value) == known.end()) {
+    throw Error(path, 0, std::string("manifest ") + key + " '" + value + "' is not known",
+                "prepare the job again with this djshard");
+  }
+  return value;
+}
+
+// One entry of "shards", with a reference shard's ranges.
+ShardEntry ParseShard(const json& s, const Manifest& m, const std::string& path) {
+  ShardEntry shard{s.at("id").get<std::string>(),
+                   io::IntegerField<uint64_t>(s, "index"),
+                   s.at("path").get<std::string>(),
+                   io::IntegerField<uint64_t>(s, "rows"),
+                   io::IntegerField<uint64_t>(s, "size_bytes"),
+                   io::Checksum::FromJson(s),
+                   {}};
+  if (m.shards_mode != ShardsMode::kReference) return shard;
+  for (const json& r : s.at("ranges")) {
+    ShardRange range{io::IntegerField<uint64_t>(r, "file"),
+                     io::IntegerField<uint64_t>(r, "offset"),
+                     io::IntegerField<uint64_t>(r, "length"),
+                     io::IntegerField<uint64_t>(r, "rows"),
+                     io::IntegerField<uint64_t>(r, "first_row"),
+                     io::IntegerField<uint64_t>(r, "first_line"),
+                     io::Checksum::FromJson(r)};
+    if (range.file >= m.input_files.size()) {
+      throw Error(path, 0,
+                  "manifest shard " + shard.id + " names input file " + std::to_string(range.file) +
+                      ", which it does not list",
+                  "the job directory was edited; prepare the job again");
+    }
+    shard.ranges.push_back(std::move(range));
+  }
+  return shard;
+}
+
+}  // namespace
+
 Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
   Manifest m;
   try {
@@ -163,44 +208,13 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     m.total_size_bytes = io::IntegerField<uint64_t>(j, "total_size_bytes");
     m.normalized_sha256 = j.at("normalized_sha256").get<std::string>();
     m.num_shards = io::IntegerField<uint64_t>(j, "num_shards");
-    const std::string mode = j.value("shards_mode", std::string("copy"));
-    if (mode != "copy" && mode != "reference") {
-      throw Error(path, 0, "manifest shards_mode '" + mode + "' is not known",
-                  "prepare the job again with this djshard");
-    }
-    m.shards_mode = mode == "reference" ? ShardsMode::kReference : ShardsMode::kCopy;
-    const std::string layout = j.value("output_layout", std::string("file"));
-    if (layout != "file" && layout != "parts") {
-      throw Error(path, 0, "manifest output_layout '" + layout + "' is not known",
-                  "prepare the job again with this djshard");
-    }
-    m.output_layout = layout == "parts" ? OutputLayout::kParts : OutputLayout::kFile;
-    for (const json& s : j.at("shards")) {
-      m.shards.push_back({s.at("id").get<std::string>(),
-                          io::IntegerField<uint64_t>(s, "index"),
-                          s.at("path").get<std::string>(),
-                          io::IntegerField<uint64_t>(s, "rows"),
-                          io::IntegerField<uint64_t>(s, "size_bytes"),
-                          io::Checksum::FromJson(s),
-                          {}});
-      if (m.shards_mode != ShardsMode::kReference) continue;
-      for (const json& r : s.at("ranges")) {
-        ShardRange range{io::IntegerField<uint64_t>(r, "file"),
-                         io::IntegerField<uint64_t>(r, "offset"),
-                         io::IntegerField<uint64_t>(r, "length"),
-                         io::IntegerField<uint64_t>(r, "rows"),
-                         io::IntegerField<uint64_t>(r, "first_row"),
-                         io::IntegerField<uint64_t>(r, "first_line"),
-                         io::Checksum::FromJson(r)};
-        if (range.file >= m.input_files.size()) {
-          throw Error(path, 0,
-                      "manifest shard " + m.shards.back().id + " names input file " +
-                          std::to_string(range.file) + ", which it does not list",
-                      "the job directory was edited; prepare the job again");
-        }
-        m.shards.back().ranges.push_back(std::move(range));
-      }
-    }
+    m.shards_mode = KnownValue(j, "shards_mode", {"copy", "reference"}, path) == "reference"
+                        ? ShardsMode::kReference
+                        : ShardsMode::kCopy;
+    m.output_layout = KnownValue(j, "output_layout", {"file", "parts"}, path) == "parts"
+                          ? OutputLayout::kParts
+                          : OutputLayout::kFile;
+    for (const json& s : j.at("shards")) m.shards.push_back(ParseShard(s, m, path));
     const json& r = j.at("recipe");
     m.recipe_source_path = r.at("source_path").get<std::string>();
     m.recipe_snapshot_path = r.at("snapshot_path").get<std::string>();

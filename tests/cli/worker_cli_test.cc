@@ -288,6 +288,22 @@ TEST_F(WorkerCli, KillNineInTheMiddleOfAShardIsTakenOverAfterTheLease) {
   EXPECT_EQ(old["status"], "stale");
 }
 
+TEST_F(WorkerCli, KillNineInAReferenceShardIsTakenOverToTheSameBytes) {
+  WriteCorpus(8);
+  WriteRecipe(0.4);
+  const std::string reference = ReferenceSha();
+  Prepare(2, {"--shards", "reference"});
+  const Spawned a = Worker();
+  ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00002"));
+  kill(a.pid, SIGKILL);
+  EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
+  const CliResult b = WaitFor(Worker());
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("took over stale lock of part-00000-of-00002"), std::string::npos) << b.err;
+  EXPECT_EQ(MergedSha(), reference);
+  EXPECT_TRUE(List("job/shards").empty());
+}
+
 TEST_F(WorkerCli, SigtermHandsTheShardBackAtOnceWithoutCountingAFailure) {
   WriteCorpus(4);
   WriteRecipe(1.0);

@@ -101,6 +101,23 @@ class WorkerCli : public CliTest {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return io::Sha256OfFile(Path("reference.jsonl"));
   }
+  // A worker killed (-9) while it runs the first of 2 shards; a second one
+  // takes the shard over after the lease and the merged bytes are run's.
+  void KillNineAndTakeOver(const std::vector<std::string>& prepare_args) {
+    WriteCorpus(8);
+    WriteRecipe(0.4);
+    const std::string reference = ReferenceSha();
+    Prepare(2, prepare_args);
+    const Spawned a = Worker();
+    ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00002"));
+    kill(a.pid, SIGKILL);
+    EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
+    const CliResult b = WaitFor(Worker());
+    EXPECT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_NE(b.err.find("took over stale lock of part-00000-of-00002"), std::string::npos)
+        << b.err;
+    EXPECT_EQ(MergedSha(), reference);
+  }
   std::string MergedSha() {
     const CliResult r =
         Run({"merge", "--job-dir", "job", "--output", "merged.jsonl", "--overwrite"});
@@ -271,36 +288,13 @@ TEST_F(WorkerCli, KillNineAtEveryStepLosesAndDuplicatesNothing) {
 }
 
 TEST_F(WorkerCli, KillNineInTheMiddleOfAShardIsTakenOverAfterTheLease) {
-  WriteCorpus(8);
-  WriteRecipe(0.4);
-  const std::string reference = ReferenceSha();
-  Prepare(2);
-  const Spawned a = Worker();
-  // Killed once its attempt is running: attempt.json says "running".
-  ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00002"));
-  kill(a.pid, SIGKILL);
-  EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
-  const CliResult b = WaitFor(Worker());
-  EXPECT_EQ(b.exit_code, 0) << b.err;
-  EXPECT_NE(b.err.find("took over stale lock of part-00000-of-00002"), std::string::npos) << b.err;
-  EXPECT_EQ(MergedSha(), reference);
+  KillNineAndTakeOver({});
   const json old = json::parse(Read(OnlyAttempt("part-00000-of-00002") + "/attempt.json"));
   EXPECT_EQ(old["status"], "stale");
 }
 
 TEST_F(WorkerCli, KillNineInAReferenceShardIsTakenOverToTheSameBytes) {
-  WriteCorpus(8);
-  WriteRecipe(0.4);
-  const std::string reference = ReferenceSha();
-  Prepare(2, {"--shards", "reference"});
-  const Spawned a = Worker();
-  ASSERT_TRUE(WaitForRunningAttempt("part-00000-of-00002"));
-  kill(a.pid, SIGKILL);
-  EXPECT_EQ(WaitFor(a).exit_code, 128 + SIGKILL);
-  const CliResult b = WaitFor(Worker());
-  EXPECT_EQ(b.exit_code, 0) << b.err;
-  EXPECT_NE(b.err.find("took over stale lock of part-00000-of-00002"), std::string::npos) << b.err;
-  EXPECT_EQ(MergedSha(), reference);
+  KillNineAndTakeOver({"--shards", "reference"});
   EXPECT_TRUE(List("job/shards").empty());
 }
 

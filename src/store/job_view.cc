@@ -184,6 +184,7 @@ class ElasticJobReader {
     v_.running.reserve(status.shards.size());
     for (const ShardStatus& sh : status.shards) AddShard(sh);
     AddStages(status);
+    v_.input_changed = status.input_changed.has_value();
     ReadReplicaPlans();
     for (auto& [k, t] : ops_) v_.op_totals.push_back(t);
     v_.model_devices_warning = MixedModelDevicesWarning(v_.shards_by_model_devices);
@@ -334,7 +335,9 @@ class ElasticJobReader {
 
   job::JobState State() const {
     const bool live = v_.shards_running > 0;
-    if (v_.shards_failed > 0 || v_.stage_failed) return job::JobState::kFailed;
+    if (v_.shards_failed > 0 || v_.stage_failed || v_.input_changed) {
+      return job::JobState::kFailed;
+    }
     if (v_.shards_done == v_.shards_total) return job::JobState::kCompleted;
     if (!v_.stop.is_null()) return live ? job::JobState::kStopping : job::JobState::kStopped;
     if (live) return job::JobState::kRunning;

@@ -1,5 +1,7 @@
 #include "djshard/store/merge.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -286,8 +288,10 @@ std::string PartName(const ShardEntry& shard) { return shard.id + ".jsonl"; }
 std::string CheckedOutput(const JobDir& job, const MergeRequest& request, OutputLayout layout) {
   const std::string fallback =
       layout == OutputLayout::kParts ? job.DefaultMergedParts() : job.DefaultMergedOutput();
-  const std::string output =
-      fs::absolute(request.output.empty() ? fallback : request.output).lexically_normal().string();
+  fs::path normal =
+      fs::absolute(request.output.empty() ? fallback : request.output).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();  // "out/" is "out"
+  const std::string output = normal.string();
   std::error_code ec;
   // Through symbolic links too: the output must not replace a file the job's
   // verification relies on.
@@ -298,8 +302,15 @@ std::string CheckedOutput(const JobDir& job, const MergeRequest& request, Output
     throw Error(output, 0, "the output would replace a file of the job itself",
                 "choose an --output outside the job's shards/, attempts/ and state/");
   }
-  if (!request.overwrite && fs::exists(fs::symlink_status(output, ec))) {
+  const fs::file_status existing = fs::symlink_status(output, ec);
+  if (!request.overwrite && fs::exists(existing)) {
     throw Error(output, 0, "output already exists", "pass --overwrite to replace it");
+  }
+  // --overwrite replaces a merged output, never another directory.
+  if (fs::is_directory(existing) &&
+      (layout != OutputLayout::kParts || !fs::exists(output + "/" + kPartsManifest, ec))) {
+    throw Error(output, 0, "output is a directory that is not a parts output of a merge",
+                "choose another --output: --overwrite replaces only a merged file or parts");
   }
   fs::create_directories(fs::path(output).parent_path(), ec);
   return output;
@@ -330,7 +341,8 @@ json PlacePart(const JobDir& job, const ShardEntry& shard, const std::string& st
       CheckAgainstRecord(output, read, done, record_path);
       sha256 = hash.HexDigest();
     }
-  } else if (errno == EXDEV || errno == EPERM || errno == EMLINK) {
+  } else if (errno == EXDEV || errno == EPERM || errno == EMLINK || errno == ENOTSUP ||
+             errno == EOPNOTSUPP || errno == ENOSYS) {
     io::OutputStream copy(part, /*overwrite=*/false, disk);
     copy.HashContent(/*sha256=*/true);
     const LinesRead read = ReadOutputLines(output, done.checksum.kind, false,
@@ -361,8 +373,36 @@ struct StagedDir {
   }
 };
 
-// The parts layout: a staged directory of parts and _manifest.json, renamed
-// into place (an old output is moved aside first and removed after).
+// Renames the staged directory to `output`. An old output is swapped with it
+// in one rename (RENAME_EXCHANGE) and removed afterwards; where the
+// filesystem cannot swap, the old one is moved aside first and moved back if
+// the second rename fails, so that a failure leaves it in place.
+void PublishStaged(StagedDir& staging, const std::string& output, io::Disk& disk) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(output, ec))) {
+    disk.Rename(staging.path, output);
+  } else if (::renameat2(AT_FDCWD, staging.path.c_str(), AT_FDCWD, output.c_str(),
+                         RENAME_EXCHANGE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+      ThrowSystemError(output, "cannot replace with " + staging.path);
+    }
+    const std::string old = output + ".tmp.old." + RandomHex(12);
+    disk.Rename(output, old);
+    try {
+      disk.Rename(staging.path, output);
+    } catch (const Error&) {
+      disk.Rename(old, output);
+      throw;
+    }
+    io::RemoveTreeQuietly(old);
+  }
+  // After a swap the staged path holds the old output, which goes with it.
+  staging.published = !fs::exists(fs::symlink_status(staging.path, ec));
+  disk.SyncDir(fs::path(output).parent_path().string());
+}
+
+// The parts layout: a staged directory of parts and _manifest.json, published
+// by PublishStaged.
 VerifiedOutputs WriteParts(const JobDir& job, const std::string& output, io::Disk& disk) {
   StagedDir staging{output + ".tmp." + RandomHex(12)};
   if (::mkdir(staging.path.c_str(), 0755) != 0) ThrowSystemError(staging.path, "cannot create");
@@ -381,16 +421,7 @@ VerifiedOutputs WriteParts(const JobDir& job, const std::string& output, io::Dis
                          {"parts", parts}};
   disk.WriteAtomic(staging.path + "/" + kPartsManifest, manifest.dump(2) + "\n");
   disk.SyncDir(staging.path);
-  std::error_code ec;
-  std::string old;
-  if (fs::exists(fs::symlink_status(output, ec))) {
-    old = output + ".tmp.old." + RandomHex(12);
-    disk.Rename(output, old);
-  }
-  disk.Rename(staging.path, output);
-  staging.published = true;
-  disk.SyncDir(fs::path(output).parent_path().string());
-  if (!old.empty()) io::RemoveTreeQuietly(old);
+  PublishStaged(staging, output, disk);
   return v;
 }
 
@@ -399,36 +430,48 @@ VerifiedOutputs WriteParts(const JobDir& job, const std::string& output, io::Dis
 // (rows, bytes, xxh3_128) and its listed SHA-256. `deep` also parses each line.
 VerifiedOutputs VerifyParts(const JobDir& job, const std::string& dir, bool deep) {
   const std::string manifest_path = dir + "/" + kPartsManifest;
-  json manifest;
+  struct Listed {
+    std::string file, shard_id, sha256;
+    uint64_t rows, bytes;
+    io::Checksum checksum;
+  };
+  std::vector<Listed> listed;
   try {
-    manifest = json::parse(io::ReadFile(manifest_path));
+    const json manifest = json::parse(io::ReadFile(manifest_path));
+    for (const json& p : manifest.at("parts")) {
+      listed.push_back({p.at("file").get<std::string>(), p.at("shard_id").get<std::string>(),
+                        p.at("sha256").get<std::string>(), p.at("rows").get<uint64_t>(),
+                        p.at("bytes").get<uint64_t>(), io::Checksum::FromJson(p)});
+    }
   } catch (const json::exception& e) {
     throw Error(manifest_path, 0, std::string("parts manifest is not valid: ") + e.what(),
                 "merge again with --overwrite");
   }
   const std::vector<ShardEntry>& shards = job.manifest().shards;
-  const json& parts = manifest.at("parts");
-  if (!parts.is_array() || parts.size() != shards.size()) {
+  if (listed.size() != shards.size()) {
     throw Error(manifest_path, 0,
-                "lists " + std::to_string(parts.is_array() ? parts.size() : 0) +
-                    " part(s), the job has " + std::to_string(shards.size()) + " shards",
+                "lists " + std::to_string(listed.size()) + " part(s), the job has " +
+                    std::to_string(shards.size()) + " shards",
                 "merge again with --overwrite");
   }
   VerifiedOutputs v;
   for (size_t i = 0; i < shards.size(); ++i) {
     const ShardEntry& shard = shards[i];
-    const json& entry = parts[i];
-    if (entry.value("shard_id", "") != shard.id || entry.value("file", "") != PartName(shard)) {
-      throw Error(manifest_path, 0, "part " + std::to_string(i) + " is not " + PartName(shard),
-                  "merge again with --overwrite");
-    }
+    const Listed& entry = listed[i];
     const DoneRecord done = ReadShardDone(job, shard);
+    if (entry.shard_id != shard.id || entry.file != PartName(shard) || entry.rows != done.rows ||
+        entry.bytes != done.size_bytes || entry.checksum != done.checksum) {
+      throw Error(
+          manifest_path, 0,
+          "part " + std::to_string(i) + " is not " + PartName(shard) + " as its done record has it",
+          "merge again with --overwrite");
+    }
     const std::string part = dir + "/" + PartName(shard);
     io::Sha256 hash;
     const LinesRead read = ReadOutputLines(part, done.checksum.kind, deep,
                                            [&](std::string_view b) { hash.Update(b); });
     CheckAgainstRecord(part, read, done, job.DonePath(shard.id));
-    if (hash.HexDigest() != entry.value("sha256", "")) {
+    if (hash.HexDigest() != entry.sha256) {
       throw Error(part, 0, "part differs from the sha256 " + std::string(kPartsManifest) + " lists",
                   "merge again with --overwrite");
     }

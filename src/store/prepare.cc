@@ -52,11 +52,12 @@ FileStat StatFile(const std::string& path) {
 // Compares an existing job directory with this request (SPEC "Repeating prepare").
 PrepareOutcome CheckExistingJob(const JobPaths& job, const std::string& dataset_path,
                                 const std::string& recipe_sha256, uint64_t num_shards,
-                                ShardsMode shards_mode, const std::vector<InputCandidate>& inputs) {
+                                ShardsMode shards_mode, OutputLayout output_layout,
+                                const std::vector<InputCandidate>& inputs) {
   const std::string& job_dir = job.dir();
   const Error mismatch(job_dir, 0,
                        "Job directory already exists and does not match this request "
-                       "(dataset, recipe, shard count, --shards or input files differ)",
+                       "(dataset, recipe, shard count, --shards, --layout or input files differ)",
                        "Choose a new --job-dir, or remove the old one");
   const std::string manifest_path = job.ManifestPath();
   std::error_code ec;
@@ -64,7 +65,7 @@ PrepareOutcome CheckExistingJob(const JobPaths& job, const std::string& dataset_
   Manifest m = Manifest::FromJson(io::ReadFile(manifest_path), manifest_path);
   if (m.dataset_path != dataset_path || m.recipe_sha256 != recipe_sha256 ||
       m.num_shards != num_shards || m.input_files.size() != inputs.size() ||
-      m.shards_mode != shards_mode) {
+      m.shards_mode != shards_mode || m.output_layout != output_layout) {
     throw mismatch;
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -368,7 +369,7 @@ class Preparer {
   // Compares the job directory that exists with this request.
   PrepareOutcome CheckExisting() const {
     return CheckExistingJob(job_, dataset_.path, checked_.sha256, num_shards_, shards_mode_,
-                            inputs_);
+                            request_.output_layout, inputs_);
   }
 
   // The shards, the manifest, the recipe snapshot and the plan, written into

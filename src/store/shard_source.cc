@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/text.h"
@@ -77,6 +79,7 @@ class ReferenceSource : public io::ByteSource {
   void Open(const ShardRange& r) {
     const InputFile& file = m_.input_files[r.file];
     fd_.reset(::open(file.path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd_.get() < 0 && errno == ENOENT) throw Changed(r, "it no longer exists");
     if (fd_.get() < 0) ThrowSystemError(file.path, "cannot open");
     struct stat st {};
     if (::fstat(fd_.get(), &st) != 0) ThrowSystemError(file.path, "cannot stat");
@@ -171,6 +174,14 @@ std::unique_ptr<io::ByteSource> OpenShard(const JobPaths& job, const Manifest& m
     return io::OpenInput(job.InJob(shard.path), hash);
   }
   return std::make_unique<ReferenceSource>(manifest, shard, hash);
+}
+
+void CheckShardUnchanged(const Manifest& manifest, const ShardEntry& shard) {
+  if (manifest.shards_mode != ShardsMode::kReference) return;
+  ReferenceSource source(manifest, shard, nullptr);
+  std::vector<char> block(kReadBlock);
+  while (source.Read(block.data(), block.size()) > 0) {
+  }
 }
 
 void RecordInputChanged(const JobPaths& job, io::Disk& disk, const InputChangedRecord& record) {

@@ -582,6 +582,10 @@ class Worker {
       error = std::string("internal error: ") + e.what();
     }
     if (error.empty()) return AttemptStatus::kRunning;
+    if (!a.input_changed && RowTask(*a.task) && !a.lost.load() && !StopRequested() &&
+        !JobStopRequested()) {
+      a.input_changed = ChangedInputOf(*shard);
+    }
     return EndUnprocessed(a, error);
   }
 
@@ -626,6 +630,19 @@ class Worker {
         {e.file(), claim.shard_id(), e.message(), HostName(), FormatUtcIso8601(NowNanos())});
     input_changed_ = e;
     return AttemptStatus::kInterrupted;
+  }
+
+  // For a reference shard whose attempt failed: whether its input changed
+  // (the executor may meet a line broken by an edit before the range's hash
+  // does). Anything else that reading it again meets leaves the failure as it was.
+  std::optional<InputChangedError> ChangedInputOf(const ShardEntry& shard) const {
+    try {
+      CheckShardUnchanged(job_.manifest(), shard);
+    } catch (const InputChangedError& e) {
+      return e;
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
   }
 
   // A job whose input changed after prepare ends every worker with exit 2.

@@ -183,6 +183,36 @@ TEST_F(ReferenceCli, AnInputChangedAfterPrepareFailsTheJobAndBurnsNoRetry) {
   EXPECT_EQ(statuses.count("failed"), 0u);
 }
 
+TEST_F(ReferenceCli, ALineBrokenInAFileCopiedAsItIsFailsTheJobNotTheShard) {
+  WriteCorpus();
+  DemoRecipe("in");
+  ASSERT_EQ(Prepare("job", 1, {"--shards", "reference", "--max-retries", "3"}).exit_code, 0);
+  // a.jsonl is passed through unparsed: the executor meets the broken line
+  // before the range's hash is checked.
+  const std::string a = Read("in/a.jsonl");
+  FlipByteKeepingMtime("in/a.jsonl", a.find("{\"text\":\"alpha row 5 "), '[');
+  const CliResult r = Run({"worker", "--job-dir", "job"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(Path("in/a.jsonl") + ": input changed after prepare: the bytes of lines"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(List("job/state/failed").empty());
+  EXPECT_TRUE(Exists("job/state/input_changed.json"));
+}
+
+TEST_F(ReferenceCli, ADeletedInputFailsTheJob) {
+  WriteCorpus();
+  DemoRecipe("in");
+  ASSERT_EQ(Prepare("job", 2, {"--shards", "reference"}).exit_code, 0);
+  fs::remove(Path("in/a.jsonl"));
+  const CliResult r = Run({"worker", "--job-dir", "job"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(Path("in/a.jsonl") + ": input changed after prepare: it no longer exists"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(List("job/state/failed").empty());
+}
+
 TEST_F(ReferenceCli, ATruncatedInputIsNamedWithItsSize) {
   WriteCorpus();
   DemoRecipe("in");
@@ -254,10 +284,22 @@ TEST_F(ReferenceCli, PartsAreHardLinksListedWithTheirSha256AndVerifyChecksThem) 
   const CliResult v = Run({"verify", "--job-dir", "job"});
   EXPECT_EQ(v.exit_code, 0) << v.err;
   EXPECT_NE(v.out.find("as 5 parts"), std::string::npos) << v.out;
-  // Merging again needs --overwrite, and leaves nothing staged behind.
+  // Merging again needs --overwrite, and leaves nothing staged behind; a
+  // trailing slash names the same directory.
   EXPECT_EQ(Run({"merge", "--job-dir", "job"}).exit_code, 2);
-  ASSERT_EQ(Run({"merge", "--job-dir", "job", "--overwrite"}).exit_code, 0);
+  const CliResult again =
+      Run({"merge", "--job-dir", "job", "--overwrite", "--output", Path("job/merged/")});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
   for (const std::string& name : List("job")) EXPECT_EQ(name.find(".tmp."), std::string::npos);
+  EXPECT_EQ(List("job/merged").size(), 6u);
+  // --overwrite never replaces a directory that is not a parts output.
+  Write("elsewhere/keep.txt", "mine");
+  const CliResult refused =
+      Run({"merge", "--job-dir", "job", "--overwrite", "--output", "elsewhere"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("output is a directory that is not a parts output"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(Read("elsewhere/keep.txt"), "mine");
   // A flipped byte in a part (and so in the output it is linked to) fails verify.
   const std::string part = "job/merged/" + manifest["parts"][2]["file"].get<std::string>();
   std::string bytes = Read(part);

@@ -74,7 +74,8 @@ struct ElasticJobView {
   // A recipe with deduplicators: per stage {stage, op, tasks, counts}; its
   // running tasks are in `running` beside the shards.
   nlohmann::json dedup_stages = nlohmann::json::array();
-  bool stage_failed = false;  // a stage task failed for good
+  bool stage_failed = false;   // a stage task failed for good
+  bool input_changed = false;  // a reference job's input changed after prepare
 
   nlohmann::json ToJson(bool detailed) const;
 };

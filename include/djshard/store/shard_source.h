@@ -33,6 +33,12 @@ std::unique_ptr<io::ByteSource> OpenShard(const JobPaths& job, const Manifest& m
                                           const ShardEntry& shard,
                                           io::ChecksumHasher* hash = nullptr);
 
+// For an attempt of a reference shard that failed: reads the shard's ranges
+// again and throws InputChangedError if one differs from the manifest, so
+// that a line broken by an edit of a file copied as it is (which the
+// executor, not the range check, met first) fails the job, not the shard.
+void CheckShardUnchanged(const Manifest& manifest, const ShardEntry& shard);
+
 // The record that a reference job's input changed: `state/input_changed.json`,
 // written once by the worker that found it (the first one wins). Every
 // worker, `status` and `dlc` then end the job with exit 2 and its message.

@@ -174,6 +174,27 @@ class Worker {
     }
   }
 
+  // The claimed attempt after Process: published in the background, or
+  // reported; how the worker ends when the attempt ends it. A changed input
+  // of a reference job ends it with that error.
+  std::optional<WorkerEnd> AfterProcess(AttemptStatus status) {
+    if (status == AttemptStatus::kRunning) {
+      PublishCurrentInBackground();
+      return std::nullopt;
+    }
+    const std::unique_ptr<Attempt> attempt = std::move(current_);
+    Report(*attempt, status);
+    if (input_changed_) {
+      Settle();
+      throw *input_changed_;
+    }
+    if (status == AttemptStatus::kInterrupted && outcome_.error.empty()) {
+      Say("interrupted", "interrupted; handed " + attempt->claim.shard_id() + " back");
+      return WorkerEnd::kStopped;
+    }
+    return std::nullopt;
+  }
+
   WorkerOutcome Run() {
     Setup();
     if (const std::optional<WorkerEnd> end = Preflight()) return End(*end);
@@ -243,20 +264,8 @@ class Worker {
               std::to_string(current_->claim.attempt_number()) + ")",
           current_->claim.shard_id());
       ++outcome_.shards_taken;
-      const AttemptStatus status = Process(*current_);
-      if (status == AttemptStatus::kRunning) {
-        PublishCurrentInBackground();
-      } else {
-        const std::unique_ptr<Attempt> attempt = std::move(current_);
-        Report(*attempt, status);
-        if (input_changed_) {
-          Settle();
-          throw *input_changed_;
-        }
-        if (status == AttemptStatus::kInterrupted && outcome_.error.empty()) {
-          Say("interrupted", "interrupted; handed " + attempt->claim.shard_id() + " back");
-          return End(WorkerEnd::kStopped);
-        }
+      if (const std::optional<WorkerEnd> end = AfterProcess(Process(*current_))) {
+        return End(*end);
       }
       if (!outcome_.error.empty()) return End(WorkerEnd::kFilesystemFailed);
       if (options_.max_shards > 0 && outcome_.shards_taken >= options_.max_shards) {

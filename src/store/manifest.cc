@@ -156,6 +156,8 @@ ShardEntry ParseShard(const json& s, const Manifest& m, const std::string& path)
                    io::Checksum::FromJson(s),
                    {}};
   if (m.shards_mode != ShardsMode::kReference) return shard;
+  const std::string edited = "the job directory was edited; prepare the job again";
+  uint64_t rows = 0;
   for (const json& r : s.at("ranges")) {
     ShardRange range{io::IntegerField<uint64_t>(r, "file"),
                      io::IntegerField<uint64_t>(r, "offset"),
@@ -164,13 +166,21 @@ ShardEntry ParseShard(const json& s, const Manifest& m, const std::string& path)
                      io::IntegerField<uint64_t>(r, "first_row"),
                      io::IntegerField<uint64_t>(r, "first_line"),
                      io::Checksum::FromJson(r)};
-    if (range.file >= m.input_files.size()) {
+    if (range.file >= m.input_files.size() ||
+        range.offset + range.length > m.input_files[range.file].size_bytes) {
       throw Error(path, 0,
-                  "manifest shard " + shard.id + " names input file " + std::to_string(range.file) +
-                      ", which it does not list",
-                  "the job directory was edited; prepare the job again");
+                  "manifest shard " + shard.id + " names bytes of input file " +
+                      std::to_string(range.file) + " that the manifest does not list",
+                  edited);
     }
+    rows += range.rows;
     shard.ranges.push_back(std::move(range));
+  }
+  if (shard.ranges.empty() || rows != shard.rows) {
+    throw Error(path, 0,
+                "manifest shard " + shard.id + " has ranges of " + std::to_string(rows) +
+                    " rows, not " + std::to_string(shard.rows),
+                edited);
   }
   return shard;
 }
@@ -214,6 +224,13 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
     m.output_layout = KnownValue(j, "output_layout", {"file", "parts"}, path) == "parts"
                           ? OutputLayout::kParts
                           : OutputLayout::kFile;
+    if (m.shards_mode == ShardsMode::kReference &&
+        m.schema_version != kReferenceManifestSchemaVersion) {
+      throw Error(path, 0,
+                  "manifest of reference shards has schema_version " +
+                      std::to_string(m.schema_version) + ", not 4",
+                  "the job directory was edited; prepare the job again");
+    }
     for (const json& s : j.at("shards")) m.shards.push_back(ParseShard(s, m, path));
     const json& r = j.at("recipe");
     m.recipe_source_path = r.at("source_path").get<std::string>();

@@ -197,7 +197,7 @@ std::optional<InputChangedRecord> ReadInputChanged(const JobPaths& job, io::Disk
   const std::string path = InputChangedPath(job);
   if (!disk.Stat(path)) return std::nullopt;
   try {
-    const nlohmann::json j = nlohmann::json::parse(io::ReadFile(path));
+    const nlohmann::json j = nlohmann::json::parse(disk.Read(path));
     return InputChangedRecord{j.at("file").get<std::string>(), j.at("shard_id").get<std::string>(),
                               j.at("message").get<std::string>(),
                               j.at("hostname").get<std::string>(),

@@ -185,7 +185,11 @@ class Worker {
     const std::unique_ptr<Attempt> attempt = std::move(current_);
     Report(*attempt, status);
     if (input_changed_) {
-      Settle();
+      try {
+        Settle();  // the shard before it is still published
+      } catch (const Error&) {
+        // The changed input is what ends the job; the record is published.
+      }
       throw *input_changed_;
     }
     if (status == AttemptStatus::kInterrupted && outcome_.error.empty()) {

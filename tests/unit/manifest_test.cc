@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "djshard/common/error.h"
@@ -156,8 +157,18 @@ TEST(Manifest, ReferenceShardsRoundTripTheirRangesAndNormalization) {
   EXPECT_EQ(r.checksum, io::Checksum::Xxh3("02"));
   EXPECT_EQ(back.shards[1].Describe(back), "lines 1-1 of /d/sub/b.jsonl.zst");
   // A range naming an input file the manifest does not list is refused.
-  m.shards[1].ranges[0].file = 5;
-  EXPECT_THROW(Manifest::FromJson(m.ToJson(), "manifest.json"), Error);
+  // Ranges are refused when they name an input file the manifest lacks, run
+  // past a file's end, or do not add up to the shard's rows.
+  for (const auto& edit : std::vector<std::function<void(ShardRange&)>>{
+           [](ShardRange& r) { r.file = 5; }, [](ShardRange& r) { r.length = 8; },
+           [](ShardRange& r) { r.rows = 2; }}) {
+    Manifest bad = m;
+    edit(bad.shards[1].ranges[0]);
+    EXPECT_THROW(Manifest::FromJson(bad.ToJson(), "manifest.json"), Error);
+  }
+  Manifest old = m;
+  old.schema_version = 3;
+  EXPECT_THROW(Manifest::FromJson(old.ToJson(), "manifest.json"), Error);
 }
 
 TEST(Manifest, RoundTripsEveryFieldThroughJson) {

@@ -297,9 +297,7 @@ class DlcRun {
 
   // The merged output as Merge names it.
   std::string MergedOutput() const {
-    const std::string fallback = o_.layout == store::OutputLayout::kParts
-                                     ? job_.DefaultMergedParts()
-                                     : job_.DefaultMergedOutput();
+    const std::string fallback = job_.DefaultMergedOutput(o_.layout);
     return fs::absolute(o_.output.empty() ? fallback : o_.output).lexically_normal().string();
   }
 

@@ -286,8 +286,7 @@ std::string PartName(const ShardEntry& shard) { return shard.id + ".jsonl"; }
 // The merged output's absolute path, refused when it would replace a file of
 // the job or, without --overwrite, an existing one.
 std::string CheckedOutput(const JobDir& job, const MergeRequest& request, OutputLayout layout) {
-  const std::string fallback =
-      layout == OutputLayout::kParts ? job.DefaultMergedParts() : job.DefaultMergedOutput();
+  const std::string fallback = job.DefaultMergedOutput(layout);
   fs::path normal =
       fs::absolute(request.output.empty() ? fallback : request.output).lexically_normal();
   if (normal.filename().empty()) normal = normal.parent_path();  // "out/" is "out"
@@ -331,7 +330,11 @@ json PlacePart(const JobDir& job, const ShardEntry& shard, const std::string& st
   std::string sha256 = done.output_sha256;
   if (::link(output.c_str(), part.c_str()) == 0) {
     if (static_cast<uint64_t>(st.st_size) != done.size_bytes) {
-      CheckAgainstRecord(output, {0, static_cast<uint64_t>(st.st_size), {}}, done, record_path);
+      throw Error(output, 0,
+                  "shard output has " + std::to_string(st.st_size) + " bytes, its done record " +
+                      std::to_string(done.size_bytes),
+                  "the file was changed after it was published; run 'djshard retry --shard-id " +
+                      shard.id + "' after removing " + record_path);
     }
     if (sha256.empty()) {
       // A job not prepared for the parts layout: its SHA-256 costs a read.
@@ -364,32 +367,23 @@ json PlacePart(const JobDir& job, const ShardEntry& shard, const std::string& st
   return entry;
 }
 
-// Removes a staged directory unless it was published.
-struct StagedDir {
-  std::string path;
-  bool published = false;
-  ~StagedDir() {
-    if (!published) io::RemoveTreeQuietly(path);
-  }
-};
-
 // Renames the staged directory to `output`. An old output is swapped with it
 // in one rename (RENAME_EXCHANGE) and removed afterwards; where the
 // filesystem cannot swap, the old one is moved aside first and moved back if
 // the second rename fails, so that a failure leaves it in place.
-void PublishStaged(StagedDir& staging, const std::string& output, io::Disk& disk) {
+void PublishStaged(io::StagingDir& staging, const std::string& output, io::Disk& disk) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(output, ec))) {
-    disk.Rename(staging.path, output);
-  } else if (::renameat2(AT_FDCWD, staging.path.c_str(), AT_FDCWD, output.c_str(),
+    disk.Rename(staging.path(), output);
+  } else if (::renameat2(AT_FDCWD, staging.path().c_str(), AT_FDCWD, output.c_str(),
                          RENAME_EXCHANGE) != 0) {
     if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
-      ThrowSystemError(output, "cannot replace with " + staging.path);
+      ThrowSystemError(output, "cannot replace with " + staging.path());
     }
     const std::string old = output + ".tmp.old." + RandomHex(12);
     disk.Rename(output, old);
     try {
-      disk.Rename(staging.path, output);
+      disk.Rename(staging.path(), output);
     } catch (const Error&) {
       disk.Rename(old, output);
       throw;
@@ -397,21 +391,21 @@ void PublishStaged(StagedDir& staging, const std::string& output, io::Disk& disk
     io::RemoveTreeQuietly(old);
   }
   // After a swap the staged path holds the old output, which goes with it.
-  staging.published = !fs::exists(fs::symlink_status(staging.path, ec));
+  if (!fs::exists(fs::symlink_status(staging.path(), ec))) staging.MarkPublished();
   disk.SyncDir(fs::path(output).parent_path().string());
 }
 
 // The parts layout: a staged directory of parts and _manifest.json, published
 // by PublishStaged.
 VerifiedOutputs WriteParts(const JobDir& job, const std::string& output, io::Disk& disk) {
-  StagedDir staging{output + ".tmp." + RandomHex(12)};
-  if (::mkdir(staging.path.c_str(), 0755) != 0) ThrowSystemError(staging.path, "cannot create");
+  io::StagingDir staging(output + ".tmp." + RandomHex(12));
+  if (::mkdir(staging.path().c_str(), 0755) != 0) ThrowSystemError(staging.path(), "cannot create");
   VerifiedOutputs v;
   json parts = json::array();
   for (const ShardEntry& shard : job.manifest().shards) {
-    parts.push_back(PlacePart(job, shard, staging.path, disk, v));
+    parts.push_back(PlacePart(job, shard, staging.path(), disk, v));
   }
-  MergeErrorFiles(job, staging.path + "/_errors.jsonl", disk);
+  MergeErrorFiles(job, staging.path() + "/_errors.jsonl", disk);
   const json manifest = {{"job_id", job.manifest().job_id},
                          {"layout", "parts"},
                          {"merged_at", FormatUtcIso8601(NowNanos())},
@@ -419,8 +413,8 @@ VerifiedOutputs WriteParts(const JobDir& job, const std::string& output, io::Dis
                          {"bytes", v.bytes},
                          {"num_parts", parts.size()},
                          {"parts", parts}};
-  disk.WriteAtomic(staging.path + "/" + kPartsManifest, manifest.dump(2) + "\n");
-  disk.SyncDir(staging.path);
+  disk.WriteAtomic(staging.path() + "/" + kPartsManifest, manifest.dump(2) + "\n");
+  disk.SyncDir(staging.path());
   PublishStaged(staging, output, disk);
   return v;
 }
@@ -531,9 +525,7 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
     }
   }
   if (output.empty()) {
-    const std::string fallback = job.manifest().output_layout == OutputLayout::kParts
-                                     ? job.DefaultMergedParts()
-                                     : job.DefaultMergedOutput();
+    const std::string fallback = job.DefaultMergedOutput(job.manifest().output_layout);
     output = merge_record ? merge_record->value("output_path", fallback) : fallback;
   }
   output = fs::absolute(output).lexically_normal().string();

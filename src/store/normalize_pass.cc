@@ -629,6 +629,26 @@ class RangeSink : public ChunkSink {
 
 }  // namespace
 
+const char* SecondPassName(SecondPass how) {
+  switch (how) {
+    case SecondPass::kCopy:
+      return "copy";
+    case SecondPass::kMinify:
+      return "minify";
+    case SecondPass::kNormalize:
+      break;
+  }
+  return "normalize";
+}
+
+SecondPass SecondPassNamed(const std::string& name, const std::string& manifest) {
+  for (const SecondPass how : {SecondPass::kCopy, SecondPass::kMinify, SecondPass::kNormalize}) {
+    if (name == SecondPassName(how)) return how;
+  }
+  throw Error(manifest, 0, "input file normalization '" + name + "' is not known",
+              "prepare the job again with this djshard");
+}
+
 NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
                                const NormalizeRules& rules, int threads) {
   NormalizedInput result;

@@ -23,6 +23,12 @@ struct NormalizeRules {
 // normalize them again. Only the last one parses the JSON a second time.
 enum class SecondPass : uint8_t { kCopy, kMinify, kNormalize };
 
+// How a reference job's manifest names them (an input file's
+// `normalization`): "copy", "minify", "normalize"; and back, an unknown name
+// being an Error naming `manifest`.
+const char* SecondPassName(SecondPass how);
+SecondPass SecondPassNamed(const std::string& name, const std::string& manifest);
+
 // What the first pass over the input found.
 struct NormalizedInput {
   uint64_t rows = 0;
@@ -46,7 +52,7 @@ NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
 struct ShardWritten {
   uint64_t rows = 0;
   uint64_t bytes = 0;
-  io::Checksum checksum;  // xxh3_128 of the file (of the normalized lines)
+  io::Checksum checksum;           // xxh3_128 of the file (of the normalized lines)
   std::vector<ShardRange> ranges;  // a reference shard's runs of input lines
 };
 

@@ -79,21 +79,6 @@ PrepareOutcome CheckExistingJob(const JobPaths& job, const std::string& dataset_
   return PrepareOutcome{true, job_dir, std::move(m)};
 }
 
-// Removes the staging directory unless it was published.
-class StagingDir {
- public:
-  explicit StagingDir(std::string path) : path_(std::move(path)) {}
-  ~StagingDir() {
-    if (!published_) io::RemoveTreeQuietly(path_);
-  }
-  const std::string& path() const { return path_; }
-  void MarkPublished() { published_ = true; }
-
- private:
-  std::string path_;
-  bool published_ = false;
-};
-
 void CheckPolicy(const Policy& p) {
   if (p.lease_secs <= 0) throw Error("--lease-secs must be greater than 0");
   if (p.heartbeat_secs <= 0 || p.heartbeat_secs >= p.lease_secs) {
@@ -184,18 +169,6 @@ CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
   return c;
 }
 
-const char* NormalizationName(SecondPass how) {
-  switch (how) {
-    case SecondPass::kCopy:
-      return "copy";
-    case SecondPass::kMinify:
-      return "minify";
-    case SecondPass::kNormalize:
-      break;
-  }
-  return "normalize";
-}
-
 // Pass 1 (validate, count, hash) and pass 2 (write the shards, or with
 // reference shards cut them into ranges of the input) over the input, into
 // the staged job; fills the manifest's input files and shards.
@@ -238,7 +211,7 @@ NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const Nor
   if (reference) {
     m.schema_version = kReferenceManifestSchemaVersion;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      m.input_files[i].normalization = NormalizationName(normalized.second_pass[i]);
+      m.input_files[i].normalization = SecondPassName(normalized.second_pass[i]);
     }
   }
   return normalized;
@@ -353,7 +326,7 @@ class Preparer {
     fs::create_directories(parent, ec);
     if (ec) throw Error(parent.string(), 0, "cannot create: " + ec.message());
     CheckJobFilesystem(parent.string(), disk_);
-    StagingDir staging(
+    io::StagingDir staging(
         job_.StagingPath(request_.staging_tag.empty() ? RandomHex(16) : request_.staging_tag));
     const JobPaths staged(staging.path());
     for (const std::string& dir : staged.SkeletonDirs()) {
@@ -425,7 +398,7 @@ class Preparer {
   }
 
   // Renames the staged job into place, then writes its summary.
-  PrepareOutcome Publish(StagingDir& staging, Manifest m) {
+  PrepareOutcome Publish(io::StagingDir& staging, Manifest m) {
     const std::string& job_dir = job_.dir();
     std::error_code ec;
     try {

@@ -15,6 +15,7 @@
 #include "djshard/io/fd.h"
 #include "djshard/io/json_text.h"
 #include "djshard/store/normalize.h"
+#include "src/store/normalize_pass.h"
 
 namespace djshard::store {
 
@@ -89,7 +90,7 @@ class ReferenceSource : public io::ByteSource {
     }
     ::posix_fadvise(fd_.get(), static_cast<off_t>(r.offset), static_cast<off_t>(r.length),
                     POSIX_FADV_SEQUENTIAL);
-    how_ = m_.input_files[r.file].normalization;
+    how_ = SecondPassNamed(file.normalization, "manifest.json");
   }
 
   // The range's last line may lack its '\n' (the file's last line); then its
@@ -119,9 +120,9 @@ class ReferenceSource : public io::ByteSource {
   void Line(const ShardRange& r, std::string_view line) {
     if (lines_ == r.rows) throw Changed(r, "it has more lines than when the job was prepared");
     try {
-      if (how_ == "copy") {
+      if (how_ == SecondPass::kCopy) {
         out_.append(line);
-      } else if (how_ == "minify") {
+      } else if (how_ == SecondPass::kMinify) {
         io::MinifyJson(line, &normalized_);
         out_.append(normalized_);
       } else {
@@ -153,7 +154,7 @@ class ReferenceSource : public io::ByteSource {
   io::ChecksumHasher* hash_;
   RecordNormalizer normalizer_;
   io::ScopedFd fd_;
-  std::string how_;  // the open file's normalization
+  SecondPass how_ = SecondPass::kNormalize;  // the open file's normalization
   size_t range_ = 0;
   uint64_t done_ = 0;   // raw bytes of the range read
   uint64_t lines_ = 0;  // lines of the range normalized

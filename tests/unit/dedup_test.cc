@@ -262,21 +262,33 @@ TEST(DedupGrouping, KeptSetDoesNotDependOnHowKeyGroupsAreSplit) {
   EXPECT_GE(checked, 50);
 }
 
+DedupConfig SimhashConfig(int num_blocks, int hamming_distance) {
+  DedupConfig c;
+  c.kind = Kind::kSimhash;
+  c.num_blocks = num_blocks;
+  c.hamming_distance = hamming_distance;
+  return c;
+}
+
+// `rows` simhashes: `seeds` random ones, then copies of earlier ones with
+// fewer than `max_flips` random bits flipped.
+std::vector<uint64_t> NearSimhashes(std::mt19937_64& rng, int rows, int seeds, int max_flips) {
+  std::vector<uint64_t> hashes;
+  for (int i = 0; i < rows; ++i) {
+    uint64_t h = i < seeds ? rng() : hashes[rng() % hashes.size()];
+    for (int f = static_cast<int>(rng() % max_flips); f > 0; --f) h ^= uint64_t{1} << (rng() % 64);
+    hashes.push_back(h);
+  }
+  return hashes;
+}
+
 // simhash-cpp's find_all finds exactly the pairs of distinct simhashes within
 // hamming_distance bits; the block keys must find every one of them.
 TEST(DedupGrouping, SimhashKeysFindEveryPairWithinHammingDistance) {
   std::mt19937_64 rng(9);
   for (const auto& [m, k] : std::vector<std::pair<int, int>>{{6, 4}, {4, 3}, {9, 2}, {64, 2}}) {
-    DedupConfig c;
-    c.kind = Kind::kSimhash;
-    c.num_blocks = m;
-    c.hamming_distance = k;
-    std::vector<uint64_t> hashes;
-    for (int i = 0; i < 60; ++i) {
-      uint64_t h = i < 10 ? rng() : hashes[rng() % hashes.size()];
-      for (int f = static_cast<int>(rng() % (k + 2)); f > 0; --f) h ^= uint64_t{1} << (rng() % 64);
-      hashes.push_back(h);
-    }
+    const DedupConfig c = SimhashConfig(m, k);
+    const std::vector<uint64_t> hashes = NearSimhashes(rng, 60, 10, k + 2);
     std::vector<GroupKey> keys;
     for (size_t r = 0; r < hashes.size(); ++r) {
       Signature sig;
@@ -307,16 +319,8 @@ TEST(DedupGrouping, SimhashKeysFindEveryPairWithinHammingDistance) {
 TEST(DedupGrouping, SimhashPairsKeepWhatEveryKeyKeeps) {
   std::mt19937_64 rng(11);
   for (const auto& [m, k] : std::vector<std::pair<int, int>>{{6, 4}, {4, 3}, {9, 2}, {10, 8}}) {
-    DedupConfig c;
-    c.kind = Kind::kSimhash;
-    c.num_blocks = m;
-    c.hamming_distance = k;
-    std::vector<uint64_t> hashes;
-    for (int i = 0; i < 300; ++i) {
-      uint64_t h = i < 40 ? rng() : hashes[rng() % hashes.size()];
-      for (int f = static_cast<int>(rng() % (k + 3)); f > 0; --f) h ^= uint64_t{1} << (rng() % 64);
-      hashes.push_back(h);
-    }
+    const DedupConfig c = SimhashConfig(m, k);
+    const std::vector<uint64_t> hashes = NearSimhashes(rng, 300, 40, k + 3);
     std::vector<GroupKey> keys;
     std::vector<std::pair<uint64_t, uint64_t>> pairs;
     for (size_t r = 0; r < hashes.size(); ++r) {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace djshard::io {
 
@@ -108,5 +109,23 @@ bool IsRegularFile(const std::string& path);
 
 // Removes a directory tree, ignoring errors (used to clean up staging areas).
 void RemoveTreeQuietly(const std::string& path);
+
+// A directory built before it is published by a rename: removed with
+// everything in it when it goes out of scope unless it was published.
+class StagingDir {
+ public:
+  explicit StagingDir(std::string path) : path_(std::move(path)) {}
+  ~StagingDir() {
+    if (!published_) RemoveTreeQuietly(path_);
+  }
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  const std::string& path() const { return path_; }
+  void MarkPublished() { published_ = true; }
+
+ private:
+  std::string path_;
+  bool published_ = false;
+};
 
 }  // namespace djshard::io

@@ -28,8 +28,10 @@ class JobPaths {
 
   std::string ManifestPath() const { return dir_ + "/manifest.json"; }
   std::string MergeRecordPath() const { return dir_ + "/merge.json"; }
-  std::string DefaultMergedOutput() const { return dir_ + "/merged.jsonl"; }
-  std::string DefaultMergedParts() const { return dir_ + "/merged"; }
+  // merged.jsonl, or for the parts layout the directory merged.
+  std::string DefaultMergedOutput(OutputLayout layout) const {
+    return dir_ + (layout == OutputLayout::kParts ? "/merged" : "/merged.jsonl");
+  }
   std::string ShardsDir() const { return dir_ + "/shards"; }
   // shards/<id>.jsonl, relative to the job dir (as the manifest records it).
   static std::string ShardRelPath(const std::string& shard_id);

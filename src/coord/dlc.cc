@@ -25,6 +25,7 @@
 #include "djshard/store/status.h"
 #include "djshard/store/worker.h"
 #include "src/coord/coordinator_claim.h"
+#include "src/coord/scan_tasks.h"
 
 namespace djshard::coord {
 
@@ -101,6 +102,7 @@ class Coordination {
   void Abort(const PhaseResult& failure) {
     if (Elect("abort.lock")) disk_.WriteAtomic(Path("abort.json"), ResultJson("abort", failure));
   }
+  const std::string& dir() const { return dir_; }
   // The lock of a coordinated phase ("prepare", "finalize").
   CoordinatorLockPaths Lock(const std::string& phase) const { return {dir_, phase}; }
   std::optional<json> AbortRecord() const { return Read("abort.json"); }
@@ -117,7 +119,9 @@ class DlcRun {
         run_id_(run_id),
         disk_(io::DiskOr(o.disk)),
         job_(o.job_dir),
-        coord_(job_, run_id, disk_) {}
+        coord_(job_, run_id, disk_),
+        scan_(disk_, coord_.dir(), LeaseSecs(), HeartbeatSecs(), o.threads.value_or(0),
+              o.poll_interval_secs) {}
 
   DlcOutcome Run() {
     // A run id that already finished returns its stored result at once.
@@ -174,6 +178,16 @@ class DlcRun {
       req.policy.lease_secs = LeaseSecs();
       req.policy.heartbeat_secs = HeartbeatSecs();
       req.staging_tag = token;
+      // Every instance scans a reference job's input (store/prepare_scan.h),
+      // unless the launcher said there is one.
+      if (o_.nodes != 1) {
+        req.distributed_scan.task_bytes = o_.scan_task_bytes;
+        req.distributed_scan.run = [this, &disk](const store::ScanPlan& plan) {
+          Say("scan", "scanning the input in " + std::to_string(plan.tasks.size()) +
+                          " task(s) that every instance claims");
+          return scan_.Lead(plan, disk);
+        };
+      }
       const store::PrepareOutcome out = store::Prepare(req, disk);
       Say("prepared", out.already_prepared
                           ? "Job is already prepared and unchanged: " + job_.dir()
@@ -358,7 +372,11 @@ class DlcRun {
       const CoordinatorLockPaths lock = coord_.Lock(Name(phase));
       const CoordinatorLook look = LookAtCoordinator(disk_, lock, LeaseSecs());
       const std::string role = "DLC " + Name(phase) + " coordinator (" + HostName() + ")";
-      if (look.state == CoordinatorLook::kLive) return Progress();
+      if (look.state == CoordinatorLook::kLive) {
+        // While the prepare coordinator lives, its scan tasks need hands.
+        if (phase == Phase::kPrepare) scan_.WorkOnOne();
+        return Progress();
+      }
       if (look.state == CoordinatorLook::kNone) return Lead(phase, "elected as " + role, result);
       const double lease = look.holder.lease_secs > 0 ? look.holder.lease_secs : LeaseSecs();
       const std::optional<CoordinatorHolder> from = TakeOverCoordinator(disk_, lock, lease);
@@ -412,6 +430,7 @@ class DlcRun {
       Error(r.error);
       if (phase == Phase::kFinalize) WriteFailedSummary(r);
     }
+    if (phase == Phase::kPrepare) scan_.RemoveAll();
     *result = coord_.Read(ResultName(phase));
     return Progress();
   }
@@ -505,6 +524,7 @@ class DlcRun {
   io::Disk& disk_;
   const store::JobPaths job_;
   Coordination coord_;
+  ScanTasks scan_;  // a distributed prepare's tasks
   double deadline_ = 0;
 };
 

@@ -85,11 +85,23 @@ std::string Manifest::ToJson() const {
                  {"rows", f.rows},
                  {"sha256", f.sha256}};
     if (!f.normalization.empty()) file["normalization"] = f.normalization;
+    if (!f.tree_sha256.empty()) file["tree_sha256"] = f.tree_sha256;
+    if (check_block_bytes > 0) file["check_first_block"] = f.check_first_block;
     j["input_files"].push_back(std::move(file));
   }
   j["total_rows"] = total_rows;
   j["total_size_bytes"] = total_size_bytes;
   j["normalized_sha256"] = normalized_sha256;
+  if (scan_task_bytes > 0) {
+    j["prepare_scan"] = {{"task_bytes", scan_task_bytes},
+                         {"normalized_tree_sha256", normalized_tree_sha256}};
+  }
+  if (check_block_bytes > 0) {
+    j["input_check"] = {{"block_bytes", check_block_bytes},
+                        {"path", kInputBlocksFile},
+                        {"bytes", check_blocks_bytes}};
+    check_blocks_checksum.ToJson(j["input_check"]);
+  }
   j["num_shards"] = num_shards;
   j["shards_mode"] = shards_mode == ShardsMode::kReference ? "reference" : "copy";
   j["output_layout"] = output_layout == OutputLayout::kParts ? "parts" : "file";
@@ -100,13 +112,13 @@ std::string Manifest::ToJson() const {
                   {"path", s.path},
                   {"rows", s.rows},
                   {"size_bytes", s.size_bytes}};
-    s.checksum.ToJson(shard);
+    if (!s.checksum.empty()) s.checksum.ToJson(shard);
     if (shards_mode == ShardsMode::kReference) {
       shard["ranges"] = json::array();
       for (const ShardRange& r : s.ranges) {
         json range = {{"file", r.file}, {"offset", r.offset},       {"length", r.length},
                       {"rows", r.rows}, {"first_row", r.first_row}, {"first_line", r.first_line}};
-        r.checksum.ToJson(range);
+        if (!r.checksum.empty()) r.checksum.ToJson(range);
         shard["ranges"].push_back(std::move(range));
       }
     }
@@ -153,8 +165,10 @@ ShardEntry ParseShard(const json& s, const Manifest& m, const std::string& path)
                    s.at("path").get<std::string>(),
                    io::IntegerField<uint64_t>(s, "rows"),
                    io::IntegerField<uint64_t>(s, "size_bytes"),
-                   io::Checksum::FromJson(s),
+                   io::Checksum::FromJsonOrEmpty(s),
                    {}};
+  // Only a job whose input is checked by blocks has shards without a checksum.
+  if (shard.checksum.empty() && m.check_block_bytes == 0) io::Checksum::FromJson(s);
   if (m.shards_mode != ShardsMode::kReference) return shard;
   const std::string edited = "the job directory was edited; prepare the job again";
   uint64_t rows = 0;
@@ -165,7 +179,8 @@ ShardEntry ParseShard(const json& s, const Manifest& m, const std::string& path)
                      io::IntegerField<uint64_t>(r, "rows"),
                      io::IntegerField<uint64_t>(r, "first_row"),
                      io::IntegerField<uint64_t>(r, "first_line"),
-                     io::Checksum::FromJson(r)};
+                     io::Checksum::FromJsonOrEmpty(r)};
+    if (range.checksum.empty() && m.check_block_bytes == 0) io::Checksum::FromJson(r);
     if (range.file >= m.input_files.size() ||
         range.offset + range.length > m.input_files[range.file].size_bytes) {
       throw Error(path, 0,
@@ -212,11 +227,27 @@ Manifest Manifest::FromJson(const std::string& text, const std::string& path) {
           {f.at("path").get<std::string>(), f.at("relative_path").get<std::string>(),
            io::IntegerField<uint64_t>(f, "size_bytes"), io::IntegerField<int64_t>(f, "mtime_ns"),
            io::IntegerField<uint64_t>(f, "rows"), f.at("sha256").get<std::string>(),
-           f.value("normalization", std::string())});
+           f.value("normalization", std::string()), f.value("tree_sha256", std::string()),
+           f.value("check_first_block", uint64_t{0})});
     }
     m.total_rows = io::IntegerField<uint64_t>(j, "total_rows");
     m.total_size_bytes = io::IntegerField<uint64_t>(j, "total_size_bytes");
     m.normalized_sha256 = j.at("normalized_sha256").get<std::string>();
+    if (j.contains("prepare_scan")) {
+      const json& scan = j.at("prepare_scan");
+      m.scan_task_bytes = io::IntegerField<uint64_t>(scan, "task_bytes");
+      m.normalized_tree_sha256 = scan.at("normalized_tree_sha256").get<std::string>();
+    }
+    if (j.contains("input_check")) {
+      const json& check = j.at("input_check");
+      m.check_block_bytes = io::IntegerField<uint64_t>(check, "block_bytes");
+      m.check_blocks_bytes = io::IntegerField<uint64_t>(check, "bytes");
+      m.check_blocks_checksum = io::Checksum::FromJson(check);
+      if (m.check_block_bytes == 0 || check.at("path").get<std::string>() != kInputBlocksFile) {
+        throw Error(path, 0, "manifest input_check is not valid",
+                    "the job directory was edited; prepare the job again");
+      }
+    }
     m.num_shards = io::IntegerField<uint64_t>(j, "num_shards");
     m.shards_mode = KnownValue(j, "shards_mode", {"copy", "reference"}, path) == "reference"
                         ? ShardsMode::kReference

@@ -29,6 +29,7 @@
 #include "djshard/store/job.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/normalize.h"
+#include "djshard/store/prepare_scan.h"
 #include "src/store/normalize_pass.h"
 
 namespace djshard::store {
@@ -74,7 +75,10 @@ PrepareOutcome CheckExistingJob(const JobPaths& job, const std::string& dataset_
     const FileStat now = StatFile(inputs[i].path);
     if (now.size != recorded.size_bytes || now.mtime_ns != recorded.mtime_ns) throw mismatch;
     // The full hash catches content edited with its mtime restored.
-    if (io::Sha256OfFile(inputs[i].path) != recorded.sha256) throw mismatch;
+    const bool tree = !recorded.tree_sha256.empty();
+    const std::string now_sha256 =
+        tree ? FileTreeSha256(inputs[i].path, m.scan_task_bytes) : io::Sha256OfFile(inputs[i].path);
+    if (now_sha256 != (tree ? recorded.tree_sha256 : recorded.sha256)) throw mismatch;
   }
   return PrepareOutcome{true, job_dir, std::move(m)};
 }
@@ -169,6 +173,16 @@ CheckedRecipe CheckRequestAndRecipe(const PrepareRequest& request) {
   return c;
 }
 
+// A prepare refuses an input without rows, and more shards than rows.
+void CheckRowsForShards(uint64_t rows, uint64_t num_shards, const std::string& dataset_display) {
+  if (rows == 0) throw Error(dataset_display, 0, "no records found", "the input files are empty");
+  if (num_shards > rows) {
+    throw Error("--num-shards " + std::to_string(num_shards) + " is more than the " +
+                    std::to_string(rows) + " rows of the input",
+                "every shard must hold at least one row");
+  }
+}
+
 // Pass 1 (validate, count, hash) and pass 2 (write the shards, or with
 // reference shards cut them into ranges of the input) over the input, into
 // the staged job; fills the manifest's input files and shards.
@@ -177,14 +191,7 @@ NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const Nor
                             const JobPaths& staged, Manifest& m) {
   const NormalizedInput normalized = ScanNormalized(inputs, rules, threads);
   m.input_files = normalized.files;
-  if (normalized.rows == 0) {
-    throw Error(dataset_display, 0, "no records found", "the input files are empty");
-  }
-  if (num_shards > normalized.rows) {
-    throw Error("--num-shards " + std::to_string(num_shards) + " is more than the " +
-                    std::to_string(normalized.rows) + " rows of the input",
-                "every shard must hold at least one row");
-  }
+  CheckRowsForShards(normalized.rows, num_shards, dataset_display);
   ThrowIfStopRequested();
   CrashPoint("prepare_normalized");
   const bool reference = m.shards_mode == ShardsMode::kReference;
@@ -215,6 +222,45 @@ NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const Nor
     }
   }
   return normalized;
+}
+
+// A distributed prepare (store/prepare_scan.h): the scan tasks, run through
+// `scan` (on every dlc instance), and the cut from their results into the
+// manifest's input files and shards; the input's check blocks are written
+// into the staged job.
+NormalizedInput CutDistributedShards(const DistributedScan& scan,
+                                     const std::vector<InputCandidate>& inputs,
+                                     const NormalizeRules& rules, uint64_t num_shards,
+                                     const std::string& dataset_display, const JobPaths& staged,
+                                     io::Disk& disk, Manifest& m) {
+  const ScanPlan plan = PlanScan(inputs, rules.media_keys, rules.media_root, scan.task_bytes);
+  const std::vector<ScanTaskResult> results = scan.run(plan);
+  CheckScanResults(plan, results);
+  uint64_t rows = 0;
+  for (const ScanTaskResult& r : results) rows += r.rows;
+  CheckRowsForShards(rows, num_shards, dataset_display);
+  ThrowIfStopRequested();
+  ScannedInput cut = CutScannedShards(plan, results, num_shards);
+  m.input_files = std::move(cut.files);
+  m.shards = std::move(cut.shards);
+  for (uint64_t i = 0; i < num_shards; ++i) {
+    m.shards[i].id = ShardId(i, num_shards);
+    m.shards[i].index = i;
+  }
+  m.schema_version = kReferenceManifestSchemaVersion;
+  m.scan_task_bytes = plan.task_bytes;
+  m.normalized_tree_sha256 = cut.normalized_tree_sha256;
+  m.check_block_bytes = plan.check_block_bytes;
+  m.check_blocks_bytes = cut.check_blocks.size();
+  io::Xxh3 check;
+  check.Update(cut.check_blocks);
+  m.check_blocks_checksum = io::Checksum::Xxh3(check.HexDigest());
+  disk.WriteAtomic(staged.InJob(kInputBlocksFile), cut.check_blocks);
+  NormalizedInput totals;
+  totals.rows = cut.rows;
+  totals.bytes = cut.bytes;
+  totals.digest = cut.normalized_sha256;
+  return totals;
 }
 
 // Every shard is a partition set: a manual partition count must fit the
@@ -369,7 +415,10 @@ class Preparer {
           "job directory");
     }
     const NormalizedInput normalized =
-        WriteShards(inputs_, rules, threads, num_shards_, dataset_.display, staged, m);
+        Distributed(rules)
+            ? CutDistributedShards(request_.distributed_scan, inputs_, rules, num_shards_,
+                                   dataset_.display, staged, disk_, m)
+            : WriteShards(inputs_, rules, threads, num_shards_, dataset_.display, staged, m);
     CheckManualPartitions(checked_, m);
     m.job_id = fs::path(job_.dir()).filename().string();
     m.created_at = FormatUtcIso8601(NowNanos());
@@ -395,6 +444,14 @@ class Preparer {
     WarnAboutCheckpointDir(checked_, job_.dir(), m);
     WriteJobFiles(checked_, m, staged, disk_);
     return m;
+  }
+
+  // Whether the input is scanned by request_.distributed_scan: a reference
+  // job whose lines get no index keys (their values depend on global rows,
+  // which the tasks do not know).
+  bool Distributed(const NormalizeRules& rules) const {
+    return request_.distributed_scan.run && shards_mode_ == ShardsMode::kReference &&
+           rules.index_keys.empty();
   }
 
   // Renames the staged job into place, then writes its summary.

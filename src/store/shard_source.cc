@@ -22,12 +22,18 @@ namespace djshard::store {
 namespace {
 
 constexpr size_t kReadBlock = 1 << 20;
+constexpr uint64_t kBlockLine = 33;  // a check block's line in input_blocks.xxh3
 
 // A reference shard's ranges, read in order and normalized line by line.
 class ReferenceSource : public io::ByteSource {
  public:
-  ReferenceSource(const Manifest& m, const ShardEntry& shard, io::ChecksumHasher* hash)
-      : m_(m), shard_(shard), hash_(hash), normalizer_(m.media_keys, m.media_root, m.index_keys) {}
+  ReferenceSource(const JobPaths& job, const Manifest& m, const ShardEntry& shard,
+                  io::ChecksumHasher* hash)
+      : m_(m),
+        shard_(shard),
+        hash_(hash),
+        blocks_path_(job.InJob(kInputBlocksFile)),
+        normalizer_(m.media_keys, m.media_root, m.index_keys) {}
 
   size_t Read(char* buf, size_t capacity) override {
     while (out_pos_ == out_.size()) {
@@ -49,20 +55,16 @@ class ReferenceSource : public io::ByteSource {
     if (range_ == shard_.ranges.size()) return false;
     const ShardRange& r = shard_.ranges[range_];
     if (fd_.get() < 0) Open(r);
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(kReadBlock, r.length - done_));
-    const size_t kept = raw_.size();
-    raw_.resize(kept + want);
-    size_t got = 0;
-    while (got < want) {
-      const ssize_t n = ::pread(fd_.get(), raw_.data() + kept + got, want - got,
-                                static_cast<off_t>(r.offset + done_ + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) ThrowSystemError(Path(r), "cannot read");
-      if (n == 0) throw Changed(r, "it is shorter than when the job was prepared");
-      got += static_cast<size_t>(n);
+    if (m_.check_block_bytes > 0) {
+      ReadChecked(r);
+    } else {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(kReadBlock, r.length - done_));
+      const size_t kept = raw_.size();
+      raw_.resize(kept + want);
+      PreadAll(r, raw_.data() + kept, want, r.offset + done_);
+      range_hash_->Update(raw_.data() + kept, want);
+      done_ += want;
     }
-    range_hash_->Update(raw_.data() + kept, want);
-    done_ += want;
     size_t pos = 0;
     for (;;) {
       const char* nl =
@@ -75,6 +77,62 @@ class ReferenceSource : public io::ByteSource {
     raw_.erase(0, pos);
     if (done_ == r.length) EndRange(r);
     return true;
+  }
+
+  void PreadAll(const ShardRange& r, char* buf, size_t want, uint64_t offset) {
+    size_t got = 0;
+    while (got < want) {
+      const ssize_t n = ::pread(fd_.get(), buf + got, want - got, static_cast<off_t>(offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) ThrowSystemError(Path(r), "cannot read");
+      if (n == 0) throw Changed(r, "it is shorter than when the job was prepared");
+      got += static_cast<size_t>(n);
+    }
+  }
+
+  // A job whose input is checked by blocks: reads the next run of whole check
+  // blocks that holds the range's next bytes, checks each block against
+  // input_blocks.xxh3, and keeps the range's bytes of them in raw_.
+  void ReadChecked(const ShardRange& r) {
+    const uint64_t block = m_.check_block_bytes;
+    const uint64_t file_size = m_.input_files[r.file].size_bytes;
+    const uint64_t from = r.offset + done_, range_end = r.offset + r.length;
+    const uint64_t start = from - from % block;
+    const uint64_t stop =
+        std::min({start + kReadBlock, (range_end + block - 1) / block * block, file_size});
+    blocks_buf_.resize(static_cast<size_t>(stop - start));
+    PreadAll(r, blocks_buf_.data(), blocks_buf_.size(), start);
+    const uint64_t first = m_.input_files[r.file].check_first_block + start / block;
+    const uint64_t count = (stop - start + block - 1) / block;
+    std::string expected(static_cast<size_t>(count * kBlockLine), '\0');
+    if (blocks_fd_.get() < 0) {
+      blocks_fd_.reset(::open(blocks_path_.c_str(), O_RDONLY | O_CLOEXEC));
+      if (blocks_fd_.get() < 0) ThrowSystemError(blocks_path_, "cannot open");
+    }
+    for (size_t got = 0; got < expected.size();) {
+      const ssize_t n = ::pread(blocks_fd_.get(), expected.data() + got, expected.size() - got,
+                                static_cast<off_t>(first * kBlockLine + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) ThrowSystemError(blocks_path_, "cannot read");
+      if (n == 0) {
+        throw Error(blocks_path_, 0, "the input's check blocks end early",
+                    "the job directory was changed; prepare the job again");
+      }
+      got += static_cast<size_t>(n);
+    }
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint64_t at = start + k * block, len = std::min(block, stop - at);
+      io::Xxh3 h;
+      h.Update(blocks_buf_.data() + (at - start), static_cast<size_t>(len));
+      if (expected.compare(static_cast<size_t>(k * kBlockLine), 32, h.HexDigest()) != 0) {
+        throw Changed(r, "its bytes " + std::to_string(at) + "-" + std::to_string(at + len - 1) +
+                             " differ (xxh3_128 of its check block " + std::to_string(first + k) +
+                             ")");
+      }
+    }
+    const uint64_t take = std::min(stop, range_end) - from;
+    raw_.append(blocks_buf_.data() + (from - start), static_cast<size_t>(take));
+    done_ += take;
   }
 
   void Open(const ShardRange& r) {
@@ -103,7 +161,7 @@ class ReferenceSource : public io::ByteSource {
                            std::to_string(r.first_line + r.rows - 1) + " are now " +
                            std::to_string(lines_) + " line(s)");
     }
-    if (io::Checksum::Xxh3(range_hash_->HexDigest()) != r.checksum) {
+    if (!r.checksum.empty() && io::Checksum::Xxh3(range_hash_->HexDigest()) != r.checksum) {
       throw Changed(r, "the bytes of lines " + std::to_string(r.first_line) + "-" +
                            std::to_string(r.first_line + r.rows - 1) + " differ (" +
                            r.checksum.field() + ")");
@@ -152,7 +210,10 @@ class ReferenceSource : public io::ByteSource {
   const Manifest& m_;
   const ShardEntry& shard_;
   io::ChecksumHasher* hash_;
+  const std::string blocks_path_;
   RecordNormalizer normalizer_;
+  io::ScopedFd blocks_fd_;
+  std::string blocks_buf_;
   io::ScopedFd fd_;
   SecondPass how_ = SecondPass::kNormalize;  // the open file's normalization
   size_t range_ = 0;
@@ -174,12 +235,12 @@ std::unique_ptr<io::ByteSource> OpenShard(const JobPaths& job, const Manifest& m
   if (manifest.shards_mode != ShardsMode::kReference) {
     return io::OpenInput(job.InJob(shard.path), hash);
   }
-  return std::make_unique<ReferenceSource>(manifest, shard, hash);
+  return std::make_unique<ReferenceSource>(job, manifest, shard, hash);
 }
 
-void CheckShardUnchanged(const Manifest& manifest, const ShardEntry& shard) {
+void CheckShardUnchanged(const JobPaths& job, const Manifest& manifest, const ShardEntry& shard) {
   if (manifest.shards_mode != ShardsMode::kReference) return;
-  ReferenceSource source(manifest, shard, nullptr);
+  ReferenceSource source(job, manifest, shard, nullptr);
   std::vector<char> block(kReadBlock);
   while (source.Read(block.data(), block.size()) > 0) {
   }

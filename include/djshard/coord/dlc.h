@@ -8,6 +8,7 @@
 #include "djshard/common/log.h"
 #include "djshard/io/disk.h"
 #include "djshard/store/manifest.h"
+#include "djshard/store/prepare_scan.h"
 
 namespace djshard::coord {
 
@@ -25,6 +26,9 @@ struct DlcOptions {
   store::ShardsMode shards_mode = store::ShardsMode::kCopy;
   store::OutputLayout layout = store::OutputLayout::kFile;
   bool require_all_nodes = false;
+  // Distributed prepare (store/prepare_scan.h) of a reference job when
+  // `nodes` is not 1: the input bytes of each scan task.
+  uint64_t scan_task_bytes = store::kDefaultScanTaskBytes;
   std::string output;  // empty: <job-dir>/merged.jsonl
   std::optional<std::string> run_id;
   // Bounds only waits that cannot make progress: a stale coordinator that

@@ -15,6 +15,9 @@ inline constexpr int kManifestSchemaVersion = 3;
 inline constexpr int kReferenceManifestSchemaVersion = 4;
 inline constexpr int kOldestManifestSchemaVersion = 2;
 
+// The input check blocks of a distributed prepare, in the job dir.
+inline constexpr const char* kInputBlocksFile = "input_blocks.xxh3";
+
 // How workers treat claims of this job (fixed at prepare time). Durations
 // are seconds, fractions allowed, as Data-Juicer takes them.
 struct Policy {
@@ -39,6 +42,12 @@ struct InputFile {
   // Reference shards only: what turns the file's lines into their normalized
   // form ("copy": nothing, "minify", "normalize": media paths or index keys).
   std::string normalization;
+  // A file scanned by several tasks of a distributed prepare: `sha256` is
+  // empty and this is its tree hash (store/prepare_scan.h).
+  std::string tree_sha256;
+  // A job whose input is checked by blocks (Manifest::check_block_bytes):
+  // the index of the file's first block in input_blocks.xxh3.
+  uint64_t check_first_block = 0;
 };
 
 // How a job holds its shards: files in the job dir, or byte ranges of the
@@ -98,6 +107,17 @@ struct Manifest {
   uint64_t total_rows = 0;
   uint64_t total_size_bytes = 0;
   std::string normalized_sha256;
+  // A distributed prepare (store/prepare_scan.h): its scan task size (the
+  // block of the tree hashes), the tree hash of the normalized stream when it
+  // had several tasks (normalized_sha256 is then empty), and the input check:
+  // the XXH3-128 of every `check_block_bytes` block of each input file,
+  // one line of hex each, in input_blocks.xxh3 (bytes and xxh3_128 below).
+  // Reference shards of such a job carry no xxh3_128 of their own.
+  uint64_t scan_task_bytes = 0;
+  std::string normalized_tree_sha256;
+  uint64_t check_block_bytes = 0;
+  uint64_t check_blocks_bytes = 0;
+  io::Checksum check_blocks_checksum;
   uint64_t num_shards = 0;
   ShardsMode shards_mode = ShardsMode::kCopy;
   OutputLayout output_layout = OutputLayout::kFile;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,8 +9,17 @@
 #include "djshard/io/discover.h"
 #include "djshard/io/disk.h"
 #include "djshard/store/manifest.h"
+#include "djshard/store/prepare_scan.h"
 
 namespace djshard::store {
+
+// How a distributed prepare runs its scan tasks (store/prepare_scan.h).
+struct DistributedScan {
+  uint64_t task_bytes = kDefaultScanTaskBytes;
+  // Gets the plan and returns every task's result, in task order (dlc runs
+  // the tasks on every instance). Unset: prepare scans the input itself.
+  std::function<std::vector<ScanTaskResult>(const ScanPlan&)> run;
+};
 
 struct PrepareRequest {
   std::string config_path;
@@ -27,6 +37,9 @@ struct PrepareRequest {
   // takes over a dead preparer can remove it (dlc passes its coordinator
   // claim's token). Empty: a random tag.
   std::string staging_tag;
+  // Set: a reference job whose records get no index keys is scanned by
+  // distributed tasks and cut from their results.
+  DistributedScan distributed_scan;
 };
 
 struct PrepareOutcome {

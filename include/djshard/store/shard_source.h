@@ -27,8 +27,10 @@ class InputChangedError : public Error {
 // Opens shard `shard` of `job` for reading its normalized lines, each ending
 // in '\n'. `hash`, when given, sees exactly those bytes: it ends as the
 // shard's checksum in the manifest. A reference shard checks each range's
-// size, rows and raw xxh3_128 as it reads it, and throws InputChangedError
-// naming the input file when one differs.
+// size, rows and raw xxh3_128 as it reads it (or, in a job whose input is
+// checked by blocks, the xxh3_128 of each check block it reads: the range
+// widened to whole blocks), and throws InputChangedError naming the input
+// file when one differs.
 std::unique_ptr<io::ByteSource> OpenShard(const JobPaths& job, const Manifest& manifest,
                                           const ShardEntry& shard,
                                           io::ChecksumHasher* hash = nullptr);
@@ -37,7 +39,7 @@ std::unique_ptr<io::ByteSource> OpenShard(const JobPaths& job, const Manifest& m
 // again and throws InputChangedError if one differs from the manifest, so
 // that a line broken by an edit of a file copied as it is (which the
 // executor, not the range check, met first) fails the job, not the shard.
-void CheckShardUnchanged(const Manifest& manifest, const ShardEntry& shard);
+void CheckShardUnchanged(const JobPaths& job, const Manifest& manifest, const ShardEntry& shard);
 
 // The record that a reference job's input changed: `state/input_changed.json`,
 // written once by the worker that found it (the first one wins). Every

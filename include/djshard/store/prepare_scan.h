@@ -1,0 +1,133 @@
+#pragma once
+// Distributed prepare (SPEC-elastic-sharding "Distributed prepare"): the input
+// of a reference job is scanned by tasks that any dlc instance claims, each a
+// byte range of one input file of about `task_bytes`; the coordinator then
+// cuts the shards from the tasks' small results, reading no input.
+//
+// Task k of a file covers the file's bytes [k*T, (k+1)*T) (T = task_bytes)
+// for hashing, and the lines that start in that range for validating and
+// counting: a line belongs to the task where it starts. Each task records
+//   - the SHA-256 of its T bytes: the file's tree hash is the SHA-256 of those
+//     digests, each as 64 lowercase hex digits and '\n', in order (what
+//     `split -b T` and `sha256sum` give); a file of one task has its plain
+//     SHA-256 instead;
+//   - the XXH3-128 of each `check_block_bytes` block of its bytes, which
+//     workers check as they read their ranges;
+//   - each line's raw and normalized sizes, from which the cut is computed
+//     exactly as a one-node prepare computes it;
+//   - the SHA-256 of its normalized lines (the normalized stream's tree hash
+//     is the SHA-256 of those digests as above, tasks in order);
+//   - the first bad line, if any.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "djshard/io/checksum.h"
+#include "djshard/io/discover.h"
+#include "djshard/store/manifest.h"
+
+namespace djshard::store {
+
+// The default size of a scan task, and the granularity of task sizes.
+inline constexpr uint64_t kDefaultScanTaskBytes = 256ull << 20;
+inline constexpr uint64_t kScanTaskUnitBytes = 64ull << 10;
+
+// The scan of one job's input: its files (as the coordinator found them) and
+// tasks, written by the coordinator to plan.json for every instance.
+struct ScanPlan {
+  struct File {
+    std::string path;  // absolute
+    std::string display_path;
+    std::string relative_path;
+    uint64_t size_bytes = 0;
+    int64_t mtime_ns = 0;
+  };
+  struct Task {
+    size_t file = 0;
+    uint64_t index = 0;  // in its file: bytes [index*task_bytes, (index+1)*task_bytes)
+  };
+  uint64_t task_bytes = kDefaultScanTaskBytes;
+  uint64_t check_block_bytes = 0;
+  std::vector<std::string> media_keys;
+  std::string media_root;
+  std::vector<File> files;
+  std::vector<Task> tasks;  // in input order
+
+  // "scan-00003": the task's lock and result names.
+  std::string TaskId(size_t task) const;
+  std::string ToJson() const;
+  static ScanPlan FromJson(const std::string& text, const std::string& path);
+};
+
+// The plan for `inputs`: one task per `task_bytes` of each file (one for an
+// empty file). `task_bytes` must be a positive multiple of kScanTaskUnitBytes.
+ScanPlan PlanScan(const std::vector<io::InputCandidate>& inputs,
+                  const std::vector<std::string>& media_keys, const std::string& media_root,
+                  uint64_t task_bytes);
+
+// What one scan task found; its data file holds the check blocks (one line of
+// 32 hex digits each) and then each line's raw and normalized sizes (two
+// LEB128 varints per line).
+struct ScanTaskResult {
+  uint64_t task = 0;
+  uint64_t begin = 0, end = 0;  // the task's lines: bytes [begin, end) of the file
+  uint64_t rows = 0;
+  uint64_t normalized_bytes = 0;
+  std::string normalized_sha256;
+  std::string block_sha256;   // of the task's bytes [index*T, (index+1)*T)
+  std::string normalization;  // "copy", "minify", "normalize"
+  uint64_t size_bytes = 0;    // of the file, as the task saw it before and after
+  int64_t mtime_ns = 0;
+  uint64_t check_blocks = 0;
+  std::string data_file;  // its name in the task's directory (the reader makes it absolute)
+  uint64_t data_bytes = 0;
+  io::Checksum data_checksum;
+  // The task's failure: a bad line (error_line, 1-based among the task's
+  // lines, in the file) or any other Error (error_line 0); empty when none.
+  std::string error_file, error_message, error_hint;
+  uint64_t error_line = 0;
+  int error_code = 0;
+  bool failed() const { return !error_message.empty(); }
+
+  nlohmann::json ToJson() const;
+  static ScanTaskResult FromJson(const nlohmann::json& j);
+};
+
+// Runs task `task` of `plan` on `threads` threads and writes its data file
+// into `dir` (named after the task and `tag`, written and fsynced). A bad line
+// is the result's failure; a file that changed since the plan, or a failing
+// read or write, is an Error.
+ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const std::string& dir,
+                           const std::string& tag);
+
+// What the cut from scan results gave, for the manifest.
+struct ScannedInput {
+  uint64_t rows = 0;
+  uint64_t bytes = 0;             // normalized
+  std::string normalized_sha256;  // one task: the stream's SHA-256, else ""
+  std::string normalized_tree_sha256;
+  std::vector<InputFile> files;
+  std::vector<ShardEntry> shards;  // rows, size_bytes, ranges (no checksums)
+  std::string check_blocks;        // input_blocks.xxh3: every file's blocks in order
+};
+
+// Throws the first bad line the tasks found, in input order, as an Error
+// naming its file and line; and an Error when a file differs from the plan,
+// in the tasks' results or now.
+void CheckScanResults(const ScanPlan& plan, const std::vector<ScanTaskResult>& results);
+
+// The tree hash of a file (blocks of `block_bytes`), as a distributed prepare
+// records it for a file of several tasks.
+std::string FileTreeSha256(const std::string& path, uint64_t block_bytes);
+
+// Cuts `num_shards` reference shards from the results of every task of
+// `plan` (in task order) by the rule of a one-node prepare, checking each
+// data file against its result. The first bad line in input order is an
+// Error naming its file and line; a file that differs from the plan now, or
+// between tasks, is an Error too.
+ScannedInput CutScannedShards(const ScanPlan& plan, const std::vector<ScanTaskResult>& results,
+                              uint64_t num_shards);
+
+}  // namespace djshard::store

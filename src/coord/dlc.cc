@@ -121,7 +121,7 @@ class DlcRun {
         job_(o.job_dir),
         coord_(job_, run_id, disk_),
         scan_(disk_, coord_.dir(), LeaseSecs(), HeartbeatSecs(), o.threads.value_or(0),
-              o.poll_interval_secs) {}
+              o.poll_interval_secs, [this](const std::string& line) { Say("scan", line); }) {}
 
   DlcOutcome Run() {
     // A run id that already finished returns its stored result at once.

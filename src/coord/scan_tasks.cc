@@ -14,14 +14,16 @@
 namespace djshard::coord {
 
 ScanTasks::ScanTasks(io::Disk& disk, std::string coordination_dir, double lease_secs,
-                     double heartbeat_secs, int threads, double poll_secs)
+                     double heartbeat_secs, int threads, double poll_secs,
+                     std::function<void(const std::string&)> say)
     : disk_(disk),
       dir_(std::move(coordination_dir)),
       lease_secs_(lease_secs),
       heartbeat_secs_(heartbeat_secs),
       threads_(threads > 0 ? threads
                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-      poll_secs_(poll_secs) {}
+      poll_secs_(poll_secs),
+      say_(std::move(say)) {}
 
 std::string ScanTasks::TasksDir(const std::string& plan_text) const {
   io::Sha256 h;
@@ -81,8 +83,11 @@ bool ScanTasks::TryTask(const store::ScanPlan& plan, const std::string& tasks_di
   const CoordinatorLockPaths lock{tasks_dir, plan.TaskId(task)};
   const CoordinatorLook look = LookAtCoordinator(disk_, lock, lease_secs_);
   if (look.state == CoordinatorLook::kLive) return false;
-  if (look.state == CoordinatorLook::kStale && !TakeOverCoordinator(disk_, lock, lease_secs_)) {
-    return false;
+  if (look.state == CoordinatorLook::kStale) {
+    const std::optional<CoordinatorHolder> from = TakeOverCoordinator(disk_, lock, lease_secs_);
+    if (!from) return false;
+    say_("took over " + lock.phase + " from " + from->hostname + " pid " +
+         std::to_string(from->pid) + ": its lease went stale");
   }
   const std::unique_ptr<CoordinatorClaim> claim =
       CoordinatorClaim::TryClaim(disk_, lock, lease_secs_, heartbeat_secs_);
@@ -104,7 +109,11 @@ bool ScanTasks::TryTask(const store::ScanPlan& plan, const std::string& tasks_di
     result.error_hint = e.hint();
     result.error_code = e.code();
   }
-  claim->PublishAndRelease(result_path, result.ToJson().dump(2) + "\n");
+  if (claim->PublishAndRelease(result_path, result.ToJson().dump(2) + "\n")) {
+    const store::ScanPlan::File& file = plan.files[plan.tasks[task].file];
+    say_("scanned " + lock.phase + ": " + std::to_string(result.rows) + " line(s) of " +
+         file.display_path + (result.failed() ? ", failed: " + result.error_message : ""));
+  }
   return true;
 }
 

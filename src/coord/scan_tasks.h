@@ -19,8 +19,9 @@ namespace djshard::coord {
 // result already published.
 class ScanTasks {
  public:
+  // `say` gets a line for each task this instance runs or takes over.
   ScanTasks(io::Disk& disk, std::string coordination_dir, double lease_secs, double heartbeat_secs,
-            int threads, double poll_secs);
+            int threads, double poll_secs, std::function<void(const std::string&)> say);
 
   // The prepare coordinator: publishes `plan` through `fenced` (its claim's
   // disk), works on tasks no live instance holds, and waits until every task
@@ -50,6 +51,7 @@ class ScanTasks {
   const double lease_secs_, heartbeat_secs_;
   const int threads_;
   const double poll_secs_;
+  const std::function<void(const std::string&)> say_;
 };
 
 }  // namespace djshard::coord

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -81,6 +82,35 @@ class ReferenceCli : public CliTest {
     Write(rel, content);
     struct timespec times[2] = {st.st_atim, st.st_mtim};
     ASSERT_EQ(::utimensat(AT_FDCWD, Path(rel).c_str(), times, 0), 0);
+  }
+
+  // `djshard dlc` of the three-file corpus on its own hostname (UTS
+  // namespace), reference shards and parts, 3 nodes.
+  Spawned DlcOn(const std::string& host, const std::string& run_id,
+                const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> args = {"dlc",         "--job-dir",
+                                     "job",         "--config",
+                                     "recipe.yaml", "--dataset-path",
+                                     "in",          "--nodes",
+                                     "3",           "--num-shards",
+                                     "7",           "--run-id",
+                                     run_id,        "--poll-interval-secs",
+                                     "0.5",         "--threads",
+                                     "1",           "--shards",
+                                     "reference",   "--layout",
+                                     "parts"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spawn(args, env,
+                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+  }
+
+  // The parts of a parts-layout output, joined in their manifest's order.
+  std::string JoinedParts(const std::string& dir) const {
+    const json manifest = json::parse(Read(dir + "/_manifest.json"));
+    std::string joined;
+    for (const json& part : manifest["parts"])
+      joined += Read(dir + "/" + part["file"].get<std::string>());
+    return joined;
   }
 
   static std::string Sha256(const std::string& bytes) {
@@ -365,6 +395,96 @@ TEST_F(ReferenceCli, DlcOnThreeNodesWithReferenceShardsAndParts) {
   }
   EXPECT_EQ(joined, copy);
   EXPECT_TRUE(List("job/shards").empty());
+}
+
+// Distributed prepare: every instance scans tasks of 64 KiB; the shards cut
+// from their results are those of a one-node prepare, and the bytes those of
+// a copy job.
+TEST_F(ReferenceCli, DlcInstancesScanTheInputInTasksAndCutTheShardsOfOnePrepare) {
+  WriteCorpus(2500);
+  Write("in/sub/d.jsonl", "{\"text\":\"delta one\"}\n{\"text\":\"delta two\"}\n");
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  ASSERT_EQ(Prepare("one", 7, {"--shards", "reference"}).exit_code, 0);
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b", "node-c"}) {
+    nodes.push_back(DlcOn(host, "r1", {"--scan-task-mib", "0.0625"}));
+  }
+  std::string logs;
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    logs += r.out;
+  }
+  EXPECT_NE(logs.find("task(s) that every instance claims"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("scanned scan-00000: "), std::string::npos) << logs;
+  EXPECT_EQ(JoinedParts("job/merged"), copy);
+  const json m = json::parse(Read("job/manifest.json"));
+  const json one = json::parse(Read("one/manifest.json"));
+  EXPECT_EQ(m["prepare_scan"]["task_bytes"], 65536);
+  EXPECT_EQ(m["input_check"]["path"], "input_blocks.xxh3");
+  for (size_t i = 0; i < m["shards"].size(); ++i) {
+    json ranges = one["shards"][i]["ranges"];
+    for (json& r : ranges) r.erase("xxh3_128");
+    EXPECT_EQ(m["shards"][i]["ranges"], ranges) << i;
+  }
+  // a.jsonl is several tasks: its tree hash; d.jsonl one: its SHA-256.
+  const std::string a = Read("in/a.jsonl");
+  ASSERT_GT(a.size(), 65536u);
+  std::string blocks;
+  for (size_t at = 0; at < a.size(); at += 65536) blocks += Sha256(a.substr(at, 65536)) + "\n";
+  EXPECT_EQ(m["input_files"][0]["tree_sha256"], Sha256(blocks));
+  EXPECT_EQ(m["input_files"][3]["sha256"], Sha256(Read("in/sub/d.jsonl")));
+  EXPECT_FALSE(
+      Exists(".job.dlc-coordination/" + List(".job.dlc-coordination").front() + "/scan-plan.json"))
+      << "the scan's files go once the job is published";
+}
+
+// The instance that leads the prepare dies inside a scan task: another one
+// takes the coordinator over, plans the same tasks and takes the dead task's
+// claim over once its lease is stale.
+TEST_F(ReferenceCli, AnInstanceKilledInAScanTaskIsTakenOverToTheSameBytes) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 5, 1, {}, "copy.jsonl");
+  const std::vector<std::string> fast = {"--scan-task-mib",  "0.0625", "--lease-secs", "2",
+                                         "--heartbeat-secs", "0.5"};
+  const Spawned dead = DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_KILL_AT=prepare_scan_task"});
+  EXPECT_EQ(WaitFor(dead).exit_code, 128 + SIGKILL);
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-b", "node-c"}) nodes.push_back(DlcOn(host, "r1", fast));
+  std::string logs;
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    logs += r.out;
+  }
+  // One of them leads the prepare again: elected once the stale lock moved.
+  EXPECT_NE(logs.find(" as DLC prepare coordinator (node-"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("took over scan-00000 from node-a"), std::string::npos) << logs;
+  EXPECT_EQ(JoinedParts("job/merged"), copy);
+}
+
+// A bad line found by a later scan task fails every instance with exit 2,
+// named by its line in the file.
+TEST_F(ReferenceCli, ABadLineFoundByAScanTaskFailsEveryInstanceNamingItsLine) {
+  WriteCorpus(2500);
+  std::string a = Read("in/a.jsonl");
+  size_t at = 0;
+  for (int line = 1; line < 2000; ++line) at = a.find('\n', at) + 1;
+  a.insert(at, "{\"text\": broken}\n");
+  Write("in/a.jsonl", a);
+  DemoRecipe("in");
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b"}) {
+    nodes.push_back(DlcOn(host, "r1", {"--scan-task-mib", "0.0625"}));
+  }
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find("a.jsonl:2000: "), std::string::npos) << r.out << r.err;
+  }
+  EXPECT_FALSE(Exists("job"));
 }
 
 }  // namespace

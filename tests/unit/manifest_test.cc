@@ -55,8 +55,8 @@ Manifest Full() {
   m.media_root = "/d/media";
   m.media_keys = {"images", "audios", "videos"};
   m.index_keys = {"idx", "row"};
-  m.input_files.push_back({"/d/a.jsonl", "a.jsonl", 10, 123, 2, std::string(64, 'a'), ""});
-  m.input_files.push_back({"/d/sub/b.jsonl.zst", "sub/b.jsonl.zst", 7, -5, 1, "bb", ""});
+  m.input_files.push_back({"/d/a.jsonl", "a.jsonl", 10, 123, 2, std::string(64, 'a'), "", "", 0});
+  m.input_files.push_back({"/d/sub/b.jsonl.zst", "sub/b.jsonl.zst", 7, -5, 1, "bb", "", "", 0});
   m.total_rows = 3;
   m.total_size_bytes = 17;
   m.normalized_sha256 = "cc";

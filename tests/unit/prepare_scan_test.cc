@@ -1,0 +1,213 @@
+// Distributed prepare (store/prepare_scan.h), its tasks run here one after
+// the other: the cut, the lines workers read and the hashes are those of a
+// one-node prepare, whatever the task size; the check blocks catch an edit.
+#include "djshard/store/prepare_scan.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "djshard/common/error.h"
+#include "djshard/io/disk.h"
+#include "djshard/io/sha256.h"
+#include "djshard/store/job.h"
+#include "djshard/store/prepare.h"
+#include "djshard/store/shard_source.h"
+#include "tests/unit/temp_dir.h"
+
+namespace djshard::store {
+namespace {
+
+using testing::TempDir;
+
+std::string Sha256(std::string_view bytes) {
+  io::Sha256 h;
+  h.Update(bytes);
+  return h.HexDigest();
+}
+
+class PrepareScan : public ::testing::Test {
+ protected:
+  // a.jsonl: compact lines, one longer than two tasks; b.jsonl: spaced
+  // (minified), no newline at its end; c.jsonl: relative image paths
+  // (rewritten), one task.
+  void WriteCorpus() {
+    std::string a, b, c;
+    for (int i = 0; i < 900; ++i) {
+      const std::string n = std::to_string(i);
+      a += "{\"text\":\"alpha " + n + std::string(static_cast<size_t>(i % 97) * 3, 'x') +
+           "\",\"n\":" + n + "}\n";
+      if (i == 300) a += "{\"text\":\"" + std::string(150000, 'L') + "\"}\n";
+      b += "{ \"text\" : \"beta " + n + "\" , \"n\" : " + n + " }";
+      if (i + 1 < 900) b += "\n";
+    }
+    for (int i = 0; i < 20; ++i) {
+      c += "{\"text\":\"gamma\",\"images\":[\"img/" + std::to_string(i) + ".png\"]}\n";
+    }
+    dir_.Write("in/a.jsonl", a);
+    dir_.Write("in/b.jsonl", b);
+    dir_.Write("in/c.jsonl", c);
+    dir_.Write("r.yaml", "process:\n  - text_length_filter:\n");
+  }
+
+  PrepareRequest Request(const std::string& job, int64_t shards) const {
+    PrepareRequest req;
+    req.config_path = dir_.Path("r.yaml");
+    req.dataset_path = dir_.Path("in");
+    req.job_dir = dir_.Path(job);
+    req.num_shards = shards;
+    req.shards_mode = ShardsMode::kReference;
+    req.threads = 2;
+    return req;
+  }
+
+  // The tasks run here, in order, as dlc instances would run them.
+  DistributedScan LocalScan(uint64_t task_bytes) const {
+    const std::string dir = dir_.Path("scan");
+    std::filesystem::create_directories(dir);
+    return {task_bytes, [dir](const ScanPlan& plan) {
+              std::vector<ScanTaskResult> out;
+              for (size_t i = 0; i < plan.tasks.size(); ++i) {
+                out.push_back(RunScanTask(plan, i, 2, dir, "t" + std::to_string(plan.task_bytes)));
+                out.back().data_file = dir + "/" + out.back().data_file;
+              }
+              return out;
+            }};
+  }
+
+  Manifest Distributed(const std::string& job, int64_t shards, uint64_t task_bytes) const {
+    PrepareRequest req = Request(job, shards);
+    req.distributed_scan = LocalScan(task_bytes);
+    return Prepare(req).manifest;
+  }
+
+  // Every shard's lines as a worker reads them.
+  std::vector<std::string> ShardLines(const std::string& job, const Manifest& m) const {
+    std::vector<std::string> out;
+    const JobPaths paths(dir_.Path(job));
+    for (const ShardEntry& s : m.shards) {
+      std::unique_ptr<io::ByteSource> src = OpenShard(paths, m, s);
+      std::string bytes(1 << 16, '\0'), all;
+      for (size_t n; (n = src->Read(bytes.data(), bytes.size())) > 0;) all.append(bytes, 0, n);
+      out.push_back(all);
+    }
+    return out;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(PrepareScan, CutsTheShardsOfAOneNodePrepareWhateverTheTaskSize) {
+  WriteCorpus();
+  const Manifest one = Prepare(Request("one", 7)).manifest;
+  const std::vector<std::string> lines = ShardLines("one", one);
+  for (const uint64_t task_bytes :
+       {kScanTaskUnitBytes, 3 * kScanTaskUnitBytes, uint64_t{4} << 20}) {
+    const std::string job = "dist" + std::to_string(task_bytes);
+    const Manifest m = Distributed(job, 7, task_bytes);
+    ASSERT_EQ(m.shards.size(), one.shards.size());
+    EXPECT_EQ(m.total_rows, one.total_rows);
+    EXPECT_EQ(m.total_size_bytes, one.total_size_bytes);
+    EXPECT_EQ(m.scan_task_bytes, task_bytes);
+    for (size_t i = 0; i < m.shards.size(); ++i) {
+      const ShardEntry &s = m.shards[i], &o = one.shards[i];
+      EXPECT_EQ(s.rows, o.rows) << i;
+      EXPECT_EQ(s.size_bytes, o.size_bytes) << i;
+      EXPECT_TRUE(s.checksum.empty());
+      ASSERT_EQ(s.ranges.size(), o.ranges.size()) << i;
+      for (size_t k = 0; k < s.ranges.size(); ++k) {
+        const ShardRange &r = s.ranges[k], &q = o.ranges[k];
+        EXPECT_EQ(
+            std::vector<uint64_t>({r.file, r.offset, r.length, r.rows, r.first_row, r.first_line}),
+            std::vector<uint64_t>({q.file, q.offset, q.length, q.rows, q.first_row, q.first_line}))
+            << "shard " << i << " range " << k;
+        EXPECT_TRUE(r.checksum.empty());
+      }
+    }
+    for (size_t f = 0; f < m.input_files.size(); ++f) {
+      EXPECT_EQ(m.input_files[f].rows, one.input_files[f].rows);
+      EXPECT_EQ(m.input_files[f].normalization, one.input_files[f].normalization);
+    }
+    const std::vector<std::string> read = ShardLines(job, m);
+    EXPECT_EQ(read, lines) << task_bytes;
+    // Blocks of every file, one line of 33 bytes each.
+    const std::string blocks = dir_.Read(job + "/" + kInputBlocksFile);
+    EXPECT_EQ(blocks.size(), m.check_blocks_bytes);
+    EXPECT_EQ(blocks.size() % 33, 0u);
+  }
+}
+
+TEST_F(PrepareScan, AFileOfSeveralTasksHasTheTreeHashThatSplitAndSha256sumGive) {
+  WriteCorpus();
+  const uint64_t block = 2 * kScanTaskUnitBytes;
+  const Manifest m = Distributed("dist", 3, block);
+  const std::string a = dir_.Read("in/a.jsonl");
+  ASSERT_GT(a.size(), 2 * block);
+  std::string lines;
+  for (size_t at = 0; at < a.size(); at += block) lines += Sha256(a.substr(at, block)) + "\n";
+  EXPECT_EQ(m.input_files[0].tree_sha256, Sha256(lines));
+  EXPECT_EQ(m.input_files[0].sha256, "");
+  EXPECT_EQ(FileTreeSha256(dir_.Path("in/a.jsonl"), block), Sha256(lines));
+  // c.jsonl is one task: its plain SHA-256.
+  EXPECT_EQ(m.input_files[2].sha256, Sha256(dir_.Read("in/c.jsonl")));
+  EXPECT_EQ(m.input_files[2].tree_sha256, "");
+  EXPECT_EQ(m.normalized_sha256, "");
+  EXPECT_EQ(m.normalized_tree_sha256.size(), 64u);
+  // The same request again finds the job unchanged, by its tree hashes.
+  PrepareRequest again = Request("dist", 3);
+  again.distributed_scan = LocalScan(block);
+  EXPECT_TRUE(Prepare(again).already_prepared);
+}
+
+TEST_F(PrepareScan, AByteEditedAfterPrepareFailsTheShardThatReadsItsBlock) {
+  WriteCorpus();
+  const Manifest m = Distributed("dist", 4, kScanTaskUnitBytes);
+  const std::string path = dir_.Path("in/a.jsonl");
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  std::string a = dir_.Read("in/a.jsonl");
+  const size_t at = a.find("alpha 5");
+  a[at] = 'A';
+  dir_.Write("in/a.jsonl", a);
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  try {
+    ShardLines("dist", m);
+    FAIL() << "the edit went unnoticed";
+  } catch (const InputChangedError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_NE(std::string(e.what()).find("differ (xxh3_128 of its check block 0)"),
+              std::string::npos)
+        << e.what();
+  }
+  PrepareRequest again = Request("dist", 4);
+  again.distributed_scan = LocalScan(kScanTaskUnitBytes);
+  EXPECT_THROW(Prepare(again), Error) << "a repeated prepare compares the tree hash";
+}
+
+TEST_F(PrepareScan, ABadLineInALaterTaskIsNamedByItsLineInTheFile) {
+  WriteCorpus();
+  std::string a = dir_.Read("in/a.jsonl");
+  size_t at = 0;
+  for (int line = 1; line < 700; ++line) at = a.find('\n', at) + 1;
+  ASSERT_GT(at, 3 * kScanTaskUnitBytes);
+  a.insert(at, "{not json}\n");
+  dir_.Write("in/a.jsonl", a);
+  PrepareRequest req = Request("dist", 4);
+  req.distributed_scan = LocalScan(kScanTaskUnitBytes);
+  try {
+    Prepare(req);
+    FAIL() << "the bad line went unnoticed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.file(), dir_.Path("in/a.jsonl"));
+    EXPECT_EQ(e.line(), 700u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.Path("dist")));
+}
+
+}  // namespace
+}  // namespace djshard::store

@@ -48,19 +48,23 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
       "file (default): one merged JSONL; parts: a directory of one part per shard and "
       "_manifest.json (default output <job-dir>/merged)");
   cmd->add_option_function<double>(
-         "--scan-task-mib",
+         "--task-mib",
          [opt](double mib) {
            const double bytes = mib * 1048576.0;
            const auto unit = static_cast<double>(store::kScanTaskUnitBytes);
            if (!(bytes >= unit) || bytes > 1e15 || bytes / unit != std::floor(bytes / unit)) {
-             throw CLI::ValidationError("--scan-task-mib",
+             throw CLI::ValidationError("--task-mib",
                                         "must be a positive multiple of 0.0625 (64 KiB)");
            }
-           opt->scan_task_bytes = static_cast<uint64_t>(bytes);
+           opt->task_bytes = static_cast<uint64_t>(bytes);
          },
-         "Distributed prepare (--shards reference, --nodes other than 1): MiB of input per scan "
-         "task that any instance claims (default 256)")
+         "With --nodes other than 1: MiB of input per scan task of a reference job's prepare, "
+         "and of output per copy task of a file-layout merge, that any instance claims "
+         "(default 256; a multiple of 0.0625)")
       ->type_name("MIB");
+  cmd->add_flag("--sha256", opt->sha256,
+                "After a merge by every instance, also compute the merged file's plain SHA-256 "
+                "(one serial read); it always has per-part SHA-256 and their tree hash");
   cmd->add_flag("--require-all-nodes", opt->require_all_nodes,
                 "Strict mode: every node must complete shards (needs --nodes)");
   cmd->add_option("--output", opt->output, "Merged JSONL (default <job-dir>/merged.jsonl)");

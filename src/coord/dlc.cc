@@ -21,11 +21,12 @@
 #include "djshard/store/job.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/merge.h"
+#include "djshard/store/merge_copy.h"
 #include "djshard/store/prepare.h"
 #include "djshard/store/status.h"
 #include "djshard/store/worker.h"
 #include "src/coord/coordinator_claim.h"
-#include "src/coord/scan_tasks.h"
+#include "src/coord/task_pool.h"
 
 namespace djshard::coord {
 
@@ -120,8 +121,10 @@ class DlcRun {
         disk_(io::DiskOr(o.disk)),
         job_(o.job_dir),
         coord_(job_, run_id, disk_),
-        scan_(disk_, coord_.dir(), LeaseSecs(), HeartbeatSecs(), o.threads.value_or(0),
-              o.poll_interval_secs, [this](const std::string& line) { Say("scan", line); }) {}
+        scan_(disk_, coord_.dir(), ScanKind(), LeaseSecs(), HeartbeatSecs(), o.poll_interval_secs,
+              [this](const std::string& line) { Say("scan", line); }),
+        copy_(disk_, coord_.dir(), CopyKind(), LeaseSecs(), HeartbeatSecs(), o.poll_interval_secs,
+              [this](const std::string& line) { Say("copy", line); }) {}
 
   DlcOutcome Run() {
     // A run id that already finished returns its stored result at once.
@@ -181,11 +184,18 @@ class DlcRun {
       // Every instance scans a reference job's input (store/prepare_scan.h),
       // unless the launcher said there is one.
       if (o_.nodes != 1) {
-        req.distributed_scan.task_bytes = o_.scan_task_bytes;
+        req.distributed_scan.task_bytes = o_.task_bytes;
         req.distributed_scan.run = [this, &disk](const store::ScanPlan& plan) {
           Say("scan", "scanning the input in " + std::to_string(plan.tasks.size()) +
                           " task(s) that every instance claims");
-          return scan_.Lead(plan, disk);
+          const std::string text = plan.ToJson();
+          const std::string dir = scan_.TasksDir(text);
+          std::vector<store::ScanTaskResult> results;
+          for (const json& r : scan_.Lead(text, disk)) {
+            results.push_back(store::ScanTaskResult::FromJson(r));
+            results.back().data_file = dir + "/" + results.back().data_file;
+          }
+          return results;
         };
       }
       const store::PrepareOutcome out = store::Prepare(req, disk);
@@ -278,6 +288,63 @@ class DlcRun {
     return Capture([&] { *message = VerifyAndMerge(disk); });
   }
 
+  // Names the merged file's temporary name while copy tasks write it: the
+  // run's, so that a coordinator that takes over goes on with the same file
+  // and keeps the tasks already done.
+  std::string CopyTag() const { return "dlc-" + fs::path(coord_.dir()).filename().string(); }
+
+  // A distributed prepare's scan task, run by any instance.
+  TaskPool::Kind ScanKind() const {
+    const int threads = o_.threads.value_or(0);
+    return {"scan",
+            [](const std::string& plan) {
+              return store::ScanPlan::FromJson(plan, "scan-plan.json").tasks.size();
+            },
+            [threads](const std::string& text, size_t task, const std::string& dir,
+                      const std::string& tag) {
+              const store::ScanPlan plan = store::ScanPlan::FromJson(text, dir);
+              store::ScanTaskResult r;
+              try {
+                r = store::RunScanTask(plan, task, threads, dir, tag);
+              } catch (const djshard::Error& e) {
+                r.task = task;
+                r.error_file = e.file();
+                r.error_message = e.message();
+                r.error_hint = e.hint();
+                r.error_code = e.code();
+              }
+              json j = r.ToJson();
+              j["display_path"] = plan.files[plan.tasks[task].file].display_path;
+              return j;
+            },
+            [](const json& r) {
+              const json error = r.value("error", json());
+              return "scanned " + std::to_string(r.value("rows", uint64_t{0})) + " line(s) of " +
+                     r.value("display_path", "?") +
+                     (error.is_object() ? ", failed: " + error.value("message", "") : "");
+            }};
+  }
+
+  // A distributed merge's copy task, run by any instance.
+  TaskPool::Kind CopyKind() const {
+    return {
+        "copy",
+        [](const std::string& plan) {
+          return store::MergeCopyPlan::FromJson(plan, "copy-plan.json").tasks.size();
+        },
+        [this](const std::string& text, size_t task, const std::string& dir, const std::string&) {
+          const store::MergeCopyPlan plan = store::MergeCopyPlan::FromJson(text, dir);
+          const store::JobDir job = store::JobDir::Open(job_.dir(), disk_);
+          return store::RunMergeCopyTask(job, plan, task);
+        },
+        [](const json& r) {
+          const json error = r.value("error", json());
+          return "copied " + std::to_string(r.value("parts", json::array()).size()) +
+                 " part(s) into the merged file" +
+                 (error.is_object() ? ", failed: " + error.value("message", "") : "");
+        }};
+  }
+
   // Checks the node count before anything is merged, then merges (which
   // verifies every shard output as it copies it: its rows and SHA-256 are the
   // result, the output is not read again). Returns the PASS line.
@@ -301,7 +368,17 @@ class DlcRun {
     merge.output = o_.output;
     merge.overwrite = true;
     merge.layout = o_.layout;
-    const store::MergeOutcome merged = store::Merge(job, merge, disk);
+    store::MergeOutcome merged;
+    if (o_.nodes != 1 && store::CanMergeByCopyTasks(job, merge)) {
+      // Every instance copies a share of the outputs into the merged file.
+      const store::MergeCopyPlan plan =
+          store::PlanMergeCopy(job, merge, o_.task_bytes, CopyTag(), disk);
+      Say("copy", "merging in " + std::to_string(plan.tasks.size()) +
+                      " copy task(s) that every instance claims");
+      merged = store::FinishMergeCopy(job, plan, copy_.Lead(plan.ToJson(), disk), o_.sha256, disk);
+    } else {
+      merged = store::Merge(job, merge, disk);
+    }
     if (!merged.model_devices_warning.empty()) {
       Log(LogLevel::kWarn, "warning", "WARNING: " + merged.model_devices_warning);
     }
@@ -373,8 +450,8 @@ class DlcRun {
       const CoordinatorLook look = LookAtCoordinator(disk_, lock, LeaseSecs());
       const std::string role = "DLC " + Name(phase) + " coordinator (" + HostName() + ")";
       if (look.state == CoordinatorLook::kLive) {
-        // While the prepare coordinator lives, its scan tasks need hands.
-        if (phase == Phase::kPrepare) scan_.WorkOnOne();
+        // While a coordinator lives, its tasks need hands.
+        (phase == Phase::kPrepare ? scan_ : copy_).WorkOnOne();
         return Progress();
       }
       if (look.state == CoordinatorLook::kNone) return Lead(phase, "elected as " + role, result);
@@ -430,7 +507,7 @@ class DlcRun {
       Error(r.error);
       if (phase == Phase::kFinalize) WriteFailedSummary(r);
     }
-    if (phase == Phase::kPrepare) scan_.RemoveAll();
+    (phase == Phase::kPrepare ? scan_ : copy_).RemoveAll();
     *result = coord_.Read(ResultName(phase));
     return Progress();
   }
@@ -447,15 +524,20 @@ class DlcRun {
     if (phase != Phase::kFinalize) return;
     const fs::path out(MergedOutput());
     const std::string name = out.filename().string();
-    RemoveLeftovers(out.parent_path(), {name + ".tmp.", name + ".errors.jsonl.tmp."});
+    // The copy tasks' file is the run's: a new coordinator goes on with it.
+    RemoveLeftovers(out.parent_path(), {name + ".tmp.", name + ".errors.jsonl.tmp."},
+                    name + ".tmp." + CopyTag());
     RemoveLeftovers(job_.dir(), {"merge.json.tmp.", "merge.json.staged."});
   }
-  // Removes the entries of `dir` whose names start with one of `prefixes`.
-  void RemoveLeftovers(const fs::path& dir, const std::vector<std::string>& prefixes) {
+  // Removes the entries of `dir` whose names start with one of `prefixes`,
+  // except `keep`.
+  void RemoveLeftovers(const fs::path& dir, const std::vector<std::string>& prefixes,
+                       const std::string& keep = "") {
     std::error_code ec;
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
          it.increment(ec)) {
       const std::string name = it->path().filename().string();
+      if (name == keep) continue;
       for (const std::string& prefix : prefixes) {
         if (name.rfind(prefix, 0) == 0) RemoveLeftover(it->path().string());
       }
@@ -524,7 +606,8 @@ class DlcRun {
   io::Disk& disk_;
   const store::JobPaths job_;
   Coordination coord_;
-  ScanTasks scan_;  // a distributed prepare's tasks
+  TaskPool scan_;  // a distributed prepare's tasks
+  TaskPool copy_;  // a distributed merge's tasks
   double deadline_ = 0;
 };
 

@@ -22,6 +22,7 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
+#include "djshard/io/fd.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/output.h"
@@ -30,13 +31,12 @@
 #include "djshard/store/job_summary.h"
 #include "djshard/store/records.h"
 #include "djshard/store/status.h"
+#include "src/store/merge_outputs.h"
 
 namespace djshard::store {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
 
 // The done record's output path, proven to stay inside the job directory.
 std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std::string& record) {
@@ -56,18 +56,6 @@ std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std
   return job.InJob(rel.string());
 }
 
-// What reading a shard output found.
-struct LinesRead {
-  uint64_t rows = 0;
-  uint64_t bytes = 0;     // newlines included
-  io::Checksum checksum;  // of exactly those bytes
-};
-
-// Reads `path` (decompressing .gz/.zst), hashing it with `kind`, counting its
-// lines and handing its bytes in order to `each`. The worker's writer produced
-// those lines and the checksum proves them unchanged, so they are not parsed
-// again unless `deep`: then every line must be a JSON object (Error with file
-// and line otherwise).
 LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool deep,
                           const std::function<void(std::string_view)>& each) {
   io::ChecksumHasher hash(kind);
@@ -105,7 +93,6 @@ LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool d
   return read;
 }
 
-// Throws unless what reading `path` found is what its done record says.
 void CheckAgainstRecord(const std::string& path, const LinesRead& read, const DoneRecord& done,
                         const std::string& record_path) {
   if (read.rows == done.rows && read.bytes == done.size_bytes && read.checksum == done.checksum) {
@@ -120,7 +107,6 @@ void CheckAgainstRecord(const std::string& path, const LinesRead& read, const Do
                   done.shard_id + "' after removing " + record_path);
 }
 
-// Adds a verified shard output to the totals.
 void Count(const DoneRecord& done, VerifiedOutputs& total) {
   total.rows += done.rows;
   total.bytes += done.size_bytes;
@@ -128,7 +114,6 @@ void Count(const DoneRecord& done, VerifiedOutputs& total) {
   total.shards_by_model_devices[done.model_devices].push_back(done.shard_id);
 }
 
-// The shard's done record, checked to name the shard.
 DoneRecord ReadShardDone(const JobDir& job, const ShardEntry& shard) {
   const std::string record_path = job.DonePath(shard.id);
   DoneRecord done = DoneRecord::FromJson(job.disk().Read(record_path), record_path);
@@ -138,6 +123,8 @@ DoneRecord ReadShardDone(const JobDir& job, const ShardEntry& shard) {
   }
   return done;
 }
+
+namespace {
 
 // Hashes the concatenated content and hands it to a sink on a second thread,
 // so that validating the shard outputs and writing the merged file overlap.
@@ -219,8 +206,8 @@ class ContentPipe {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-// Concatenates the errors files of the shards' published attempts, in shard
-// order, into `path`; writes nothing when every one is empty or absent.
+}  // namespace
+
 void MergeErrorFiles(const JobDir& job, const std::string& path, io::Disk& disk) {
   std::unique_ptr<io::OutputStream> out;
   std::vector<char> buf(1 << 20);
@@ -239,8 +226,6 @@ void MergeErrorFiles(const JobDir& job, const std::string& path, io::Disk& disk)
   }
   if (out) out->Commit();
 }
-
-}  // namespace
 
 VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
                                       const std::function<void(std::string_view)>& sink,
@@ -261,7 +246,6 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
   return total;
 }
 
-namespace {
 MergeOutcome OutcomeOf(const JobDir& job, const std::string& output, const VerifiedOutputs& v,
                        OutputLayout layout) {
   MergeOutcome o;
@@ -275,7 +259,6 @@ MergeOutcome OutcomeOf(const JobDir& job, const std::string& output, const Verif
   o.layout = layout;
   return o;
 }
-}  // namespace
 
 namespace {
 
@@ -283,8 +266,8 @@ constexpr char kPartsManifest[] = "_manifest.json";
 
 std::string PartName(const ShardEntry& shard) { return shard.id + ".jsonl"; }
 
-// The merged output's absolute path, refused when it would replace a file of
-// the job or, without --overwrite, an existing one.
+}  // namespace
+
 std::string CheckedOutput(const JobDir& job, const MergeRequest& request, OutputLayout layout) {
   const std::string fallback = job.DefaultMergedOutput(layout);
   fs::path normal =
@@ -314,6 +297,8 @@ std::string CheckedOutput(const JobDir& job, const MergeRequest& request, Output
   fs::create_directories(fs::path(output).parent_path(), ec);
   return output;
 }
+
+namespace {
 
 // Places one shard's published output into the staged parts directory: a
 // hard link when the filesystem allows it (no data moves; its size is
@@ -501,14 +486,25 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
                 {"rows", v.rows},
                 {"num_shards", outcome.num_shards}};
   if (layout == OutputLayout::kFile) merge["sha256"] = v.sha256;
+  RecordMerge(job, merge, disk);
+  return outcome;
+}
+
+void RecordMerge(const JobDir& job, const nlohmann::json& merge, io::Disk& disk) {
   disk.WriteAtomic(job.MergeRecordPath(), merge.dump(2) + "\n");
   try {
     WriteJobSummary(job, SummaryUpdate{SummaryStatus::kCompleted, {}, false, ""});
   } catch (const Error&) {
     // The summary is for people; the merge is done.
   }
-  return outcome;
 }
+
+namespace {
+// Re-reads each part of a merge by copy tasks at its offset: its SHA-256 and
+// the tree hash must be what merge.json records.
+void CheckMergedParts(const std::string& output, const nlohmann::json& merge_record,
+                      const std::string& merge_path);
+}  // namespace
 
 MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   RequireComplete(job, "verify");
@@ -550,13 +546,58 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   expected.stage_files_removed = stage.removed;
   expected.seconds = MonotonicSeconds() - started;
   if (layout == OutputLayout::kFile && merge_record &&
-      merge_record->value("output_path", "") == output &&
-      merge_record->value("sha256", "") != v.sha256) {
-    throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
-                "merge again with --overwrite");
+      merge_record->value("output_path", "") == output) {
+    // A merge by copy tasks records each part's SHA-256 and their tree hash,
+    // and the whole file's only when asked.
+    if (merge_record->contains("parts")) CheckMergedParts(output, *merge_record, merge_path);
+    if (merge_record->contains("sha256") && merge_record->value("sha256", "") != v.sha256) {
+      throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
+                  "merge again with --overwrite");
+    }
   }
   return expected;
 }
+
+namespace {
+void CheckMergedParts(const std::string& output, const nlohmann::json& merge_record,
+                      const std::string& merge_path) {
+  const auto differs = [&](const std::string& what) {
+    return Error(output, 0, "merged output differs from " + what + " merge.json records",
+                 "merge again with --overwrite");
+  };
+  try {
+    const io::ScopedFd fd(::open(output.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) ThrowSystemError(output, "cannot open");
+    io::Sha256 tree;
+    std::string buf(4 << 20, '\0');
+    for (const json& part : merge_record.at("parts")) {
+      io::Sha256 sha256;
+      const uint64_t offset = part.at("offset").get<uint64_t>();
+      const uint64_t bytes = part.at("bytes").get<uint64_t>();
+      for (uint64_t done = 0; done < bytes;) {
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - done));
+        const ssize_t n = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) ThrowSystemError(output, "cannot read");
+        if (n == 0) throw differs("the size");
+        sha256.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+        done += static_cast<uint64_t>(n);
+      }
+      const std::string digest = sha256.HexDigest();
+      if (digest != part.at("sha256").get<std::string>()) {
+        throw differs("the sha256 of part " + part.at("shard_id").get<std::string>() + " that");
+      }
+      tree.Update(digest + "\n");
+    }
+    if (tree.HexDigest() != merge_record.at("tree_sha256").get<std::string>()) {
+      throw differs("the tree_sha256");
+    }
+  } catch (const json::exception& e) {
+    throw Error(merge_path, 0, std::string("merge.json parts are not valid: ") + e.what(),
+                "merge again with --overwrite");
+  }
+}
+}  // namespace
 
 void CheckMergedOutput(const MergeOutcome& expected) {
   const std::string& output = expected.output_path;

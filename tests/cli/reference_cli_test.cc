@@ -85,20 +85,21 @@ class ReferenceCli : public CliTest {
   }
 
   // `djshard dlc` of the three-file corpus on its own hostname (UTS
-  // namespace), reference shards and parts, 3 nodes.
+  // namespace), reference shards, 3 nodes.
   Spawned DlcOn(const std::string& host, const std::string& run_id,
                 const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
-    std::vector<std::string> args = {"dlc",         "--job-dir",
-                                     "job",         "--config",
-                                     "recipe.yaml", "--dataset-path",
-                                     "in",          "--nodes",
-                                     "3",           "--num-shards",
-                                     "7",           "--run-id",
-                                     run_id,        "--poll-interval-secs",
-                                     "0.5",         "--threads",
-                                     "1",           "--shards",
-                                     "reference",   "--layout",
-                                     "parts"};
+    std::vector<std::string> args = {
+        "dlc",         "--job-dir",
+        "job",         "--config",
+        "recipe.yaml", "--dataset-path",
+        "in",          "--nodes",
+        "3",           "--num-shards",
+        "7",           "--run-id",
+        run_id,        "--poll-interval-secs",
+        "0.5",         "--threads",
+        "1",           "--shards",
+        "reference",
+    };
     args.insert(args.end(), extra.begin(), extra.end());
     return Spawn(args, env,
                  {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
@@ -408,7 +409,7 @@ TEST_F(ReferenceCli, DlcInstancesScanTheInputInTasksAndCutTheShardsOfOnePrepare)
   ASSERT_EQ(Prepare("one", 7, {"--shards", "reference"}).exit_code, 0);
   std::vector<Spawned> nodes;
   for (const char* host : {"node-a", "node-b", "node-c"}) {
-    nodes.push_back(DlcOn(host, "r1", {"--scan-task-mib", "0.0625"}));
+    nodes.push_back(DlcOn(host, "r1", {"--layout", "parts", "--task-mib", "0.0625"}));
   }
   std::string logs;
   for (const Spawned& n : nodes) {
@@ -417,8 +418,8 @@ TEST_F(ReferenceCli, DlcInstancesScanTheInputInTasksAndCutTheShardsOfOnePrepare)
     logs += r.out;
   }
   EXPECT_NE(logs.find("task(s) that every instance claims"), std::string::npos) << logs;
-  EXPECT_NE(logs.find("scanned scan-00000: "), std::string::npos) << logs;
-  EXPECT_EQ(JoinedParts("job/merged"), copy);
+  EXPECT_NE(logs.find("scan-00000: scanned "), std::string::npos) << logs;
+  EXPECT_TRUE(JoinedParts("job/merged") == copy) << "the parts differ from the copy job's output";
   const json m = json::parse(Read("job/manifest.json"));
   const json one = json::parse(Read("one/manifest.json"));
   EXPECT_EQ(m["prepare_scan"]["task_bytes"], 65536);
@@ -447,8 +448,8 @@ TEST_F(ReferenceCli, AnInstanceKilledInAScanTaskIsTakenOverToTheSameBytes) {
   WriteCorpus(2500);
   DemoRecipe("in");
   const std::string copy = RunJob("copy", 5, 1, {}, "copy.jsonl");
-  const std::vector<std::string> fast = {"--scan-task-mib",  "0.0625", "--lease-secs", "2",
-                                         "--heartbeat-secs", "0.5"};
+  const std::vector<std::string> fast = {"--layout",     "parts", "--task-mib",       "0.0625",
+                                         "--lease-secs", "2",     "--heartbeat-secs", "0.5"};
   const Spawned dead = DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_KILL_AT=prepare_scan_task"});
   EXPECT_EQ(WaitFor(dead).exit_code, 128 + SIGKILL);
   std::vector<Spawned> nodes;
@@ -462,7 +463,7 @@ TEST_F(ReferenceCli, AnInstanceKilledInAScanTaskIsTakenOverToTheSameBytes) {
   // One of them leads the prepare again: elected once the stale lock moved.
   EXPECT_NE(logs.find(" as DLC prepare coordinator (node-"), std::string::npos) << logs;
   EXPECT_NE(logs.find("took over scan-00000 from node-a"), std::string::npos) << logs;
-  EXPECT_EQ(JoinedParts("job/merged"), copy);
+  EXPECT_TRUE(JoinedParts("job/merged") == copy) << "the parts differ from the copy job's output";
 }
 
 // A bad line found by a later scan task fails every instance with exit 2,
@@ -477,7 +478,7 @@ TEST_F(ReferenceCli, ABadLineFoundByAScanTaskFailsEveryInstanceNamingItsLine) {
   DemoRecipe("in");
   std::vector<Spawned> nodes;
   for (const char* host : {"node-a", "node-b"}) {
-    nodes.push_back(DlcOn(host, "r1", {"--scan-task-mib", "0.0625"}));
+    nodes.push_back(DlcOn(host, "r1", {"--layout", "parts", "--task-mib", "0.0625"}));
   }
   for (const Spawned& n : nodes) {
     const CliResult r = WaitFor(n);
@@ -485,6 +486,82 @@ TEST_F(ReferenceCli, ABadLineFoundByAScanTaskFailsEveryInstanceNamingItsLine) {
     EXPECT_NE((r.out + r.err).find("a.jsonl:2000: "), std::string::npos) << r.out << r.err;
   }
   EXPECT_FALSE(Exists("job"));
+}
+
+// Distributed merge: with the file layout every instance copies its share of
+// the outputs into the merged file; merge.json lists each part's SHA-256 and
+// their tree hash, and the whole file's only with --sha256. verify checks
+// them.
+TEST_F(ReferenceCli, DlcInstancesCopyTheOutputsIntoTheMergedFileByTasks) {
+  WriteCorpus(600);
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b", "node-c"}) {
+    nodes.push_back(DlcOn(host, "r1", {"--layout", "file", "--task-mib", "0.0625"}));
+  }
+  std::string logs;
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("merged 1800 rows into " + Path("job/merged.jsonl")), std::string::npos)
+        << r.out;
+    logs += r.out;
+  }
+  EXPECT_NE(logs.find("copy task(s) that every instance claims"), std::string::npos) << logs;
+  const std::string merged = Read("job/merged.jsonl");
+  EXPECT_TRUE(merged == copy) << "the merged bytes differ from the copy job's";
+  const json record = json::parse(Read("job/merge.json"));
+  EXPECT_FALSE(record.contains("sha256")) << "one serial pass, only with --sha256";
+  ASSERT_EQ(record["parts"].size(), 7u);
+  std::string tree;
+  for (const json& part : record["parts"]) {
+    const std::string bytes =
+        merged.substr(part["offset"].get<size_t>(), part["bytes"].get<size_t>());
+    EXPECT_EQ(part["sha256"], Sha256(bytes)) << part["shard_id"];
+    tree += Sha256(bytes) + "\n";
+  }
+  EXPECT_EQ(record["tree_sha256"], Sha256(tree));
+  EXPECT_EQ(Run({"verify", "--job-dir", "job"}).exit_code, 0);
+  // A byte changed in the merged file: verify names the part.
+  std::string changed = merged;
+  changed[merged.size() / 2] = changed[merged.size() / 2] == 'a' ? 'b' : 'a';
+  Write("job/merged.jsonl", changed);
+  const CliResult bad = Run({"verify", "--job-dir", "job"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("merged output differs"), std::string::npos) << bad.err;
+
+  // --sha256: the whole file's too, as sha256sum prints it.
+  const CliResult again = WaitFor(DlcOn(
+      "node-a", "r2",
+      {"--layout", "file", "--sha256", "--output", "with-sha.jsonl", "--task-mib", "0.0625"}));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(json::parse(Read("job/merge.json"))["sha256"], Sha256(copy));
+}
+
+// The finalize coordinator dies inside its second copy task: the instance
+// that takes it over plans the same tasks into the same file, keeps the first
+// task's result and takes the dead task's claim over.
+TEST_F(ReferenceCli, AnInstanceKilledInACopyTaskIsTakenOverToTheSameBytes) {
+  WriteCorpus(3000);  // parts of more than 64 KiB: one per copy task
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  const std::vector<std::string> fast = {"--layout",     "file", "--task-mib",       "0.0625",
+                                         "--lease-secs", "2",    "--heartbeat-secs", "0.5"};
+  const Spawned dead = DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_KILL_AT=merge_shard_copied@2"});
+  EXPECT_EQ(WaitFor(dead).exit_code, 128 + SIGKILL);
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-b", "node-c"}) nodes.push_back(DlcOn(host, "r1", fast));
+  std::string logs;
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    logs += r.out;
+  }
+  EXPECT_NE(logs.find("took over copy-00001 from node-a"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("copy-00000: copied"), std::string::npos) << "its result stands: " << logs;
+  EXPECT_TRUE(Read("job/merged.jsonl") == copy) << "the merged bytes differ from the copy job's";
+  EXPECT_EQ(Run({"verify", "--job-dir", "job"}).exit_code, 0);
 }
 
 }  // namespace

@@ -26,9 +26,14 @@ struct DlcOptions {
   store::ShardsMode shards_mode = store::ShardsMode::kCopy;
   store::OutputLayout layout = store::OutputLayout::kFile;
   bool require_all_nodes = false;
-  // Distributed prepare (store/prepare_scan.h) of a reference job when
-  // `nodes` is not 1: the input bytes of each scan task.
-  uint64_t scan_task_bytes = store::kDefaultScanTaskBytes;
+  // When `nodes` is not 1, every instance works on prepare and merge: a
+  // reference job's input is scanned in tasks of `task_bytes` of input
+  // (store/prepare_scan.h), and a file-layout output is copied in tasks of
+  // about `task_bytes` of output (store/merge_copy.h).
+  uint64_t task_bytes = store::kDefaultScanTaskBytes;
+  // Also compute the merged file's plain SHA-256 after a distributed merge
+  // (one serial read of the file); a merge on one node always has it.
+  bool sha256 = false;
   std::string output;  // empty: <job-dir>/merged.jsonl
   std::optional<std::string> run_id;
   // Bounds only waits that cannot make progress: a stale coordinator that

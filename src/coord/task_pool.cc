@@ -1,0 +1,114 @@
+#include "src/coord/task_pool.h"
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "djshard/common/error.h"
+#include "djshard/common/signals.h"
+#include "djshard/io/sha256.h"
+#include "src/coord/coordinator_claim.h"
+
+namespace djshard::coord {
+
+using nlohmann::json;
+
+TaskPool::TaskPool(io::Disk& disk, std::string coordination_dir, Kind kind, double lease_secs,
+                   double heartbeat_secs, double poll_secs,
+                   std::function<void(const std::string&)> say)
+    : disk_(disk),
+      dir_(std::move(coordination_dir)),
+      kind_(std::move(kind)),
+      lease_secs_(lease_secs),
+      heartbeat_secs_(heartbeat_secs),
+      poll_secs_(poll_secs),
+      say_(std::move(say)) {}
+
+std::string TaskPool::TasksDir(const std::string& plan) const {
+  io::Sha256 h;
+  h.Update(plan);
+  return dir_ + "/" + kind_.name + "-" + h.HexDigest().substr(0, 16);
+}
+
+std::string TaskPool::TaskId(size_t task) const {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "-%05zu", task);
+  return kind_.name + buf;
+}
+
+std::vector<json> TaskPool::Lead(const std::string& plan, io::Disk& fenced) {
+  const std::string tasks_dir = TasksDir(plan);
+  const size_t count = kind_.count(plan);
+  disk_.MakeDirs(tasks_dir);
+  fenced.WriteAtomic(PlanPath(), plan);
+  const auto result_path = [&](size_t i) { return tasks_dir + "/" + TaskId(i) + ".json"; };
+  for (;;) {
+    bool all = true;
+    for (size_t i = 0; i < count; ++i) {
+      if (disk_.Stat(result_path(i))) continue;
+      all = false;
+      TryTask(plan, tasks_dir, i);
+    }
+    if (all) break;
+    ThrowIfStopRequested();
+    if (JobStopRequested()) throw Error("stopped by djshard stop", "", kExitStopped);
+    SleepInterruptibly(poll_secs_ / 4);
+  }
+  std::vector<json> results;
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      results.push_back(json::parse(disk_.Read(result_path(i))));
+    } catch (const json::exception& e) {
+      throw Error(result_path(i), 0, std::string("task result is not valid JSON: ") + e.what(),
+                  "the coordination directory was edited; start the run with a new run id");
+    }
+  }
+  return results;
+}
+
+bool TaskPool::WorkOnOne() {
+  if (!disk_.Stat(PlanPath())) return false;
+  const std::string plan = disk_.Read(PlanPath());
+  const std::string tasks_dir = TasksDir(plan);
+  const size_t count = kind_.count(plan);
+  for (size_t i = 0; i < count; ++i) {
+    if (disk_.Stat(tasks_dir + "/" + TaskId(i) + ".json")) continue;
+    if (TryTask(plan, tasks_dir, i)) return true;
+  }
+  return false;
+}
+
+bool TaskPool::TryTask(const std::string& plan, const std::string& tasks_dir, size_t task) {
+  const CoordinatorLockPaths lock{tasks_dir, TaskId(task)};
+  const CoordinatorLook look = LookAtCoordinator(disk_, lock, lease_secs_);
+  if (look.state == CoordinatorLook::kLive) return false;
+  if (look.state == CoordinatorLook::kStale) {
+    const std::optional<CoordinatorHolder> from = TakeOverCoordinator(disk_, lock, lease_secs_);
+    if (!from) return false;
+    say_("took over " + lock.phase + " from " + from->hostname + " pid " +
+         std::to_string(from->pid) + ": its lease went stale");
+  }
+  const std::unique_ptr<CoordinatorClaim> claim =
+      CoordinatorClaim::TryClaim(disk_, lock, lease_secs_, heartbeat_secs_);
+  if (!claim) return false;
+  const std::string result_path = tasks_dir + "/" + lock.phase + ".json";
+  if (disk_.Stat(result_path)) {
+    claim->Release();
+    return false;
+  }
+  const json result = kind_.run(plan, task, tasks_dir, claim->token());
+  if (claim->PublishAndRelease(result_path, result.dump(2) + "\n")) {
+    say_(lock.phase + ": " + kind_.describe(result));
+  }
+  return true;
+}
+
+void TaskPool::RemoveAll() {
+  if (!disk_.Stat(PlanPath())) return;
+  const std::string tasks_dir = TasksDir(disk_.Read(PlanPath()));
+  disk_.Unlink(PlanPath());
+  io::RemoveTreeQuietly(tasks_dir);
+}
+
+}  // namespace djshard::coord

@@ -2,7 +2,7 @@
 # Reference shards and the parts layout on this machine's disk.
 #
 #   bench/reference_bench.sh [--workdir DIR] [--shared ../shared] [--mb 1024] [--workers 4]
-#                            [--rounds 2]
+#                            [--rounds 2] [--instances 4]
 #
 # 1. Bytes each phase moves, as a fraction of the corpus (a gen_corpus.py
 #    corpus, --mb, seed 3, refine recipe, 64 shards): `prepare`, each of
@@ -11,13 +11,19 @@
 #    --layout parts`. Read + written is rchar + wchar of /proc/<pid>/io: the
 #    process is run by a shell that prints its own io afterwards, which holds
 #    the reaped child's counters. Targets (issue): merge <= 0.02 with parts;
-#    prepare <= 0.35 (needs a prepare split over the instances).
+#    prepare <= 0.35 for the busiest instance (part 3: a prepare split over them).
 # 2. The whole job as one command: `dlc --nodes 1 --threads 2`, with copy shards
 #    and the file layout and with `--shards reference --layout parts`, against
 #    `run --threads 2`, refine and demo, best of --rounds alternated rounds.
 #    Targets (reference/parts): <= 1.10x (refine), <= 1.6x (demo).
 #    (Part 1 checks the bytes: run keeps the corpus's JSON spacing, a job
 #    writes normalized records, so run's output is not the comparison.)
+# 3. --instances `dlc` instances (default 4) on their own hostnames (UTS
+#    namespaces: run as root), one thread each, 64 shards, refine: read +
+#    written per instance and phase (bench/dlc_instances_io.py), with
+#    `--shards reference --layout parts` (targets: busiest instance <= 0.35 in
+#    prepare, <= 0.02 in merge) and `--shards reference --layout file`
+#    (merge <= 0.35).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 workdir=/tmp/djshard-reference-bench
@@ -25,6 +31,7 @@ shared="$root/../shared"
 mb=1024
 workers=4
 rounds=2
+instances=4
 while [ $# -gt 0 ]; do
   case "$1" in
     --workdir) workdir=$2; shift 2 ;;
@@ -32,7 +39,8 @@ while [ $# -gt 0 ]; do
     --mb) mb=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
-    *) echo "usage: $0 [--workdir DIR] [--shared DIR] [--mb N] [--workers N] [--rounds N]" >&2; exit 2 ;;
+    --instances) instances=$2; shift 2 ;;
+    *) echo "usage: $0 [--workdir DIR] [--shared DIR] [--mb N] [--workers N] [--rounds N] [--instances N]" >&2; exit 2 ;;
   esac
 done
 bin="$root/build/bin/djshard"
@@ -127,3 +135,10 @@ for name in refine demo; do
   }'
 done
 rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
+
+# --- 3. every instance prepares and merges -------------------------------------
+for layout in parts file; do
+  python3 "$root/bench/dlc_instances_io.py" --bin "$bin" --recipe "$recipe" --corpus "$corpus" \
+    --workdir "$workdir" --instances "$instances" --shards 64 --threads 1 -- \
+    --shards reference --layout "$layout"
+done

@@ -8,6 +8,7 @@
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/coord/dlc.h"
 #include "djshard/job/job_status.h"
 #include "djshard/store/job.h"
 #include "djshard/store/job_view.h"
@@ -221,6 +222,20 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
                   "djshard monitor --job-dir J, or djshard monitor JOB_ID --work-dir W");
     }
     if (!opt->job_dir.empty()) {
+      // Instances of `djshard dlc` still scanning its input: their tasks.
+      while (!is_job(opt->job_dir)) {
+        const std::vector<std::string> lines = coord::DlcTaskProgress(opt->job_dir);
+        if (lines.empty()) break;
+        if (opt->watch && !opt->as_json && isatty(STDOUT_FILENO))
+          std::fputs("\033[H\033[2J", stdout);
+        std::printf("preparing %s\n", opt->job_dir.c_str());
+        for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+        *exit_code = kExitIncomplete;
+        if (!opt->watch) return;
+        SleepInterruptibly(opt->interval);
+        ThrowIfStopRequested();
+      }
       if (!is_job(opt->job_dir)) {
         throw Error(opt->job_dir, 0, "no such job",
                     "--job-dir names a directory holding job_summary.json or manifest.json");
@@ -243,6 +258,10 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
           std::printf("%s\n", v.ToJson(opt->detailed).dump(2).c_str());
         } else {
           PrintView(v, opt->detailed);
+          // A dlc merge by copy tasks in progress.
+          for (const std::string& line : coord::DlcTaskProgress(job.dir())) {
+            std::printf("%s\n", line.c_str());
+          }
         }
         std::fflush(stdout);
         *exit_code = MonitorExitCode(v.state);

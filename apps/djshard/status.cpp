@@ -4,11 +4,16 @@
 
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/coord/dlc.h"
+#include "djshard/store/job_view.h"
 
 namespace djshard::cli {
 
@@ -68,10 +73,35 @@ int Watch(const store::JobDir& job, double interval) {
     for (const store::StageStatus& stage : s.stages) {
       for (const store::ShardStatus& task : stage.tasks) PrintActive(task);
     }
+    for (const std::string& line : coord::DlcTaskProgress(job.dir())) {
+      std::printf("%s\n", line.c_str());
+    }
     std::fflush(stdout);
     if (s.terminal()) return StatusExitCode(s);
     SleepInterruptibly(interval);
     if (StopRequested()) return StopExitCode();
+  }
+}
+
+// A job dir that dlc instances are still preparing: their scan tasks, once
+// or (`watch`) until the job is published. False when no dlc prepares it.
+bool PrintPreparing(const std::string& job_dir, bool watch, double interval, bool json) {
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  for (bool first = true;; first = false) {
+    if (store::IsElasticJobDir(job_dir)) return true;
+    const std::vector<std::string> lines = coord::DlcTaskProgress(job_dir);
+    if (lines.empty()) return !first;
+    if (watch && tty) std::fputs("\033[H\033[2J", stdout);
+    if (json) {
+      std::printf("%s\n", nlohmann::json({{"state", "preparing"}, {"dlc", lines}}).dump(2).c_str());
+    } else {
+      std::printf("%s  preparing %s\n", FormatUtcIso8601(NowNanos()).c_str(), job_dir.c_str());
+      for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+    if (!watch) return true;
+    SleepInterruptibly(interval);
+    if (StopRequested()) return true;
   }
 }
 
@@ -96,6 +126,12 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
   AddSecondsOption(cmd, "--interval", &opt->interval, "Seconds between --watch refreshes")
       ->capture_default_str();
   cmd->callback([opt, exit_code]() {
+    // Instances of `djshard dlc` may still be scanning its input.
+    if (!store::IsElasticJobDir(opt->job_dir) &&
+        PrintPreparing(opt->job_dir, opt->watch, opt->interval, opt->json)) {
+      *exit_code = StopRequested() ? StopExitCode() : kExitIncomplete;
+      if (!opt->watch || !store::IsElasticJobDir(opt->job_dir)) return;
+    }
     const store::JobDir job = store::JobDir::Open(opt->job_dir);
     if (opt->watch) {
       *exit_code = Watch(job, opt->interval);
@@ -104,6 +140,11 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
     const store::JobStatus status = store::ReadStatus(job);
     const std::string text = opt->json ? status.Json() : status.Text(opt->all);
     std::fwrite(text.data(), 1, text.size(), stdout);
+    if (!opt->json) {
+      for (const std::string& line : coord::DlcTaskProgress(job.dir())) {
+        std::printf("%s\n", line.c_str());
+      }
+    }
     *exit_code = StatusExitCode(status);
   });
 }

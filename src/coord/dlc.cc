@@ -113,6 +113,57 @@ class Coordination {
   std::string dir_;
 };
 
+// A distributed prepare's scan task, run by any instance.
+TaskPool::Kind ScanKind(int threads) {
+  return {"scan",
+          [](const std::string& plan) {
+            return store::ScanPlan::FromJson(plan, "scan-plan.json").tasks.size();
+          },
+          [threads](const std::string& text, size_t task, const std::string& dir,
+                    const std::string& tag, const std::function<bool()>&) {
+            const store::ScanPlan plan = store::ScanPlan::FromJson(text, dir);
+            store::ScanTaskResult r;
+            try {
+              r = store::RunScanTask(plan, task, threads, dir, tag);
+            } catch (const djshard::Error& e) {
+              r.task = task;
+              r.error_file = e.file();
+              r.error_message = e.message();
+              r.error_hint = e.hint();
+              r.error_code = e.code();
+            }
+            json j = r.ToJson();
+            j["display_path"] = plan.files[plan.tasks[task].file].display_path;
+            return j;
+          },
+          [](const json& r) {
+            const json error = r.value("error", json());
+            return "scanned " + std::to_string(r.value("rows", uint64_t{0})) + " line(s) of " +
+                   r.value("display_path", "?") +
+                   (error.is_object() ? ", failed: " + error.value("message", "") : "");
+          }};
+}
+
+// A distributed merge's copy task, run by any instance.
+TaskPool::Kind CopyKind(const store::JobPaths& job_paths, io::Disk& disk) {
+  return {"copy",
+          [](const std::string& plan) {
+            return store::MergeCopyPlan::FromJson(plan, "copy-plan.json").tasks.size();
+          },
+          [job_paths, &disk](const std::string& text, size_t task, const std::string& dir,
+                             const std::string&, const std::function<bool()>& owned) {
+            const store::MergeCopyPlan plan = store::MergeCopyPlan::FromJson(text, dir);
+            const store::JobDir job = store::JobDir::Open(job_paths.dir(), disk);
+            return store::RunMergeCopyTask(job, plan, task, owned);
+          },
+          [](const json& r) {
+            const json error = r.value("error", json());
+            return "copied " + std::to_string(r.value("parts", json::array()).size()) +
+                   " part(s) into the merged file" +
+                   (error.is_object() ? ", failed: " + error.value("message", "") : "");
+          }};
+}
+
 class DlcRun {
  public:
   DlcRun(const DlcOptions& o, const std::string& run_id)
@@ -121,10 +172,10 @@ class DlcRun {
         disk_(io::DiskOr(o.disk)),
         job_(o.job_dir),
         coord_(job_, run_id, disk_),
-        scan_(disk_, coord_.dir(), ScanKind(), LeaseSecs(), HeartbeatSecs(), o.poll_interval_secs,
-              [this](const std::string& line) { Say("scan", line); }),
-        copy_(disk_, coord_.dir(), CopyKind(), LeaseSecs(), HeartbeatSecs(), o.poll_interval_secs,
-              [this](const std::string& line) { Say("copy", line); }) {}
+        scan_(disk_, coord_.dir(), ScanKind(o.threads.value_or(0)), LeaseSecs(), HeartbeatSecs(),
+              o.poll_interval_secs, [this](const std::string& line) { Say("scan", line); }),
+        copy_(disk_, coord_.dir(), CopyKind(job_, disk_), LeaseSecs(), HeartbeatSecs(),
+              o.poll_interval_secs, [this](const std::string& line) { Say("copy", line); }) {}
 
   DlcOutcome Run() {
     // A run id that already finished returns its stored result at once.
@@ -292,58 +343,7 @@ class DlcRun {
   // run's, so that a coordinator that takes over goes on with the same file
   // and keeps the tasks already done.
   std::string CopyTag() const { return "dlc-" + fs::path(coord_.dir()).filename().string(); }
-
-  // A distributed prepare's scan task, run by any instance.
-  TaskPool::Kind ScanKind() const {
-    const int threads = o_.threads.value_or(0);
-    return {"scan",
-            [](const std::string& plan) {
-              return store::ScanPlan::FromJson(plan, "scan-plan.json").tasks.size();
-            },
-            [threads](const std::string& text, size_t task, const std::string& dir,
-                      const std::string& tag) {
-              const store::ScanPlan plan = store::ScanPlan::FromJson(text, dir);
-              store::ScanTaskResult r;
-              try {
-                r = store::RunScanTask(plan, task, threads, dir, tag);
-              } catch (const djshard::Error& e) {
-                r.task = task;
-                r.error_file = e.file();
-                r.error_message = e.message();
-                r.error_hint = e.hint();
-                r.error_code = e.code();
-              }
-              json j = r.ToJson();
-              j["display_path"] = plan.files[plan.tasks[task].file].display_path;
-              return j;
-            },
-            [](const json& r) {
-              const json error = r.value("error", json());
-              return "scanned " + std::to_string(r.value("rows", uint64_t{0})) + " line(s) of " +
-                     r.value("display_path", "?") +
-                     (error.is_object() ? ", failed: " + error.value("message", "") : "");
-            }};
-  }
-
-  // A distributed merge's copy task, run by any instance.
-  TaskPool::Kind CopyKind() const {
-    return {
-        "copy",
-        [](const std::string& plan) {
-          return store::MergeCopyPlan::FromJson(plan, "copy-plan.json").tasks.size();
-        },
-        [this](const std::string& text, size_t task, const std::string& dir, const std::string&) {
-          const store::MergeCopyPlan plan = store::MergeCopyPlan::FromJson(text, dir);
-          const store::JobDir job = store::JobDir::Open(job_.dir(), disk_);
-          return store::RunMergeCopyTask(job, plan, task);
-        },
-        [](const json& r) {
-          const json error = r.value("error", json());
-          return "copied " + std::to_string(r.value("parts", json::array()).size()) +
-                 " part(s) into the merged file" +
-                 (error.is_object() ? ", failed: " + error.value("message", "") : "");
-        }};
-  }
+  std::string CopyTemp() const { return MergedOutput() + ".tmp." + CopyTag(); }
 
   // Checks the node count before anything is merged, then merges (which
   // verifies every shard output as it copies it: its rows and SHA-256 are the
@@ -506,6 +506,9 @@ class DlcRun {
     if (r.code != 0) {
       Error(r.error);
       if (phase == Phase::kFinalize) WriteFailedSummary(r);
+      // The result is published: no coordinator goes on with the file that
+      // copy tasks wrote, and nothing half-merged stays visible.
+      if (phase == Phase::kFinalize) ::unlink(CopyTemp().c_str());
     }
     (phase == Phase::kPrepare ? scan_ : copy_).RemoveAll();
     *result = coord_.Read(ResultName(phase));
@@ -526,7 +529,7 @@ class DlcRun {
     const std::string name = out.filename().string();
     // The copy tasks' file is the run's: a new coordinator goes on with it.
     RemoveLeftovers(out.parent_path(), {name + ".tmp.", name + ".errors.jsonl.tmp."},
-                    name + ".tmp." + CopyTag());
+                    fs::path(CopyTemp()).filename().string());
     RemoveLeftovers(job_.dir(), {"merge.json.tmp.", "merge.json.staged."});
   }
   // Removes the entries of `dir` whose names start with one of `prefixes`,
@@ -612,6 +615,30 @@ class DlcRun {
 };
 
 }  // namespace
+
+std::vector<std::string> DlcTaskProgress(const std::string& job_dir) {
+  const store::JobPaths job(job_dir);
+  const fs::path root = fs::path(job.CoordinationDir("x")).parent_path();
+  std::vector<std::string> lines;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(root, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const auto nothing = [](const std::string&) {};
+    const double lease = store::Policy{}.lease_secs;
+    io::Disk& disk = io::RealDisk();
+    const std::string dir = it->path().string();
+    try {
+      const std::string scan = TaskPool(disk, dir, ScanKind(0), lease, 1, 1, nothing).Progress();
+      if (!scan.empty()) lines.push_back("dlc prepare: " + scan);
+      const std::string copy =
+          TaskPool(disk, dir, CopyKind(job, disk), lease, 1, 1, nothing).Progress();
+      if (!copy.empty()) lines.push_back("dlc merge: " + copy);
+    } catch (const djshard::Error&) {
+      // A plan being replaced or removed: nothing to show.
+    }
+  }
+  return lines;
+}
 
 DlcOutcome RunDlc(const DlcOptions& o) {
   std::optional<std::string> run_id = o.run_id;

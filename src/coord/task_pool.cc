@@ -97,11 +97,33 @@ bool TaskPool::TryTask(const std::string& plan, const std::string& tasks_dir, si
     claim->Release();
     return false;
   }
-  const json result = kind_.run(plan, task, tasks_dir, claim->token());
+  const json result =
+      kind_.run(plan, task, tasks_dir, claim->token(), [&claim] { return claim->Owned(); });
   if (claim->PublishAndRelease(result_path, result.dump(2) + "\n")) {
     say_(lock.phase + ": " + kind_.describe(result));
   }
   return true;
+}
+
+std::string TaskPool::Progress() const {
+  if (!disk_.Stat(PlanPath())) return "";
+  const std::string plan = disk_.Read(PlanPath());
+  const std::string tasks_dir = TasksDir(plan);
+  const size_t count = kind_.count(plan);
+  size_t done = 0;
+  std::string running;
+  for (size_t i = 0; i < count; ++i) {
+    if (disk_.Stat(tasks_dir + "/" + TaskId(i) + ".json")) {
+      ++done;
+      continue;
+    }
+    const CoordinatorLook look = LookAtCoordinator(disk_, {tasks_dir, TaskId(i)}, lease_secs_);
+    if (look.state == CoordinatorLook::kNone) continue;
+    running += std::string(running.empty() ? "" : ", ") + TaskId(i) + " on " +
+               look.holder.hostname + (look.state == CoordinatorLook::kStale ? " (stale)" : "");
+  }
+  return std::to_string(done) + " of " + std::to_string(count) + " " + kind_.name + " tasks done" +
+         (running.empty() ? "" : "; running: " + running);
 }
 
 void TaskPool::RemoveAll() {

@@ -27,9 +27,11 @@ class TaskPool {
     // How many tasks the plan holds.
     std::function<size_t(const std::string& plan)> count;
     // Runs task `task` of the plan; files it writes go into `dir`, named with
-    // `tag`. Its failures are its result's to report: they end the phase.
+    // `tag`. `owned` says whether the task's claim is still this instance's:
+    // a task that writes where others may write stops once it is not. Its
+    // failures are its result's to report: they end the phase.
     std::function<nlohmann::json(const std::string& plan, size_t task, const std::string& dir,
-                                 const std::string& tag)>
+                                 const std::string& tag, const std::function<bool()>& owned)>
         run;
     // A line for the log once a task ran.
     std::function<std::string(const nlohmann::json& result)> describe;
@@ -53,6 +55,11 @@ class TaskPool {
 
   // Once the phase is over: the plan and its tasks' files.
   void RemoveAll();
+
+  // How far the published plan's tasks are, for `status` and `monitor`:
+  // "3 of 7 scan tasks done; running: scan-00004 on node-b, ..."; empty when
+  // no plan is published.
+  std::string Progress() const;
 
  private:
   std::string PlanPath() const { return dir_ + "/" + kind_.name + "-plan.json"; }

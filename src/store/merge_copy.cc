@@ -1,6 +1,7 @@
 #include "djshard/store/merge_copy.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,11 +23,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string MergeCopyPlan::ToJson() const {
-  json j = {{"output", output},
-            {"temp", temp},
-            {"bytes", bytes},
-            {"parts", json::array()},
-            {"tasks", json::array()}};
+  json j = {{"output", output}, {"temp", temp},           {"temp_inode", temp_inode},
+            {"bytes", bytes},   {"parts", json::array()}, {"tasks", json::array()}};
   for (const Part& p : parts) {
     j["parts"].push_back({{"shard", p.shard}, {"offset", p.offset}, {"bytes", p.bytes}});
   }
@@ -40,6 +38,7 @@ MergeCopyPlan MergeCopyPlan::FromJson(const std::string& text, const std::string
     const json j = json::parse(text);
     plan.output = j.at("output").get<std::string>();
     plan.temp = j.at("temp").get<std::string>();
+    plan.temp_inode = io::IntegerField<uint64_t>(j, "temp_inode");
     plan.bytes = io::IntegerField<uint64_t>(j, "bytes");
     for (const json& p : j.at("parts")) {
       plan.parts.push_back({io::IntegerField<size_t>(p, "shard"),
@@ -100,14 +99,24 @@ MergeCopyPlan PlanMergeCopy(const JobDir& job, const MergeRequest& request, uint
   }
   if (::fsync(fd.get()) != 0) ThrowSystemError(plan.temp, "cannot fsync");
   disk.SyncDir(fs::path(plan.temp).parent_path().string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) ThrowSystemError(plan.temp, "cannot stat");
+  plan.temp_inode = static_cast<uint64_t>(st.st_ino);
   return plan;
 }
 
-json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task) {
+json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task,
+                      const std::function<bool()>& owned) {
   json result = {{"task", task}, {"parts", json::array()}};
   try {
     io::ScopedFd fd(::open(plan.temp.c_str(), O_WRONLY | O_CLOEXEC));
     if (fd.get() < 0) ThrowSystemError(plan.temp, "cannot open");
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) ThrowSystemError(plan.temp, "cannot stat");
+    if (static_cast<uint64_t>(st.st_ino) != plan.temp_inode) {
+      throw Error(plan.temp, 0, "is not the file this merge was planned into",
+                  "a coordinator that took over planned the merge again; nothing to do");
+    }
     const auto [first, end] = plan.tasks.at(task);
     for (size_t p = first; p < end; ++p) {
       const MergeCopyPlan::Part& part = plan.parts[p];
@@ -122,6 +131,10 @@ json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task)
             if (at + bytes.size() > part.offset + part.bytes) {
               throw Error(output, 0, "shard output is longer than when the merge was planned",
                           "the file was changed after it was published");
+            }
+            if (!owned()) {
+              throw Error(plan.temp, 0, "lost the claim of this copy task",
+                          "its lease went stale and another instance took it over");
             }
             io::PwriteFully(fd.get(), bytes, at, plan.temp);
             sha256.Update(bytes);

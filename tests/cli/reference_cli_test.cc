@@ -564,5 +564,38 @@ TEST_F(ReferenceCli, AnInstanceKilledInACopyTaskIsTakenOverToTheSameBytes) {
   EXPECT_EQ(Run({"verify", "--job-dir", "job"}).exit_code, 0);
 }
 
+// status and monitor show the scan tasks while the job is being prepared
+// (no job dir yet) and the copy tasks while it is being merged.
+TEST_F(ReferenceCli, StatusAndMonitorShowTheScanAndCopyTasksOfDlcInstances) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::vector<std::string> tasks = {"--layout", "file", "--task-mib", "0.0625"};
+  const Spawned scanning = DlcOn("node-a", "r1", tasks, {"DJSHARD_TEST_STOP_AT=prepare_scan_task"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(scanning.pid); }));
+  const CliResult status = Run({"status", "--job-dir", "job"});
+  EXPECT_EQ(status.exit_code, 1) << status.err;
+  EXPECT_NE(status.out.find("dlc prepare: 0 of 7 scan tasks done; running: scan-00000 on node-a"),
+            std::string::npos)
+      << status.out;
+  const CliResult monitor = Run({"monitor", "--job-dir", "job"});
+  EXPECT_EQ(monitor.exit_code, 1) << monitor.err;
+  EXPECT_NE(monitor.out.find("dlc prepare: 0 of 7 scan tasks done"), std::string::npos)
+      << monitor.out;
+  ASSERT_EQ(kill(scanning.pid, SIGCONT), 0);
+  EXPECT_EQ(WaitFor(scanning).exit_code, 0);
+
+  const Spawned merging = DlcOn("node-a", "r2", tasks, {"DJSHARD_TEST_STOP_AT=merge_shard_copied"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(merging.pid); }));
+  const CliResult during = Run({"status", "--job-dir", "job"});
+  EXPECT_EQ(during.exit_code, 0) << "every shard is done";
+  EXPECT_NE(during.out.find("dlc merge: 0 of "), std::string::npos) << during.out;
+  EXPECT_NE(during.out.find(" copy tasks done; running: copy-00000 on node-a"), std::string::npos)
+      << during.out;
+  ASSERT_EQ(kill(merging.pid, SIGCONT), 0);
+  EXPECT_EQ(WaitFor(merging).exit_code, 0);
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).out.find("dlc "), std::string::npos)
+      << "the tasks' files go with the phase";
+}
+
 }  // namespace
 }  // namespace djshard::testing

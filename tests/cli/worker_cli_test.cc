@@ -601,9 +601,10 @@ class DlcCoordinatorLossCli : public DlcCli {
     return false;
   }
   // `half_done`: whether node-a leaves a staging directory or a temporary
-  // output at `point`, which the taker must remove.
+  // output at `point`, which the taker must remove, or (`goes_on`: the file
+  // that copy tasks write) keep and go on with.
   void KillFrozenCoordinatorAndFinish(const std::string& phase, const std::string& point,
-                                      bool half_done) {
+                                      bool half_done, bool goes_on = false) {
     const Spawned a = FrozenCoordinator(point);
     EXPECT_EQ(HalfDone(), half_done);
     const Spawned b = Node("node-b"), c = Node("node-c");
@@ -618,7 +619,7 @@ class DlcCoordinatorLossCli : public DlcCli {
       removed += r.out.find(", left by a coordinator that was taken over") != std::string::npos;
     }
     EXPECT_EQ(coordinators, 1);
-    EXPECT_EQ(removed, half_done ? 1 : 0);
+    EXPECT_EQ(removed, half_done && !goes_on ? 1 : 0);
     ExpectFinishedJob();
   }
 
@@ -641,8 +642,11 @@ class DlcFinalizeTakeoverCli : public DlcCoordinatorLossCli,
 
 TEST_P(DlcFinalizeTakeoverCli, KillNineOfTheFinalizeCoordinatorIsTakenOver) {
   SetUpJob();
+  // Every instance copies into the merged file under its run's temporary
+  // name: the taker goes on with it, keeping the copy tasks already done.
   KillFrozenCoordinatorAndFinish("finalize", GetParam(),
-                                 /*half_done=*/GetParam().starts_with("merge_shard_copied"));
+                                 /*half_done=*/GetParam().starts_with("merge_shard_copied"),
+                                 /*goes_on=*/true);
 }
 INSTANTIATE_TEST_SUITE_P(Points, DlcFinalizeTakeoverCli,
                          ::testing::Values("merge_shard_copied@2", "merge_committed",

@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "djshard/common/log.h"
 #include "djshard/io/disk.h"
@@ -70,6 +71,11 @@ struct DlcOutcome {
   int exit_code = 0;
   std::string message;  // the PASS line, or what failed and where
 };
+
+// The scan and copy tasks of every dlc run of the job dir now in progress,
+// one line per phase ("dlc prepare: 3 of 7 scan tasks done; running: ..."),
+// for `status` and `monitor`; empty when none.
+std::vector<std::string> DlcTaskProgress(const std::string& job_dir);
 
 // `djshard dlc`: the same command on every instance of a launcher (PAI-DLC,
 // mpirun, srun, a Kubernetes indexed job). Instances elect one prepare and

@@ -11,6 +11,7 @@
 // file, one serial read, only when asked.
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct MergeCopyPlan {
   };
   std::string output;  // absolute
   std::string temp;    // the preallocated file the tasks write
+  // Its inode: a plan (and the tasks' results) holds for that file only, so a
+  // coordinator that takes over after the file was renamed into place plans
+  // a new one.
+  uint64_t temp_inode = 0;
   uint64_t bytes = 0;
   std::vector<Part> parts;
   std::vector<std::pair<size_t, size_t>> tasks;  // parts [first, end)
@@ -48,9 +53,13 @@ MergeCopyPlan PlanMergeCopy(const JobDir& job, const MergeRequest& request, uint
                             const std::string& tag, io::Disk& disk);
 
 // Any instance: copies task `task`'s parts into the temporary file and
-// fsyncs it. Its result: each part's shard id and SHA-256, or the Error that
-// stopped it ("error").
-nlohmann::json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task);
+// fsyncs it, checking `owned` (its claim is still its own) before each write:
+// a copier that lost its claim stops there. Every copier of the plan writes
+// the same bytes at the same offsets, so a write already under way puts back
+// what is there. Its result: each part's shard id and SHA-256, or the Error
+// that stopped it ("error").
+nlohmann::json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task,
+                                const std::function<bool()>& owned);
 
 // The coordinator, once every task has a result (in task order): the first
 // failure is an Error; else the file is renamed into place and merge.json

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "djshard/common/clock.h"
@@ -15,6 +16,7 @@
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
 #include "djshard/io/disk.h"
+#include "djshard/io/json_fields.h"
 #include "djshard/io/sha256.h"
 #include "djshard/job/stop_request.h"
 #include "djshard/store/dedup_stage.h"
@@ -115,6 +117,7 @@ class Coordination {
 
 // A distributed prepare's scan task, run by any instance.
 TaskPool::Kind ScanKind(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return {"scan",
           [](const std::string& plan) {
             return store::ScanPlan::FromJson(plan, "scan-plan.json").tasks.size();
@@ -122,17 +125,7 @@ TaskPool::Kind ScanKind(int threads) {
           [threads](const std::string& text, size_t task, const std::string& dir,
                     const std::string& tag, const std::function<bool()>&) {
             const store::ScanPlan plan = store::ScanPlan::FromJson(text, dir);
-            store::ScanTaskResult r;
-            try {
-              r = store::RunScanTask(plan, task, threads, dir, tag);
-            } catch (const djshard::Error& e) {
-              r.task = task;
-              r.error_file = e.file();
-              r.error_message = e.message();
-              r.error_hint = e.hint();
-              r.error_code = e.code();
-            }
-            json j = r.ToJson();
+            json j = store::RunScanTask(plan, task, threads, dir, tag).ToJson();
             j["display_path"] = plan.files[plan.tasks[task].file].display_path;
             return j;
           },
@@ -164,6 +157,24 @@ TaskPool::Kind CopyKind(const store::JobPaths& job_paths, io::Disk& disk) {
           }};
 }
 
+// A distributed prepare's shard write task (a copy job), run by any instance.
+TaskPool::Kind WriteKind() {
+  return {"write",
+          [](const std::string& plan) {
+            return store::ShardWritePlan::FromJson(plan, "write-plan.json").tasks.size();
+          },
+          [](const std::string& text, size_t task, const std::string& dir, const std::string& tag,
+             const std::function<bool()>&) {
+            return store::RunShardWriteTask(store::ShardWritePlan::FromJson(text, dir), task, tag);
+          },
+          [](const json& r) {
+            const json error = r.value("error", json());
+            return "wrote " + std::to_string(r.value("shards", json::array()).size()) +
+                   " shard file(s)" +
+                   (error.is_object() ? ", failed: " + error.value("message", "") : "");
+          }};
+}
+
 class DlcRun {
  public:
   DlcRun(const DlcOptions& o, const std::string& run_id)
@@ -174,6 +185,8 @@ class DlcRun {
         coord_(job_, run_id, disk_),
         scan_(disk_, coord_.dir(), ScanKind(o.threads.value_or(0)), LeaseSecs(), HeartbeatSecs(),
               o.poll_interval_secs, [this](const std::string& line) { Say("scan", line); }),
+        write_(disk_, coord_.dir(), WriteKind(), LeaseSecs(), HeartbeatSecs(), o.poll_interval_secs,
+               [this](const std::string& line) { Say("write", line); }),
         copy_(disk_, coord_.dir(), CopyKind(job_, disk_), LeaseSecs(), HeartbeatSecs(),
               o.poll_interval_secs, [this](const std::string& line) { Say("copy", line); }) {}
 
@@ -207,6 +220,7 @@ class DlcRun {
   std::optional<DlcOutcome> Prepare() {
     std::optional<json> prepared;
     if (std::optional<DlcOutcome> end = Coordinate(Phase::kPrepare, &prepared)) return end;
+    RemovePhaseTasks(Phase::kPrepare);
     if (const int code = prepared->value("return_code", kExitFailure); code != 0) {
       const json error = prepared->value("error", json(""));
       const std::string message = "prepare failed on " + prepared->value("hostname", "?") + ": " +
@@ -243,10 +257,27 @@ class DlcRun {
           const std::string dir = scan_.TasksDir(text);
           std::vector<store::ScanTaskResult> results;
           for (const json& r : scan_.Lead(text, disk)) {
+            if (r.contains("error") && !r.contains("rows")) {
+              // The task stopped before it had a result of its own.
+              const djshard::Error e = io::ErrorFromJson(r.at("error"));
+              store::ScanTaskResult failed;
+              failed.task = r.value("task", uint64_t{0});
+              failed.error_file = e.file();
+              failed.error_message = e.message();
+              failed.error_hint = e.hint();
+              failed.error_code = e.code();
+              results.push_back(failed);
+              continue;
+            }
             results.push_back(store::ScanTaskResult::FromJson(r));
             results.back().data_file = dir + "/" + results.back().data_file;
           }
           return results;
+        };
+        req.distributed_scan.write = [this, &disk](const store::ShardWritePlan& plan) {
+          Say("write", "writing the shard files in " + std::to_string(plan.tasks.size()) +
+                           " task(s) that every instance claims");
+          return write_.Lead(plan.ToJson(), disk);
         };
       }
       const store::PrepareOutcome out = store::Prepare(req, disk);
@@ -325,6 +356,7 @@ class DlcRun {
   DlcOutcome Finalize() {
     std::optional<json> fin;
     if (std::optional<DlcOutcome> end = Coordinate(Phase::kFinalize, &fin)) return *end;
+    RemovePhaseTasks(Phase::kFinalize);
     const int code = fin->value("return_code", kExitFailure);
     if (code != 0) {
       return {DlcEnd::kFinalizeFailed, code,
@@ -371,8 +403,9 @@ class DlcRun {
     store::MergeOutcome merged;
     if (o_.nodes != 1 && store::CanMergeByCopyTasks(job, merge)) {
       // Every instance copies a share of the outputs into the merged file.
-      const store::MergeCopyPlan plan =
-          store::PlanMergeCopy(job, merge, o_.task_bytes, CopyTag(), disk);
+      const store::MergeCopyPlan plan = store::PlanMergeCopy(
+          job, merge, o_.task_bytes, 4 * static_cast<size_t>(std::max<int64_t>(1, o_.nodes)),
+          CopyTag(), disk);
       Say("copy", "merging in " + std::to_string(plan.tasks.size()) +
                       " copy task(s) that every instance claims");
       merged = store::FinishMergeCopy(job, plan, copy_.Lead(plan.ToJson(), disk), o_.sha256, disk);
@@ -451,7 +484,11 @@ class DlcRun {
       const std::string role = "DLC " + Name(phase) + " coordinator (" + HostName() + ")";
       if (look.state == CoordinatorLook::kLive) {
         // While a coordinator lives, its tasks need hands.
-        (phase == Phase::kPrepare ? scan_ : copy_).WorkOnOne();
+        if (phase == Phase::kPrepare) {
+          if (!scan_.WorkOnOne()) write_.WorkOnOne();
+        } else {
+          copy_.WorkOnOne();
+        }
         return Progress();
       }
       if (look.state == CoordinatorLook::kNone) return Lead(phase, "elected as " + role, result);
@@ -501,18 +538,30 @@ class DlcRun {
                                   Coordination::ResultJson(Name(phase), r, message))) {
       Error("lost the DLC " + Name(phase) + " coordinator lease on " + HostName() +
             " (it went stale and another instance took the phase over); published nothing");
+      // What this instance made after it lost the lease goes once the phase
+      // has its result.
+      if (coord_.Read(ResultName(phase))) RemovePhaseTasks(phase);
       return Progress();
     }
     if (r.code != 0) {
       Error(r.error);
       if (phase == Phase::kFinalize) WriteFailedSummary(r);
-      // The result is published: no coordinator goes on with the file that
-      // copy tasks wrote, and nothing half-merged stays visible.
-      if (phase == Phase::kFinalize) ::unlink(CopyTemp().c_str());
     }
-    (phase == Phase::kPrepare ? scan_ : copy_).RemoveAll();
+    RemovePhaseTasks(phase);
     *result = coord_.Read(ResultName(phase));
     return Progress();
+  }
+
+  // Once a phase has its result: its tasks' files, and the file that copy
+  // tasks wrote unless it was renamed into place. Any instance may do it.
+  void RemovePhaseTasks(Phase phase) {
+    if (phase == Phase::kFinalize) {
+      copy_.RemoveAll();
+      ::unlink(CopyTemp().c_str());
+      return;
+    }
+    scan_.RemoveAll();
+    write_.RemoveAll();
   }
 
   // Removes what the coordinators this one took over from left behind:
@@ -609,8 +658,9 @@ class DlcRun {
   io::Disk& disk_;
   const store::JobPaths job_;
   Coordination coord_;
-  TaskPool scan_;  // a distributed prepare's tasks
-  TaskPool copy_;  // a distributed merge's tasks
+  TaskPool scan_;   // a distributed prepare's tasks
+  TaskPool write_;  // and a copy job's shard files
+  TaskPool copy_;   // a distributed merge's tasks
   double deadline_ = 0;
 };
 
@@ -630,6 +680,8 @@ std::vector<std::string> DlcTaskProgress(const std::string& job_dir) {
     try {
       const std::string scan = TaskPool(disk, dir, ScanKind(0), lease, 1, 1, nothing).Progress();
       if (!scan.empty()) lines.push_back("dlc prepare: " + scan);
+      const std::string write = TaskPool(disk, dir, WriteKind(), lease, 1, 1, nothing).Progress();
+      if (!write.empty()) lines.push_back("dlc prepare: " + write);
       const std::string copy =
           TaskPool(disk, dir, CopyKind(job, disk), lease, 1, 1, nothing).Progress();
       if (!copy.empty()) lines.push_back("dlc merge: " + copy);

@@ -1,16 +1,20 @@
 #include "src/coord/task_pool.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <utility>
 
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
+#include "djshard/io/json_fields.h"
 #include "djshard/io/sha256.h"
 #include "src/coord/coordinator_claim.h"
 
 namespace djshard::coord {
+
+namespace fs = std::filesystem;
 
 using nlohmann::json;
 
@@ -43,17 +47,22 @@ std::vector<json> TaskPool::Lead(const std::string& plan, io::Disk& fenced) {
   disk_.MakeDirs(tasks_dir);
   fenced.WriteAtomic(PlanPath(), plan);
   const auto result_path = [&](size_t i) { return tasks_dir + "/" + TaskId(i) + ".json"; };
-  for (;;) {
-    bool all = true;
-    for (size_t i = 0; i < count; ++i) {
-      if (disk_.Stat(result_path(i))) continue;
-      all = false;
-      TryTask(plan, tasks_dir, i);
-    }
-    if (all) break;
+  const auto stop = [] {
     ThrowIfStopRequested();
     if (JobStopRequested()) throw Error("stopped by djshard stop", "", kExitStopped);
-    SleepInterruptibly(poll_secs_ / 4);
+  };
+  // Tasks before `done` have results, which stay.
+  for (size_t done = 0; done < count;) {
+    for (size_t i = done; i < count; ++i) {
+      stop();
+      if (disk_.Stat(result_path(i))) {
+        if (i == done) ++done;
+        continue;
+      }
+      TryTask(plan, tasks_dir, i);
+      if (i == done && disk_.Stat(result_path(i))) ++done;
+    }
+    if (done < count) SleepInterruptibly(poll_secs_ / 4);
   }
   std::vector<json> results;
   for (size_t i = 0; i < count; ++i) {
@@ -72,8 +81,13 @@ bool TaskPool::WorkOnOne() {
   const std::string plan = disk_.Read(PlanPath());
   const std::string tasks_dir = TasksDir(plan);
   const size_t count = kind_.count(plan);
-  for (size_t i = 0; i < count; ++i) {
-    if (disk_.Stat(tasks_dir + "/" + TaskId(i) + ".json")) continue;
+  // Tasks before the cursor have results, which stay.
+  size_t& first_open = first_open_[tasks_dir];
+  for (size_t i = first_open; i < count; ++i) {
+    if (disk_.Stat(tasks_dir + "/" + TaskId(i) + ".json")) {
+      if (i == first_open) ++first_open;
+      continue;
+    }
     if (TryTask(plan, tasks_dir, i)) return true;
   }
   return false;
@@ -97,8 +111,19 @@ bool TaskPool::TryTask(const std::string& plan, const std::string& tasks_dir, si
     claim->Release();
     return false;
   }
-  const json result =
-      kind_.run(plan, task, tasks_dir, claim->token(), [&claim] { return claim->Owned(); });
+  json result;
+  try {
+    result = kind_.run(plan, task, tasks_dir, claim->token(), [&claim] { return claim->Owned(); });
+  } catch (const Error& e) {
+    // A stop or a failing filesystem is this instance's, not the task's: the
+    // claim goes back for another instance. Anything else (a bad line, an
+    // input or an output that differs) ends the phase.
+    if (StopRequested() || JobStopRequested() || e.IsInfrastructure()) {
+      claim->Release();
+      throw;
+    }
+    result = {{"task", task}, {"error", io::ErrorToJson(e)}};
+  }
   if (claim->PublishAndRelease(result_path, result.dump(2) + "\n")) {
     say_(lock.phase + ": " + kind_.describe(result));
   }
@@ -127,10 +152,17 @@ std::string TaskPool::Progress() const {
 }
 
 void TaskPool::RemoveAll() {
-  if (!disk_.Stat(PlanPath())) return;
-  const std::string tasks_dir = TasksDir(disk_.Read(PlanPath()));
   disk_.Unlink(PlanPath());
-  io::RemoveTreeQuietly(tasks_dir);
+  // Every plan's directory: a coordinator that was taken over may have
+  // published another plan.
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kind_.name + "-", 0) == 0 && it->is_directory(ec)) {
+      io::RemoveTreeQuietly(it->path().string());
+    }
+  }
 }
 
 }  // namespace djshard::coord

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,8 +29,10 @@ class TaskPool {
     std::function<size_t(const std::string& plan)> count;
     // Runs task `task` of the plan; files it writes go into `dir`, named with
     // `tag`. `owned` says whether the task's claim is still this instance's:
-    // a task that writes where others may write stops once it is not. Its
-    // failures are its result's to report: they end the phase.
+    // a task that writes where others may write stops once it is not. An
+    // Error it throws is published as its result ("error"), which ends the
+    // phase, unless it is a stop or the filesystem's (Error::IsInfrastructure):
+    // then the claim goes back and the Error reaches the caller.
     std::function<nlohmann::json(const std::string& plan, size_t task, const std::string& dir,
                                  const std::string& tag, const std::function<bool()>& owned)>
         run;
@@ -53,7 +56,8 @@ class TaskPool {
   // The directory of the plan's task files.
   std::string TasksDir(const std::string& plan) const;
 
-  // Once the phase is over: the plan and its tasks' files.
+  // Once the phase is over: the plan and the files of its tasks, and of any
+  // plan a coordinator that was taken over published.
   void RemoveAll();
 
   // How far the published plan's tasks are, for `status` and `monitor`:
@@ -73,6 +77,7 @@ class TaskPool {
   const Kind kind_;
   const double lease_secs_, heartbeat_secs_, poll_secs_;
   const std::function<void(const std::string&)> say_;
+  std::map<std::string, size_t> first_open_;  // per plan's directory: tasks before have results
 };
 
 }  // namespace djshard::coord

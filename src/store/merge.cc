@@ -30,6 +30,7 @@
 #include "djshard/store/dedup_stage.h"
 #include "djshard/store/job_summary.h"
 #include "djshard/store/records.h"
+#include "djshard/store/shard_source.h"
 #include "djshard/store/status.h"
 #include "src/store/merge_outputs.h"
 
@@ -541,6 +542,7 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   }
   MergeOutcome expected = OutcomeOf(job, output, v, layout);
   if (layout == OutputLayout::kFile) CheckMergedOutput(expected);
+  CheckInputBlocksFile(job, job.manifest());
   const StageFilesCheck stage = VerifyStageFiles(job);
   expected.stage_files = stage.files;
   expected.stage_files_removed = stage.removed;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
@@ -67,21 +68,27 @@ bool CanMergeByCopyTasks(const JobDir& job, const MergeRequest& request) {
 }
 
 MergeCopyPlan PlanMergeCopy(const JobDir& job, const MergeRequest& request, uint64_t task_bytes,
-                            const std::string& tag, io::Disk& disk) {
+                            size_t min_tasks, const std::string& tag, io::Disk& disk) {
   RequireComplete(job, "merge");
   MergeCopyPlan plan;
   plan.output = CheckedOutput(job, request, OutputLayout::kFile);
   plan.temp = plan.output + ".tmp." + tag;
   const std::vector<ShardEntry>& shards = job.manifest().shards;
-  uint64_t task_start = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
     const DoneRecord done = ReadShardDone(job, shards[i]);
     plan.parts.push_back({i, plan.bytes, done.size_bytes});
     plan.bytes += done.size_bytes;
-    if (plan.bytes - task_start >= task_bytes || i + 1 == shards.size()) {
+  }
+  // Tasks of `task_bytes`, or smaller so that there are `min_tasks`.
+  const uint64_t limit =
+      std::max<uint64_t>(1, std::min(task_bytes, plan.bytes / std::max<size_t>(1, min_tasks)));
+  uint64_t task_start = 0;
+  for (size_t i = 0; i < plan.parts.size(); ++i) {
+    const uint64_t end = plan.parts[i].offset + plan.parts[i].bytes;
+    if (end - task_start >= limit || i + 1 == plan.parts.size()) {
       const size_t first = plan.tasks.empty() ? 0 : plan.tasks.back().second;
       plan.tasks.emplace_back(first, i + 1);
-      task_start = plan.bytes;
+      task_start = end;
     }
   }
   // A coordinator that took over finds the file of the same plan.
@@ -108,50 +115,42 @@ MergeCopyPlan PlanMergeCopy(const JobDir& job, const MergeRequest& request, uint
 json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task,
                       const std::function<bool()>& owned) {
   json result = {{"task", task}, {"parts", json::array()}};
-  try {
-    io::ScopedFd fd(::open(plan.temp.c_str(), O_WRONLY | O_CLOEXEC));
-    if (fd.get() < 0) ThrowSystemError(plan.temp, "cannot open");
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) ThrowSystemError(plan.temp, "cannot stat");
-    if (static_cast<uint64_t>(st.st_ino) != plan.temp_inode) {
-      throw Error(plan.temp, 0, "is not the file this merge was planned into",
-                  "a coordinator that took over planned the merge again; nothing to do");
-    }
-    const auto [first, end] = plan.tasks.at(task);
-    for (size_t p = first; p < end; ++p) {
-      const MergeCopyPlan::Part& part = plan.parts[p];
-      const ShardEntry& shard = job.manifest().shards.at(part.shard);
-      const std::string record_path = job.DonePath(shard.id);
-      const DoneRecord done = ReadShardDone(job, shard);
-      const std::string output = OutputInsideJob(job, done, record_path);
-      io::Sha256 sha256;
-      uint64_t at = part.offset;
-      const LinesRead read =
-          ReadOutputLines(output, done.checksum.kind, false, [&](std::string_view bytes) {
-            if (at + bytes.size() > part.offset + part.bytes) {
-              throw Error(output, 0, "shard output is longer than when the merge was planned",
-                          "the file was changed after it was published");
-            }
-            if (!owned()) {
-              throw Error(plan.temp, 0, "lost the claim of this copy task",
-                          "its lease went stale and another instance took it over");
-            }
-            io::PwriteFully(fd.get(), bytes, at, plan.temp);
-            sha256.Update(bytes);
-            at += bytes.size();
-          });
-      CheckAgainstRecord(output, read, done, record_path);
-      result["parts"].push_back({{"shard_id", shard.id}, {"sha256", sha256.HexDigest()}});
-      CrashPoint("merge_shard_copied");
-    }
-    if (::fdatasync(fd.get()) != 0) ThrowSystemError(plan.temp, "cannot fsync");
-  } catch (const Error& e) {
-    result["error"] = {{"file", e.file()},
-                       {"line", e.line()},
-                       {"message", e.message()},
-                       {"hint", e.hint()},
-                       {"code", e.code()}};
+  io::ScopedFd fd(::open(plan.temp.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.get() < 0) ThrowSystemError(plan.temp, "cannot open");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) ThrowSystemError(plan.temp, "cannot stat");
+  if (static_cast<uint64_t>(st.st_ino) != plan.temp_inode) {
+    throw Error(plan.temp, 0, "is not the file this merge was planned into",
+                "a coordinator that took over planned the merge again; nothing to do");
   }
+  const auto [first, end] = plan.tasks.at(task);
+  for (size_t p = first; p < end; ++p) {
+    const MergeCopyPlan::Part& part = plan.parts[p];
+    const ShardEntry& shard = job.manifest().shards.at(part.shard);
+    const std::string record_path = job.DonePath(shard.id);
+    const DoneRecord done = ReadShardDone(job, shard);
+    const std::string output = OutputInsideJob(job, done, record_path);
+    io::Sha256 sha256;
+    uint64_t at = part.offset;
+    const LinesRead read =
+        ReadOutputLines(output, done.checksum.kind, false, [&](std::string_view bytes) {
+          if (at + bytes.size() > part.offset + part.bytes) {
+            throw Error(output, 0, "shard output is longer than when the merge was planned",
+                        "the file was changed after it was published");
+          }
+          if (!owned()) {
+            throw Error(plan.temp, 0, "lost the claim of this copy task",
+                        "its lease went stale and another instance took it over");
+          }
+          io::PwriteFully(fd.get(), bytes, at, plan.temp);
+          sha256.Update(bytes);
+          at += bytes.size();
+        });
+    CheckAgainstRecord(output, read, done, record_path);
+    result["parts"].push_back({{"shard_id", shard.id}, {"sha256", sha256.HexDigest()}});
+    CrashPoint("merge_shard_copied");
+  }
+  if (::fdatasync(fd.get()) != 0) ThrowSystemError(plan.temp, "cannot fsync");
   return result;
 }
 
@@ -165,12 +164,7 @@ std::vector<std::string> PartDigests(const JobDir& job, const MergeCopyPlan& pla
   std::vector<std::string> digests;
   for (size_t t = 0; t < results.size(); ++t) {
     const json& r = results[t];
-    if (r.contains("error")) {
-      const json& e = r.at("error");
-      throw Error(e.at("file").get<std::string>(), e.at("line").get<uint64_t>(),
-                  e.at("message").get<std::string>(), e.at("hint").get<std::string>(),
-                  e.at("code").get<int>());
-    }
+    if (r.contains("error")) throw io::ErrorFromJson(r.at("error"));
     const json& parts = r.at("parts");
     const auto [first, end] = plan.tasks[t];
     if (parts.size() != end - first)

@@ -17,6 +17,7 @@
 #include "djshard/exec/plan.h"
 #include "djshard/exec/shard_safety.h"
 #include "djshard/io/input.h"
+#include "djshard/io/json_fields.h"
 #include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "djshard/job/checkpoint.h"
@@ -224,6 +225,49 @@ NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const Nor
   return normalized;
 }
 
+// A copy job of a distributed prepare: the shard files, written by `scan`'s
+// write tasks (on every dlc instance) from the cut in `m` (a reference job's
+// until then), renamed into place; `m` becomes the copy job's manifest.
+void WriteDistributedShards(const DistributedScan& scan, const NormalizeRules& rules,
+                            const JobPaths& staged, io::Disk& disk, Manifest& m) {
+  Manifest reading = m;
+  reading.shards_mode = ShardsMode::kReference;
+  reading.media_keys = rules.media_keys;
+  reading.media_root = rules.media_root;
+  const ShardWritePlan plan{staged.dir(), reading.ToJson(),
+                            PlanShardWrites(m.shards, scan.task_bytes)};
+  const std::vector<nlohmann::json> results = scan.write(plan);
+  for (size_t t = 0; t < results.size(); ++t) {
+    const nlohmann::json& r = results[t];
+    if (r.contains("error")) throw io::ErrorFromJson(r.at("error"));
+    const auto [first, end] = plan.tasks.at(t);
+    for (size_t i = first; i < end; ++i) {
+      ShardEntry& shard = m.shards[i];
+      const nlohmann::json& w = r.at("shards").at(i - first);
+      if (w.at("id") != shard.id || w.at("rows") != shard.rows ||
+          w.at("size_bytes") != shard.size_bytes) {
+        throw Error(staged.InJob(w.at("file").get<std::string>()), 0,
+                    "shard written by a task differs from the cut (id, rows or bytes)",
+                    "prepare again");
+      }
+      shard.path = JobPaths::ShardRelPath(shard.id);
+      shard.checksum = io::Checksum::FromJson(w);
+      shard.ranges.clear();
+      disk.Rename(staged.InJob(w.at("file").get<std::string>()), staged.InJob(shard.path));
+    }
+  }
+  // A copy job reads its shard files: the input's check blocks go.
+  disk.Unlink(staged.InJob(kInputBlocksFile));
+  m.schema_version = kManifestSchemaVersion;
+  m.check_block_bytes = 0;
+  m.check_blocks_bytes = 0;
+  m.check_blocks_checksum = {};
+  for (InputFile& f : m.input_files) {
+    f.normalization.clear();
+    f.check_first_block = 0;
+  }
+}
+
 // A distributed prepare (store/prepare_scan.h): the scan tasks, run through
 // `scan` (on every dlc instance), and the cut from their results into the
 // manifest's input files and shards; the input's check blocks are written
@@ -240,6 +284,7 @@ NormalizedInput CutDistributedShards(const DistributedScan& scan,
   for (const ScanTaskResult& r : results) rows += r.rows;
   CheckRowsForShards(rows, num_shards, dataset_display);
   ThrowIfStopRequested();
+  CrashPoint("prepare_normalized");
   ScannedInput cut = CutScannedShards(plan, results, num_shards);
   m.input_files = std::move(cut.files);
   m.shards = std::move(cut.shards);
@@ -256,6 +301,7 @@ NormalizedInput CutDistributedShards(const DistributedScan& scan,
   check.Update(cut.check_blocks);
   m.check_blocks_checksum = io::Checksum::Xxh3(check.HexDigest());
   disk.WriteAtomic(staged.InJob(kInputBlocksFile), cut.check_blocks);
+  if (m.shards_mode == ShardsMode::kCopy) WriteDistributedShards(scan, rules, staged, disk, m);
   NormalizedInput totals;
   totals.rows = cut.rows;
   totals.bytes = cut.bytes;
@@ -446,12 +492,18 @@ class Preparer {
     return m;
   }
 
-  // Whether the input is scanned by request_.distributed_scan: a reference
-  // job whose lines get no index keys (their values depend on global rows,
-  // which the tasks do not know).
+  // Whether the input is scanned by request_.distributed_scan: lines that
+  // get no index keys (their values depend on global rows, which the tasks
+  // do not know), in uncompressed files (tasks read byte ranges); a copy
+  // job's shards written by its tasks too.
   bool Distributed(const NormalizeRules& rules) const {
-    return request_.distributed_scan.run && shards_mode_ == ShardsMode::kReference &&
-           rules.index_keys.empty();
+    const DistributedScan& d = request_.distributed_scan;
+    if (!d.run || !rules.index_keys.empty()) return false;
+    if (shards_mode_ == ShardsMode::kReference) return true;
+    for (const InputCandidate& in : inputs_) {
+      if (io::IsCompressedInput(in.path)) return false;
+    }
+    return static_cast<bool>(d.write);
   }
 
   // Renames the staged job into place, then writes its summary.

@@ -16,6 +16,8 @@
 #include "djshard/io/json_fields.h"
 #include "djshard/io/json_text.h"
 #include "djshard/io/sha256.h"
+#include "djshard/store/job.h"
+#include "djshard/store/shard_source.h"
 #include "src/store/normalize_pipeline.h"
 
 namespace djshard::store {
@@ -622,6 +624,69 @@ ScannedInput CutScannedShards(const ScanPlan& plan, const std::vector<ScanTaskRe
     out.normalized_tree_sha256 = TreeSha256(normalized_digests);
   }
   return out;
+}
+
+std::string ShardWritePlan::ToJson() const {
+  json j = {{"staged_job", staged_job}, {"manifest", manifest}, {"tasks", json::array()}};
+  for (const auto& [first, end] : tasks) j["tasks"].push_back({first, end});
+  return j.dump(2) + "\n";
+}
+
+ShardWritePlan ShardWritePlan::FromJson(const std::string& text, const std::string& path) {
+  ShardWritePlan plan;
+  try {
+    const json j = json::parse(text);
+    plan.staged_job = j.at("staged_job").get<std::string>();
+    plan.manifest = j.at("manifest").get<std::string>();
+    for (const json& t : j.at("tasks")) {
+      plan.tasks.emplace_back(t.at(0).get<size_t>(), t.at(1).get<size_t>());
+    }
+  } catch (const json::exception& e) {
+    throw Error(path, 0, std::string("shard write plan is not valid: ") + e.what(),
+                "the coordination directory was edited; start the run with a new run id");
+  }
+  return plan;
+}
+
+std::vector<std::pair<size_t, size_t>> PlanShardWrites(const std::vector<ShardEntry>& shards,
+                                                       uint64_t task_bytes) {
+  std::vector<std::pair<size_t, size_t>> tasks;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    bytes += shards[i].size_bytes;
+    if (bytes >= task_bytes || i + 1 == shards.size()) {
+      tasks.emplace_back(tasks.empty() ? 0 : tasks.back().second, i + 1);
+      bytes = 0;
+    }
+  }
+  return tasks;
+}
+
+json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag) {
+  json result = {{"task", task}, {"shards", json::array()}};
+  const JobPaths staged(plan.staged_job);
+  const Manifest m = Manifest::FromJson(plan.manifest, plan.staged_job);
+  const auto [first, end] = plan.tasks.at(task);
+  for (size_t i = first; i < end; ++i) {
+    const ShardEntry& shard = m.shards.at(i);
+    const std::string file = JobPaths::ShardRelPath(shard.id) + ".tmp." + tag;
+    const std::string path = staged.InJob(file);
+    io::ScopedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) ThrowSystemError(path, "cannot create");
+    io::ChecksumHasher hash;
+    const std::unique_ptr<io::ByteSource> source = OpenShard(staged, m, shard, &hash);
+    std::string buf(1 << 20, '\0');
+    uint64_t bytes = 0;
+    for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0; bytes += n) {
+      io::PwriteFully(fd.get(), std::string_view(buf.data(), n), bytes, path);
+    }
+    if (::fsync(fd.get()) != 0) ThrowSystemError(path, "cannot fsync");
+    CrashPoint("prepare_shard_cut");
+    json entry = {{"id", shard.id}, {"file", file}, {"rows", shard.rows}, {"size_bytes", bytes}};
+    hash.Finish().ToJson(entry);
+    result["shards"].push_back(std::move(entry));
+  }
+  return result;
 }
 
 }  // namespace djshard::store

@@ -32,6 +32,7 @@ class ReferenceSource : public io::ByteSource {
       : m_(m),
         shard_(shard),
         hash_(hash),
+        job_(job),
         blocks_path_(job.InJob(kInputBlocksFile)),
         normalizer_(m.media_keys, m.media_root, m.index_keys) {}
 
@@ -125,6 +126,8 @@ class ReferenceSource : public io::ByteSource {
       io::Xxh3 h;
       h.Update(blocks_buf_.data() + (at - start), static_cast<size_t>(len));
       if (expected.compare(static_cast<size_t>(k * kBlockLine), 32, h.HexDigest()) != 0) {
+        // The job's own record of the blocks may be what changed.
+        CheckInputBlocksFile(job_, m_);
         throw Changed(r, "its bytes " + std::to_string(at) + "-" + std::to_string(at + len - 1) +
                              " differ (xxh3_128 of its check block " + std::to_string(first + k) +
                              ")");
@@ -210,6 +213,7 @@ class ReferenceSource : public io::ByteSource {
   const Manifest& m_;
   const ShardEntry& shard_;
   io::ChecksumHasher* hash_;
+  const JobPaths& job_;
   const std::string blocks_path_;
   RecordNormalizer normalizer_;
   io::ScopedFd blocks_fd_;
@@ -243,6 +247,23 @@ void CheckShardUnchanged(const JobPaths& job, const Manifest& manifest, const Sh
   ReferenceSource source(job, manifest, shard, nullptr);
   std::vector<char> block(kReadBlock);
   while (source.Read(block.data(), block.size()) > 0) {
+  }
+}
+
+void CheckInputBlocksFile(const JobPaths& job, const Manifest& manifest) {
+  if (manifest.check_block_bytes == 0) return;
+  const std::string path = job.InJob(kInputBlocksFile);
+  const std::string blocks = io::ReadFile(path);
+  io::Xxh3 hash;
+  hash.Update(blocks);
+  if (blocks.size() != manifest.check_blocks_bytes ||
+      io::Checksum::Xxh3(hash.HexDigest()) != manifest.check_blocks_checksum) {
+    throw Error(path, 0,
+                "the input's check blocks differ from the manifest (" +
+                    std::to_string(blocks.size()) + " bytes, " + hash.HexDigest().substr(0, 12) +
+                    "; recorded " + std::to_string(manifest.check_blocks_bytes) + " bytes, " +
+                    manifest.check_blocks_checksum.hex.substr(0, 12) + ")",
+                "the job directory was changed; prepare the job again");
   }
 }
 

@@ -85,9 +85,10 @@ class ReferenceCli : public CliTest {
   }
 
   // `djshard dlc` of the three-file corpus on its own hostname (UTS
-  // namespace), reference shards, 3 nodes.
+  // namespace), 3 nodes, reference shards unless `shards` says otherwise.
   Spawned DlcOn(const std::string& host, const std::string& run_id,
-                const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
+                const std::vector<std::string>& extra, const std::vector<std::string>& env = {},
+                const std::string& shards = "reference") {
     std::vector<std::string> args = {
         "dlc",         "--job-dir",
         "job",         "--config",
@@ -98,7 +99,7 @@ class ReferenceCli : public CliTest {
         run_id,        "--poll-interval-secs",
         "0.5",         "--threads",
         "1",           "--shards",
-        "reference",
+        shards,
     };
     args.insert(args.end(), extra.begin(), extra.end());
     return Spawn(args, env,
@@ -560,6 +561,66 @@ TEST_F(ReferenceCli, AnInstanceKilledInACopyTaskIsTakenOverToTheSameBytes) {
   }
   EXPECT_NE(logs.find("took over copy-00001 from node-a"), std::string::npos) << logs;
   EXPECT_EQ(logs.find("copy-00000: copied"), std::string::npos) << "its result stands: " << logs;
+  EXPECT_TRUE(Read("job/merged.jsonl") == copy) << "the merged bytes differ from the copy job's";
+  EXPECT_EQ(Run({"verify", "--job-dir", "job"}).exit_code, 0);
+}
+
+// A copy job's distributed prepare: the instances scan the input, then write
+// the shard files; the job is the one a one-node prepare makes.
+TEST_F(ReferenceCli, DlcInstancesWriteTheShardFilesOfACopyJob) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b", "node-c"}) {
+    nodes.push_back(DlcOn(host, "r1", {"--layout", "file", "--task-mib", "0.0625"}, {}, "copy"));
+  }
+  std::string logs;
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    logs += r.out;
+  }
+  EXPECT_NE(logs.find("writing the shard files in "), std::string::npos) << logs;
+  EXPECT_NE(logs.find("write-00000: wrote "), std::string::npos) << logs;
+  EXPECT_TRUE(Read("job/merged.jsonl") == copy) << "the merged bytes differ from the copy job's";
+  const json m = json::parse(Read("job/manifest.json"));
+  const json one = json::parse(Read("copy/manifest.json"));
+  EXPECT_EQ(m["schema_version"], 3);
+  EXPECT_EQ(m["shards_mode"], "copy");
+  EXPECT_FALSE(m.contains("input_check"));
+  EXPECT_FALSE(Exists("job/input_blocks.xxh3"));
+  ASSERT_EQ(m["shards"].size(), 7u);
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(m["shards"][i], one["shards"][i]) << i;
+    const std::string file = m["shards"][i]["path"].get<std::string>();
+    EXPECT_TRUE(Read("job/" + file) == Read("copy/" + file)) << file;
+  }
+  for (const std::string& name : List("job/shards")) {
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+  }
+}
+
+// The prepare coordinator hangs in a write task: another instance takes the
+// prepare over, keeps the scan tasks' results and writes the shards again.
+TEST_F(ReferenceCli, APrepareCoordinatorFrozenInAWriteTaskIsTakenOver) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  const std::vector<std::string> fast = {"--layout",     "file", "--task-mib",       "0.0625",
+                                         "--lease-secs", "2",    "--heartbeat-secs", "0.5"};
+  const Spawned frozen =
+      DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_STOP_AT=prepare_shard_cut"}, "copy");
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(frozen.pid); }));
+  const CliResult b = WaitFor(DlcOn("node-b", "r1", fast, {}, "copy"));
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("took over as DLC prepare coordinator (node-b) from node-a"),
+            std::string::npos)
+      << b.out;
+  EXPECT_EQ(b.out.find("scan-00000: scanned"), std::string::npos)
+      << "scan results stand: " << b.out;
+  ::kill(frozen.pid, SIGKILL);
+  WaitFor(frozen);
   EXPECT_TRUE(Read("job/merged.jsonl") == copy) << "the merged bytes differ from the copy job's";
   EXPECT_EQ(Run({"verify", "--job-dir", "job"}).exit_code, 0);
 }

@@ -69,14 +69,16 @@ class PrepareScan : public ::testing::Test {
   DistributedScan LocalScan(uint64_t task_bytes) const {
     const std::string dir = dir_.Path("scan");
     std::filesystem::create_directories(dir);
-    return {task_bytes, [dir](const ScanPlan& plan) {
+    return {task_bytes,
+            [dir](const ScanPlan& plan) {
               std::vector<ScanTaskResult> out;
               for (size_t i = 0; i < plan.tasks.size(); ++i) {
                 out.push_back(RunScanTask(plan, i, 2, dir, "t" + std::to_string(plan.task_bytes)));
                 out.back().data_file = dir + "/" + out.back().data_file;
               }
               return out;
-            }};
+            },
+            {}};
   }
 
   Manifest Distributed(const std::string& job, int64_t shards, uint64_t task_bytes) const {
@@ -141,6 +143,42 @@ TEST_F(PrepareScan, CutsTheShardsOfAOneNodePrepareWhateverTheTaskSize) {
   }
 }
 
+// A copy job: the tasks write the shard files that a one-node prepare writes.
+TEST_F(PrepareScan, WritesTheShardFilesOfACopyJobAsAOneNodePrepare) {
+  WriteCorpus();
+  PrepareRequest plain = Request("one", 5);
+  plain.shards_mode = ShardsMode::kCopy;
+  const Manifest one = Prepare(plain).manifest;
+  PrepareRequest req = Request("dist", 5);
+  req.shards_mode = ShardsMode::kCopy;
+  req.distributed_scan = LocalScan(kScanTaskUnitBytes);
+  req.distributed_scan.write = [](const ShardWritePlan& plan) {
+    std::vector<nlohmann::json> out;
+    for (size_t i = 0; i < plan.tasks.size(); ++i) out.push_back(RunShardWriteTask(plan, i, "t"));
+    return out;
+  };
+  const Manifest m = Prepare(req).manifest;
+  EXPECT_EQ(m.schema_version, kManifestSchemaVersion);
+  EXPECT_EQ(m.shards_mode, ShardsMode::kCopy);
+  EXPECT_EQ(m.check_block_bytes, 0u);
+  EXPECT_FALSE(std::filesystem::exists(dir_.Path("dist/" + std::string(kInputBlocksFile))));
+  ASSERT_EQ(m.shards.size(), one.shards.size());
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    EXPECT_EQ(m.shards[i].path, one.shards[i].path);
+    EXPECT_EQ(m.shards[i].rows, one.shards[i].rows);
+    EXPECT_EQ(m.shards[i].checksum, one.shards[i].checksum) << i;
+    EXPECT_TRUE(m.shards[i].ranges.empty());
+    EXPECT_TRUE(dir_.Read("dist/" + m.shards[i].path) == dir_.Read("one/" + one.shards[i].path))
+        << i;
+  }
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.Path("dist/shards"))) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos);
+    ++files;
+  }
+  EXPECT_EQ(files, m.shards.size());
+}
+
 TEST_F(PrepareScan, AFileOfSeveralTasksHasTheTreeHashThatSplitAndSha256sumGive) {
   WriteCorpus();
   const uint64_t block = 2 * kScanTaskUnitBytes;
@@ -187,6 +225,24 @@ TEST_F(PrepareScan, AByteEditedAfterPrepareFailsTheShardThatReadsItsBlock) {
   PrepareRequest again = Request("dist", 4);
   again.distributed_scan = LocalScan(kScanTaskUnitBytes);
   EXPECT_THROW(Prepare(again), Error) << "a repeated prepare compares the tree hash";
+}
+
+TEST_F(PrepareScan, AnEditedCheckBlocksFileIsTheJobDirectorysFaultNotTheInputs) {
+  WriteCorpus();
+  const Manifest m = Distributed("dist", 4, kScanTaskUnitBytes);
+  std::string blocks = dir_.Read("dist/" + std::string(kInputBlocksFile));
+  blocks[0] = blocks[0] == '0' ? '1' : '0';
+  dir_.Write("dist/" + std::string(kInputBlocksFile), blocks);
+  try {
+    ShardLines("dist", m);
+    FAIL() << "the edit went unnoticed";
+  } catch (const InputChangedError& e) {
+    FAIL() << "blamed on the input: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.file(), dir_.Path("dist/" + std::string(kInputBlocksFile)));
+    EXPECT_NE(std::string(e.what()).find("differ from the manifest"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(PrepareScan, ABadLineInALaterTaskIsNamedByItsLineInTheFile) {

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "djshard/common/error.h"
+
 namespace djshard::io {
 
 template <typename T>
@@ -43,6 +45,21 @@ template <typename T>
 T IntegerField(const nlohmann::json& j, const char* key, T fallback) {
   const auto it = j.find(key);
   return it == j.end() ? fallback : IntegerValue<T>(*it, key);
+}
+
+// An Error as a task's result carries it to the process that reports it:
+// {file, line, message, hint, code}; and back.
+inline nlohmann::json ErrorToJson(const Error& e) {
+  return {{"file", e.file()},
+          {"line", e.line()},
+          {"message", e.message()},
+          {"hint", e.hint()},
+          {"code", e.code()}};
+}
+inline Error ErrorFromJson(const nlohmann::json& j) {
+  return Error(j.at("file").get<std::string>(), IntegerField<uint64_t>(j, "line"),
+               j.at("message").get<std::string>(), j.at("hint").get<std::string>(),
+               IntegerField<int>(j, "code"));
 }
 
 }  // namespace djshard::io

@@ -46,11 +46,12 @@ struct MergeCopyPlan {
 bool CanMergeByCopyTasks(const JobDir& job, const MergeRequest& request);
 
 // The coordinator: checks the output as Merge does, plans tasks of about
-// `task_bytes` of output each (whole parts) and creates the temporary file
+// `task_bytes` of output each (whole parts; smaller where that makes
+// `min_tasks`, so that every instance gets a share) and creates the temporary file
 // (<output>.tmp.<tag>) at its full size, or sizes the one a coordinator it
 // took over from left (the same plan: its tasks' results stand).
 MergeCopyPlan PlanMergeCopy(const JobDir& job, const MergeRequest& request, uint64_t task_bytes,
-                            const std::string& tag, io::Disk& disk);
+                            size_t min_tasks, const std::string& tag, io::Disk& disk);
 
 // Any instance: copies task `task`'s parts into the temporary file and
 // fsyncs it, checking `owned` (its claim is still its own) before each write:

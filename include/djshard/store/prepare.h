@@ -13,12 +13,15 @@
 
 namespace djshard::store {
 
-// How a distributed prepare runs its scan tasks (store/prepare_scan.h).
+// How a distributed prepare runs its tasks (store/prepare_scan.h).
 struct DistributedScan {
   uint64_t task_bytes = kDefaultScanTaskBytes;
   // Gets the plan and returns every task's result, in task order (dlc runs
   // the tasks on every instance). Unset: prepare scans the input itself.
   std::function<std::vector<ScanTaskResult>(const ScanPlan&)> run;
+  // A copy job's shard files: gets the plan and returns every write task's
+  // result, in task order. Unset: a copy job is prepared on this node.
+  std::function<std::vector<nlohmann::json>(const ShardWritePlan&)> write;
 };
 
 struct PrepareRequest {
@@ -37,8 +40,9 @@ struct PrepareRequest {
   // takes over a dead preparer can remove it (dlc passes its coordinator
   // claim's token). Empty: a random tag.
   std::string staging_tag;
-  // Set: a reference job whose records get no index keys is scanned by
-  // distributed tasks and cut from their results.
+  // Set: a job whose records get no index keys and whose input is not
+  // compressed is scanned by distributed tasks and cut from their results;
+  // a copy job's shard files are then written by distributed tasks too.
   DistributedScan distributed_scan;
 };
 

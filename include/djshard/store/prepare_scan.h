@@ -130,4 +130,27 @@ std::string FileTreeSha256(const std::string& path, uint64_t block_bytes);
 ScannedInput CutScannedShards(const ScanPlan& plan, const std::vector<ScanTaskResult>& results,
                               uint64_t num_shards);
 
+// A copy job of a distributed prepare: its shard files are written by tasks
+// that any instance claims, each reading its shards' ranges as a worker of a
+// reference job would (normalized, check blocks verified) and writing each
+// under a temporary name in the staged job, hashed and fsynced; the
+// coordinator renames them into place.
+struct ShardWritePlan {
+  std::string staged_job;  // absolute
+  std::string manifest;    // the cut as a reference job's manifest, which the tasks read
+  std::vector<std::pair<size_t, size_t>> tasks;  // shards [first, end)
+
+  std::string ToJson() const;
+  static ShardWritePlan FromJson(const std::string& text, const std::string& path);
+};
+
+// Tasks of about `task_bytes` of normalized shard bytes (whole shards).
+std::vector<std::pair<size_t, size_t>> PlanShardWrites(const std::vector<ShardEntry>& shards,
+                                                       uint64_t task_bytes);
+
+// Any instance: writes task `task`'s shards (shards/<id>.jsonl.tmp.<tag> in
+// the staged job). Its result: per shard its id, file (relative to the staged
+// job), rows, size_bytes and xxh3_128; or the Error that stopped it ("error").
+nlohmann::json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag);
+
 }  // namespace djshard::store

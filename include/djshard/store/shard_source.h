@@ -41,6 +41,12 @@ std::unique_ptr<io::ByteSource> OpenShard(const JobPaths& job, const Manifest& m
 // executor, not the range check, met first) fails the job, not the shard.
 void CheckShardUnchanged(const JobPaths& job, const Manifest& manifest, const ShardEntry& shard);
 
+// A job whose input is checked by blocks: throws Error (the job directory's
+// fault, not the input's) unless input_blocks.xxh3 has the size and xxh3_128
+// the manifest records. Reads the whole file: `verify` calls it, and a reader
+// before it blames a mismatched block on the input.
+void CheckInputBlocksFile(const JobPaths& job, const Manifest& manifest);
+
 // The record that a reference job's input changed: `state/input_changed.json`,
 // written once by the worker that found it (the first one wins). Every
 // worker, `status` and `dlc` then end the job with exit 2 and its message.

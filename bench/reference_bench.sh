@@ -22,8 +22,8 @@
 #    namespaces: run as root), one thread each, 64 shards, refine: read +
 #    written per instance and phase (bench/dlc_instances_io.py), with
 #    `--shards reference --layout parts` (targets: busiest instance <= 0.35 in
-#    prepare, <= 0.02 in merge) and `--shards reference --layout file`
-#    (merge <= 0.35).
+#    prepare, <= 0.02 in merge), `--shards reference --layout file` (merge
+#    <= 0.35) and `--shards copy --layout file` (the instances write the shards).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 workdir=/tmp/djshard-reference-bench
@@ -137,8 +137,9 @@ done
 rm -rf "$workdir/dlc-job" "$workdir/.dlc-job."* "$workdir/single.jsonl"*
 
 # --- 3. every instance prepares and merges -------------------------------------
-for layout in parts file; do
+for mode in "reference parts" "reference file" "copy file"; do
+  set -- $mode
   python3 "$root/bench/dlc_instances_io.py" --bin "$bin" --recipe "$recipe" --corpus "$corpus" \
     --workdir "$workdir" --instances "$instances" --shards 64 --threads 1 -- \
-    --shards reference --layout "$layout"
+    --shards "$1" --layout "$2"
 done

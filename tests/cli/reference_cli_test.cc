@@ -106,6 +106,37 @@ class ReferenceCli : public CliTest {
                  {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
   }
 
+  // Waits for every instance; each must pass. Their logs, joined.
+  std::string AllPass(const std::vector<Spawned>& nodes) {
+    std::string logs;
+    for (const Spawned& n : nodes) {
+      const CliResult r = WaitFor(n);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      logs += r.out;
+    }
+    return logs;
+  }
+
+  // node-a, node-b and node-c at once, tasks of 64 KiB; each must pass. Their
+  // logs, joined.
+  std::string ThreeNodesPass(const std::string& layout, const std::string& shards = "reference") {
+    std::vector<Spawned> nodes;
+    for (const char* host : {"node-a", "node-b", "node-c"}) {
+      nodes.push_back(DlcOn(host, "r1", {"--layout", layout, "--task-mib", "0.0625"}, {}, shards));
+    }
+    return AllPass(nodes);
+  }
+
+  // node-a alone is killed at `kill_at`; node-b and node-c then finish the
+  // run (leases of 2 s). Their logs, joined.
+  std::string KilledThenFinished(const std::string& layout, const std::string& kill_at) {
+    const std::vector<std::string> fast = {"--layout",     layout, "--task-mib",       "0.0625",
+                                           "--lease-secs", "2",    "--heartbeat-secs", "0.5"};
+    const Spawned dead = DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_KILL_AT=" + kill_at});
+    EXPECT_EQ(WaitFor(dead).exit_code, 128 + SIGKILL);
+    return AllPass({DlcOn("node-b", "r1", fast), DlcOn("node-c", "r1", fast)});
+  }
+
   // The parts of a parts-layout output, joined in their manifest's order.
   std::string JoinedParts(const std::string& dir) const {
     const json manifest = json::parse(Read(dir + "/_manifest.json"));
@@ -408,16 +439,7 @@ TEST_F(ReferenceCli, DlcInstancesScanTheInputInTasksAndCutTheShardsOfOnePrepare)
   DemoRecipe("in");
   const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
   ASSERT_EQ(Prepare("one", 7, {"--shards", "reference"}).exit_code, 0);
-  std::vector<Spawned> nodes;
-  for (const char* host : {"node-a", "node-b", "node-c"}) {
-    nodes.push_back(DlcOn(host, "r1", {"--layout", "parts", "--task-mib", "0.0625"}));
-  }
-  std::string logs;
-  for (const Spawned& n : nodes) {
-    const CliResult r = WaitFor(n);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    logs += r.out;
-  }
+  const std::string logs = ThreeNodesPass("parts");
   EXPECT_NE(logs.find("task(s) that every instance claims"), std::string::npos) << logs;
   EXPECT_NE(logs.find("scan-00000: scanned "), std::string::npos) << logs;
   EXPECT_TRUE(JoinedParts("job/merged") == copy) << "the parts differ from the copy job's output";
@@ -449,18 +471,7 @@ TEST_F(ReferenceCli, AnInstanceKilledInAScanTaskIsTakenOverToTheSameBytes) {
   WriteCorpus(2500);
   DemoRecipe("in");
   const std::string copy = RunJob("copy", 5, 1, {}, "copy.jsonl");
-  const std::vector<std::string> fast = {"--layout",     "parts", "--task-mib",       "0.0625",
-                                         "--lease-secs", "2",     "--heartbeat-secs", "0.5"};
-  const Spawned dead = DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_KILL_AT=prepare_scan_task"});
-  EXPECT_EQ(WaitFor(dead).exit_code, 128 + SIGKILL);
-  std::vector<Spawned> nodes;
-  for (const char* host : {"node-b", "node-c"}) nodes.push_back(DlcOn(host, "r1", fast));
-  std::string logs;
-  for (const Spawned& n : nodes) {
-    const CliResult r = WaitFor(n);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    logs += r.out;
-  }
+  const std::string logs = KilledThenFinished("parts", "prepare_scan_task");
   // One of them leads the prepare again: elected once the stale lock moved.
   EXPECT_NE(logs.find(" as DLC prepare coordinator (node-"), std::string::npos) << logs;
   EXPECT_NE(logs.find("took over scan-00000 from node-a"), std::string::npos) << logs;
@@ -497,18 +508,9 @@ TEST_F(ReferenceCli, DlcInstancesCopyTheOutputsIntoTheMergedFileByTasks) {
   WriteCorpus(600);
   DemoRecipe("in");
   const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
-  std::vector<Spawned> nodes;
-  for (const char* host : {"node-a", "node-b", "node-c"}) {
-    nodes.push_back(DlcOn(host, "r1", {"--layout", "file", "--task-mib", "0.0625"}));
-  }
-  std::string logs;
-  for (const Spawned& n : nodes) {
-    const CliResult r = WaitFor(n);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.out.find("merged 1800 rows into " + Path("job/merged.jsonl")), std::string::npos)
-        << r.out;
-    logs += r.out;
-  }
+  const std::string logs = ThreeNodesPass("file");
+  EXPECT_NE(logs.find("merged 1800 rows into " + Path("job/merged.jsonl")), std::string::npos)
+      << logs;
   EXPECT_NE(logs.find("copy task(s) that every instance claims"), std::string::npos) << logs;
   const std::string merged = Read("job/merged.jsonl");
   EXPECT_TRUE(merged == copy) << "the merged bytes differ from the copy job's";
@@ -547,18 +549,7 @@ TEST_F(ReferenceCli, AnInstanceKilledInACopyTaskIsTakenOverToTheSameBytes) {
   WriteCorpus(3000);  // parts of more than 64 KiB: one per copy task
   DemoRecipe("in");
   const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
-  const std::vector<std::string> fast = {"--layout",     "file", "--task-mib",       "0.0625",
-                                         "--lease-secs", "2",    "--heartbeat-secs", "0.5"};
-  const Spawned dead = DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_KILL_AT=merge_shard_copied@2"});
-  EXPECT_EQ(WaitFor(dead).exit_code, 128 + SIGKILL);
-  std::vector<Spawned> nodes;
-  for (const char* host : {"node-b", "node-c"}) nodes.push_back(DlcOn(host, "r1", fast));
-  std::string logs;
-  for (const Spawned& n : nodes) {
-    const CliResult r = WaitFor(n);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    logs += r.out;
-  }
+  const std::string logs = KilledThenFinished("file", "merge_shard_copied@2");
   EXPECT_NE(logs.find("took over copy-00001 from node-a"), std::string::npos) << logs;
   EXPECT_EQ(logs.find("copy-00000: copied"), std::string::npos) << "its result stands: " << logs;
   EXPECT_TRUE(Read("job/merged.jsonl") == copy) << "the merged bytes differ from the copy job's";
@@ -571,16 +562,7 @@ TEST_F(ReferenceCli, DlcInstancesWriteTheShardFilesOfACopyJob) {
   WriteCorpus(2500);
   DemoRecipe("in");
   const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
-  std::vector<Spawned> nodes;
-  for (const char* host : {"node-a", "node-b", "node-c"}) {
-    nodes.push_back(DlcOn(host, "r1", {"--layout", "file", "--task-mib", "0.0625"}, {}, "copy"));
-  }
-  std::string logs;
-  for (const Spawned& n : nodes) {
-    const CliResult r = WaitFor(n);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    logs += r.out;
-  }
+  const std::string logs = ThreeNodesPass("file", "copy");
   EXPECT_NE(logs.find("writing the shard files in "), std::string::npos) << logs;
   EXPECT_NE(logs.find("write-00000: wrote "), std::string::npos) << logs;
   EXPECT_TRUE(Read("job/merged.jsonl") == copy) << "the merged bytes differ from the copy job's";

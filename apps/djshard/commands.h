@@ -35,6 +35,11 @@ void AddProbeCommand(CLI::App& app, int* exit_code);
 // table or one JSON array; `djshard jobs` and `djshard stop --list`. Returns 0.
 int PrintJobs(const std::string& work_dir, bool running_only, bool as_json);
 
+// A job dir that `djshard dlc` instances are still preparing (no manifest
+// yet): their tasks, once or (`watch`) until the job is published or a stop.
+// False when no dlc prepares it (nothing printed).
+bool PrintPreparing(const std::string& job_dir, bool watch, double interval, bool json);
+
 // A duration option: any positive number of seconds ("0.2", "1.5", "300"),
 // as Data-Juicer takes them; negatives, non-numbers and (unless
 // `zero_allowed`) 0 are refused with a message naming the option.

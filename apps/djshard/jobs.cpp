@@ -155,6 +155,30 @@ void PrintView(const store::ElasticJobView& v, bool detailed) {
   PrintOpTotals(v.op_totals);
 }
 
+// `monitor` of an elastic job: its view (and a dlc merge's copy tasks in
+// progress), once or (`watch`) until the job ends. Returns the exit code.
+int MonitorElasticJob(const std::string& dir, bool watch, bool as_json, bool detailed,
+                      double interval) {
+  const store::JobDir job = store::JobDir::Open(dir);
+  for (;;) {
+    const store::ElasticJobView v = store::ReadElasticJob(job);
+    if (watch && !as_json && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
+    if (as_json) {
+      std::printf("%s\n", v.ToJson(detailed).dump(2).c_str());
+    } else {
+      PrintView(v, detailed);
+      for (const std::string& line : coord::DlcTaskProgress(job.dir())) {
+        std::printf("%s\n", line.c_str());
+      }
+    }
+    std::fflush(stdout);
+    const int code = MonitorExitCode(v.state);
+    if (!watch || code != kExitIncomplete) return code;
+    SleepInterruptibly(interval);
+    ThrowIfStopRequested();
+  }
+}
+
 }  // namespace
 
 int PrintJobs(const std::string& work_dir, bool running_only, bool as_json) {
@@ -223,18 +247,10 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
     }
     if (!opt->job_dir.empty()) {
       // Instances of `djshard dlc` still scanning its input: their tasks.
-      while (!is_job(opt->job_dir)) {
-        const std::vector<std::string> lines = coord::DlcTaskProgress(opt->job_dir);
-        if (lines.empty()) break;
-        if (opt->watch && !opt->as_json && isatty(STDOUT_FILENO))
-          std::fputs("\033[H\033[2J", stdout);
-        std::printf("preparing %s\n", opt->job_dir.c_str());
-        for (const std::string& line : lines) std::printf("%s\n", line.c_str());
-        std::fflush(stdout);
+      if (!is_job(opt->job_dir) &&
+          PrintPreparing(opt->job_dir, opt->watch, opt->interval, opt->as_json)) {
         *exit_code = kExitIncomplete;
-        if (!opt->watch) return;
-        SleepInterruptibly(opt->interval);
-        ThrowIfStopRequested();
+        if (!opt->watch || !is_job(opt->job_dir)) return;
       }
       if (!is_job(opt->job_dir)) {
         throw Error(opt->job_dir, 0, "no such job",
@@ -248,27 +264,8 @@ void AddMonitorCommand(CLI::App& app, int* exit_code) {
       throw Error(opt->job, 0, "no such job", "pass its directory, or its id with --work-dir");
     }
     if (store::IsElasticJobDir(dir)) {
-      const store::JobDir job = store::JobDir::Open(dir);
-      for (;;) {
-        const store::ElasticJobView v = store::ReadElasticJob(job);
-        if (opt->watch && !opt->as_json && isatty(STDOUT_FILENO)) {
-          std::fputs("\033[H\033[2J", stdout);
-        }
-        if (opt->as_json) {
-          std::printf("%s\n", v.ToJson(opt->detailed).dump(2).c_str());
-        } else {
-          PrintView(v, opt->detailed);
-          // A dlc merge by copy tasks in progress.
-          for (const std::string& line : coord::DlcTaskProgress(job.dir())) {
-            std::printf("%s\n", line.c_str());
-          }
-        }
-        std::fflush(stdout);
-        *exit_code = MonitorExitCode(v.state);
-        if (!opt->watch || *exit_code != kExitIncomplete) return;
-        SleepInterruptibly(opt->interval);
-        ThrowIfStopRequested();
-      }
+      *exit_code = MonitorElasticJob(dir, opt->watch, opt->as_json, opt->detailed, opt->interval);
+      return;
     }
     for (;;) {
       const job::RunJobView v = job::ReadRunJob(dir);

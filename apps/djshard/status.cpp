@@ -83,8 +83,8 @@ int Watch(const store::JobDir& job, double interval) {
   }
 }
 
-// A job dir that dlc instances are still preparing: their scan tasks, once
-// or (`watch`) until the job is published. False when no dlc prepares it.
+}  // namespace
+
 bool PrintPreparing(const std::string& job_dir, bool watch, double interval, bool json) {
   const bool tty = isatty(STDOUT_FILENO) != 0;
   for (bool first = true;; first = false) {
@@ -104,8 +104,6 @@ bool PrintPreparing(const std::string& job_dir, bool watch, double interval, boo
     if (StopRequested()) return true;
   }
 }
-
-}  // namespace
 
 void AddStatusCommand(CLI::App& app, int* exit_code) {
   struct Options {

@@ -493,6 +493,31 @@ std::string ReadTaskData(const ScanTaskResult& r) {
   return data;
 }
 
+// A task's data file, checked against its result, and its rows into the cut
+// (the task's file is input file `file`, `file_rows` of its lines and `row`
+// lines in all before it). Returns the task's check blocks.
+std::string CutTask(const ScanTaskResult& r, size_t file, uint64_t file_rows, uint64_t row,
+                    ScanCut& cut) {
+  std::string data = ReadTaskData(r);
+  const size_t blocks_bytes = static_cast<size_t>(r.check_blocks) * 33;
+  if (data.size() < blocks_bytes) throw Error(r.data_file, 0, "scan task data is too short");
+  size_t pos = blocks_bytes;
+  uint64_t offset = r.begin;
+  for (uint64_t k = 0; k < r.rows; ++k) {
+    uint64_t raw = 0, norm = 0;
+    if (!ReadVarint(data, &pos, &raw) || !ReadVarint(data, &pos, &norm)) {
+      throw Error(r.data_file, 0, "scan task data ends inside its line sizes");
+    }
+    cut.Line(file, offset, raw, norm, row + k, file_rows + k + 1);
+    offset += raw;
+  }
+  if (offset != r.end || pos != data.size()) {
+    throw Error(r.data_file, 0, "scan task data does not cover the task's lines");
+  }
+  data.resize(blocks_bytes);
+  return data;
+}
+
 // The tree hash: SHA-256 over each digest as hex and '\n'.
 std::string TreeSha256(const std::vector<std::string>& digests) {
   io::Sha256 tree;
@@ -585,24 +610,9 @@ ScannedInput CutScannedShards(const ScanPlan& plan, const std::vector<ScanTaskRe
       file_pass = SecondPass::kCopy;
     }
     InputFile& file = out.files.back();
-    const std::string data = ReadTaskData(r);
-    const size_t blocks_bytes = static_cast<size_t>(r.check_blocks) * 33;
-    if (data.size() < blocks_bytes) throw Error(r.data_file, 0, "scan task data is too short");
-    out.check_blocks.append(data, 0, blocks_bytes);
+    out.check_blocks += CutTask(r, out.files.size() - 1, file.rows, row, cut);
     blocks += r.check_blocks;
-    size_t pos = blocks_bytes;
-    uint64_t offset = r.begin;
-    for (uint64_t k = 0; k < r.rows; ++k) {
-      uint64_t raw = 0, norm = 0;
-      if (!ReadVarint(data, &pos, &raw) || !ReadVarint(data, &pos, &norm)) {
-        throw Error(r.data_file, 0, "scan task data ends inside its line sizes");
-      }
-      cut.Line(out.files.size() - 1, offset, raw, norm, row++, file.rows + k + 1);
-      offset += raw;
-    }
-    if (offset != r.end || pos != data.size()) {
-      throw Error(r.data_file, 0, "scan task data does not cover the task's lines");
-    }
+    row += r.rows;
     file.rows += r.rows;
     file_blocks.push_back(r.block_sha256);
     file_pass = std::max(file_pass, SecondPassNamed(r.normalization, r.data_file));

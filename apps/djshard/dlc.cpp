@@ -58,9 +58,9 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
            }
            opt->task_bytes = static_cast<uint64_t>(bytes);
          },
-         "With --nodes other than 1: MiB of input per scan task of a reference job's prepare, "
-         "and of output per copy task of a file-layout merge, that any instance claims "
-         "(default 256; a multiple of 0.0625)")
+         "With --nodes other than 1: MiB of input per scan task and of shards per write task "
+         "of prepare, and of output per copy task of a file-layout merge, that any instance "
+         "claims (default 256; a multiple of 0.0625); scan tasks use --threads, else every core")
       ->type_name("MIB");
   cmd->add_flag("--sha256", opt->sha256,
                 "After a merge by every instance, also compute the merged file's plain SHA-256 "

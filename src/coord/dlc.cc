@@ -164,8 +164,9 @@ TaskPool::Kind WriteKind() {
             return store::ShardWritePlan::FromJson(plan, "write-plan.json").tasks.size();
           },
           [](const std::string& text, size_t task, const std::string& dir, const std::string& tag,
-             const std::function<bool()>&) {
-            return store::RunShardWriteTask(store::ShardWritePlan::FromJson(text, dir), task, tag);
+             const std::function<bool()>& owned) {
+            return store::RunShardWriteTask(store::ShardWritePlan::FromJson(text, dir), task, tag,
+                                            owned);
           },
           [](const json& r) {
             const json error = r.value("error", json());

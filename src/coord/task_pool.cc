@@ -16,6 +16,12 @@ namespace djshard::coord {
 
 namespace fs = std::filesystem;
 
+namespace {
+// How often the coordinator's own filesystem may fail its tasks before the
+// phase fails: a full or broken filesystem is everyone's.
+constexpr int kMaxFilesystemFailures = 3;
+}  // namespace
+
 using nlohmann::json;
 
 TaskPool::TaskPool(io::Disk& disk, std::string coordination_dir, Kind kind, double lease_secs,
@@ -51,27 +57,32 @@ std::vector<json> TaskPool::Lead(const std::string& plan, io::Disk& fenced) {
     ThrowIfStopRequested();
     if (JobStopRequested()) throw Error("stopped by djshard stop", "", kExitStopped);
   };
-  // Tasks before `done` have results, which stay.
-  for (size_t done = 0; done < count;) {
-    for (size_t i = done; i < count; ++i) {
-      stop();
-      if (disk_.Stat(result_path(i))) {
-        if (i == done) ++done;
-        continue;
-      }
-      TryTask(plan, tasks_dir, i);
-      if (i == done && disk_.Stat(result_path(i))) ++done;
-    }
-    if (done < count) SleepInterruptibly(poll_secs_ / 4);
-  }
+  // Results in task order, up to the first failure: that one ends the phase.
   std::vector<json> results;
-  for (size_t i = 0; i < count; ++i) {
-    try {
-      results.push_back(json::parse(disk_.Read(result_path(i))));
-    } catch (const json::exception& e) {
-      throw Error(result_path(i), 0, std::string("task result is not valid JSON: ") + e.what(),
-                  "the coordination directory was edited; start the run with a new run id");
+  int filesystem_failures = 0;
+  while (results.size() < count) {
+    for (size_t i = results.size(); i < count; ++i) {
+      stop();
+      if (!disk_.Stat(result_path(i))) {
+        try {
+          TryTask(plan, tasks_dir, i);
+        } catch (const Error& e) {
+          // This instance's filesystem failed the task and handed it back:
+          // another instance, or this one later, runs it again.
+          if (!e.IsInfrastructure() || ++filesystem_failures > kMaxFilesystemFailures) throw;
+          say_(TaskId(i) + ": handed back after " + e.what());
+        }
+      }
+      if (i != results.size() || !disk_.Stat(result_path(i))) continue;
+      try {
+        results.push_back(json::parse(disk_.Read(result_path(i))));
+      } catch (const json::exception& e) {
+        throw Error(result_path(i), 0, std::string("task result is not valid JSON: ") + e.what(),
+                    "the coordination directory was edited; start the run with a new run id");
+      }
+      if (results.back().contains("error")) return results;
     }
+    if (results.size() < count) SleepInterruptibly(poll_secs_ / 4);
   }
   return results;
 }
@@ -107,7 +118,8 @@ bool TaskPool::TryTask(const std::string& plan, const std::string& tasks_dir, si
       CoordinatorClaim::TryClaim(disk_, lock, lease_secs_, heartbeat_secs_);
   if (!claim) return false;
   const std::string result_path = tasks_dir + "/" + lock.phase + ".json";
-  if (disk_.Stat(result_path)) {
+  // The task finished meanwhile, or the phase is over and its files go.
+  if (disk_.Stat(result_path) || !disk_.Stat(PlanPath())) {
     claim->Release();
     return false;
   }

@@ -45,7 +45,9 @@ class TaskPool {
 
   // The coordinator: publishes `plan` through `fenced` (its claim's disk),
   // works on tasks no live instance holds, and waits until every task has a
-  // result; returns them in task order. Throws Error when stopped.
+  // result; returns them in task order, or (ending early) those up to the
+  // first that failed. A task its own filesystem failed goes back to the pool
+  // a few times before that failure is the phase's. Throws Error when stopped.
   std::vector<nlohmann::json> Lead(const std::string& plan, io::Disk& fenced);
 
   // Any instance while the phase's coordinator lives: runs one task of the

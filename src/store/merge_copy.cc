@@ -160,11 +160,13 @@ namespace {
 // is rethrown.
 std::vector<std::string> PartDigests(const JobDir& job, const MergeCopyPlan& plan,
                                      const std::vector<json>& results) {
+  for (const json& r : results) {
+    if (r.contains("error")) throw io::ErrorFromJson(r.at("error"));
+  }
   if (results.size() != plan.tasks.size()) throw Error("merge copy results do not match the plan");
   std::vector<std::string> digests;
   for (size_t t = 0; t < results.size(); ++t) {
     const json& r = results[t];
-    if (r.contains("error")) throw io::ErrorFromJson(r.at("error"));
     const json& parts = r.at("parts");
     const auto [first, end] = plan.tasks[t];
     if (parts.size() != end - first)

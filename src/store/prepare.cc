@@ -256,6 +256,14 @@ void WriteDistributedShards(const DistributedScan& scan, const NormalizeRules& r
       disk.Rename(staged.InJob(w.at("file").get<std::string>()), staged.InJob(shard.path));
     }
   }
+  // Files of write tasks that were handed back or taken over go.
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(staged.ShardsDir(), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) {
+      disk.Unlink(it->path().string());
+    }
+  }
   // A copy job reads its shard files: the input's check blocks go.
   disk.Unlink(staged.InJob(kInputBlocksFile));
   m.schema_version = kManifestSchemaVersion;

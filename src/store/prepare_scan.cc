@@ -531,7 +531,7 @@ std::string TreeSha256(const std::vector<std::string>& digests) {
 }  // namespace
 
 void CheckScanResults(const ScanPlan& plan, const std::vector<ScanTaskResult>& results) {
-  if (results.size() != plan.tasks.size()) throw Error("scan results do not match the plan");
+  if (results.size() > plan.tasks.size()) throw Error("scan results do not match the plan");
   std::vector<uint64_t> lines_before(plan.files.size(), 0);
   for (size_t i = 0; i < results.size(); ++i) {
     const ScanTaskResult& r = results[i];
@@ -546,6 +546,7 @@ void CheckScanResults(const ScanPlan& plan, const std::vector<ScanTaskResult>& r
     }
     lines_before[plan.tasks[i].file] += r.rows;
   }
+  if (results.size() != plan.tasks.size()) throw Error("scan results do not match the plan");
   for (const ScanPlan::File& f : plan.files) {
     const FileStamp now = Stamp(f.path);
     if (now.size != f.size_bytes || now.mtime_ns != f.mtime_ns) {
@@ -672,7 +673,8 @@ std::vector<std::pair<size_t, size_t>> PlanShardWrites(const std::vector<ShardEn
   return tasks;
 }
 
-json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag) {
+json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag,
+                       const std::function<bool()>& owned) {
   json result = {{"task", task}, {"shards", json::array()}};
   const JobPaths staged(plan.staged_job);
   const Manifest m = Manifest::FromJson(plan.manifest, plan.staged_job);
@@ -684,13 +686,20 @@ json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::strin
     io::ScopedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) ThrowSystemError(path, "cannot create");
     io::ChecksumHasher hash;
-    const std::unique_ptr<io::ByteSource> source = OpenShard(staged, m, shard, &hash);
-    std::string buf(1 << 20, '\0');
     uint64_t bytes = 0;
-    for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0; bytes += n) {
-      io::PwriteFully(fd.get(), std::string_view(buf.data(), n), bytes, path);
+    try {
+      const std::unique_ptr<io::ByteSource> source = OpenShard(staged, m, shard, &hash);
+      std::string buf(1 << 20, '\0');
+      for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0; bytes += n) {
+        // A writer whose claim was taken over writes nothing more.
+        if (!owned()) throw Error(path, 0, "lost the claim of this write task");
+        io::PwriteFully(fd.get(), std::string_view(buf.data(), n), bytes, path);
+      }
+      if (::fsync(fd.get()) != 0) ThrowSystemError(path, "cannot fsync");
+    } catch (...) {
+      ::unlink(path.c_str());
+      throw;
     }
-    if (::fsync(fd.get()) != 0) ThrowSystemError(path, "cannot fsync");
     CrashPoint("prepare_shard_cut");
     json entry = {{"id", shard.id}, {"file", file}, {"rows", shard.rows}, {"size_bytes", bytes}};
     hash.Finish().ToJson(entry);

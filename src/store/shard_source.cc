@@ -253,16 +253,16 @@ void CheckShardUnchanged(const JobPaths& job, const Manifest& manifest, const Sh
 void CheckInputBlocksFile(const JobPaths& job, const Manifest& manifest) {
   if (manifest.check_block_bytes == 0) return;
   const std::string path = job.InJob(kInputBlocksFile);
-  const std::string blocks = io::ReadFile(path);
-  io::Xxh3 hash;
-  hash.Update(blocks);
-  if (blocks.size() != manifest.check_blocks_bytes ||
-      io::Checksum::Xxh3(hash.HexDigest()) != manifest.check_blocks_checksum) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) ThrowSystemError(path, "cannot stat");
+  const io::Checksum hash = io::ChecksumOfFile(path);
+  if (static_cast<uint64_t>(st.st_size) != manifest.check_blocks_bytes ||
+      hash != manifest.check_blocks_checksum) {
     throw Error(path, 0,
-                "the input's check blocks differ from the manifest (" +
-                    std::to_string(blocks.size()) + " bytes, " + hash.HexDigest().substr(0, 12) +
-                    "; recorded " + std::to_string(manifest.check_blocks_bytes) + " bytes, " +
-                    manifest.check_blocks_checksum.hex.substr(0, 12) + ")",
+                "the input's check blocks differ from the manifest (" + std::to_string(st.st_size) +
+                    " bytes, " + hash.Short() + "; recorded " +
+                    std::to_string(manifest.check_blocks_bytes) + " bytes, " +
+                    manifest.check_blocks_checksum.Short() + ")",
                 "the job directory was changed; prepare the job again");
   }
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -153,8 +154,15 @@ TEST_F(PrepareScan, WritesTheShardFilesOfACopyJobAsAOneNodePrepare) {
   req.shards_mode = ShardsMode::kCopy;
   req.distributed_scan = LocalScan(kScanTaskUnitBytes);
   req.distributed_scan.write = [](const ShardWritePlan& plan) {
+    // A writer whose claim was taken over stops and removes its file; one
+    // killed leaves its file, which the coordinator removes.
+    EXPECT_THROW(RunShardWriteTask(plan, 0, "lost", [] { return false; }), Error);
+    EXPECT_FALSE(
+        std::filesystem::exists(plan.staged_job + "/shards/part-00000-of-00005.jsonl.tmp.lost"));
+    std::ofstream(plan.staged_job + "/shards/part-00000-of-00005.jsonl.tmp.killed") << "{}\n";
     std::vector<nlohmann::json> out;
-    for (size_t i = 0; i < plan.tasks.size(); ++i) out.push_back(RunShardWriteTask(plan, i, "t"));
+    for (size_t i = 0; i < plan.tasks.size(); ++i)
+      out.push_back(RunShardWriteTask(plan, i, "t", [] { return true; }));
     return out;
   };
   const Manifest m = Prepare(req).manifest;

@@ -20,6 +20,7 @@
 //   - the first bad line, if any.
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -149,8 +150,10 @@ std::vector<std::pair<size_t, size_t>> PlanShardWrites(const std::vector<ShardEn
                                                        uint64_t task_bytes);
 
 // Any instance: writes task `task`'s shards (shards/<id>.jsonl.tmp.<tag> in
-// the staged job). Its result: per shard its id, file (relative to the staged
-// job), rows, size_bytes and xxh3_128; or the Error that stopped it ("error").
-nlohmann::json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag);
+// the staged job), checking `owned` (its claim is still its own) before each
+// write; a file it could not finish is removed. Its result: per shard its id, file (relative to the
+// staged job), rows, size_bytes and xxh3_128; or the Error that stopped it ("error").
+nlohmann::json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag,
+                                 const std::function<bool()>& owned);
 
 }  // namespace djshard::store

@@ -504,7 +504,7 @@ namespace {
 // Re-reads each part of a merge by copy tasks at its offset: its SHA-256 and
 // the tree hash must be what merge.json records.
 void CheckMergedParts(const std::string& output, const nlohmann::json& merge_record,
-                      const std::string& merge_path);
+                      const std::string& merge_path, const MergeOutcome& expected);
 }  // namespace
 
 MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
@@ -541,7 +541,16 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
                 "some nodes did not take part; check their logs");
   }
   MergeOutcome expected = OutcomeOf(job, output, v, layout);
-  if (layout == OutputLayout::kFile) CheckMergedOutput(expected);
+  // A merge by copy tasks records each part's SHA-256 and their tree hash,
+  // and the whole file's only when asked: one read checks them all.
+  const bool by_parts = layout == OutputLayout::kFile && merge_record &&
+                        merge_record->value("output_path", "") == output &&
+                        merge_record->contains("parts");
+  if (by_parts) {
+    CheckMergedParts(output, *merge_record, merge_path, expected);
+  } else if (layout == OutputLayout::kFile) {
+    CheckMergedOutput(expected);
+  }
   CheckInputBlocksFile(job, job.manifest());
   const StageFilesCheck stage = VerifyStageFiles(job);
   expected.stage_files = stage.files;
@@ -549,9 +558,6 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
   expected.seconds = MonotonicSeconds() - started;
   if (layout == OutputLayout::kFile && merge_record &&
       merge_record->value("output_path", "") == output) {
-    // A merge by copy tasks records each part's SHA-256 and their tree hash,
-    // and the whole file's only when asked.
-    if (merge_record->contains("parts")) CheckMergedParts(output, *merge_record, merge_path);
     if (merge_record->contains("sha256") && merge_record->value("sha256", "") != v.sha256) {
       throw Error(merge_path, 0, "merge.json records another sha256 for " + output,
                   "merge again with --overwrite");
@@ -562,7 +568,7 @@ MergeOutcome Verify(const JobDir& job, const VerifyRequest& request) {
 
 namespace {
 void CheckMergedParts(const std::string& output, const nlohmann::json& merge_record,
-                      const std::string& merge_path) {
+                      const std::string& merge_path, const MergeOutcome& expected) {
   const auto differs = [&](const std::string& what) {
     return Error(output, 0, "merged output differs from " + what + " merge.json records",
                  "merge again with --overwrite");
@@ -570,19 +576,25 @@ void CheckMergedParts(const std::string& output, const nlohmann::json& merge_rec
   try {
     const io::ScopedFd fd(::open(output.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) ThrowSystemError(output, "cannot open");
-    io::Sha256 tree;
+    io::Sha256 tree, whole;
+    uint64_t rows = 0, total = 0;
     std::string buf(4 << 20, '\0');
     for (const json& part : merge_record.at("parts")) {
       io::Sha256 sha256;
       const uint64_t offset = part.at("offset").get<uint64_t>();
       const uint64_t bytes = part.at("bytes").get<uint64_t>();
+      if (offset != total) throw differs("the offsets");
+      total += bytes;
       for (uint64_t done = 0; done < bytes;) {
         const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - done));
         const ssize_t n = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(offset + done));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) ThrowSystemError(output, "cannot read");
         if (n == 0) throw differs("the size");
-        sha256.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+        const std::string_view piece(buf.data(), static_cast<size_t>(n));
+        sha256.Update(piece);
+        whole.Update(piece);
+        rows += static_cast<uint64_t>(std::count(piece.begin(), piece.end(), '\n'));
         done += static_cast<uint64_t>(n);
       }
       const std::string digest = sha256.HexDigest();
@@ -593,6 +605,21 @@ void CheckMergedParts(const std::string& output, const nlohmann::json& merge_rec
     }
     if (tree.HexDigest() != merge_record.at("tree_sha256").get<std::string>()) {
       throw differs("the tree_sha256");
+    }
+    // The parts hold exactly the shard outputs: nothing after them.
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) ThrowSystemError(output, "cannot stat");
+    if (static_cast<uint64_t>(st.st_size) != total) {
+      throw Error(output, 0,
+                  "merged output has " + std::to_string(st.st_size) + " bytes, its parts " +
+                      std::to_string(total),
+                  "merge again with --overwrite");
+    }
+    if (total != expected.bytes || rows != expected.rows || whole.HexDigest() != expected.sha256) {
+      throw Error(output, 0,
+                  "merged output differs from the shard outputs (" + std::to_string(rows) +
+                      " rows vs " + std::to_string(expected.rows) + ")",
+                  "merge again with --overwrite");
     }
   } catch (const json::exception& e) {
     throw Error(merge_path, 0, std::string("merge.json parts are not valid: ") + e.what(),

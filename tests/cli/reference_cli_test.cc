@@ -533,6 +533,15 @@ TEST_F(ReferenceCli, DlcInstancesCopyTheOutputsIntoTheMergedFileByTasks) {
   const CliResult bad = Run({"verify", "--job-dir", "job"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("merged output differs"), std::string::npos) << bad.err;
+  // Rows appended after the last part: the parts still match, the file not.
+  const std::string row = merged.substr(0, merged.find('\n') + 1);
+  Write("job/merged.jsonl", merged + row);
+  const CliResult longer = Run({"verify", "--job-dir", "job"});
+  EXPECT_EQ(longer.exit_code, 2);
+  EXPECT_NE(longer.err.find("merged output has " + std::to_string(merged.size() + row.size()) +
+                            " bytes, its parts " + std::to_string(merged.size())),
+            std::string::npos)
+      << longer.err;
 
   // --sha256: the whole file's too, as sha256sum prints it.
   const CliResult again = WaitFor(DlcOn(

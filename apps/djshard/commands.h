@@ -13,6 +13,7 @@ namespace djshard::cli {
 // Each subcommand registers itself on the app and sets `*exit_code` when it runs.
 // Errors are thrown as djshard::Error and printed by main().
 void AddPrepareCommand(CLI::App& app, int* exit_code);
+void AddPrepareWorkerCommand(CLI::App& app, int* exit_code);
 void AddStatusCommand(CLI::App& app, int* exit_code);
 void AddRetryCommand(CLI::App& app, int* exit_code);
 void AddMergeCommand(CLI::App& app, int* exit_code);
@@ -59,6 +60,10 @@ void AddLayoutOption(CLI::App* cmd, std::function<void(store::OutputLayout)> set
 
 // --threads N (at least 1) into `*threads` when given.
 void AddThreadsOption(CLI::App* cmd, std::shared_ptr<std::optional<int>> threads);
+
+// --task-mib M: MiB per task of a distributed prepare or merge (a positive
+// multiple of 0.0625) into `*bytes`.
+CLI::Option* AddTaskMibOption(CLI::App* cmd, uint64_t* bytes, const std::string& help);
 
 // --device cpu|cuda|auto and --gpus 0,2: where model operators run
 // (model::SetDeviceSettings), for run, worker and dlc.

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -47,21 +46,11 @@ void AddDlcCommand(CLI::App& app, int* exit_code) {
       cmd, [opt](store::OutputLayout layout) { opt->layout = layout; },
       "file (default): one merged JSONL; parts: a directory of one part per shard and "
       "_manifest.json (default output <job-dir>/merged)");
-  cmd->add_option_function<double>(
-         "--task-mib",
-         [opt](double mib) {
-           const double bytes = mib * 1048576.0;
-           const auto unit = static_cast<double>(store::kScanTaskUnitBytes);
-           if (!(bytes >= unit) || bytes > 1e15 || bytes / unit != std::floor(bytes / unit)) {
-             throw CLI::ValidationError("--task-mib",
-                                        "must be a positive multiple of 0.0625 (64 KiB)");
-           }
-           opt->task_bytes = static_cast<uint64_t>(bytes);
-         },
-         "With --nodes other than 1: MiB of input per scan task and of shards per write task "
-         "of prepare, and of output per copy task of a file-layout merge, that any instance "
-         "claims (default 256; a multiple of 0.0625); scan tasks use --threads, else every core")
-      ->type_name("MIB");
+  AddTaskMibOption(
+      cmd, &opt->task_bytes,
+      "With --nodes other than 1: MiB of input per scan task and of shards per write task of "
+      "prepare, and of output per copy task of a file-layout merge, that any instance claims "
+      "(default 256; a multiple of 0.0625); scan tasks use --threads, else every core");
   cmd->add_flag("--sha256", opt->sha256,
                 "After a merge by every instance, also compute the merged file's plain SHA-256 "
                 "(one serial read); it always has per-part SHA-256 and their tree hash");

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   int exit_code = djshard::kExitOk;
   djshard::cli::AddPrepareCommand(app, &exit_code);
+  djshard::cli::AddPrepareWorkerCommand(app, &exit_code);
   djshard::cli::AddWorkerCommand(app, &exit_code);
   djshard::cli::AddStatusCommand(app, &exit_code);
   djshard::cli::AddRetryCommand(app, &exit_code);

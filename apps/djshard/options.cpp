@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -6,6 +7,7 @@
 #include "commands.h"
 #include "djshard/common/error.h"
 #include "djshard/model/device.h"
+#include "djshard/store/prepare_scan.h"
 
 namespace djshard::cli {
 
@@ -64,6 +66,23 @@ void AddThreadsOption(CLI::App* cmd, std::shared_ptr<std::optional<int>> threads
          "Threads, I/O included (default: the recipe's np, else its largest num_proc, else "
          "every core)")
       ->check(CLI::PositiveNumber);
+}
+
+CLI::Option* AddTaskMibOption(CLI::App* cmd, uint64_t* bytes, const std::string& help) {
+  return cmd
+      ->add_option_function<double>(
+          "--task-mib",
+          [bytes](double mib) {
+            const double b = mib * 1048576.0;
+            const auto unit = static_cast<double>(store::kScanTaskUnitBytes);
+            if (!(b >= unit) || b > 1e15 || b / unit != std::floor(b / unit)) {
+              throw CLI::ValidationError("--task-mib",
+                                         "must be a positive multiple of 0.0625 (64 KiB)");
+            }
+            *bytes = static_cast<uint64_t>(b);
+          },
+          help)
+      ->type_name("MIB");
 }
 
 void AddDeviceOptions(CLI::App* cmd) {

@@ -2,9 +2,12 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "commands.h"
 #include "djshard/common/clock.h"
+#include "djshard/common/error.h"
+#include "djshard/coord/distributed_prepare.h"
 #include "logging.h"
 
 namespace djshard::cli {
@@ -12,6 +15,8 @@ namespace djshard::cli {
 void AddPrepareCommand(CLI::App& app, int* exit_code) {
   auto req = std::make_shared<store::PrepareRequest>();
   auto dataset = std::make_shared<std::string>();
+  auto distributed = std::make_shared<bool>(false);
+  auto tasks = std::make_shared<coord::DistributedPrepareOptions>();
   CLI::App* cmd = app.add_subcommand(
       "prepare", "Validate the input and the recipe, cut ordered shards, publish a job directory");
   cmd->add_option("--config", req->config_path, "Data-Juicer YAML recipe")->required();
@@ -41,11 +46,23 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
       cmd, [req](store::OutputLayout layout) { req->output_layout = layout; },
       "The layout merge writes by default: file (default) or parts, for which the workers "
       "record each output's SHA-256 so that merge moves no data");
+  cmd->add_flag("--distributed", *distributed,
+                "Scan the input (and write a copy job's shard files) in tasks that djshard "
+                "prepare-worker processes on other nodes claim too; a job whose records get no "
+                "index key and whose input is not compressed");
+  AddTaskMibOption(cmd, &tasks->task_bytes,
+                   "With --distributed: MiB of input per scan task and of shards per write task "
+                   "(default 256; a multiple of 0.0625)");
   AddRayAddressOption(cmd);
-  cmd->callback([req, dataset, exit_code]() {
+  cmd->callback([req, dataset, distributed, tasks, exit_code]() {
     if (!dataset->empty()) req->dataset_path = *dataset;
     const double start = MonotonicSeconds();
-    const store::PrepareOutcome out = store::Prepare(*req);
+    tasks->lease_secs = req->policy.lease_secs;
+    tasks->heartbeat_secs = req->policy.heartbeat_secs;
+    tasks->poll_interval_secs = req->policy.poll_interval_secs;
+    tasks->log = LogRecordToStderr;
+    const store::PrepareOutcome out =
+        *distributed ? coord::PrepareWithHelpers(*req, *tasks) : store::Prepare(*req);
     const store::Manifest& m = out.manifest;
     if (out.already_prepared) {
       std::printf("Job is already prepared and unchanged: %s\n", out.job_dir.c_str());
@@ -66,6 +83,40 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
       std::printf("Shards: %s/shards (%s ... %s)\n", out.job_dir.c_str(),
                   m.shards.front().id.c_str(), m.shards.back().id.c_str());
     }
+    *exit_code = 0;
+  });
+}
+
+void AddPrepareWorkerCommand(CLI::App& app, int* exit_code) {
+  auto job_dir = std::make_shared<std::string>();
+  auto o = std::make_shared<coord::DistributedPrepareOptions>();
+  auto threads = std::make_shared<std::optional<int>>();
+  CLI::App* cmd = app.add_subcommand(
+      "prepare-worker",
+      "Help a djshard prepare --distributed of the job: claim its scan and shard write tasks "
+      "until the job is published");
+  cmd->add_option("--job-dir", *job_dir, "Job directory being prepared (shared by all nodes)")
+      ->required();
+  AddThreadsOption(cmd, threads);
+  AddSecondsOption(cmd, "--wait-timeout-secs", &o->wait_timeout_secs,
+                   "Give up when no prepare of the job has been running this long")
+      ->capture_default_str();
+  AddSecondsOption(cmd, "--lease-secs,--lock-timeout-secs", &o->lease_secs,
+                   "Seconds without heartbeat after which a task's claim may be taken over")
+      ->capture_default_str();
+  AddSecondsOption(cmd, "--heartbeat-secs", &o->heartbeat_secs, "Seconds between lease refreshes")
+      ->capture_default_str();
+  AddSecondsOption(cmd, "--poll-interval-secs", &o->poll_interval_secs, "Seconds between looks")
+      ->capture_default_str();
+  cmd->callback([job_dir, o, threads, exit_code]() {
+    if (o->heartbeat_secs >= o->lease_secs) {
+      throw Error("--heartbeat-secs must be less than --lease-secs",
+                  "a lease must survive at least one missed heartbeat");
+    }
+    o->threads = threads->value_or(0);
+    o->log = LogRecordToStderr;
+    const coord::PrepareHelperOutcome out = coord::HelpPrepare(*job_dir, *o);
+    std::printf("Job is prepared: %s (%zu task(s) run here)\n", job_dir->c_str(), out.tasks);
     *exit_code = 0;
   });
 }

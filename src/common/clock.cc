@@ -38,6 +38,12 @@ std::string UtcIso8601(int64_t epoch_nanos, int digits) {
 }
 }  // namespace
 
+std::string FormatSeconds(double secs) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", secs);
+  return buf;
+}
+
 std::string FormatUtcIso8601(int64_t epoch_nanos) { return UtcIso8601(epoch_nanos, 3); }
 
 std::string FormatUtcIso8601Micros(int64_t epoch_nanos) { return UtcIso8601(epoch_nanos, 6); }

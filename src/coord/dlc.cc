@@ -28,6 +28,7 @@
 #include "djshard/store/status.h"
 #include "djshard/store/worker.h"
 #include "src/coord/coordinator_claim.h"
+#include "src/coord/prepare_tasks.h"
 #include "src/coord/task_pool.h"
 
 namespace djshard::coord {
@@ -115,28 +116,6 @@ class Coordination {
   std::string dir_;
 };
 
-// A distributed prepare's scan task, run by any instance.
-TaskPool::Kind ScanKind(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return {"scan",
-          [](const std::string& plan) {
-            return store::ScanPlan::FromJson(plan, "scan-plan.json").tasks.size();
-          },
-          [threads](const std::string& text, size_t task, const std::string& dir,
-                    const std::string& tag, const std::function<bool()>&) {
-            const store::ScanPlan plan = store::ScanPlan::FromJson(text, dir);
-            json j = store::RunScanTask(plan, task, threads, dir, tag).ToJson();
-            j["display_path"] = plan.files[plan.tasks[task].file].display_path;
-            return j;
-          },
-          [](const json& r) {
-            const json error = r.value("error", json());
-            return "scanned " + std::to_string(r.value("rows", uint64_t{0})) + " line(s) of " +
-                   r.value("display_path", "?") +
-                   (error.is_object() ? ", failed: " + error.value("message", "") : "");
-          }};
-}
-
 // A distributed merge's copy task, run by any instance.
 TaskPool::Kind CopyKind(const store::JobPaths& job_paths, io::Disk& disk) {
   return {"copy",
@@ -153,25 +132,6 @@ TaskPool::Kind CopyKind(const store::JobPaths& job_paths, io::Disk& disk) {
             const json error = r.value("error", json());
             return "copied " + std::to_string(r.value("parts", json::array()).size()) +
                    " part(s) into the merged file" +
-                   (error.is_object() ? ", failed: " + error.value("message", "") : "");
-          }};
-}
-
-// A distributed prepare's shard write task (a copy job), run by any instance.
-TaskPool::Kind WriteKind() {
-  return {"write",
-          [](const std::string& plan) {
-            return store::ShardWritePlan::FromJson(plan, "write-plan.json").tasks.size();
-          },
-          [](const std::string& text, size_t task, const std::string& dir, const std::string& tag,
-             const std::function<bool()>& owned) {
-            return store::RunShardWriteTask(store::ShardWritePlan::FromJson(text, dir), task, tag,
-                                            owned);
-          },
-          [](const json& r) {
-            const json error = r.value("error", json());
-            return "wrote " + std::to_string(r.value("shards", json::array()).size()) +
-                   " shard file(s)" +
                    (error.is_object() ? ", failed: " + error.value("message", "") : "");
           }};
 }
@@ -250,36 +210,9 @@ class DlcRun {
       // Every instance scans a reference job's input (store/prepare_scan.h),
       // unless the launcher said there is one.
       if (o_.nodes != 1) {
-        req.distributed_scan.task_bytes = o_.task_bytes;
-        req.distributed_scan.run = [this, &disk](const store::ScanPlan& plan) {
-          Say("scan", "scanning the input in " + std::to_string(plan.tasks.size()) +
-                          " task(s) that every instance claims");
-          const std::string text = plan.ToJson();
-          const std::string dir = scan_.TasksDir(text);
-          std::vector<store::ScanTaskResult> results;
-          for (const json& r : scan_.Lead(text, disk)) {
-            if (r.contains("error") && !r.contains("rows")) {
-              // The task stopped before it had a result of its own.
-              const djshard::Error e = io::ErrorFromJson(r.at("error"));
-              store::ScanTaskResult failed;
-              failed.task = r.value("task", uint64_t{0});
-              failed.error_file = e.file();
-              failed.error_message = e.message();
-              failed.error_hint = e.hint();
-              failed.error_code = e.code();
-              results.push_back(failed);
-              continue;
-            }
-            results.push_back(store::ScanTaskResult::FromJson(r));
-            results.back().data_file = dir + "/" + results.back().data_file;
-          }
-          return results;
-        };
-        req.distributed_scan.write = [this, &disk](const store::ShardWritePlan& plan) {
-          Say("write", "writing the shard files in " + std::to_string(plan.tasks.size()) +
-                           " task(s) that every instance claims");
-          return write_.Lead(plan.ToJson(), disk);
-        };
+        DistributeScan(
+            req, o_.task_bytes, scan_, write_, disk,
+            [this](const std::string& event, const std::string& line) { Say(event, line); });
       }
       const store::PrepareOutcome out = store::Prepare(req, disk);
       Say("prepared", out.already_prepared
@@ -617,11 +550,6 @@ class DlcRun {
   static std::string Who(const CoordinatorHolder& h) {
     return h.hostname + " pid " + std::to_string(h.pid);
   }
-  static std::string FormatSeconds(double secs) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.1f s", secs);
-    return buf;
-  }
   double LeaseSecs() const { return o_.lease_secs.value_or(store::Policy{}.lease_secs); }
   double HeartbeatSecs() const {
     return o_.heartbeat_secs.value_or(store::Policy{}.heartbeat_secs);
@@ -678,11 +606,13 @@ std::vector<std::string> DlcTaskProgress(const std::string& job_dir) {
     const double lease = store::Policy{}.lease_secs;
     io::Disk& disk = io::RealDisk();
     const std::string dir = it->path().string();
+    // `djshard prepare --distributed` coordinates in "prepare", dlc runs by run id.
+    const std::string prepare = it->path().filename() == "prepare" ? "prepare: " : "dlc prepare: ";
     try {
       const std::string scan = TaskPool(disk, dir, ScanKind(0), lease, 1, 1, nothing).Progress();
-      if (!scan.empty()) lines.push_back("dlc prepare: " + scan);
+      if (!scan.empty()) lines.push_back(prepare + scan);
       const std::string write = TaskPool(disk, dir, WriteKind(), lease, 1, 1, nothing).Progress();
-      if (!write.empty()) lines.push_back("dlc prepare: " + write);
+      if (!write.empty()) lines.push_back(prepare + write);
       const std::string copy =
           TaskPool(disk, dir, CopyKind(job, disk), lease, 1, 1, nothing).Progress();
       if (!copy.empty()) lines.push_back("dlc merge: " + copy);

@@ -137,6 +137,61 @@ class ReferenceCli : public CliTest {
     return AllPass({DlcOn("node-b", "r1", fast), DlcOn("node-c", "r1", fast)});
   }
 
+  // `djshard prepare --distributed` of the three-file corpus into "job", 7
+  // shards, tasks of 64 KiB, on node-a.
+  Spawned DistributedPrepare(const std::string& shards, const std::vector<std::string>& env = {},
+                             const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"prepare",
+                                     "--config",
+                                     "recipe.yaml",
+                                     "--job-dir",
+                                     "job",
+                                     "--num-shards",
+                                     "7",
+                                     "--dataset-path",
+                                     "in",
+                                     "--shards",
+                                     shards,
+                                     "--distributed",
+                                     "--task-mib",
+                                     "0.0625",
+                                     "--poll-interval-secs",
+                                     "0.2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spawn(args, env,
+                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", "node-a"});
+  }
+  // `djshard prepare-worker` for "job" on its own hostname.
+  Spawned PrepareWorkerOn(const std::string& host, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"prepare-worker",       "--job-dir", "job", "--threads", "1",
+                                     "--poll-interval-secs", "0.2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spawn(args, {},
+                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+  }
+  // `status` of the job being prepared says "prepare: <done> of <total> scan tasks done".
+  bool ScanTasksDone(int done, int* total = nullptr) {
+    const std::string out = Run({"status", "--job-dir", "job"}).out;
+    int d = 0, t = 0;
+    const size_t at = out.find("prepare: ");
+    if (at == std::string::npos ||
+        std::sscanf(out.c_str() + at, "prepare: %d of %d scan tasks done", &d, &t) != 2) {
+      return false;
+    }
+    if (total != nullptr) *total = t;
+    return d == (done < 0 ? t + done : done);
+  }
+  // Runs 2 workers over the prepared "job" and merges it as parts.
+  std::string WorkAndMergeParts() {
+    const Spawned a = Spawn({"worker", "--job-dir", "job", "--threads", "1"});
+    const Spawned b = Spawn({"worker", "--job-dir", "job", "--threads", "1"});
+    EXPECT_EQ(WaitFor(a).exit_code, 0);
+    EXPECT_EQ(WaitFor(b).exit_code, 0);
+    const CliResult m = Run({"merge", "--job-dir", "job", "--layout", "parts"});
+    EXPECT_EQ(m.exit_code, 0) << m.err;
+    return JoinedParts("job/merged");
+  }
+
   // The parts of a parts-layout output, joined in their manifest's order.
   std::string JoinedParts(const std::string& dir) const {
     const json manifest = json::parse(Read(dir + "/_manifest.json"));
@@ -647,6 +702,115 @@ TEST_F(ReferenceCli, StatusAndMonitorShowTheScanAndCopyTasksOfDlcInstances) {
   EXPECT_EQ(WaitFor(merging).exit_code, 0);
   EXPECT_EQ(Run({"status", "--job-dir", "job"}).out.find("dlc "), std::string::npos)
       << "the tasks' files go with the phase";
+}
+
+// Manual flow: `prepare --distributed` on one node, `prepare-worker` on two
+// others. The preparer hangs in its first scan task; the prepare-workers scan
+// the others meanwhile (status shows it), then write the shard files with
+// it. The shards are those of a one-node prepare, the job's bytes a copy job's.
+TEST_F(ReferenceCli, PrepareWorkersOnOtherNodesScanAndWriteAPreparersTasks) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  const Spawned preparer = DistributedPrepare("copy", {"DJSHARD_TEST_STOP_AT=prepare_scan_task"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(preparer.pid); }));
+  const Spawned b = PrepareWorkerOn("node-b");
+  const Spawned c = PrepareWorkerOn("node-c");
+  int total = 0;
+  ASSERT_TRUE(WaitUntil([&] { return ScanTasksDone(-1, &total); }))
+      << Run({"status", "--job-dir", "job"}).out;
+  EXPECT_GE(total, 5);
+  EXPECT_NE(Run({"status", "--job-dir", "job"}).out.find("running: scan-00000 on node-a"),
+            std::string::npos);
+  ASSERT_EQ(::kill(preparer.pid, SIGCONT), 0);
+  const CliResult p = WaitFor(preparer);
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("Prepared job job: 7500 rows in 3 input file(s), 7 shards"),
+            std::string::npos)
+      << p.out;
+  std::string helped;
+  for (const Spawned& helper : {b, c}) {
+    const CliResult r = WaitFor(helper);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Job is prepared: job ("), std::string::npos) << r.out;
+    helped += r.err;
+  }
+  for (int task = 1; task < total; ++task) {
+    char id[32];
+    std::snprintf(id, sizeof(id), "scan-%05d: scanned ", task);
+    EXPECT_NE(helped.find(id), std::string::npos) << id << " ran on node-b or node-c: " << helped;
+  }
+  // A one-node prepare cuts the same shard files.
+  ASSERT_EQ(Prepare("one", 7, {}).exit_code, 0);
+  for (const std::string& shard : List("one/shards")) {
+    EXPECT_TRUE(Read("job/shards/" + shard) == Read("one/shards/" + shard)) << shard;
+  }
+  EXPECT_TRUE(WorkAndMergeParts() == copy) << "the parts differ from the copy job's output";
+  EXPECT_EQ(Run({"status", "--job-dir", "job"}).out.find("scan tasks"), std::string::npos)
+      << "the tasks' files go once the job is published";
+}
+
+// The preparer dies inside a scan task. Started again, it takes its own dead
+// claim over and keeps every scan task already finished, by it or by the
+// prepare-worker, which waited meanwhile and ends once the job is published.
+TEST_F(ReferenceCli, APreparerKilledInAScanTaskIsStartedAgainAndKeepsFinishedTasks) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  const std::vector<std::string> fast = {"--lease-secs", "2", "--heartbeat-secs", "0.5"};
+  const Spawned killed =
+      DistributedPrepare("reference", {"DJSHARD_TEST_KILL_AT=prepare_scan_task@3"}, fast);
+  const CliResult dead = WaitFor(killed);
+  EXPECT_EQ(dead.exit_code, 128 + SIGKILL);
+  const Spawned helper = PrepareWorkerOn("node-b", fast);
+  const CliResult again = WaitFor(DistributedPrepare("reference", {}, fast));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("took the prepare over from node-a pid " + std::to_string(killed.pid) +
+                           ": no heartbeat for "),
+            std::string::npos)
+      << again.err;
+  EXPECT_EQ((again.err + ErrSoFar(helper)).find("scan-00000: scanned"), std::string::npos)
+      << "scan-00000 was finished before the kill";
+  const CliResult h = WaitFor(helper);
+  EXPECT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_TRUE(WorkAndMergeParts() == copy) << "the parts differ from the copy job's output";
+}
+
+// A bad line fails the preparer with exit 2 naming its line, and every
+// prepare-worker with the same; a prepare-worker without a preparer gives up
+// after --wait-timeout-secs, and one for a prepared job ends at once.
+TEST_F(ReferenceCli, PrepareWorkersEndWithThePreparersFailureOrWhenNoneRuns) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const CliResult alone = WaitFor(PrepareWorkerOn("node-b", {"--wait-timeout-secs", "0.5"}));
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("gave up waiting for the job to be prepared: no prepare of it is "
+                           "running (start djshard prepare --distributed"),
+            std::string::npos)
+      << alone.err;
+
+  std::string a = Read("in/a.jsonl");
+  size_t at = 0;
+  for (int line = 1; line < 2000; ++line) at = a.find('\n', at) + 1;
+  a.insert(at, "{\"text\": broken}\n");
+  Write("in/a.jsonl", a);
+  const Spawned helper = PrepareWorkerOn("node-b");
+  ASSERT_TRUE(WaitUntil([&] { return ErrSoFar(helper).find("waiting") != std::string::npos; }));
+  const CliResult p = WaitFor(DistributedPrepare("reference"));
+  EXPECT_EQ(p.exit_code, 2);
+  EXPECT_NE(p.err.find("a.jsonl:2000: "), std::string::npos) << p.err;
+  const CliResult h = WaitFor(helper);
+  EXPECT_EQ(h.exit_code, 2);
+  EXPECT_NE(h.err.find("ERROR: prepare failed on node-a: "), std::string::npos) << h.err;
+  EXPECT_NE(h.err.find("a.jsonl:2000: "), std::string::npos) << h.err;
+  EXPECT_FALSE(Exists("job"));
+
+  a.erase(at, std::string("{\"text\": broken}\n").size());
+  Write("in/a.jsonl", a);
+  EXPECT_EQ(WaitFor(DistributedPrepare("reference")).exit_code, 0);
+  const CliResult late = WaitFor(PrepareWorkerOn("node-c"));
+  EXPECT_EQ(late.exit_code, 0) << late.err;
+  EXPECT_NE(late.out.find("Job is prepared: job (0 task(s) run here)"), std::string::npos);
 }
 
 }  // namespace

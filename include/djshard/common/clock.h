@@ -15,6 +15,8 @@ inline int64_t MtimeNanos(const struct stat& st) {
 }
 // Monotonic seconds, for measuring durations.
 double MonotonicSeconds();
+// "12.5 s": a duration for messages.
+std::string FormatSeconds(double secs);
 // "2026-11-30T06:45:57.123Z" for a Unix-epoch nanosecond time.
 std::string FormatUtcIso8601(int64_t epoch_nanos);
 // "2026-11-30T06:45:57.123456Z": with microseconds (run jobs' files and events).

@@ -74,7 +74,8 @@ struct DlcOutcome {
 
 // The scan and copy tasks of every dlc run of the job dir now in progress,
 // one line per phase ("dlc prepare: 3 of 7 scan tasks done; running: ..."),
-// for `status` and `monitor`; empty when none.
+// and those of a `djshard prepare --distributed` ("prepare: ..."), for
+// `status` and `monitor`; empty when none.
 std::vector<std::string> DlcTaskProgress(const std::string& job_dir);
 
 // `djshard dlc`: the same command on every instance of a launcher (PAI-DLC,

@@ -317,6 +317,44 @@ NormalizedInput CutDistributedShards(const DistributedScan& scan,
   return totals;
 }
 
+// A reference job prepared on one node: the scan tasks' one pass over the
+// input instead of WriteShards' two, run here in input order, one task per
+// file (so each file keeps its plain SHA-256) with the normalized stream's
+// SHA-256 carried from task to task; the cut is a distributed prepare's.
+NormalizedInput ScanInOnePass(const std::vector<InputCandidate>& inputs,
+                              const NormalizeRules& rules, int threads, uint64_t num_shards,
+                              const std::string& dataset_display, const JobPaths& staged,
+                              io::Disk& disk, Manifest& m) {
+  uint64_t largest = 0;
+  for (const InputCandidate& in : inputs) {
+    std::error_code ec;
+    const uint64_t size = fs::file_size(in.path, ec);
+    if (!ec) largest = std::max(largest, size);
+  }
+  constexpr uint64_t kBlock = 256ull << 10;  // whole check blocks of 256 KiB
+  DistributedScan scan;
+  scan.task_bytes = std::max<uint64_t>(1, (largest + kBlock - 1) / kBlock) * kBlock;
+  io::Sha256 stream;
+  const std::string dir = staged.InJob(".scan");
+  disk.MakeDirs(dir);
+  scan.run = [&](const ScanPlan& plan) {
+    std::vector<ScanTaskResult> results;
+    for (size_t t = 0; t < plan.tasks.size(); ++t) {
+      results.push_back(RunScanTask(plan, t, threads, dir, "local", &stream));
+      results.back().data_file = dir + "/" + results.back().data_file;
+      if (results.back().failed()) break;  // the first bad line in input order
+    }
+    return results;
+  };
+  NormalizedInput normalized =
+      CutDistributedShards(scan, inputs, rules, num_shards, dataset_display, staged, disk, m);
+  io::RemoveTreeQuietly(dir);
+  normalized.digest = stream.HexDigest();
+  m.scan_task_bytes = 0;  // every file and the stream have plain SHA-256
+  m.normalized_tree_sha256.clear();
+  return normalized;
+}
+
 // Every shard is a partition set: a manual partition count must fit the
 // smallest shard (the staged shards are removed with the staging directory).
 void CheckManualPartitions(const CheckedRecipe& c, const Manifest& m) {
@@ -468,11 +506,16 @@ class Preparer {
           "--shards reference: an input file is compressed, so the shards were copied into the "
           "job directory");
     }
-    const NormalizedInput normalized =
-        Distributed(rules)
-            ? CutDistributedShards(request_.distributed_scan, inputs_, rules, num_shards_,
-                                   dataset_.display, staged, disk_, m)
-            : WriteShards(inputs_, rules, threads, num_shards_, dataset_.display, staged, m);
+    NormalizedInput normalized;
+    if (Distributed(rules)) {
+      normalized = CutDistributedShards(request_.distributed_scan, inputs_, rules, num_shards_,
+                                        dataset_.display, staged, disk_, m);
+    } else if (shards_mode_ == ShardsMode::kReference && rules.index_keys.empty()) {
+      normalized =
+          ScanInOnePass(inputs_, rules, threads, num_shards_, dataset_.display, staged, disk_, m);
+    } else {
+      normalized = WriteShards(inputs_, rules, threads, num_shards_, dataset_.display, staged, m);
+    }
     CheckManualPartitions(checked_, m);
     m.job_id = fs::path(job_.dir()).filename().string();
     m.created_at = FormatUtcIso8601(NowNanos());

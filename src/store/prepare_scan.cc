@@ -202,10 +202,14 @@ class ScanTaskReader : public ChunkReader {
 // Each line's raw and normalized sizes, the normalized lines' SHA-256.
 class ScanTaskSink : public ChunkSink {
  public:
+  // `stream`: a digest that earlier tasks of the input updated, which this
+  // one goes on with instead of its own.
+  explicit ScanTaskSink(io::Sha256* stream) : stream_(stream) {}
+
   void Place(Chunk& c) override {
     const std::string& n = c.normalized;
     const char* raw = c.lines.data.data();
-    digest_.Update(n);
+    (stream_ != nullptr ? *stream_ : digest_).Update(n);
     bytes_ += n.size();
     rows_ += c.lines.lines;
     second_pass_ = std::max(second_pass_, c.second_pass);
@@ -235,7 +239,7 @@ class ScanTaskSink : public ChunkSink {
     Flush();
     r->rows = rows_;
     r->normalized_bytes = bytes_;
-    r->normalized_sha256 = digest_.HexDigest();
+    if (stream_ == nullptr) r->normalized_sha256 = digest_.HexDigest();
     r->normalization = SecondPassName(second_pass_);
   }
   const std::string& sizes() const { return sizes_; }
@@ -248,6 +252,7 @@ class ScanTaskSink : public ChunkSink {
     has_last_ = false;
   }
 
+  io::Sha256* stream_;
   io::Sha256 digest_;
   uint64_t bytes_ = 0, rows_ = 0, raw_bytes_ = 0;
   SecondPass second_pass_ = SecondPass::kCopy;
@@ -396,7 +401,7 @@ ScanTaskResult ScanTaskResult::FromJson(const json& j) {
 }
 
 ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const std::string& dir,
-                           const std::string& tag) {
+                           const std::string& tag, io::Sha256* stream) {
   const ScanPlan::Task& t = plan.tasks.at(task);
   const ScanPlan::File& file = plan.files.at(t.file);
   const auto unchanged = [&file] {
@@ -410,7 +415,7 @@ ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const
   ScanTaskReader reader(&source);
   ScanTaskResult r;
   r.task = task;
-  ScanTaskSink sink;
+  ScanTaskSink sink(stream);
   const std::vector<io::InputCandidate> input{{file.path, file.display_path, file.relative_path}};
   const NormalizeRules rules{plan.media_keys, plan.media_root, {}};
   try {

@@ -245,6 +245,18 @@ TEST_F(ReferenceCli, IndexKeysAreNumberedByGlobalRowAsInACopyJob) {
   const std::string copy = RunJob("copy", 5, 1, {}, "copy.jsonl");
   EXPECT_NE(copy.find("\"idx\":74"), std::string::npos);
   EXPECT_EQ(RunJob("ref", 5, 2, {"--shards", "reference"}, "ref.jsonl"), copy);
+  // Index keys need global rows: prepare's two passes, each range with its
+  // own hash, which a changed line fails.
+  const json m = json::parse(Read("ref/manifest.json"));
+  EXPECT_FALSE(m.contains("input_check"));
+  EXPECT_TRUE(m["shards"][0]["ranges"][0].contains("xxh3_128"));
+  ASSERT_EQ(Prepare("again", 5, {"--shards", "reference"}).exit_code, 0);
+  FlipByteKeepingMtime("in/a.jsonl", Read("in/a.jsonl").find("alpha row 3"), 'A');
+  const CliResult r = Run({"worker", "--job-dir", "again"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(Path("in/a.jsonl") + ": input changed after prepare: the bytes of lines"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(ReferenceCli, ADedupStageSignsReferenceShardsAsItSignsCopiedOnes) {
@@ -305,13 +317,13 @@ TEST_F(ReferenceCli, ALineBrokenInAFileCopiedAsItIsFailsTheJobNotTheShard) {
   WriteCorpus();
   DemoRecipe("in");
   ASSERT_EQ(Prepare("job", 1, {"--shards", "reference", "--max-retries", "3"}).exit_code, 0);
-  // a.jsonl is passed through unparsed: the executor meets the broken line
-  // before the range's hash is checked.
+  // a.jsonl is passed through unparsed: its check block's hash fails before
+  // the executor meets the broken line.
   const std::string a = Read("in/a.jsonl");
   FlipByteKeepingMtime("in/a.jsonl", a.find("{\"text\":\"alpha row 5 "), '[');
   const CliResult r = Run({"worker", "--job-dir", "job"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find(Path("in/a.jsonl") + ": input changed after prepare: the bytes of lines"),
+  EXPECT_NE(r.err.find(Path("in/a.jsonl") + ": input changed after prepare: its bytes 0-"),
             std::string::npos)
       << r.err;
   EXPECT_TRUE(List("job/state/failed").empty());

@@ -27,6 +27,7 @@
 
 #include "djshard/io/checksum.h"
 #include "djshard/io/discover.h"
+#include "djshard/io/sha256.h"
 #include "djshard/store/manifest.h"
 
 namespace djshard::store {
@@ -99,9 +100,11 @@ struct ScanTaskResult {
 // Runs task `task` of `plan` on `threads` threads and writes its data file
 // into `dir` (named after the task and `tag`, written and fsynced). A bad line
 // is the result's failure; a file that changed since the plan, or a failing
-// read or write, is an Error.
+// read or write, is an Error. With `stream`, the task's normalized lines go
+// on with that digest (one process running every task in order: the
+// stream's plain SHA-256) and its result has no normalized_sha256.
 ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const std::string& dir,
-                           const std::string& tag);
+                           const std::string& tag, io::Sha256* stream = nullptr);
 
 // What the cut from scan results gave, for the manifest.
 struct ScannedInput {

@@ -41,8 +41,8 @@ TaskPool::Kind WriteKind() {
           },
           [](const std::string& text, size_t task, const std::string& dir, const std::string& tag,
              const std::function<bool()>& owned) {
-            return store::RunShardWriteTask(store::ShardWritePlan::FromJson(text, dir), task, tag,
-                                            owned);
+            return store::RunShardWriteTask(store::ShardWritePlan::FromJson(text, dir), task, dir,
+                                            tag, owned);
           },
           [](const json& r) {
             const json error = r.value("error", json());
@@ -90,8 +90,19 @@ void DistributeScan(store::PrepareRequest& req, uint64_t task_bytes, TaskPool& s
   req.distributed_scan.write = [&write, &fenced, say](const store::ShardWritePlan& plan) {
     say("write", "writing the shard files in " + std::to_string(plan.tasks.size()) +
                      " task(s) that every instance claims");
-    return write.Lead(plan.ToJson(), fenced);
+    const std::string text = plan.ToJson();
+    const std::string dir = write.TasksDir(text);
+    std::vector<json> results = write.Lead(text, fenced);
+    for (json& r : results) {
+      if (!r.contains("shards")) continue;
+      for (json& shard : r.at("shards")) {
+        shard["file"] = dir + "/" + shard.at("file").get<std::string>();
+      }
+    }
+    return results;
   };
+  // The write tasks' check blocks beside their plans (removed with them).
+  req.distributed_scan.blocks_root = write.dir();
 }
 
 }  // namespace djshard::coord

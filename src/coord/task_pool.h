@@ -57,6 +57,8 @@ class TaskPool {
 
   // The directory of the plan's task files.
   std::string TasksDir(const std::string& plan) const;
+  // The coordination directory the pool's plans and task directories are in.
+  const std::string& dir() const { return dir_; }
 
   // Once the phase is over: the plan and the files of its tasks, and of any
   // plan a coordinator that was taken over published.

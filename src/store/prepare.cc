@@ -227,14 +227,20 @@ NormalizedInput WriteShards(const std::vector<InputCandidate>& inputs, const Nor
 
 // A copy job of a distributed prepare: the shard files, written by `scan`'s
 // write tasks (on every dlc instance) from the cut in `m` (a reference job's
-// until then), renamed into place; `m` becomes the copy job's manifest.
+// until then), linked into place; `m` becomes the copy job's manifest.
 void WriteDistributedShards(const DistributedScan& scan, const NormalizeRules& rules,
                             const JobPaths& staged, io::Disk& disk, Manifest& m) {
   Manifest reading = m;
   reading.shards_mode = ShardsMode::kReference;
   reading.media_keys = rules.media_keys;
   reading.media_root = rules.media_root;
-  const ShardWritePlan plan{staged.dir(), reading.ToJson(),
+  // The check blocks where a coordinator that takes over finds them again,
+  // named by their hash.
+  const std::string blocks_dir =
+      scan.blocks_root + "/write-blocks-" + m.check_blocks_checksum.hex.substr(0, 16);
+  disk.MakeDirs(blocks_dir);
+  disk.Link(staged.InJob(kInputBlocksFile), blocks_dir + "/" + kInputBlocksFile);
+  const ShardWritePlan plan{blocks_dir, reading.ToJson(),
                             PlanShardWrites(m.shards, scan.task_bytes)};
   const std::vector<nlohmann::json> results = scan.write(plan);
   for (size_t t = 0; t < results.size(); ++t) {
@@ -244,26 +250,21 @@ void WriteDistributedShards(const DistributedScan& scan, const NormalizeRules& r
     for (size_t i = first; i < end; ++i) {
       ShardEntry& shard = m.shards[i];
       const nlohmann::json& w = r.at("shards").at(i - first);
+      const std::string file = w.at("file").get<std::string>();
       if (w.at("id") != shard.id || w.at("rows") != shard.rows ||
           w.at("size_bytes") != shard.size_bytes) {
-        throw Error(staged.InJob(w.at("file").get<std::string>()), 0,
-                    "shard written by a task differs from the cut (id, rows or bytes)",
+        throw Error(file, 0, "shard written by a task differs from the cut (id, rows or bytes)",
                     "prepare again");
       }
       shard.path = JobPaths::ShardRelPath(shard.id);
       shard.checksum = io::Checksum::FromJson(w);
       shard.ranges.clear();
-      disk.Rename(staged.InJob(w.at("file").get<std::string>()), staged.InJob(shard.path));
+      if (!disk.Link(file, staged.InJob(shard.path))) {
+        throw Error(staged.InJob(shard.path), 0, "shard file already exists", "prepare again");
+      }
     }
   }
-  // Files of write tasks that were handed back or taken over go.
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(staged.ShardsDir(), ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (it->path().filename().string().find(".tmp.") != std::string::npos) {
-      disk.Unlink(it->path().string());
-    }
-  }
+  disk.SyncDir(staged.ShardsDir());
   // A copy job reads its shard files: the input's check blocks go.
   disk.Unlink(staged.InJob(kInputBlocksFile));
   m.schema_version = kManifestSchemaVersion;

@@ -643,7 +643,7 @@ ScannedInput CutScannedShards(const ScanPlan& plan, const std::vector<ScanTaskRe
 }
 
 std::string ShardWritePlan::ToJson() const {
-  json j = {{"staged_job", staged_job}, {"manifest", manifest}, {"tasks", json::array()}};
+  json j = {{"blocks_dir", blocks_dir}, {"manifest", manifest}, {"tasks", json::array()}};
   for (const auto& [first, end] : tasks) j["tasks"].push_back({first, end});
   return j.dump(2) + "\n";
 }
@@ -652,7 +652,7 @@ ShardWritePlan ShardWritePlan::FromJson(const std::string& text, const std::stri
   ShardWritePlan plan;
   try {
     const json j = json::parse(text);
-    plan.staged_job = j.at("staged_job").get<std::string>();
+    plan.blocks_dir = j.at("blocks_dir").get<std::string>();
     plan.manifest = j.at("manifest").get<std::string>();
     for (const json& t : j.at("tasks")) {
       plan.tasks.emplace_back(t.at(0).get<size_t>(), t.at(1).get<size_t>());
@@ -678,22 +678,23 @@ std::vector<std::pair<size_t, size_t>> PlanShardWrites(const std::vector<ShardEn
   return tasks;
 }
 
-json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag,
-                       const std::function<bool()>& owned) {
+json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& dir,
+                       const std::string& tag, const std::function<bool()>& owned) {
   json result = {{"task", task}, {"shards", json::array()}};
-  const JobPaths staged(plan.staged_job);
-  const Manifest m = Manifest::FromJson(plan.manifest, plan.staged_job);
+  // The tasks read the check blocks where a reference job's workers do.
+  const JobPaths blocks(plan.blocks_dir);
+  const Manifest m = Manifest::FromJson(plan.manifest, plan.blocks_dir);
   const auto [first, end] = plan.tasks.at(task);
   for (size_t i = first; i < end; ++i) {
     const ShardEntry& shard = m.shards.at(i);
-    const std::string file = JobPaths::ShardRelPath(shard.id) + ".tmp." + tag;
-    const std::string path = staged.InJob(file);
+    const std::string file = shard.id + "." + tag + ".jsonl";
+    const std::string path = dir + "/" + file;
     io::ScopedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) ThrowSystemError(path, "cannot create");
     io::ChecksumHasher hash;
     uint64_t bytes = 0;
     try {
-      const std::unique_ptr<io::ByteSource> source = OpenShard(staged, m, shard, &hash);
+      const std::unique_ptr<io::ByteSource> source = OpenShard(blocks, m, shard, &hash);
       std::string buf(1 << 20, '\0');
       for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0; bytes += n) {
         // A writer whose claim was taken over writes nothing more.

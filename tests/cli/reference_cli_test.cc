@@ -659,8 +659,9 @@ TEST_F(ReferenceCli, DlcInstancesWriteTheShardFilesOfACopyJob) {
   }
 }
 
-// The prepare coordinator hangs in a write task: another instance takes the
-// prepare over, keeps the scan tasks' results and writes the shards again.
+// The prepare coordinator hangs in its second write task: another instance
+// takes the prepare over, keeps the results of the scan tasks and of the
+// first write task, and takes the frozen one's claim over.
 TEST_F(ReferenceCli, APrepareCoordinatorFrozenInAWriteTaskIsTakenOver) {
   WriteCorpus(2500);
   DemoRecipe("in");
@@ -668,7 +669,7 @@ TEST_F(ReferenceCli, APrepareCoordinatorFrozenInAWriteTaskIsTakenOver) {
   const std::vector<std::string> fast = {"--layout",     "file", "--task-mib",       "0.0625",
                                          "--lease-secs", "2",    "--heartbeat-secs", "0.5"};
   const Spawned frozen =
-      DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_STOP_AT=prepare_shard_cut"}, "copy");
+      DlcOn("node-a", "r1", fast, {"DJSHARD_TEST_STOP_AT=prepare_shard_cut@3"}, "copy");
   ASSERT_TRUE(WaitUntil([&] { return IsStopped(frozen.pid); }));
   const CliResult b = WaitFor(DlcOn("node-b", "r1", fast, {}, "copy"));
   EXPECT_EQ(b.exit_code, 0) << b.err;
@@ -677,6 +678,9 @@ TEST_F(ReferenceCli, APrepareCoordinatorFrozenInAWriteTaskIsTakenOver) {
       << b.out;
   EXPECT_EQ(b.out.find("scan-00000: scanned"), std::string::npos)
       << "scan results stand: " << b.out;
+  EXPECT_EQ(b.out.find("write-00000: wrote"), std::string::npos)
+      << "the first write task's result stands: " << b.out;
+  EXPECT_NE(b.out.find("took over write-00001 from node-a"), std::string::npos) << b.out;
   ::kill(frozen.pid, SIGKILL);
   WaitFor(frozen);
   EXPECT_TRUE(Read("job/merged.jsonl") == copy) << "the merged bytes differ from the copy job's";

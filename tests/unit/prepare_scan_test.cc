@@ -79,7 +79,8 @@ class PrepareScan : public ::testing::Test {
               }
               return out;
             },
-            {}};
+            {},
+            dir};
   }
 
   Manifest Distributed(const std::string& job, int64_t shards, uint64_t task_bytes) const {
@@ -153,16 +154,25 @@ TEST_F(PrepareScan, WritesTheShardFilesOfACopyJobAsAOneNodePrepare) {
   PrepareRequest req = Request("dist", 5);
   req.shards_mode = ShardsMode::kCopy;
   req.distributed_scan = LocalScan(kScanTaskUnitBytes);
-  req.distributed_scan.write = [](const ShardWritePlan& plan) {
-    // A writer whose claim was taken over stops and removes its file; one
-    // killed leaves its file, which the coordinator removes.
-    EXPECT_THROW(RunShardWriteTask(plan, 0, "lost", [] { return false; }), Error);
-    EXPECT_FALSE(
-        std::filesystem::exists(plan.staged_job + "/shards/part-00000-of-00005.jsonl.tmp.lost"));
-    std::ofstream(plan.staged_job + "/shards/part-00000-of-00005.jsonl.tmp.killed") << "{}\n";
+  const std::string tasks = dir_.Path("write-tasks");
+  std::filesystem::create_directories(tasks);
+  req.distributed_scan.write = [tasks](const ShardWritePlan& plan) {
+    // The plan names no coordinator's staging: one that takes over plans
+    // the same tasks.
+    EXPECT_EQ(plan.blocks_dir.rfind(tasks.substr(0, tasks.rfind('/')) + "/scan/write-blocks-", 0),
+              0u)
+        << plan.blocks_dir;
+    EXPECT_EQ(plan.ToJson().find(".preparing."), std::string::npos);
+    // A writer whose claim was taken over stops and removes its file.
+    EXPECT_THROW(RunShardWriteTask(plan, 0, tasks, "lost", [] { return false; }), Error);
+    EXPECT_FALSE(std::filesystem::exists(tasks + "/part-00000-of-00005.lost.jsonl"));
     std::vector<nlohmann::json> out;
-    for (size_t i = 0; i < plan.tasks.size(); ++i)
-      out.push_back(RunShardWriteTask(plan, i, "t", [] { return true; }));
+    for (size_t i = 0; i < plan.tasks.size(); ++i) {
+      out.push_back(RunShardWriteTask(plan, i, tasks, "t", [] { return true; }));
+      for (nlohmann::json& shard : out.back()["shards"]) {
+        shard["file"] = tasks + "/" + shard["file"].get<std::string>();
+      }
+    }
     return out;
   };
   const Manifest m = Prepare(req).manifest;

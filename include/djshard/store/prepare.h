@@ -20,8 +20,13 @@ struct DistributedScan {
   // the tasks on every instance). Unset: prepare scans the input itself.
   std::function<std::vector<ScanTaskResult>(const ScanPlan&)> run;
   // A copy job's shard files: gets the plan and returns every write task's
-  // result, in task order. Unset: a copy job is prepared on this node.
+  // result, in task order, each shard's "file" an absolute path. Unset: a
+  // copy job is prepared on this node.
   std::function<std::vector<nlohmann::json>(const ShardWritePlan&)> write;
+  // Where the write tasks find the input's check blocks: a directory that a
+  // coordinator taking over finds again (so that it plans the same write
+  // tasks and keeps those done), on the job dir's filesystem.
+  std::string blocks_root;
 };
 
 struct PrepareRequest {

@@ -137,10 +137,11 @@ ScannedInput CutScannedShards(const ScanPlan& plan, const std::vector<ScanTaskRe
 // A copy job of a distributed prepare: its shard files are written by tasks
 // that any instance claims, each reading its shards' ranges as a worker of a
 // reference job would (normalized, check blocks verified) and writing each
-// under a temporary name in the staged job, hashed and fsynced; the
-// coordinator renames them into place.
+// into its task directory, hashed and fsynced; the coordinator links them
+// into the staged job. The plan names no coordinator's files: one that takes
+// over plans the same tasks and keeps their results.
 struct ShardWritePlan {
-  std::string staged_job;  // absolute
+  std::string blocks_dir;  // absolute: holds the input's input_blocks.xxh3
   std::string manifest;    // the cut as a reference job's manifest, which the tasks read
   std::vector<std::pair<size_t, size_t>> tasks;  // shards [first, end)
 
@@ -152,11 +153,12 @@ struct ShardWritePlan {
 std::vector<std::pair<size_t, size_t>> PlanShardWrites(const std::vector<ShardEntry>& shards,
                                                        uint64_t task_bytes);
 
-// Any instance: writes task `task`'s shards (shards/<id>.jsonl.tmp.<tag> in
-// the staged job), checking `owned` (its claim is still its own) before each
-// write; a file it could not finish is removed. Its result: per shard its id, file (relative to the
-// staged job), rows, size_bytes and xxh3_128; or the Error that stopped it ("error").
-nlohmann::json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& tag,
-                                 const std::function<bool()>& owned);
+// Any instance: writes task `task`'s shards (<id>.<tag>.jsonl in `dir`, the
+// task's directory), checking `owned` (its claim is still its own) before
+// each write; a file it could not finish is removed. Its result: per shard
+// its id, file (its name in `dir`), rows, size_bytes and xxh3_128; or the
+// Error that stopped it ("error").
+nlohmann::json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::string& dir,
+                                 const std::string& tag, const std::function<bool()>& owned);
 
 }  // namespace djshard::store

@@ -371,10 +371,11 @@ class DlcRun {
     std::string blocked;              // else: why no step could be made
     int blocked_code = kExitFailure;  // the exit code should that last
     std::optional<DlcOutcome> end;    // this instance ends here (stopped while it led)
+    bool worked = false;              // ran one of the coordinator's tasks: look again at once
   };
-  static Step Progress() { return Step{true, "", kExitFailure, std::nullopt}; }
+  static Step Progress() { return Step{true, "", kExitFailure, std::nullopt, false}; }
   static Step Blocked(const std::string& why, int code = kExitFailure) {
-    return Step{false, why, code, std::nullopt};
+    return Step{false, why, code, std::nullopt, false};
   }
 
   // The one wait loop of a coordinated phase: returns once its result exists
@@ -404,7 +405,7 @@ class DlcRun {
                              "start the run again with the same run id: it goes on from there",
                              step.blocked_code);
       }
-      SleepInterruptibly(o_.poll_interval_secs / 4);
+      if (!step.worked) SleepInterruptibly(o_.poll_interval_secs / 4);
     }
   }
 
@@ -418,12 +419,10 @@ class DlcRun {
       const std::string role = "DLC " + Name(phase) + " coordinator (" + HostName() + ")";
       if (look.state == CoordinatorLook::kLive) {
         // While a coordinator lives, its tasks need hands.
-        if (phase == Phase::kPrepare) {
-          if (!scan_.WorkOnOne()) write_.WorkOnOne();
-        } else {
-          copy_.WorkOnOne();
-        }
-        return Progress();
+        Step step = Progress();
+        step.worked =
+            phase == Phase::kPrepare ? scan_.WorkOnOne() || write_.WorkOnOne() : copy_.WorkOnOne();
+        return step;
       }
       if (look.state == CoordinatorLook::kNone) return Lead(phase, "elected as " + role, result);
       const double lease = look.holder.lease_secs > 0 ? look.holder.lease_secs : LeaseSecs();
@@ -465,7 +464,7 @@ class DlcRun {
       // `djshard stop --force` is no result of the run: the claim is handed
       // back so that the same run id runs the phase again once it is cleared.
       claim->Release();
-      return Step{true, "", kExitFailure, Stopped()};
+      return Step{true, "", kExitFailure, Stopped(), false};
     }
     if (!claim->Owned() ||
         !claim->PublishAndRelease(coord_.Path(ResultName(phase)),

@@ -20,6 +20,7 @@
 #include "djshard/preflight/probe_records.h"
 #include "djshard/store/dedup_stage.h"
 #include "djshard/store/job.h"
+#include "djshard/store/records.h"
 
 namespace djshard::store {
 
@@ -221,6 +222,49 @@ void CollectProbe(const JobDir& job, const std::string& job_dir, io::Disk& disk,
   }
 }
 
+// The outputs of shard attempts that no merge will read: every attempt's but
+// the one its shard's done record names, once the attempt's record says it
+// ended (failed, taken over, interrupted...), or says it runs while another
+// attempt published the shard (a frozen owner cannot publish over that). An
+// attempt still running on an unpublished shard may be a live owner; its
+// output stays. Their records, logs and errors files stay too.
+void CollectDeadAttempts(const JobDir& job, const std::set<std::string>& live, io::Disk& disk,
+                         bool dry_run, GcResult& result) {
+  const ShardScan scan = job.Scan();
+  for (const ShardEntry& shard : job.manifest().shards) {
+    if (live.count(shard.id) != 0 || scan.attempted.count(shard.id) == 0) continue;
+    std::string published;
+    if (scan.done.count(shard.id) != 0) {
+      const std::string path = job.DonePath(shard.id);
+      try {
+        const DoneRecord done = DoneRecord::FromJson(disk.Read(path), path);
+        published = job.InJob(fs::path(done.output_path).parent_path().string());
+      } catch (const Error&) {
+        continue;  // an unreadable record: leave its files for verify to report
+      }
+    }
+    std::error_code ec;
+    for (const auto& attempt : fs::directory_iterator(job.AttemptsDir(shard.id), ec)) {
+      const std::string dir = attempt.path().string();
+      if (dir == published) continue;
+      const std::string record = JobPaths::AttemptRecordPath(dir);
+      try {
+        const AttemptStatus status = AttemptRecord::FromJson(disk.Read(record), record).status;
+        if (status == AttemptStatus::kRunning && published.empty()) continue;
+      } catch (const Error&) {
+        continue;  // none yet, or being written: maybe a live attempt
+      }
+      std::error_code files_ec;
+      for (const auto& file : fs::directory_iterator(dir, files_ec)) {
+        const std::string name = file.path().filename().string();
+        if (file.path().string() == JobPaths::AttemptOutputPath(dir) || IsTemp(name)) {
+          Remove(file.path(), disk, dry_run, result);
+        }
+      }
+    }
+  }
+}
+
 GcResult CollectElastic(const std::string& job_dir, io::Disk& disk, bool dry_run) {
   const JobDir job = JobDir::Open(job_dir, disk);
   GcResult result;
@@ -243,6 +287,7 @@ GcResult CollectElastic(const std::string& job_dir, io::Disk& disk, bool dry_run
     CollectCheckpointDir(e.path().string(), last_op, disk, dry_run, result);
   }
   CollectProbe(job, job_dir, disk, dry_run, result);
+  CollectDeadAttempts(job, live, disk, dry_run, result);
   for (const std::string& path : StageGarbage(job)) Remove(path, disk, dry_run, result);
   return result;
 }

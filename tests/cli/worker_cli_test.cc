@@ -289,8 +289,25 @@ TEST_F(WorkerCli, KillNineAtEveryStepLosesAndDuplicatesNothing) {
 
 TEST_F(WorkerCli, KillNineInTheMiddleOfAShardIsTakenOverAfterTheLease) {
   KillNineAndTakeOver({});
-  const json old = json::parse(Read(OnlyAttempt("part-00000-of-00002") + "/attempt.json"));
+  const std::string dead = OnlyAttempt("part-00000-of-00002");
+  const json old = json::parse(Read(dead + "/attempt.json"));
   EXPECT_EQ(old["status"], "stale");
+  // gc removes the dead attempt's partial output, and nothing merge reads.
+  std::set<std::string> partial;  // its output and errors, as the kill left them
+  for (const std::string& name : List(dead)) {
+    if (name.find(".tmp.") != std::string::npos) partial.insert(Path(dead + "/" + name));
+  }
+  ASSERT_EQ(partial.size(), 2u);
+  const std::string merged = Read("merged.jsonl");
+  const CliResult gc = Run({"gc", Path("job"), "--json"});
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_EQ(json::parse(gc.out)["removed"].get<std::set<std::string>>(), partial) << gc.out;
+  EXPECT_TRUE(Exists(dead + "/attempt.json"));
+  EXPECT_TRUE(Exists(dead + "/process.log"));
+  EXPECT_EQ(Run({"verify", "--job-dir", "job"}).exit_code, 0);
+  MergedSha();
+  EXPECT_TRUE(Read("merged.jsonl") == merged);
+  EXPECT_TRUE(json::parse(Run({"gc", Path("job"), "--json"}).out)["removed"].empty());
 }
 
 TEST_F(WorkerCli, KillNineInAReferenceShardIsTakenOverToTheSameBytes) {

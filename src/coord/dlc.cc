@@ -338,7 +338,7 @@ class DlcRun {
     if (o_.nodes != 1 && store::CanMergeByCopyTasks(job, merge)) {
       // Every instance copies a share of the outputs into the merged file.
       const store::MergeCopyPlan plan = store::PlanMergeCopy(
-          job, merge, o_.task_bytes, 4 * static_cast<size_t>(std::max<int64_t>(1, o_.nodes)),
+          job, merge, o_.task_bytes, 8 * static_cast<size_t>(std::max<int64_t>(1, o_.nodes)),
           CopyTag(), disk);
       Say("copy", "merging in " + std::to_string(plan.tasks.size()) +
                       " copy task(s) that every instance claims");

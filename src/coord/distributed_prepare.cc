@@ -126,8 +126,20 @@ store::PrepareOutcome PrepareWithHelpers(store::PrepareRequest req,
     c.scan.RemoveAll();
     c.write.RemoveAll();
   };
+  bool split = false;
+  const auto scan = req.distributed_scan.run;
+  req.distributed_scan.run = [&split, scan](const store::ScanPlan& plan) {
+    split = true;
+    return scan(plan);
+  };
   try {
     const store::PrepareOutcome out = store::Prepare(req, claim->fenced_disk());
+    if (!split && !out.already_prepared) {
+      c.Say("warning",
+            "WARNING: prepared on this node alone: a recipe with index_key, or a compressed "
+            "input of a copy job, is not split into tasks",
+            LogLevel::kWarn);
+    }
     publish(ResultJson(0, "", out.manifest.job_id));
     return out;
   } catch (const Error& e) {

@@ -829,5 +829,21 @@ TEST_F(ReferenceCli, PrepareWorkersEndWithThePreparersFailureOrWhenNoneRuns) {
   EXPECT_NE(late.out.find("Job is prepared: job (0 task(s) run here)"), std::string::npos);
 }
 
+// A recipe with index_key (whose values are global rows) is prepared by the
+// preparer alone, which says so; its prepare-worker ends once it is published.
+TEST_F(ReferenceCli, ADistributedPrepareOfIndexKeysRunsOnThePreparerAloneAndSaysSo) {
+  WriteCorpus(25);
+  DemoRecipe("in", "  - words_num_filter:\n      min_num: 1\n      index_key: idx\n");
+  const Spawned helper = PrepareWorkerOn("node-b");
+  const CliResult p = WaitFor(DistributedPrepare("reference"));
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.err.find("WARNING: prepared on this node alone: a recipe with index_key"),
+            std::string::npos)
+      << p.err;
+  const CliResult h = WaitFor(helper);
+  EXPECT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_NE(h.out.find("Job is prepared: job (0 task(s) run here)"), std::string::npos) << h.out;
+}
+
 }  // namespace
 }  // namespace djshard::testing

@@ -135,7 +135,15 @@ bool JobStatus::terminal() const {
 }
 
 std::string JobStatus::SummaryLine() const {
-  return "Job " + job_id + ": total=" + std::to_string(total) + " " + CountsText(counts);
+  std::string line =
+      "Job " + job_id + ": total=" + std::to_string(total) + " " + CountsText(counts);
+  uint64_t failed_tasks = 0;
+  for (const StageStatus& stage : stages) failed_tasks += stage.counts.failed;
+  if (failed_tasks > 0) {
+    line += " (" + std::to_string(failed_tasks) +
+            " dedup stage task(s) failed: the shards wait for them)";
+  }
+  return line;
 }
 
 std::string JobStatus::Text(bool all) const {
@@ -191,8 +199,10 @@ void RequireComplete(const JobDir& job, const std::string& action) {
   if (!s.complete()) {
     throw Error(job.dir(), 0,
                 "cannot " + action + ": job is not complete (" + s.SummaryLine() + ")",
-                s.counts.failed > 0 ? "run 'djshard retry --all-failed' and the workers again"
-                                    : "wait for the workers to finish");
+                s.input_changed ? "restore the input as it was when the job was prepared, or "
+                                  "prepare a new job"
+                : s.failed()    ? "run 'djshard retry --all-failed' and the workers again"
+                                : "wait for the workers to finish");
   }
 }
 

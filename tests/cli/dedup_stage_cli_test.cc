@@ -643,6 +643,14 @@ TEST_F(DedupStageCli, ASignTaskThatFailsForGoodEndsEveryWorker) {
   EXPECT_FALSE(Exists("job/state/done/dedup1-group-0000.json"));
   const CliResult status = Run({"status", "--job-dir", "job"});
   EXPECT_EQ(status.exit_code, 2) << status.out;
+  EXPECT_NE(status.out.find("dedup stage task(s) failed: the shards wait for them)"),
+            std::string::npos)
+      << status.out;
+  const CliResult merge = Run({"merge", "--job-dir", "job"});
+  EXPECT_EQ(merge.exit_code, 2);
+  EXPECT_NE(merge.err.find("(run 'djshard retry --all-failed' and the workers again)"),
+            std::string::npos)
+      << merge.err;
 }
 
 }  // namespace

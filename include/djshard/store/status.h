@@ -42,7 +42,8 @@ struct JobStatus {
   // No shard can change any more without a retry: all done or failed, or a
   // dedup stage's task failed (the shards after it wait for it).
   bool terminal() const;
-  // "Job <id>: total=N pending=a running=b stale=c done=d failed=e"
+  // "Job <id>: total=N pending=a running=b stale=c done=d failed=e", and how
+  // many dedup stage tasks failed when any did.
   std::string SummaryLine() const;
   // The summary and a line per dedup stage, plus one line per shard and
   // stage task when `all`.

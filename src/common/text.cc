@@ -87,4 +87,26 @@ std::string HostName() {
   return buf;
 }
 
+uint64_t CountNewlines(std::string_view s) {
+  // Blocks of 255 x 64 bytes into 64 byte-wide counters that cannot
+  // overflow: a loop the compiler turns into vector compares and adds.
+  constexpr size_t kLanes = 64, kBlock = 255 * kLanes;
+  uint64_t total = 0;
+  const char* p = s.data();
+  size_t n = s.size();
+  while (n > 0) {
+    const size_t k = n < kBlock ? n : kBlock;
+    unsigned char lanes[kLanes] = {};
+    size_t i = 0;
+    for (; i + kLanes <= k; i += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) lanes[j] += p[i + j] == '\n' ? 1 : 0;
+    }
+    for (size_t j = 0; j < kLanes; ++j) total += lanes[j];
+    for (; i < k; ++i) total += p[i] == '\n' ? 1 : 0;
+    p += k;
+    n -= k;
+  }
+  return total;
+}
+
 }  // namespace djshard

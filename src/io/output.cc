@@ -46,6 +46,11 @@ void AtomicFileWriter::Append(std::string_view bytes) {
 }
 
 void AtomicFileWriter::WriteAll(std::string_view bytes) {
+  if (bytes.empty()) return;
+  if (linked_) {
+    throw Error(temp_path_, 0, "cannot append to a file that is another file's link",
+                "report this: djshard appends nothing after linking");
+  }
   WriteFully(fd_, bytes, temp_path_);
   file_offset_ += bytes.size();
 #ifdef __linux__
@@ -90,6 +95,31 @@ uint64_t AtomicFileWriter::AppendFileContents(const std::string& source) {
   bytes_written_ += copied;
   file_offset_ += copied;
   return copied;
+}
+
+bool AtomicFileWriter::LinkContents(const std::string& source) {
+  if (linked_ || file_offset_ != 0 || !buffer_.empty()) return false;
+  // A link beside the temp file, then renamed over it: the empty temp file
+  // stays as it was when the filesystem refuses the link.
+  const std::string link = temp_path_ + ".link";
+  if (::link(source.c_str(), link.c_str()) != 0) return false;
+  if (::rename(link.c_str(), temp_path_.c_str()) != 0) {
+    ::unlink(link.c_str());
+    return false;
+  }
+  const int fd = ::open(temp_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    ThrowSystemError(temp_path_, "cannot open the link of " + source);
+  }
+  ::close(fd_);
+  fd_ = fd;
+  linked_ = true;
+  bytes_written_ = static_cast<uint64_t>(st.st_size);
+  file_offset_ = bytes_written_;
+  writeback_offset_ = file_offset_;
+  return true;
 }
 
 void AtomicFileWriter::Flush() {
@@ -222,6 +252,15 @@ uint64_t OutputStream::AppendFile(const std::string& source) {
     n += got;
   }
   return n;
+}
+
+bool OutputStream::LinkFile(const std::string& source) {
+  if (codec_ || hash_ || bytes_in_ != 0 || EndsWithIgnoreCase(source, ".gz") ||
+      EndsWithIgnoreCase(source, ".zst") || !file_.LinkContents(source)) {
+    return false;
+  }
+  bytes_in_ = file_.bytes_written();
+  return true;
 }
 
 void OutputStream::Commit(bool durable) {

@@ -24,6 +24,7 @@
 #include "djshard/common/build_info.h"
 #include "djshard/common/error.h"
 #include "djshard/common/log.h"
+#include "djshard/common/text.h"
 #include "djshard/exec/executor.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/disk.h"
@@ -1474,9 +1475,7 @@ exec::PlannedOperator BuildOperator(const recipe::Recipe& recipe, size_t i) {
   return p;
 }
 
-uint64_t CountLines(const std::string& text) {
-  return static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
-}
+uint64_t CountLines(const std::string& text) { return CountNewlines(text); }
 
 // Runs `plan` on one thread over the file `in` into `out`; returns its
 // summary and the seconds it took.

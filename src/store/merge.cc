@@ -85,7 +85,7 @@ LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool d
       hash.Update(piece);
       if (each) each(piece);
       read.bytes += n;
-      read.rows += static_cast<uint64_t>(std::count(piece.begin(), piece.end(), '\n'));
+      read.rows += CountNewlines(piece);
       last = piece.back();
     }
     if (last != '\n') ++read.rows;  // a last line without its '\n'
@@ -594,7 +594,7 @@ void CheckMergedParts(const std::string& output, const nlohmann::json& merge_rec
         const std::string_view piece(buf.data(), static_cast<size_t>(n));
         sha256.Update(piece);
         whole.Update(piece);
-        rows += static_cast<uint64_t>(std::count(piece.begin(), piece.end(), '\n'));
+        rows += CountNewlines(piece);
         done += static_cast<uint64_t>(n);
       }
       const std::string digest = sha256.HexDigest();

@@ -1,6 +1,7 @@
 // Black-box tests of `djshard run` as a job: partitions, checkpoint taps and
 // commits, --resume, events and the job summary (SPEC-checkpoints §11).
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -489,6 +490,45 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
                 .exit_code,
             0);
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+}
+
+// The export of a job of one partition is its final tap, linked rather than
+// copied, after a run and after a resume; with several partitions it is
+// their copy. The bytes are those of a job without checkpoints either way.
+TEST_F(CheckpointCli, TheExportOfOnePartitionIsItsFinalTapLinked) {
+  Write("data.jsonl", Rows(24));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 1\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
+                 "--checkpoint.enabled", "false"})
+                .exit_code,
+            0);
+  const auto inode = [&](const std::string& rel) {
+    struct stat st {};
+    EXPECT_EQ(::stat(Path(rel).c_str(), &st), 0) << rel;
+    return std::make_pair(st.st_ino, st.st_nlink);
+  };
+  const auto final_tap = [&](const std::string& job) {
+    const json commit = json::parse(
+        Read("out/" + job + "/checkpoints/checkpoint_op_0004_partition_00000.commit.json"));
+    return "out/" + job + "/checkpoints/" + commit["data_path"].get<std::string>();
+  };
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "one"}).exit_code, 0);
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  EXPECT_EQ(inode("out/result.jsonl"), inode(final_tap("one")));
+  EXPECT_EQ(inode("out/result.jsonl").second, 2u);
+
+  CliResult r = WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "killed"},
+                              {"DJSHARD_TEST_KILL_AT=before_export_commit"}));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "killed"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  EXPECT_EQ(inode("out/result.jsonl"), inode(final_tap("killed")));
+
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 3\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "three"}).exit_code, 0);
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  EXPECT_EQ(inode("out/result.jsonl").second, 1u);
 }
 
 // checkpoint.dir (alias checkpoint_dir, CLI --checkpoint.dir) puts the data

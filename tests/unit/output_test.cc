@@ -3,6 +3,7 @@
 #include "djshard/io/output.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <optional>
 
@@ -55,6 +56,64 @@ TEST_F(OutputTest, NothingIsVisibleUnderTheFinalNameBeforeCommit) {
   out.Commit();
   EXPECT_EQ(tmp_.Read("out.jsonl"), "{\"a\":1}\n");
   EXPECT_EQ(tmp_.List(), (std::vector<std::string>{"out.jsonl"}));
+}
+
+// A plain stream with nothing in it can become a link of a plain file: the
+// committed output is that file's inode, and nothing may be appended after.
+TEST_F(OutputTest, AnEmptyPlainStreamBecomesALinkOfAFileAndTakesNothingMore) {
+  const std::string tap = tmp_.Path("tap.jsonl");
+  {
+    OutputStream source(tap, false);
+    source.Append(Content());
+    source.Commit();
+  }
+  OutputStream out(tmp_.Path("out.jsonl"), false);
+  ASSERT_TRUE(out.LinkFile(tap));
+  EXPECT_EQ(out.bytes_in(), Content().size());
+  EXPECT_FALSE(out.LinkFile(tap)) << "linked once";
+  EXPECT_THROW(
+      {
+        out.Append("{}\n");
+        out.Commit();
+      },
+      Error);
+  OutputStream again(tmp_.Path("again.jsonl"), false);
+  ASSERT_TRUE(again.LinkFile(tap));
+  again.Commit();
+  EXPECT_TRUE(tmp_.Read("again.jsonl") == Content());
+  struct stat a {
+  }, b{};
+  ASSERT_EQ(::stat(tap.c_str(), &a), 0);
+  ASSERT_EQ(::stat(tmp_.Path("again.jsonl").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  // Not when something was appended, nor into a compressed stream.
+  OutputStream started(tmp_.Path("started.jsonl"), false);
+  started.Append("{}\n");
+  EXPECT_FALSE(started.LinkFile(tap));
+  OutputStream gz(tmp_.Path("out.jsonl.gz"), false);
+  EXPECT_FALSE(gz.LinkFile(tap));
+}
+
+// Another filesystem cannot link: the stream stays as it was, for a copy.
+TEST_F(OutputTest, AFileOnAnotherFilesystemIsNotLinkedButCopied) {
+  struct stat shm {
+  }, here{};
+  if (::stat("/dev/shm", &shm) != 0 || ::stat(tmp_.dir().c_str(), &here) != 0 ||
+      shm.st_dev == here.st_dev) {
+    GTEST_SKIP() << "no second filesystem at /dev/shm";
+  }
+  testing::TempDir other("/dev/shm");
+  const std::string tap = other.Path("tap.jsonl");
+  {
+    OutputStream source(tap, false);
+    source.Append(Content());
+    source.Commit();
+  }
+  OutputStream out(tmp_.Path("out.jsonl"), false);
+  EXPECT_FALSE(out.LinkFile(tap));
+  EXPECT_EQ(out.AppendFile(tap), Content().size());
+  out.Commit();
+  EXPECT_TRUE(tmp_.Read("out.jsonl") == Content());
 }
 
 TEST_F(OutputTest, DestroyingAnUncommittedStreamLeavesNothing) {

@@ -15,9 +15,10 @@ namespace djshard::testing {
 
 class TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/djshard-unit-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+  // A new directory under `parent` (/tmp by default).
+  explicit TempDir(const std::string& parent = "/tmp") {
+    std::string tmpl = parent + "/djshard-unit-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed in " << parent;
     dir_ = tmpl;
   }
   ~TempDir() {

@@ -30,4 +30,8 @@ std::string ZeroPad(uint64_t n, int width);
 // The current host name, as workers record it.
 std::string HostName();
 
+// How many '\n' bytes `s` holds: the row count of JSONL bytes, at several
+// GB/s (std::count runs a byte at a time).
+uint64_t CountNewlines(std::string_view s);
+
 }  // namespace djshard

@@ -31,6 +31,12 @@ class AtomicFileWriter {
   // by the kernel (copy_file_range: a reflink or a server-side copy where the
   // filesystem offers one). Returns the bytes appended.
   uint64_t AppendFileContents(const std::string& source);
+  // Makes the file, while nothing was written to it, a hard link of
+  // `source` (which must not change afterwards: the two are one file), so
+  // that committing it copies nothing. Nothing more may be appended. False,
+  // the writer unchanged, when the filesystem cannot link them (another
+  // filesystem, no hard links).
+  bool LinkContents(const std::string& source);
   // Flushes, fsyncs, renames into place and fsyncs the directory. Without
   // `durable` only flushes and renames (a file no protocol step relies on).
   void Commit(bool durable = true);
@@ -49,6 +55,7 @@ class AtomicFileWriter {
   std::string buffer_;
   uint64_t bytes_written_ = 0;
   uint64_t file_offset_ = 0;       // bytes handed to write(2)
+  bool linked_ = false;            // LinkContents made it another file's link
   uint64_t writeback_offset_ = 0;  // bytes whose writeback was started
   bool committed_ = false;
   Disk& disk_;
@@ -73,6 +80,10 @@ class OutputStream {
   // its name ends in .gz or .zst); a plain file into a plain stream is copied
   // by the kernel. Returns the uncompressed bytes appended.
   uint64_t AppendFile(const std::string& source);
+  // As the first and only content: a plain stream becomes a hard link of
+  // the plain file `source` (AtomicFileWriter::LinkContents). False when it
+  // cannot (compressed, hashed, something appended, no link): append it then.
+  bool LinkFile(const std::string& source);
   // Finishes the compressed stream and commits the file (see AtomicFileWriter).
   void Commit(bool durable = true);
   // Uncompressed bytes appended so far.

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "djshard/common/text.h"
 #include "djshard/io/input.h"
 
 namespace djshard::io {
@@ -32,6 +34,26 @@ std::vector<std::string> Lines(const std::string& data, size_t piece) {
   std::string_view line;
   while (reader.Next(&line)) out.emplace_back(line);
   return out;
+}
+
+// CountNewlines counts in blocks of 255 x 64 bytes: every length around
+// them, any newline density, any position, gives std::count's figure.
+TEST(CountNewlines, CountsWhatStdCountCountsAtEveryLengthAndDensity) {
+  std::string s;
+  uint32_t x = 12345;
+  for (size_t i = 0; i < 3 * 255 * 64 + 100; ++i) {
+    x = x * 1103515245u + 12345u;
+    s += (x >> 16) % 7 == 0 ? '\n' : static_cast<char>('a' + (x >> 20) % 26);
+  }
+  for (size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{16319},
+                   size_t{16320}, size_t{16321}, s.size()}) {
+    const std::string_view v(s.data(), n);
+    EXPECT_EQ(CountNewlines(v), static_cast<uint64_t>(std::count(v.begin(), v.end(), '\n'))) << n;
+  }
+  // All newlines: 255 per lane fills each counter exactly once a block.
+  const std::string all(3 * 255 * 64 + 7, '\n');
+  EXPECT_EQ(CountNewlines(all), all.size());
+  EXPECT_EQ(CountNewlines(std::string(100000, 'x')), 0u);
 }
 
 TEST(LineReader, SplitsOnNewlinesAndKeepsALastLineWithoutOne) {

@@ -1,5 +1,6 @@
 #include "djshard/store/prepare.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -11,6 +12,32 @@
 #include "logging.h"
 
 namespace djshard::cli {
+
+namespace {
+
+// What prepare says of the job it published (or found already prepared).
+void PrintPrepared(const store::PrepareOutcome& out, double secs) {
+  const store::Manifest& m = out.manifest;
+  if (out.already_prepared) {
+    std::printf("Job is already prepared and unchanged: %s\n", out.job_dir.c_str());
+    return;
+  }
+  for (const std::string& w : m.warnings) Log(LogLevel::kWarn, "warning", "WARNING: " + w);
+  std::printf("Prepared job %s: %llu rows in %zu input file(s), %llu shards, %.1f MB in %.2f s\n",
+              m.job_id.c_str(), static_cast<unsigned long long>(m.total_rows), m.input_files.size(),
+              static_cast<unsigned long long>(m.num_shards),
+              static_cast<double>(m.total_size_bytes) / 1e6, secs);
+  std::printf("Job directory: %s\n", out.job_dir.c_str());
+  if (m.shards_mode == store::ShardsMode::kReference) {
+    std::printf("Shards: %s ... %s, byte ranges of the input (no copy in the job directory)\n",
+                m.shards.front().id.c_str(), m.shards.back().id.c_str());
+  } else {
+    std::printf("Shards: %s/shards (%s ... %s)\n", out.job_dir.c_str(), m.shards.front().id.c_str(),
+                m.shards.back().id.c_str());
+  }
+}
+
+}  // namespace
 
 void AddPrepareCommand(CLI::App& app, int* exit_code) {
   auto req = std::make_shared<store::PrepareRequest>();
@@ -59,30 +86,13 @@ void AddPrepareCommand(CLI::App& app, int* exit_code) {
     const double start = MonotonicSeconds();
     tasks->lease_secs = req->policy.lease_secs;
     tasks->heartbeat_secs = req->policy.heartbeat_secs;
-    tasks->poll_interval_secs = req->policy.poll_interval_secs;
+    // The job's poll interval is the workers' (20 s by default): the tasks of
+    // a prepare are looked at as often as dlc's.
+    tasks->poll_interval_secs = std::min(req->policy.poll_interval_secs, 2.0);
     tasks->log = LogRecordToStderr;
     const store::PrepareOutcome out =
         *distributed ? coord::PrepareWithHelpers(*req, *tasks) : store::Prepare(*req);
-    const store::Manifest& m = out.manifest;
-    if (out.already_prepared) {
-      std::printf("Job is already prepared and unchanged: %s\n", out.job_dir.c_str());
-      *exit_code = 0;
-      return;
-    }
-    for (const std::string& w : m.warnings) Log(LogLevel::kWarn, "warning", "WARNING: " + w);
-    const double secs = MonotonicSeconds() - start;
-    std::printf("Prepared job %s: %llu rows in %zu input file(s), %llu shards, %.1f MB in %.2f s\n",
-                m.job_id.c_str(), static_cast<unsigned long long>(m.total_rows),
-                m.input_files.size(), static_cast<unsigned long long>(m.num_shards),
-                static_cast<double>(m.total_size_bytes) / 1e6, secs);
-    std::printf("Job directory: %s\n", out.job_dir.c_str());
-    if (m.shards_mode == store::ShardsMode::kReference) {
-      std::printf("Shards: %s ... %s, byte ranges of the input (no copy in the job directory)\n",
-                  m.shards.front().id.c_str(), m.shards.back().id.c_str());
-    } else {
-      std::printf("Shards: %s/shards (%s ... %s)\n", out.job_dir.c_str(),
-                  m.shards.front().id.c_str(), m.shards.back().id.c_str());
-    }
+    PrintPrepared(out, MonotonicSeconds() - start);
     *exit_code = 0;
   });
 }

@@ -32,6 +32,11 @@ struct Spawned {
 Spawned SpawnDjshard(const std::vector<std::string>& args, const std::string& cwd,
                      const std::vector<std::string>& env = {},
                      const std::vector<std::string>& prefix = {});
+// The prefix that runs a spawned command under hostname `host` (a private
+// UTS namespace): a node of its own, as the job protocol sees it.
+inline std::vector<std::string> OnHost(const std::string& host) {
+  return {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host};
+}
 // Waits for a spawned process; exit code 128+N when killed by signal N.
 CliResult WaitFor(const Spawned& process);
 // What a spawned process has written to stderr so far.

@@ -152,8 +152,7 @@ class DedupStageCli : public CliTest {
     std::vector<std::string> args = {"worker", "--job-dir", job, "--threads",
                                      std::to_string(threads)};
     args.insert(args.end(), extra.begin(), extra.end());
-    return Spawn(args, env,
-                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+    return Spawn(args, env, OnHost(host));
   }
   void RunWorker(const std::string& job, const std::vector<std::string>& extra = {},
                  int threads = 1) {
@@ -595,11 +594,10 @@ TEST_F(DedupStageCli, DlcOnOneNodeWritesRunsBytes) {
 TEST_F(DedupStageCli, DlcInStrictModeSharesTheStageTasksAmongTheNodes) {
   std::vector<Spawned> nodes;
   for (const char* host : {"node-a", "node-b"}) {
-    nodes.push_back(
-        Spawn({"dlc", "--job-dir", "job", "--config", "simhash.yaml", "--dataset-path",
-               "data.jsonl", "--nodes", "2", "--num-shards", "7", "--require-all-nodes", "--run-id",
-               "strict", "--poll-interval-secs", "0.2", "--threads", "1"},
-              {}, {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host}));
+    nodes.push_back(Spawn({"dlc", "--job-dir", "job", "--config", "simhash.yaml", "--dataset-path",
+                           "data.jsonl", "--nodes", "2", "--num-shards", "7", "--require-all-nodes",
+                           "--run-id", "strict", "--poll-interval-secs", "0.2", "--threads", "1"},
+                          {}, OnHost(host)));
   }
   for (const Spawned& n : nodes) {
     const CliResult r = WaitFor(n);

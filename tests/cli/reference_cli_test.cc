@@ -102,8 +102,7 @@ class ReferenceCli : public CliTest {
         shards,
     };
     args.insert(args.end(), extra.begin(), extra.end());
-    return Spawn(args, env,
-                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+    return Spawn(args, env, OnHost(host));
   }
 
   // Waits for every instance; each must pass. Their logs, joined.
@@ -158,16 +157,14 @@ class ReferenceCli : public CliTest {
                                      "--poll-interval-secs",
                                      "0.2"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return Spawn(args, env,
-                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", "node-a"});
+    return Spawn(args, env, OnHost("node-a"));
   }
   // `djshard prepare-worker` for "job" on its own hostname.
   Spawned PrepareWorkerOn(const std::string& host, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {"prepare-worker",       "--job-dir", "job", "--threads", "1",
                                      "--poll-interval-secs", "0.2"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return Spawn(args, {},
-                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+    return Spawn(args, {}, OnHost(host));
   }
   // `status` of the job being prepared says "prepare: <done> of <total> scan tasks done".
   bool ScanTasksDone(int done, int* total = nullptr) {
@@ -468,19 +465,18 @@ TEST_F(ReferenceCli, DlcOnThreeNodesWithReferenceShardsAndParts) {
   const std::string copy = RunJob("copy", 6, 1, {}, "copy.jsonl");
   std::vector<Spawned> nodes;
   for (const char* host : {"node-a", "node-b", "node-c"}) {
-    nodes.push_back(
-        Spawn({"dlc",         "--job-dir",
-               "job",         "--config",
-               "recipe.yaml", "--dataset-path",
-               "in",          "--nodes",
-               "3",           "--num-shards",
-               "6",           "--run-id",
-               "r1",          "--poll-interval-secs",
-               "1",           "--threads",
-               "1",           "--shards",
-               "reference",   "--layout",
-               "parts"},
-              {}, {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host}));
+    nodes.push_back(Spawn({"dlc",         "--job-dir",
+                           "job",         "--config",
+                           "recipe.yaml", "--dataset-path",
+                           "in",          "--nodes",
+                           "3",           "--num-shards",
+                           "6",           "--run-id",
+                           "r1",          "--poll-interval-secs",
+                           "1",           "--threads",
+                           "1",           "--shards",
+                           "reference",   "--layout",
+                           "parts"},
+                          {}, OnHost(host)));
   }
   for (const Spawned& n : nodes) {
     const CliResult r = WaitFor(n);

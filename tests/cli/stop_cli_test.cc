@@ -23,10 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 const std::vector<std::string> kTestOps = {"DJSHARD_ENABLE_TEST_OPERATORS=1"};
 
-std::vector<std::string> OnHost(const std::string& host) {
-  return {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host};
-}
-
 class StopCli : public CliTest {
  protected:
   void WriteCorpus(int rows) {

@@ -70,8 +70,7 @@ class TakeoverCli : public CliTest {
                    const std::vector<std::string>& env = {}) {
     std::vector<std::string> e = kTestOps;
     e.insert(e.end(), env.begin(), env.end());
-    return Spawn({"worker", "--job-dir", job, "--threads", "1"}, e,
-                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+    return Spawn({"worker", "--job-dir", job, "--threads", "1"}, e, OnHost(host));
   }
   std::string ReferenceSha() {
     const CliResult r = WaitFor(Spawn(

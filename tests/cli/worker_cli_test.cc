@@ -475,8 +475,7 @@ class DlcCli : public WorkerCli {
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<std::string> env = kTestOps;
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    return Spawn(args, env,
-                 {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+    return Spawn(args, env, OnHost(host));
   }
 };
 

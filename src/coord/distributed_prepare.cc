@@ -177,7 +177,15 @@ PrepareHelperOutcome HelpPrepare(const std::string& job_dir, const DistributedPr
     if (look.state == CoordinatorLook::kLive) {
       alive_at = MonotonicSeconds();
       said_waiting = false;
-      if (c.scan.WorkOnOne() || c.write.WorkOnOne()) {
+      bool ran = false;
+      try {
+        ran = c.scan.WorkOnOne() || c.write.WorkOnOne();
+      } catch (const Error& e) {
+        // The task went back to the pool; the filesystem's failure is exit 75.
+        if (!e.IsInfrastructure()) throw;
+        throw Error(e.file(), e.line(), e.message(), e.hint(), kExitTempFail);
+      }
+      if (ran) {
         ++out.tasks;
       } else {
         SleepInterruptibly(o.poll_interval_secs / 4);

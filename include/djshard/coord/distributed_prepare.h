@@ -45,7 +45,8 @@ struct PrepareHelperOutcome {
 // one to be started again); returns once the job is published (at once when
 // it already is). Throws Error with the preparer's exit code and message
 // when the prepare failed, after `wait_timeout_secs` without a live
-// preparer, and when stopped.
+// preparer, and when stopped; a task its filesystem failed goes back to the
+// pool and ends this process with exit 75.
 PrepareHelperOutcome HelpPrepare(const std::string& job_dir, const DistributedPrepareOptions& o);
 
 }  // namespace djshard::coord

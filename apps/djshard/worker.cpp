@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "djshard/coord/distributed_prepare.h"
 #include "logging.h"
 
 namespace djshard::cli {
@@ -13,6 +14,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     store::WorkerOptions w;
     double lease = 0, heartbeat = 0, poll = 0, backoff = -1;
     int64_t retries = -1;
+    bool join_prepare = false;
     std::shared_ptr<std::optional<int>> threads = std::make_shared<std::optional<int>>();
   };
   auto opt = std::make_shared<Options>();
@@ -31,6 +33,9 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   AddSecondsOption(cmd, "--retry-backoff-secs", &opt->backoff,
                    "Retry backoff of failed shards (default: the job's)", /*zero_allowed=*/true);
   AddThreadsOption(cmd, opt->threads);
+  cmd->add_flag("--join-prepare", opt->join_prepare,
+                "While the job is not published yet, help its djshard prepare --distributed as "
+                "prepare-worker does (waiting for it if need be), then work on its shards");
   cmd->add_flag("--allow-version-mismatch", opt->w.allow_version_mismatch,
                 "Run a job prepared by another djshard version or with an edited recipe.yaml");
   AddRayAddressOption(cmd);
@@ -44,6 +49,15 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     opt->w.threads = *opt->threads;
     opt->w.log = LogRecordToStderr;
     opt->w.open_log_file = OpenAttemptLogFile;
+    if (opt->join_prepare) {
+      coord::DistributedPrepareOptions prepare;
+      prepare.threads = opt->threads->value_or(0);
+      if (opt->lease > 0) prepare.lease_secs = opt->lease;
+      if (opt->heartbeat > 0) prepare.heartbeat_secs = opt->heartbeat;
+      if (opt->poll > 0) prepare.poll_interval_secs = opt->poll;
+      prepare.log = LogRecordToStderr;
+      coord::HelpPrepare(opt->w.job_dir, prepare);
+    }
     const store::WorkerOutcome out = store::RunWorker(opt->w);
     if (!out.error.empty()) LogError(out.error);
     *exit_code = store::WorkerExitCode(out);

@@ -727,7 +727,10 @@ TEST_F(ReferenceCli, PrepareWorkersOnOtherNodesScanAndWriteAPreparersTasks) {
   const Spawned preparer = DistributedPrepare("copy", {"DJSHARD_TEST_STOP_AT=prepare_scan_task"});
   ASSERT_TRUE(WaitUntil([&] { return IsStopped(preparer.pid); }));
   const Spawned b = PrepareWorkerOn("node-b");
-  const Spawned c = PrepareWorkerOn("node-c");
+  // A worker may join the prepare too, and then work on the shards.
+  const Spawned c = Spawn({"worker", "--job-dir", "job", "--threads", "1", "--join-prepare",
+                           "--poll-interval-secs", "0.2"},
+                          {}, OnHost("node-c"));
   int total = 0;
   ASSERT_TRUE(WaitUntil([&] { return ScanTasksDone(-1, &total); }))
       << Run({"status", "--job-dir", "job"}).out;
@@ -740,13 +743,14 @@ TEST_F(ReferenceCli, PrepareWorkersOnOtherNodesScanAndWriteAPreparersTasks) {
   EXPECT_NE(p.out.find("Prepared job job: 7500 rows in 3 input file(s), 7 shards"),
             std::string::npos)
       << p.out;
-  std::string helped;
-  for (const Spawned& helper : {b, c}) {
-    const CliResult r = WaitFor(helper);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.out.find("Job is prepared: job ("), std::string::npos) << r.out;
-    helped += r.err;
-  }
+  const CliResult rb = WaitFor(b);
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_NE(rb.out.find("Job is prepared: job ("), std::string::npos) << rb.out;
+  const CliResult rc = WaitFor(c);
+  EXPECT_EQ(rc.exit_code, 0) << rc.err;
+  EXPECT_NE(rc.err.find("node-c:"), std::string::npos) << "it took shards: " << rc.err;
+  EXPECT_EQ(json::parse(Run({"status", "--job-dir", "job", "--json"}).out)["complete"], true);
+  const std::string helped = rb.err + rc.err;
   for (int task = 1; task < total; ++task) {
     char id[32];
     std::snprintf(id, sizeof(id), "scan-%05d: scanned ", task);

@@ -112,6 +112,57 @@ umount mnt
   EXPECT_TRUE(Read("shards.jsonl") == rows);
 }
 
+// A distributed prepare of a copy job writes the shards once too (its write
+// tasks' files are linked into the job): it fits on a filesystem 5% larger
+// than the data. A second job on the now full filesystem fails naming the
+// file and "No space left on device", and leaves no temporary file and no
+// task file, only the prepare's result.
+TEST_F(FaultCli, ADistributedPrepareFitsBesideTheDataAndFailsCleanlyWhenFull) {
+  std::string rows;
+  for (int i = 0; rows.size() < (8u << 20); ++i) {
+    rows += "{\"id\":" + std::to_string(i) + ",\"text\":\"row " + std::to_string(i) + " " +
+            std::string(200 + i % 300, 'y') + "\"}\n";
+  }
+  Write("data.jsonl", rows);
+  DemoRecipe();
+  const uint64_t limit_kb = (rows.size() * 105 / 100 + 1023) / 1024;
+  Write("dist.sh", std::string(R"SH(set -u
+cd "$1"; bin="$2"; kb="$3"
+mkdir -p mnt
+if ! mount -t tmpfs -o size=${kb}k none mnt 2>/dev/null; then echo "mount=refused"; exit 0; fi
+for job in job job2; do
+  "$bin" prepare --config recipe.yaml --job-dir mnt/$job --num-shards 4 --distributed \
+    --task-mib 0.25 --poll-interval-secs 0.2 2>$job.err >/dev/null
+  echo "$job=$?"
+done
+cat mnt/job/shards/*.jsonl >shards.jsonl
+echo "left=$(ls -A mnt | tr '\n' ' ')"
+echo "coordination=$(ls -A mnt/.job2.dlc-coordination/prepare | tr '\n' ' ')"
+echo "tmp=$(find mnt -name '*.tmp.*' -o -name '*.jsonl' -path '*coordination*' | wc -l)"
+umount mnt
+)SH"));
+  const CliResult r =
+      WaitFor(Spawn({std::to_string(limit_kb)}, {},
+                    {"unshare", "-m", "--propagation", "private", "bash", Path("dist.sh"), dir_}));
+  if (r.out.find("mount=refused") != std::string::npos) {
+    GTEST_SKIP() << "mounting a tmpfs is not allowed here (needs root and a mount namespace)";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("job=0"), std::string::npos) << r.out << Read("job.err");
+  EXPECT_TRUE(Read("shards.jsonl") == rows);
+  EXPECT_NE(r.out.find("job2=2"), std::string::npos) << r.out;
+  const std::string err = Read("job2.err");
+  EXPECT_NE(err.find("ERROR: " + Path("mnt/.job2.dlc-coordination/prepare/write-")),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+  EXPECT_NE(r.out.find("left=.job.dlc-coordination .job2.dlc-coordination job \n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("coordination=prepare-result.json \n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tmp=0"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace djshard::testing
 

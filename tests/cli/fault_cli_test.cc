@@ -76,15 +76,22 @@ umount mnt
   EXPECT_EQ(io::Sha256OfFile(Path("merged.jsonl")), io::Sha256OfFile(Path("reference.jsonl")));
 }
 
-// Prepare writes the data once: a job directory on a filesystem only 5%
-// larger than the normalized input holds the job, and its shards are the
-// input's rows in order.
-TEST_F(FaultCli, PrepareFitsOnAFilesystemFivePercentLargerThanTheData) {
+// About 8 MB of compact rows of varied lengths: normalizing leaves them as
+// they are.
+std::string EightMbOfCompactRows() {
   std::string rows;
   for (int i = 0; rows.size() < (8u << 20); ++i) {
     rows += "{\"id\":" + std::to_string(i) + ",\"text\":\"row " + std::to_string(i) + " " +
             std::string(200 + i % 300, 'y') + "\"}\n";
   }
+  return rows;
+}
+
+// Prepare writes the data once: a job directory on a filesystem only 5%
+// larger than the normalized input holds the job, and its shards are the
+// input's rows in order.
+TEST_F(FaultCli, PrepareFitsOnAFilesystemFivePercentLargerThanTheData) {
+  const std::string rows = EightMbOfCompactRows();
   Write("data.jsonl", rows);  // compact: normalizing leaves it as it is
   DemoRecipe();
   const uint64_t limit_kb = (rows.size() * 105 / 100 + 1023) / 1024;
@@ -118,11 +125,7 @@ umount mnt
 // file and "No space left on device", and leaves no temporary file and no
 // task file, only the prepare's result.
 TEST_F(FaultCli, ADistributedPrepareFitsBesideTheDataAndFailsCleanlyWhenFull) {
-  std::string rows;
-  for (int i = 0; rows.size() < (8u << 20); ++i) {
-    rows += "{\"id\":" + std::to_string(i) + ",\"text\":\"row " + std::to_string(i) + " " +
-            std::string(200 + i % 300, 'y') + "\"}\n";
-  }
+  const std::string rows = EightMbOfCompactRows();
   Write("data.jsonl", rows);
   DemoRecipe();
   const uint64_t limit_kb = (rows.size() * 105 / 100 + 1023) / 1024;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "djshard/common/error.h"
 #include "djshard/coord/distributed_prepare.h"
 #include "logging.h"
 
@@ -51,9 +52,13 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     opt->w.open_log_file = OpenAttemptLogFile;
     if (opt->join_prepare) {
       coord::DistributedPrepareOptions prepare;
-      prepare.threads = opt->threads->value_or(0);
       if (opt->lease > 0) prepare.lease_secs = opt->lease;
       if (opt->heartbeat > 0) prepare.heartbeat_secs = opt->heartbeat;
+      if (prepare.heartbeat_secs >= prepare.lease_secs) {
+        throw Error("--heartbeat-secs must be less than --lease-secs",
+                    "a lease must survive at least one missed heartbeat");
+      }
+      prepare.threads = opt->threads->value_or(0);
       if (opt->poll > 0) prepare.poll_interval_secs = opt->poll;
       prepare.log = LogRecordToStderr;
       coord::HelpPrepare(opt->w.job_dir, prepare);

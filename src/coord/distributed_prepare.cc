@@ -40,8 +40,12 @@ struct PrepareCoordination {
   std::string ResultPath() const { return dir + "/" + kResultName; }
   // The result file's content; nullopt while there is none.
   std::optional<std::string> Result() const {
-    if (!disk.Stat(ResultPath())) return std::nullopt;
-    return disk.Read(ResultPath());
+    try {
+      if (!disk.Stat(ResultPath())) return std::nullopt;
+      return disk.Read(ResultPath());
+    } catch (const Error&) {
+      return std::nullopt;  // removed meanwhile by a new preparer
+    }
   }
   void Say(const std::string& event, const std::string& line,
            LogLevel level = LogLevel::kInfo) const {
@@ -61,6 +65,18 @@ struct PrepareCoordination {
   LogFunction log;
 };
 
+// Throws the failure a prepare's result file records; returns when it
+// records success.
+void ThrowIfFailed(const std::string& result) {
+  const json r = json::parse(result, nullptr, false);
+  const int code = r.is_object() ? r.value("return_code", int{kExitFailure}) : kExitFailure;
+  if (code == 0) return;
+  const json error = r.is_object() ? r.value("error", json()) : json();
+  throw Error("prepare failed on " + (r.is_object() ? r.value("hostname", "?") : "?") + ": " +
+                  (error.is_string() ? error.get<std::string>() : "see its output"),
+              "", code);
+}
+
 std::string Who(const CoordinatorHolder& h) { return h.hostname + " pid " + std::to_string(h.pid); }
 
 // The preparer's claim: a new one, or a dead preparer's taken over once its
@@ -69,9 +85,17 @@ std::string Who(const CoordinatorHolder& h) { return h.hostname + " pid " + std:
 std::unique_ptr<CoordinatorClaim> ClaimPrepare(PrepareCoordination& c,
                                                const DistributedPrepareOptions& o) {
   c.disk.MakeDirs(c.dir);
+  // A failure published while this one waited is this prepare's too; one
+  // that was there before it started is what it was started again for.
+  const std::optional<std::string> earlier = c.Result();
   bool said = false;
   for (;;) {
     ThrowIfStopRequested();
+    if (said) {
+      if (const std::optional<std::string> result = c.Result(); result && result != earlier) {
+        ThrowIfFailed(*result);
+      }
+    }
     if (auto claim = CoordinatorClaim::TryClaim(c.disk, c.lock, o.lease_secs, o.heartbeat_secs)) {
       return claim;
     }
@@ -116,15 +140,19 @@ store::PrepareOutcome PrepareWithHelpers(store::PrepareRequest req,
   req.staging_tag = claim->token();
   DistributeScan(req, o.task_bytes, c.scan, c.write, claim->fenced_disk(),
                  [&c](const std::string& event, const std::string& line) { c.Say(event, line); });
+  // The tasks' files go while the claim is held: a preparer that claims
+  // next plans the same tasks in the same directories.
   const auto publish = [&](const std::string& content) {
+    if (claim->Owned()) {
+      c.scan.RemoveAll();
+      c.write.RemoveAll();
+    }
     if (!claim->PublishAndRelease(c.ResultPath(), content)) {
       throw Error(c.lock.Lock(), 0,
                   "lost the prepare's lease (it went stale and another prepare took over); "
-                  "published nothing",
+                  "published no result",
                   "see the other prepare's output");
     }
-    c.scan.RemoveAll();
-    c.write.RemoveAll();
   };
   bool split = false;
   const auto scan = req.distributed_scan.run;
@@ -165,26 +193,33 @@ PrepareHelperOutcome HelpPrepare(const std::string& job_dir, const DistributedPr
     ThrowIfStopRequested();
     if (c.disk.Stat(c.job.ManifestPath())) return out;
     if (const std::optional<std::string> result = c.Result(); result && result != earlier) {
-      const json r = json::parse(*result, nullptr, false);
-      const int code = r.is_object() ? r.value("return_code", int{kExitFailure}) : kExitFailure;
-      if (code == 0) return out;
-      const json error = r.is_object() ? r.value("error", json()) : json();
-      throw Error("prepare failed on " + (r.is_object() ? r.value("hostname", "?") : "?") + ": " +
-                      (error.is_string() ? error.get<std::string>() : "see its output"),
-                  "", code);
+      ThrowIfFailed(*result);
+      return out;
     }
-    const CoordinatorLook look = LookAtCoordinator(c.disk, c.lock, o.lease_secs);
+    CoordinatorLook look;
+    bool ran = false;
+    try {
+      look = LookAtCoordinator(c.disk, c.lock, o.lease_secs);
+      if (look.state == CoordinatorLook::kLive) ran = c.scan.WorkOnOne() || c.write.WorkOnOne();
+    } catch (const Error& e) {
+      if (StopRequested()) throw;
+      // The prepare may have ended meanwhile (its files gone): look again.
+      if (c.disk.Stat(c.job.ManifestPath())) return out;
+      if (const std::optional<std::string> result = c.Result(); result && result != earlier) {
+        ThrowIfFailed(*result);
+        return out;
+      }
+      // The task went back to the pool; the filesystem's failure is exit 75.
+      if (e.IsInfrastructure()) {
+        throw Error(e.file(), e.line(), e.message(), e.hint(), kExitTempFail);
+      }
+      if (MonotonicSeconds() - alive_at > o.wait_timeout_secs) throw;
+      SleepInterruptibly(o.poll_interval_secs / 4);
+      continue;
+    }
     if (look.state == CoordinatorLook::kLive) {
       alive_at = MonotonicSeconds();
       said_waiting = false;
-      bool ran = false;
-      try {
-        ran = c.scan.WorkOnOne() || c.write.WorkOnOne();
-      } catch (const Error& e) {
-        // The task went back to the pool; the filesystem's failure is exit 75.
-        if (!e.IsInfrastructure()) throw;
-        throw Error(e.file(), e.line(), e.message(), e.hint(), kExitTempFail);
-      }
       if (ran) {
         ++out.tasks;
       } else {

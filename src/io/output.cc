@@ -134,6 +134,9 @@ void AtomicFileWriter::Commit(bool durable) {
   fd_ = -1;
   if (overwrite_) {
     disk_.Rename(temp_path_, path_);
+    // Where `path_` was already a link of the same file, rename(2) leaves
+    // both names: the temporary one goes.
+    if (linked_) ::unlink(temp_path_.c_str());
   } else {
     // link() fails with EEXIST instead of replacing a file that appeared meanwhile.
     if (::link(temp_path_.c_str(), path_.c_str()) != 0) {

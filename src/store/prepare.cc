@@ -339,6 +339,15 @@ NormalizedInput ScanInOnePass(const std::vector<InputCandidate>& inputs,
   const std::string dir = staged.InJob(".scan");
   disk.MakeDirs(dir);
   scan.run = [&](const ScanPlan& plan) {
+    // The plan took each file's size again: one that grew meanwhile would get
+    // several tasks and a tree hash, which a one-node prepare must not.
+    for (size_t t = 0; t < plan.tasks.size(); ++t) {
+      if (plan.tasks[t].index > 0) {
+        throw Error(plan.files[plan.tasks[t].file].display_path, 0,
+                    "input changed during prepare: it grew while prepare read the input's sizes",
+                    "prepare again once the file no longer changes");
+      }
+    }
     std::vector<ScanTaskResult> results;
     for (size_t t = 0; t < plan.tasks.size(); ++t) {
       results.push_back(RunScanTask(plan, t, threads, dir, "local", &stream));

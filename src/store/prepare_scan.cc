@@ -561,6 +561,10 @@ void CheckScanResults(const ScanPlan& plan, const std::vector<ScanTaskResult>& r
 }
 
 std::string FileTreeSha256(const std::string& path, uint64_t block_bytes) {
+  if (block_bytes == 0) {
+    throw Error(path, 0, "a tree hash needs a block size",
+                "the manifest's prepare_scan is damaged");
+  }
   io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) ThrowSystemError(path, "cannot open");
   std::vector<std::string> blocks;

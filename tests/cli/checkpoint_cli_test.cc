@@ -524,6 +524,18 @@ TEST_F(CheckpointCli, TheExportOfOnePartitionIsItsFinalTapLinked) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
   EXPECT_EQ(inode("out/result.jsonl"), inode(final_tap("killed")));
+  // Resumed again over its own export (the job not marked completed): the
+  // export stays that link, and no new temporary name is left beside it
+  // (the killed run's are still there: nothing knows their writer is dead).
+  json summary = json::parse(Read("out/killed/job_summary.json"));
+  summary["status"] = "failed";
+  Write("out/killed/job_summary.json", summary.dump());
+  const std::vector<std::string> before = List("out");
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "killed"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+  EXPECT_EQ(inode("out/result.jsonl"), inode(final_tap("killed")));
+  EXPECT_EQ(List("out"), before);
 
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 3\n");
   ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "three"}).exit_code, 0);

@@ -845,5 +845,60 @@ TEST_F(ReferenceCli, ADistributedPrepareOfIndexKeysRunsOnThePreparerAloneAndSays
   EXPECT_NE(h.out.find("Job is prepared: job (0 task(s) run here)"), std::string::npos) << h.out;
 }
 
+// A prepare-worker frozen in a scan task: the preparer takes the task over
+// once its lease is stale, publishes the job and removes the tasks' files;
+// the prepare-worker, continued, finds them gone and the job prepared: exit 0.
+TEST_F(ReferenceCli, APrepareWorkerFrozenInATaskEndsWellOnceThePrepareIsOver) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::vector<std::string> fast = {"--lease-secs", "2", "--heartbeat-secs", "0.5"};
+  std::vector<std::string> args = {"prepare-worker",       "--job-dir", "job", "--threads", "1",
+                                   "--poll-interval-secs", "0.2"};
+  args.insert(args.end(), fast.begin(), fast.end());
+  // The preparer holds scan-00000 (stopped) while the prepare-worker takes
+  // scan-00001 and stops in it; then the preparer goes on.
+  const Spawned preparer =
+      DistributedPrepare("reference", {"DJSHARD_TEST_STOP_AT=prepare_scan_task"}, fast);
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(preparer.pid); }));
+  const Spawned frozen = Spawn(args, {"DJSHARD_TEST_STOP_AT=prepare_scan_task"}, OnHost("node-b"));
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(frozen.pid); }));
+  ASSERT_EQ(::kill(preparer.pid, SIGCONT), 0);
+  const CliResult p = WaitFor(preparer);
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.err.find("took over scan-00001 from node-b pid "), std::string::npos) << p.err;
+  ASSERT_EQ(::kill(frozen.pid, SIGCONT), 0);
+  const CliResult h = WaitFor(frozen);
+  EXPECT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_NE(h.out.find("Job is prepared: job"), std::string::npos) << h.out;
+}
+
+// A second preparer started while the first runs waits for it; when the
+// first fails, the second ends with the same failure instead of preparing
+// again.
+TEST_F(ReferenceCli, APreparerWaitingForAnotherEndsWithItsFailure) {
+  WriteCorpus(2500);
+  std::string a = Read("in/a.jsonl");
+  size_t at = 0;
+  for (int line = 1; line < 2000; ++line) at = a.find('\n', at) + 1;
+  a.insert(at, "{\"text\": broken}\n");
+  Write("in/a.jsonl", a);
+  DemoRecipe("in");
+  const Spawned first = DistributedPrepare("reference", {"DJSHARD_TEST_STOP_AT=prepare_scan_task"});
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(first.pid); }));
+  const Spawned second = DistributedPrepare("reference");
+  ASSERT_TRUE(WaitUntil([&] {
+    return ErrSoFar(second).find("another prepare of this job is running on node-a") !=
+           std::string::npos;
+  }));
+  ASSERT_EQ(::kill(first.pid, SIGCONT), 0);
+  const CliResult r1 = WaitFor(first);
+  EXPECT_EQ(r1.exit_code, 2);
+  EXPECT_NE(r1.err.find("a.jsonl:2000: "), std::string::npos) << r1.err;
+  const CliResult r2 = WaitFor(second);
+  EXPECT_EQ(r2.exit_code, 2);
+  EXPECT_NE(r2.err.find("ERROR: prepare failed on node-a: "), std::string::npos) << r2.err;
+  EXPECT_EQ(r2.err.find("scanned"), std::string::npos) << "it did not prepare again: " << r2.err;
+}
+
 }  // namespace
 }  // namespace djshard::testing

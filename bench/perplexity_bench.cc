@@ -73,15 +73,16 @@ int main(int argc, char** argv) {
     op_seconds = std::min(op_seconds, Seconds(t0));
   }
   // The parts: pieces joined by spaces, then KenLM over their lines.
-  const auto sp = ops::SentencePieceModel::ForLang(spec.args, lang, "lang");
+  const auto sp = ops::SentencePieceForLang(spec.args, lang, "lang");
   const auto lm =
       model::KenLanguageModel::Load(*model::FindDataJuicerModelFile(lang + ".arpa.bin").path);
   std::vector<std::string> joined(texts.size());
+  model::SentencePieceScratch scratch;
   for (int r = 0; r < repeats; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < texts.size(); ++i) {
       joined[i].clear();
-      for (const std::string& p : sp->Pieces(texts[i])) (joined[i] += p) += ' ';
+      for (std::string_view p : sp->Encode(texts[i], &scratch)) (joined[i] += p) += ' ';
     }
     sp_seconds = std::min(sp_seconds, Seconds(t0));
     t0 = std::chrono::steady_clock::now();

@@ -53,7 +53,7 @@ class PerplexityFilter : public StatFilter {
   PerplexityFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : StatFilter(spec, key, "perplexity", {"min_ppl", 0, "max_ppl", 1500}) {
     const std::string lang = args().GetString("lang", "en");
-    pieces_ = SentencePieceModel::ForLang(args(), lang, "lang");
+    pieces_ = SentencePieceForLang(args(), lang, "lang");
     lm_ = LoadKenLm(
         FindDataJuicerModelArgument(args(), "lang", lang + ".arpa.bin", "KenLM model", lang));
   }
@@ -61,8 +61,10 @@ class PerplexityFilter : public StatFilter {
   // Data-Juicer: the pieces joined by spaces, then per line (str.splitlines)
   // KenLM's sentence score, over the words (str.split) plus one </s> per line.
   std::string Compute(const std::string& text) const override {
-    std::string joined;
-    for (const std::string& piece : pieces_->Pieces(text)) {
+    thread_local model::SentencePieceScratch scratch;
+    thread_local std::string joined;
+    joined.clear();
+    for (const std::string_view piece : pieces_->Encode(text, &scratch)) {
       joined += piece;
       joined += ' ';
     }
@@ -83,7 +85,7 @@ class PerplexityFilter : public StatFilter {
   }
 
  private:
-  std::shared_ptr<const SentencePieceModel> pieces_;
+  std::shared_ptr<const model::SentencePiece> pieces_;
   std::shared_ptr<const model::KenLanguageModel> lm_;
 };
 

@@ -57,7 +57,7 @@ class WordsNumFilter : public StatFilter {
   WordsNumFilter(const recipe::OperatorSpec& spec, const std::string& key)
       : StatFilter(spec, key, "num_words", {"min_num", 10, "max_num", kMaxSize}) {
     if (args().GetBool("tokenization", false)) {
-      sp_ = SentencePieceModel::ForLang(args(), args().GetString("lang", "en"));
+      sp_ = SentencePieceForLang(args(), args().GetString("lang", "en"));
     }
   }
   std::string Compute(const std::string& text) const override {
@@ -65,7 +65,10 @@ class WordsNumFilter : public StatFilter {
     // characters are stripped.
     int64_t n = 0;
     if (sp_) {
-      for (const std::string& p : sp_->Pieces(text)) n += !text::StripSpecial(p).empty();
+      thread_local model::SentencePieceScratch scratch;
+      for (const std::string_view p : sp_->Encode(text, &scratch)) {
+        n += !text::StripSpecial(p).empty();
+      }
       return IntStat(n);
     }
     text::ForEachWord(text, [&](std::string_view w) { n += !text::StripSpecial(w).empty(); });
@@ -73,7 +76,7 @@ class WordsNumFilter : public StatFilter {
   }
 
  private:
-  std::shared_ptr<const SentencePieceModel> sp_;  // with tokenization: true
+  std::shared_ptr<const model::SentencePiece> sp_;  // with tokenization: true
 };
 
 // Hash of a byte range, 8 bytes at a time.
@@ -218,7 +221,7 @@ class WordRepetitionFilter : public StatFilter {
     n_ = args().GetInt("rep_len", 10);
     if (n_ < 1) args().Fail("rep_len", "must be at least 1", "");
     if (args().GetBool("tokenization", false)) {
-      sp_ = SentencePieceModel::ForLang(args(), args().GetString("lang", "en"));
+      sp_ = SentencePieceForLang(args(), args().GetString("lang", "en"));
     }
   }
   std::string Compute(const std::string& text) const override {
@@ -264,7 +267,7 @@ class WordRepetitionFilter : public StatFilter {
 
  private:
   int64_t n_;
-  std::shared_ptr<const SentencePieceModel> sp_;  // with tokenization: true
+  std::shared_ptr<const model::SentencePiece> sp_;  // with tokenization: true
 };
 
 class AlphanumericFilter : public StatFilter {

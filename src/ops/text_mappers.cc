@@ -164,7 +164,7 @@ class RemoveWordsWithIncorrectSubstringsMapper : public Mapper {
       : Mapper(spec, key) {
     substrings_ = args().GetStringList("substrings", {"http", "www", ".com", "href", "//"});
     if (args().GetBool("tokenization", false)) {
-      pieces_ = SentencePieceModel::ForLang(args(), args().GetString("lang", "en"));
+      pieces_ = SentencePieceForLang(args(), args().GetString("lang", "en"));
     }
   }
 
@@ -212,7 +212,7 @@ class RemoveWordsWithIncorrectSubstringsMapper : public Mapper {
   }
 
   std::vector<std::string> substrings_;
-  std::shared_ptr<const SentencePieceModel> pieces_;
+  std::shared_ptr<const model::SentencePiece> pieces_;
 };
 
 bool IsClosingQuote(uint32_t cp) { return cp == 0x2019 || cp == 0x201D; }

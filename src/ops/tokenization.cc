@@ -1,6 +1,5 @@
 #include "src/ops/tokenization.h"
 
-#include <sentencepiece_processor.h>
 #include <utf8proc.h>
 
 #include <map>
@@ -47,13 +46,6 @@ std::shared_ptr<const model::Tokenizer> LoadHfTokenizer(const recipe::OperatorAr
   return slot;
 }
 
-struct SentencePieceModel::Processor {
-  sentencepiece::SentencePieceProcessor sp;
-};
-
-SentencePieceModel::SentencePieceModel() : processor_(std::make_unique<Processor>()) {}
-SentencePieceModel::~SentencePieceModel() = default;
-
 std::string FindDataJuicerModelArgument(const recipe::OperatorArgs& args, const std::string& key,
                                         const std::string& file, const std::string& what,
                                         const std::string& lang) {
@@ -70,33 +62,12 @@ std::string FindDataJuicerModelArgument(const recipe::OperatorArgs& args, const 
   return *found.path;
 }
 
-std::shared_ptr<const SentencePieceModel> SentencePieceModel::ForLang(
-    const recipe::OperatorArgs& args, const std::string& lang, const std::string& key) {
+std::shared_ptr<const model::SentencePiece> SentencePieceForLang(const recipe::OperatorArgs& args,
+                                                                 const std::string& lang,
+                                                                 const std::string& key) {
   const std::string path =
       FindDataJuicerModelArgument(args, key, lang + ".sp.model", "SentencePiece model", lang);
-  static std::map<std::string, std::shared_ptr<const SentencePieceModel>> cache;
-  std::lock_guard<std::mutex> lock(models_mu);
-  auto& slot = cache[path];
-  if (!slot) {
-    std::shared_ptr<SentencePieceModel> m(new SentencePieceModel());
-    const auto status = m->processor_->sp.Load(path);
-    if (!status.ok()) {
-      throw Error(path, 0, "not a SentencePiece model: " + status.ToString(),
-                  "copy the file again from Data-Juicer's model cache");
-    }
-    m->path_ = path;
-    slot = std::move(m);
-  }
-  return slot;
-}
-
-std::vector<std::string> SentencePieceModel::Pieces(std::string_view text) const {
-  std::vector<std::string> pieces;
-  const auto status = processor_->sp.Encode(text, &pieces);
-  if (!status.ok()) {
-    throw Error(path_, 0, "SentencePiece could not encode a text: " + status.ToString());
-  }
-  return pieces;
+  return model::SentencePiece::Load(path, "copy the file again from Data-Juicer's model cache");
 }
 
 bool IsAlpha(uint32_t cp) {

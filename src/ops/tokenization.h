@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "djshard/model/sentencepiece.h"
 #include "djshard/model/tokenizer.h"
 #include "djshard/recipe/recipe.h"
 
@@ -39,24 +40,11 @@ std::string FindDataJuicerModelArgument(const recipe::OperatorArgs& args, const 
                                         const std::string& lang);
 
 // Data-Juicer's SentencePiece model for a language ("<lang>.sp.model", from
-// $DJSHARD_MODEL_HOME or Data-Juicer's model cache). Thread-safe.
-class SentencePieceModel {
- public:
-  // Loaded once per process; not found or unreadable: an Error naming `lang`
-  // at the line of argument `key`.
-  static std::shared_ptr<const SentencePieceModel> ForLang(const recipe::OperatorArgs& args,
-                                                           const std::string& lang,
-                                                           const std::string& key = "tokenization");
-  ~SentencePieceModel();
-  // sentencepiece's encode_as_pieces.
-  std::vector<std::string> Pieces(std::string_view text) const;
-
- private:
-  struct Processor;
-  SentencePieceModel();
-  std::unique_ptr<Processor> processor_;
-  std::string path_;
-};
+// $DJSHARD_MODEL_HOME or Data-Juicer's model cache), loaded once per process.
+// Not found or unreadable: an Error naming `lang` at the line of argument `key`.
+std::shared_ptr<const model::SentencePiece> SentencePieceForLang(
+    const recipe::OperatorArgs& args, const std::string& lang,
+    const std::string& key = "tokenization");
 
 // Python's str.isalpha() for one code point, and the count over a text.
 bool IsAlpha(uint32_t cp);

@@ -139,7 +139,7 @@ class WordListFilter : public StatFilter {
                   "languages there: " + langs);
     }
     words_ = &it->second;
-    if (args().GetBool("tokenization", false)) pieces_ = SentencePieceModel::ForLang(args(), lang);
+    if (args().GetBool("tokenization", false)) pieces_ = SentencePieceForLang(args(), lang);
     augment_ = args().GetBool("use_words_aug", false);
     join_ = args().GetString("words_aug_join_char", "");
     const YAML::Node sizes = args().Raw("words_aug_group_sizes");
@@ -186,7 +186,8 @@ class WordListFilter : public StatFilter {
       if (!stripped.empty()) f(stripped);
     };
     if (pieces_) {
-      for (const std::string& p : pieces_->Pieces(text)) refine(p);
+      thread_local model::SentencePieceScratch scratch;
+      for (const std::string_view p : pieces_->Encode(text, &scratch)) refine(p);
     } else {
       text::ForEachWord(text, refine);
     }
@@ -207,7 +208,7 @@ class WordListFilter : public StatFilter {
 
   std::shared_ptr<const WordLists> lists_;
   const WordSet* words_ = nullptr;
-  std::shared_ptr<const SentencePieceModel> pieces_;
+  std::shared_ptr<const model::SentencePiece> pieces_;
   bool augment_ = false;
   std::vector<size_t> group_sizes_{2};
   std::string join_;

@@ -27,6 +27,9 @@
 #include "djshard/ops/operator.h"
 #include "djshard/recipe/recipe.h"
 
+namespace djshard::model {
+class SentencePiece;
+}
 namespace djshard::ops {
 class Regex;
 }
@@ -35,8 +38,6 @@ namespace djshard::ops::dedup {
 
 enum class Kind { kExact, kSimhash, kMinhash };
 enum class Tokenization { kSpace, kPunctuation, kCharacter, kSentencePiece };
-
-class SentencePieceTokenizer;
 
 // The arguments of one deduplicator, with Data-Juicer's names and defaults.
 struct DedupConfig {
@@ -55,7 +56,7 @@ struct DedupConfig {
   double jaccard_threshold = 0.7;
   int64_t num_bands = 0;          // given or from OptimalParam
   int64_t num_rows_per_band = 0;  // given or from OptimalParam
-  std::shared_ptr<const SentencePieceTokenizer> tokenizer;
+  std::shared_ptr<const model::SentencePiece> tokenizer;
   std::vector<uint64_t> perm_a, perm_b;  // minhash: num_permutations each
 };
 

@@ -9,8 +9,8 @@
 
 #include "djshard/common/error.h"
 #include "djshard/model/model_path.h"
+#include "djshard/model/sentencepiece.h"
 #include "djshard/ops/dedup.h"
-#include "src/ops/dedup/sentencepiece_tokenizer.h"
 #include "src/ops/regex.h"
 
 namespace djshard::ops::dedup {
@@ -232,8 +232,8 @@ void ParseSimhash(const recipe::OperatorArgs& args, DedupConfig* c) {
   }
 }
 
-std::shared_ptr<const SentencePieceTokenizer> LoadTokenizer(const recipe::OperatorArgs& args,
-                                                            const std::string& op) {
+std::shared_ptr<const model::SentencePiece> LoadTokenizer(const recipe::OperatorArgs& args,
+                                                          const std::string& op) {
   const std::string name = args.GetString("tokenizer_model", "");
   if (name.empty()) {
     args.Fail("tokenizer_model", "is required with tokenization: sentencepiece",
@@ -247,7 +247,8 @@ std::shared_ptr<const SentencePieceTokenizer> LoadTokenizer(const recipe::Operat
               "give an existing path, or copy the model into DJSHARD_MODEL_HOME");
   }
   (void)op;
-  return SentencePieceTokenizer::Load(*found.path);
+  return model::SentencePiece::Load(*found.path,
+                                    "give tokenizer_model the path of a SentencePiece .model file");
 }
 
 void ParseMinhash(const recipe::OperatorArgs& args, DedupConfig* c) {

@@ -6,13 +6,13 @@
 #include <deque>
 #include <iterator>
 
+#include "djshard/model/sentencepiece.h"
 #include "djshard/ops/dedup.h"
 #include "djshard/ops/sample.h"
 #include "djshard/ops/text.h"
 #include "src/ops/dedup/dedup_tables.h"
 #include "src/ops/dedup/hashes.h"
 #include "src/ops/dedup/minhash_kernel.h"
-#include "src/ops/dedup/sentencepiece_tokenizer.h"
 #include "src/ops/regex.h"
 
 namespace djshard::ops::dedup {
@@ -91,7 +91,7 @@ template <typename F>
 void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* shingle,
                     std::vector<uint32_t>* offsets,
                     std::vector<std::pair<uint32_t, uint32_t>>* words,
-                    std::vector<std::string>* pieces, F&& f) {
+                    model::SentencePieceScratch* pieces, F&& f) {
   const size_t w = static_cast<size_t>(c.window_size);
   if (c.tokenization == Tokenization::kCharacter) {
     offsets->clear();
@@ -106,10 +106,10 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
     return;
   }
   if (c.tokenization == Tokenization::kSentencePiece) {
-    c.tokenizer->Pieces(text, pieces);
-    for (size_t i = 0; i + w <= pieces->size(); ++i) {
+    const std::vector<std::string_view>& encoded = c.tokenizer->Encode(text, pieces);
+    for (size_t i = 0; i + w <= encoded.size(); ++i) {
       shingle->clear();
-      for (size_t j = i; j < i + w; ++j) shingle->append((*pieces)[j]);
+      for (size_t j = i; j < i + w; ++j) shingle->append(encoded[j]);
       f(std::string_view(*shingle));
     }
     return;
@@ -346,7 +346,7 @@ struct Signer::State {
   std::string shingle;                               // a shingle that is not a slice of the text
   std::vector<uint32_t> offsets;                     // code point starts (character)
   std::vector<std::pair<uint32_t, uint32_t>> words;  // [begin, end) of tokens
-  std::vector<std::string> pieces;                   // sentencepiece pieces
+  model::SentencePieceScratch pieces;                // sentencepiece pieces
   MinhashKernel kernel;
   ShingleBatches batches;
   SimhashCounts counts;

@@ -1,0 +1,193 @@
+#include "src/model/sentencepiece/unigram.h"
+
+#include <algorithm>
+#include <cfloat>
+
+namespace djshard::model {
+
+using sentencepiece::ModelProto;
+using sentencepiece::ModelType;
+using sentencepiece::PieceType;
+
+namespace {
+
+// sentencepiece's OneCharLen: the length a UTF-8 lead byte announces (1 for
+// a trail byte).
+size_t OneCharLength(unsigned char lead) { return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[lead >> 4]; }
+
+constexpr float kUnknownPenalty = 10.0f;
+
+}  // namespace
+
+std::unique_ptr<const SentencePieceUnigram> SentencePieceUnigram::Build(const ModelProto& model,
+                                                                        const std::string& path,
+                                                                        std::string* why_not) {
+  if (model.model_type != ModelType::kUnigram) {
+    *why_not = "it is not a unigram model";
+  } else if (model.byte_fallback) {
+    *why_not = "it falls back to bytes";
+  } else if (std::any_of(model.pieces.begin(), model.pieces.end(),
+                         [](const auto& p) { return p.type == PieceType::kUserDefined; })) {
+    *why_not = "it has user-defined symbols";
+  } else if (std::count_if(model.pieces.begin(), model.pieces.end(),
+                           [](const auto& p) { return p.type == PieceType::kUnknown; }) != 1) {
+    *why_not = "it does not have exactly one unknown piece";
+  } else {
+    return std::unique_ptr<const SentencePieceUnigram>(new SentencePieceUnigram(model, path));
+  }
+  return nullptr;
+}
+
+SentencePieceUnigram::SentencePieceUnigram(const ModelProto& model, const std::string& path)
+    : normalizer_(model, path) {
+  float min_score = FLT_MAX;
+  for (size_t id = 0; id < model.pieces.size(); ++id) {
+    const auto& piece = model.pieces[id];
+    if (piece.type == PieceType::kNormal) min_score = std::min(min_score, piece.score);
+    if (piece.type == PieceType::kUnknown) unk_id_ = static_cast<int32_t>(id);
+  }
+  unk_score_ = min_score - kUnknownPenalty;
+  BuildTrie(model);
+}
+
+void SentencePieceUnigram::BuildTrie(const ModelProto& model) {
+  // Unused pieces are in sentencepiece's trie but never on a path: leaving
+  // them out gives the same paths.
+  std::vector<std::pair<std::string_view, int32_t>> keys;
+  for (size_t id = 0; id < model.pieces.size(); ++id) {
+    const auto& piece = model.pieces[id];
+    if (piece.type == PieceType::kNormal && !piece.text.empty()) {
+      keys.emplace_back(piece.text, static_cast<int32_t>(id));
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  // A repeated piece is refused by the library's Load before this runs; keep
+  // the first if one came through.
+  keys.erase(std::unique(keys.begin(), keys.end(),
+                         [](const auto& a, const auto& b) { return a.first == b.first; }),
+             keys.end());
+  trie_.assign(257, TrieNode{});
+  base_used_.assign(257, false);
+  trie_[0].check = 0;  // the root
+  InsertChildren(0, keys, 0, keys.size(), 0, model);
+}
+
+void SentencePieceUnigram::InsertChildren(
+    int32_t node, const std::vector<std::pair<std::string_view, int32_t>>& keys, size_t lo,
+    size_t hi, size_t depth, const ModelProto& model) {
+  if (lo < hi && keys[lo].first.size() == depth) {  // sorted: the prefix comes first
+    trie_[node].id = keys[lo].second;
+    trie_[node].score = model.pieces[keys[lo].second].score;
+    ++lo;
+  }
+  if (lo == hi) return;
+  std::vector<unsigned char> labels;
+  std::vector<size_t> starts;
+  for (size_t i = lo; i < hi; ++i) {
+    const auto c = static_cast<unsigned char>(keys[i].first[depth]);
+    if (labels.empty() || labels.back() != c) {
+      labels.push_back(c);
+      starts.push_back(i);
+    }
+  }
+  starts.push_back(hi);
+  const int32_t base = PlaceChildren(node, labels);
+  trie_[node].base = base;
+  for (size_t k = 0; k < labels.size(); ++k) {
+    InsertChildren(base + labels[k], keys, starts[k], starts[k + 1], depth + 1, model);
+  }
+}
+
+int32_t SentencePieceUnigram::PlaceChildren(int32_t parent,
+                                            const std::vector<unsigned char>& labels) {
+  for (size_t slot = first_free_;; ++slot) {
+    if (trie_.size() < slot + 257) {
+      trie_.resize(slot + 257);
+      base_used_.resize(slot + 257, false);
+    }
+    if (trie_[slot].check != -1 || slot < labels[0] + 1u) continue;
+    const size_t base = slot - labels[0];
+    if (base_used_[base]) continue;
+    const bool fits = std::all_of(labels.begin(), labels.end(),
+                                  [&](unsigned char c) { return trie_[base + c].check == -1; });
+    if (!fits) continue;
+    base_used_[base] = true;
+    for (const unsigned char c : labels) trie_[base + c].check = parent;
+    while (first_free_ < trie_.size() && trie_[first_free_].check != -1) ++first_free_;
+    return static_cast<int32_t>(base);
+  }
+}
+
+void SentencePieceUnigram::Viterbi(std::string_view normalized,
+                                   std::vector<SentencePieceBestPath>* paths) const {
+  const size_t size = normalized.size();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(normalized.data());
+  paths->assign(size + 1, SentencePieceBestPath{});
+  SentencePieceBestPath* best = paths->data();
+  const TrieNode* trie = trie_.data();
+  const size_t trie_size = trie_.size();
+  // Each piece that starts at a character offers the path to its end the
+  // best path to its start plus its score; a later offer wins only if higher.
+  for (size_t start = 0; start < size;) {
+    const float score_here = best[start].score;
+    const size_t char_length = std::min(OneCharLength(bytes[start]), size - start);
+    bool has_single_character = false;
+    int32_t node = 0;
+    for (size_t end = start; end < size;) {
+      const size_t next = static_cast<size_t>(trie[node].base) + bytes[end];
+      if (next >= trie_size || trie[next].check != node) break;
+      node = static_cast<int32_t>(next);
+      ++end;
+      if (trie[node].id < 0) continue;
+      // sentencepiece's piece score is a double there (the other arm of its
+      // conditional is), so the sum is compared unrounded and stored as float.
+      SentencePieceBestPath& target = best[end];
+      const double candidate = static_cast<double>(trie[node].score) + score_here;
+      if (target.starts_at == -1 || candidate > target.score) {
+        target = {trie[node].id, static_cast<float>(candidate), static_cast<int32_t>(start)};
+      }
+      has_single_character |= end - start == char_length;
+    }
+    if (!has_single_character) {
+      SentencePieceBestPath& target = best[start + char_length];
+      const float candidate = unk_score_ + score_here;
+      if (target.starts_at == -1 || candidate > target.score) {
+        target = {unk_id_, candidate, static_cast<int32_t>(start)};
+      }
+    }
+    start += char_length;
+  }
+}
+
+void SentencePieceUnigram::Encode(std::string_view text, SentencePieceScratch* scratch) const {
+  std::string& normalized = scratch->normalized;
+  normalizer_.Normalize(text, &normalized);
+  std::vector<std::string_view>& pieces = scratch->pieces;
+  pieces.clear();
+  if (normalized.empty()) return;
+  Viterbi(normalized, &scratch->paths);
+  const SentencePieceBestPath* best = scratch->paths.data();
+  for (size_t end = normalized.size(); end > 0;) {
+    const size_t start = static_cast<size_t>(best[end].starts_at);
+    pieces.emplace_back(normalized.data() + start, end - start);
+    end = start;
+  }
+  std::reverse(pieces.begin(), pieces.end());
+  // Runs of unknown pieces become one piece, as the processor merges them.
+  size_t kept = 0;
+  bool previous_unknown = false;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const size_t end = pieces[i].data() + pieces[i].size() - normalized.data();
+    const bool unknown = best[end].id == unk_id_;
+    if (unknown && previous_unknown) {
+      std::string_view& last = pieces[kept - 1];
+      last = std::string_view(last.data(), last.size() + pieces[i].size());
+    } else {
+      pieces[kept++] = pieces[i];
+    }
+    previous_unknown = unknown;
+  }
+  pieces.resize(kept);
+}
+
+}  // namespace djshard::model

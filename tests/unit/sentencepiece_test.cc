@@ -187,7 +187,8 @@ TEST_F(SentencePieceTest, EveryNormalizationAndWhitespaceSettingEncodesAsTheLibr
   // sets it to false, merged into the model's by protobuf.
   const std::string no_escape = std::string("\x1a\x02\x28\x00", 4);
   int n = 0;
-  for (const std::string flags : {"", "--remove_extra_whitespaces=false"}) {
+  for (const std::string& flags :
+       {std::string(), std::string("--remove_extra_whitespaces=false")}) {
     const auto model =
         SentencePiece::Load(Train("no_escape" + std::to_string(n++), flags, no_escape), "");
     ASSERT_TRUE(model->native()) << model->why_library();

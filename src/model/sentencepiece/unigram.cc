@@ -47,75 +47,17 @@ SentencePieceUnigram::SentencePieceUnigram(const ModelProto& model, const std::s
     if (piece.type == PieceType::kUnknown) unk_id_ = static_cast<int32_t>(id);
   }
   unk_score_ = min_score - kUnknownPenalty;
-  BuildTrie(model);
-}
-
-void SentencePieceUnigram::BuildTrie(const ModelProto& model) {
   // Unused pieces are in sentencepiece's trie but never on a path: leaving
   // them out gives the same paths.
   std::vector<std::pair<std::string_view, int32_t>> keys;
+  scores_.resize(model.pieces.size());
   for (size_t id = 0; id < model.pieces.size(); ++id) {
     const auto& piece = model.pieces[id];
-    if (piece.type == PieceType::kNormal && !piece.text.empty()) {
-      keys.emplace_back(piece.text, static_cast<int32_t>(id));
-    }
+    scores_[id] = piece.score;
+    if (piece.type == PieceType::kNormal) keys.emplace_back(piece.text, static_cast<int32_t>(id));
   }
-  std::sort(keys.begin(), keys.end());
-  // A repeated piece is refused by the library's Load before this runs; keep
-  // the first if one came through.
-  keys.erase(std::unique(keys.begin(), keys.end(),
-                         [](const auto& a, const auto& b) { return a.first == b.first; }),
-             keys.end());
-  trie_.assign(257, TrieNode{});
-  base_used_.assign(257, false);
-  trie_[0].check = 0;  // the root
-  InsertChildren(0, keys, 0, keys.size(), 0, model);
-}
-
-void SentencePieceUnigram::InsertChildren(
-    int32_t node, const std::vector<std::pair<std::string_view, int32_t>>& keys, size_t lo,
-    size_t hi, size_t depth, const ModelProto& model) {
-  if (lo < hi && keys[lo].first.size() == depth) {  // sorted: the prefix comes first
-    trie_[node].id = keys[lo].second;
-    trie_[node].score = model.pieces[keys[lo].second].score;
-    ++lo;
-  }
-  if (lo == hi) return;
-  std::vector<unsigned char> labels;
-  std::vector<size_t> starts;
-  for (size_t i = lo; i < hi; ++i) {
-    const auto c = static_cast<unsigned char>(keys[i].first[depth]);
-    if (labels.empty() || labels.back() != c) {
-      labels.push_back(c);
-      starts.push_back(i);
-    }
-  }
-  starts.push_back(hi);
-  const int32_t base = PlaceChildren(node, labels);
-  trie_[node].base = base;
-  for (size_t k = 0; k < labels.size(); ++k) {
-    InsertChildren(base + labels[k], keys, starts[k], starts[k + 1], depth + 1, model);
-  }
-}
-
-int32_t SentencePieceUnigram::PlaceChildren(int32_t parent,
-                                            const std::vector<unsigned char>& labels) {
-  for (size_t slot = first_free_;; ++slot) {
-    if (trie_.size() < slot + 257) {
-      trie_.resize(slot + 257);
-      base_used_.resize(slot + 257, false);
-    }
-    if (trie_[slot].check != -1 || slot < labels[0] + 1u) continue;
-    const size_t base = slot - labels[0];
-    if (base_used_[base]) continue;
-    const bool fits = std::all_of(labels.begin(), labels.end(),
-                                  [&](unsigned char c) { return trie_[base + c].check == -1; });
-    if (!fits) continue;
-    base_used_[base] = true;
-    for (const unsigned char c : labels) trie_[base + c].check = parent;
-    while (first_free_ < trie_.size() && trie_[first_free_].check != -1) ++first_free_;
-    return static_cast<int32_t>(base);
-  }
+  // A repeated piece is refused by the library's Load before this runs.
+  pieces_ = ByteTrie(std::move(keys));
 }
 
 void SentencePieceUnigram::Viterbi(std::string_view normalized,
@@ -124,27 +66,25 @@ void SentencePieceUnigram::Viterbi(std::string_view normalized,
   const auto* bytes = reinterpret_cast<const unsigned char*>(normalized.data());
   paths->assign(size + 1, SentencePieceBestPath{});
   SentencePieceBestPath* best = paths->data();
-  const TrieNode* trie = trie_.data();
-  const size_t trie_size = trie_.size();
   // Each piece that starts at a character offers the path to its end the
   // best path to its start plus its score; a later offer wins only if higher.
   for (size_t start = 0; start < size;) {
     const float score_here = best[start].score;
     const size_t char_length = std::min(OneCharLength(bytes[start]), size - start);
     bool has_single_character = false;
-    int32_t node = 0;
+    int32_t node = ByteTrie::kRoot;
     for (size_t end = start; end < size;) {
-      const size_t next = static_cast<size_t>(trie[node].base) + bytes[end];
-      if (next >= trie_size || trie[next].check != node) break;
-      node = static_cast<int32_t>(next);
+      node = pieces_.Child(node, bytes[end]);
+      if (node < 0) break;
       ++end;
-      if (trie[node].id < 0) continue;
+      const int32_t id = pieces_.Value(node);
+      if (id < 0) continue;
       // sentencepiece's piece score is a double there (the other arm of its
       // conditional is), so the sum is compared unrounded and stored as float.
       SentencePieceBestPath& target = best[end];
-      const double candidate = static_cast<double>(trie[node].score) + score_here;
+      const double candidate = static_cast<double>(scores_[id]) + score_here;
       if (target.starts_at == -1 || candidate > target.score) {
-        target = {trie[node].id, static_cast<float>(candidate), static_cast<int32_t>(start)};
+        target = {id, static_cast<float>(candidate), static_cast<int32_t>(start)};
       }
       has_single_character |= end - start == char_length;
     }

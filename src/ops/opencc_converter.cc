@@ -1,0 +1,218 @@
+#include "src/ops/opencc_converter.h"
+
+#include <opencc.h>
+
+#include <Config.hpp>
+#include <Conversion.hpp>
+#include <ConversionChain.hpp>
+#include <Converter.hpp>
+#include <DictEntry.hpp>
+#include <DictGroup.hpp>
+#include <Exception.hpp>
+#include <Lexicon.hpp>
+#include <MaxMatchSegmentation.hpp>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "djshard/common/error.h"
+#include "djshard/ops/sample.h"
+
+namespace djshard::ops {
+
+namespace {
+
+// OpenCC's UTF8Util::NextCharLengthNoException: the length its lead byte
+// announces, 0 for a byte that cannot start a character.
+size_t NextCharLength(unsigned char c) {
+  if ((c & 0xf0) == 0xe0) return 3;
+  if ((c & 0x80) == 0) return 1;
+  if ((c & 0xe0) == 0xc0) return 2;
+  if ((c & 0xf8) == 0xf0) return 4;
+  if ((c & 0xfc) == 0xf8) return 5;
+  if ((c & 0xfe) == 0xfc) return 6;
+  return 0;
+}
+
+// The dictionaries of `dict`, a group's in order (nested groups flattened:
+// a group's match is its first dictionary's that matches).
+void Flatten(const opencc::DictPtr& dict, std::vector<std::shared_ptr<opencc::Dict>>* leaves) {
+  if (const auto* group = dynamic_cast<const opencc::DictGroup*>(dict.get())) {
+    for (const opencc::DictPtr& d : group->GetDicts()) Flatten(d, leaves);
+  } else {
+    leaves->push_back(dict);
+  }
+}
+
+}  // namespace
+
+struct OpenCcConverter::Library {
+  opencc_t handle = reinterpret_cast<opencc_t>(-1);
+  ~Library() {
+    if (handle != reinterpret_cast<opencc_t>(-1)) opencc_close(handle);
+  }
+};
+
+const OpenCcConverter& OpenCcConverter::ForMode(const std::string& mode) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<OpenCcConverter>> open;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = open[mode];
+  if (!slot) slot.reset(new OpenCcConverter(mode));
+  return *slot;
+}
+
+OpenCcConverter::~OpenCcConverter() = default;
+
+OpenCcConverter::OpenCcConverter(const std::string& mode) : library_(std::make_unique<Library>()) {
+  const std::string config = mode + ".json";
+  const std::string hint = "scripts/setup.sh installs libopencc-dev and its dictionaries";
+  library_->handle = opencc_open(config.c_str());
+  if (library_->handle == reinterpret_cast<opencc_t>(-1)) {
+    throw Error("OpenCC cannot open its configuration " + config + ": " + opencc_error(), hint);
+  }
+  opencc::ConverterPtr converter;
+  try {
+    converter = opencc::Config().NewFromFile(config);
+  } catch (const opencc::Exception& e) {
+    throw Error("OpenCC cannot open its configuration " + config + ": " + e.what(), hint);
+  }
+  const auto* segmentation =
+      dynamic_cast<const opencc::MaxMatchSegmentation*>(converter->GetSegmentation().get());
+  if (segmentation == nullptr) {
+    throw Error("OpenCC configuration " + config + " does not segment by maximum matching",
+                "use one of OpenCC's own configurations");
+  }
+  std::vector<std::shared_ptr<opencc::Dict>> leaves;
+  Flatten(segmentation->GetDict(), &leaves);
+  segmentation_ = MakeGroup(leaves);
+  for (const opencc::ConversionPtr& conversion :
+       converter->GetConversionChain()->GetConversions()) {
+    leaves.clear();
+    Flatten(conversion->GetDict(), &leaves);
+    chain_.push_back(MakeGroup(leaves));
+  }
+}
+
+OpenCcConverter::Group OpenCcConverter::MakeGroup(
+    const std::vector<std::shared_ptr<opencc::Dict>>& dicts) {
+  Group group;
+  const size_t n = group.dictionaries = dicts.size();
+  std::unordered_map<std::string, int32_t> entry_of;
+  std::vector<std::string> keys;
+  for (size_t d = 0; d < n; ++d) {
+    const opencc::LexiconPtr lexicon = dicts[d]->GetLexicon();
+    for (const std::unique_ptr<opencc::DictEntry>& entry : *lexicon) {
+      const auto [it, added] = entry_of.emplace(entry->Key(), static_cast<int32_t>(keys.size()));
+      if (added) {
+        keys.push_back(entry->Key());
+        group.values.resize(keys.size() * n, -1);
+      }
+      int32_t& value = group.values[it->second * n + d];
+      if (value < 0) {
+        value = static_cast<int32_t>(group.texts.size());
+        group.texts.push_back(entry->GetDefault());
+      }
+    }
+  }
+  std::vector<std::pair<std::string_view, int32_t>> index;
+  for (size_t i = 0; i < keys.size(); ++i) index.emplace_back(keys[i], static_cast<int32_t>(i));
+  group.keys = ByteTrie(std::move(index));
+  return group;
+}
+
+size_t OpenCcConverter::Match(const Group& group, std::string_view text,
+                              const std::string** value) {
+  // The lowest dictionary with a key here, and its longest: keys lengthen
+  // along the walk, so its last key seen is its longest.
+  const size_t n = group.dictionaries;
+  size_t dict = n, length = 0;
+  int32_t node = ByteTrie::kRoot;
+  for (size_t i = 0; i < text.size(); ++i) {
+    node = group.keys.Child(node, static_cast<unsigned char>(text[i]));
+    if (node < 0) break;
+    const int32_t entry = group.keys.Value(node);
+    if (entry < 0) continue;
+    const int32_t* values = &group.values[static_cast<size_t>(entry) * n];
+    for (size_t d = 0; d < n && d <= dict; ++d) {
+      if (values[d] < 0) continue;
+      dict = d;
+      length = i + 1;
+      *value = &group.texts[values[d]];
+      break;
+    }
+  }
+  return length;
+}
+
+std::string OpenCcConverter::LibraryConvert(std::string_view text) const {
+  char* converted = opencc_convert_utf8(library_->handle, text.data(), text.size());
+  if (converted == nullptr) throw OpError(std::string("OpenCC failed: ") + opencc_error());
+  std::string out(converted);
+  opencc_convert_utf8_free(converted);
+  return out;
+}
+
+void OpenCcConverter::Convert(std::string_view text, std::string* out) const {
+  text = text.substr(0, text.find('\0'));  // OpenCC reads a C string
+  // Segments are cut where the segmentation dictionary matches; the runs
+  // between matches are segments too. `ends` holds where each one ends.
+  thread_local std::vector<size_t> ends, next_ends;
+  thread_local std::string buffer;
+  ends.clear();
+  const std::string* value = nullptr;
+  size_t run_start = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t matched = Match(segmentation_, text.substr(pos), &value);
+    if (matched == 0) {
+      const size_t length = NextCharLength(static_cast<unsigned char>(text[pos]));
+      if (length == 0 || pos + length > text.size()) {
+        *out = LibraryConvert(text);  // the library's error, or its reading of it
+        return;
+      }
+      pos += length;
+      continue;
+    }
+    if (pos > run_start) ends.push_back(pos);
+    pos += matched;
+    ends.push_back(pos);
+    run_start = pos;
+  }
+  if (text.size() > run_start) ends.push_back(text.size());
+  // Each conversion rewrites every segment on its own: no match crosses a cut.
+  std::string_view source = text;
+  std::string* target = out;
+  std::string* spare = &buffer;
+  // The last conversion writes into *out: alternate so that it does.
+  if (chain_.size() % 2 == 0) std::swap(target, spare);
+  if (chain_.empty()) out->assign(text);
+  for (const Group& group : chain_) {
+    target->clear();
+    next_ends.clear();
+    size_t start = 0;
+    for (const size_t end : ends) {
+      for (size_t pos = start; pos < end;) {
+        const size_t matched = Match(group, source.substr(pos, end - pos), &value);
+        if (matched > 0) {
+          target->append(*value);
+          pos += matched;
+          continue;
+        }
+        const size_t length = NextCharLength(static_cast<unsigned char>(source[pos]));
+        if (length == 0 || pos + length > end) {
+          *out = LibraryConvert(text);
+          return;
+        }
+        target->append(source.substr(pos, length));
+        pos += length;
+      }
+      next_ends.push_back(target->size());
+      start = end;
+    }
+    ends.swap(next_ends);
+    source = *target;
+    std::swap(target, spare);
+  }
+}
+
+}  // namespace djshard::ops

@@ -1,0 +1,63 @@
+#pragma once
+// OpenCC's conversions (s2t, t2s, s2twp, ...) as libopencc 1.1.6 converts:
+// the text cut by maximum matching against the segmentation dictionary, then
+// each segment through the conversion chain, each conversion replacing the
+// longest match of its dictionary group (the first dictionary of the group
+// that matches at all) with its first value. The configuration and the
+// dictionaries are read through libopencc once; the conversion itself runs on
+// djshard's tries.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "djshard/common/byte_trie.h"
+
+namespace opencc {
+class Dict;
+}
+
+namespace djshard::ops {
+
+class OpenCcConverter {
+ public:
+  // The converter of configuration `<mode>.json`, opened once per process and
+  // shared by every thread. Not found or unreadable: an Error.
+  static const OpenCcConverter& ForMode(const std::string& mode);
+  ~OpenCcConverter();
+  OpenCcConverter(const OpenCcConverter&) = delete;
+  OpenCcConverter& operator=(const OpenCcConverter&) = delete;
+
+  // The converted text into *out (the library's output: the text ends at its
+  // first NUL byte). A text that is not UTF-8 where OpenCC reads a character:
+  // OpError with the library's message.
+  void Convert(std::string_view text, std::string* out) const;
+  // The same through libopencc itself, for tests.
+  std::string LibraryConvert(std::string_view text) const;
+
+ private:
+  // A dictionary group, flattened (the first dictionary with a match wins),
+  // in one trie: each key's entry says which dictionaries hold it and with
+  // which value.
+  struct Group {
+    ByteTrie keys;
+    size_t dictionaries = 0;
+    std::vector<int32_t> values;     // [entry * dictionaries + d]: into `texts`, -1 if absent
+    std::vector<std::string> texts;  // the values (each key's first)
+  };
+  struct Library;
+
+  explicit OpenCcConverter(const std::string& mode);
+  // The length of the group's match at the start of `text` (0: none) and, in
+  // *value, its replacement.
+  static size_t Match(const Group& group, std::string_view text, const std::string** value);
+  // The group of `dicts` (leaf dictionaries, in order).
+  static Group MakeGroup(const std::vector<std::shared_ptr<opencc::Dict>>& dicts);
+
+  std::unique_ptr<Library> library_;
+  Group segmentation_;
+  std::vector<Group> chain_;
+};
+
+}  // namespace djshard::ops

@@ -22,9 +22,14 @@ namespace {
 constexpr size_t kBufferSize = 1 << 20;
 }
 
-AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite, Disk& disk)
+std::string TempPrefix(const std::string& path, const std::string& temp_tag) {
+  return path + ".tmp." + (temp_tag.empty() ? "" : temp_tag + ".");
+}
+
+AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite, Disk& disk,
+                                   const std::string& temp_tag)
     : path_(std::move(path)), overwrite_(overwrite), disk_(disk) {
-  temp_path_ = path_ + ".tmp." + RandomHex(16);
+  temp_path_ = TempPrefix(path_, temp_tag) + RandomHex(16);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) ThrowSystemError(temp_path_, "cannot create");
   buffer_.reserve(kBufferSize);
@@ -173,8 +178,9 @@ struct OutputStream::Codec {
   }
 };
 
-OutputStream::OutputStream(std::string path, bool overwrite, Disk& disk)
-    : file_(path, overwrite, disk) {
+OutputStream::OutputStream(std::string path, bool overwrite, Disk& disk,
+                           const std::string& temp_tag)
+    : file_(path, overwrite, disk, temp_tag) {
   if (EndsWithIgnoreCase(path, ".gz")) {
     codec_ = std::make_unique<Codec>();
     codec_->kind = Codec::kGzip;

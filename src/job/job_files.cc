@@ -7,14 +7,45 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/error.h"
 #include "djshard/common/log.h"
 #include "djshard/common/text.h"
 #include "djshard/io/fd.h"
+#include "djshard/io/output.h"
 
 namespace djshard::job {
+
+namespace fs = std::filesystem;
+
+std::string ExportTempTag(const std::string& job_id) { return "run-" + job_id; }
+
+std::vector<std::string> RemoveExportLeftovers(const std::string& export_path,
+                                               const std::string& job_id, io::Disk& disk,
+                                               bool dry_run) {
+  std::vector<std::string> removed;
+  for (const std::string& file : {export_path, export_path + ".errors.jsonl"}) {
+    const fs::path prefix_path(io::TempPrefix(file, ExportTempTag(job_id)));
+    const std::string prefix = prefix_path.filename().string();
+    const fs::path dir = prefix_path.has_parent_path() ? prefix_path.parent_path() : ".";
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      // The prefix, then the writer's 16 hex digits: not another job's whose
+      // id starts with this one's and a dot.
+      if (name.size() != prefix.size() + 16 || name.rfind(prefix, 0) != 0 ||
+          name.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos) {
+        continue;
+      }
+      if (!dry_run) disk.Unlink(it->path().string());
+      removed.push_back(it->path().string());
+    }
+  }
+  return removed;
+}
 
 std::string RunJobPaths::TapStem(size_t op_idx, uint64_t partition, uint64_t num_partitions) {
   const int width = std::max(5, DecimalDigits(num_partitions));

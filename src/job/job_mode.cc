@@ -515,6 +515,10 @@ void RunJobSession::WriteJobFiles() {
           "Cleared the stop request of job " + job_id_ + " (kept in metadata/)");
     }
     RemoveUncommittedTaps();
+    for (const std::string& path : RemoveExportLeftovers(outcome_.export_path, job_id_, disk_)) {
+      Log(LogLevel::kInfo, "leftover_removed",
+          "Removed " + path + ", left by a run of job " + job_id_ + " that was killed");
+    }
   }
   disk_.WriteAtomic(paths_.Plan(), PlanJson().dump(2) + "\n");
 }
@@ -721,8 +725,10 @@ void RunJobSession::RunPartitions(const JobPreflight& pre, io::OutputStream& out
 void RunJobSession::Execute() {
   try {
     const JobPreflight pre = Preflight();
-    io::OutputStream output(outcome_.export_path, /*overwrite=*/true, disk_);
-    io::OutputStream errors(outcome_.errors_path, /*overwrite=*/true, disk_);
+    io::OutputStream output(outcome_.export_path, /*overwrite=*/true, disk_,
+                            ExportTempTag(job_id_));
+    io::OutputStream errors(outcome_.errors_path, /*overwrite=*/true, disk_,
+                            ExportTempTag(job_id_));
     RunPartitions(pre, output, errors);
     CrashPoint("before_export_commit");
     output.Commit();

@@ -16,6 +16,7 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/disk.h"
+#include "djshard/job/job_files.h"
 #include "djshard/job/job_status.h"
 #include "djshard/preflight/probe_records.h"
 #include "djshard/store/dedup_stage.h"
@@ -316,6 +317,16 @@ GcResult CollectGarbage(const std::string& job_dir, bool dry_run, io::Disk& disk
   CollectTemps(job_dir, disk, dry_run, result);
   CollectTemps(job_dir + "/metadata", disk, dry_run, result);
   CollectCheckpointDir(result.checkpoint_dir, LastOpIdx(job_dir), disk, dry_run, result);
+  // The export's and errors file's temporary files, where a killed run left them.
+  const std::string cli_path = job_dir + "/metadata/cli.json";
+  const json cli =
+      io::IsRegularFile(cli_path) ? json::parse(io::ReadFile(cli_path), nullptr, false) : json();
+  if (cli.is_object() && cli.value("export_path", json()).is_string()) {
+    for (const std::string& path :
+         job::RemoveExportLeftovers(cli["export_path"], view.job_id, disk, /*dry_run=*/true)) {
+      Remove(path, disk, dry_run, result);
+    }
+  }
   return result;
 }
 

@@ -517,16 +517,32 @@ TEST_F(CheckpointCli, TheExportOfOnePartitionIsItsFinalTapLinked) {
   EXPECT_EQ(inode("out/result.jsonl"), inode(final_tap("one")));
   EXPECT_EQ(inode("out/result.jsonl").second, 2u);
 
+  const auto temporary_files = [&] {
+    std::vector<std::string> names;
+    for (const std::string& n : List("out")) {
+      if (n.find(".tmp.") != std::string::npos) names.push_back(n);
+    }
+    return names;
+  };
   CliResult r = WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "killed"},
                               {"DJSHARD_TEST_KILL_AT=before_export_commit"}));
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  // The killed run left its export's and errors file's temporary files,
+  // named after the job; the resume removes them and says so.
+  const std::vector<std::string> left = temporary_files();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].rfind("result.jsonl.errors.jsonl.tmp.run-killed.", 0), 0u) << left[0];
+  EXPECT_EQ(left[1].rfind("result.jsonl.tmp.run-killed.", 0), 0u) << left[1];
   r = Run({"run", "--config", "recipe.yaml", "--resume", "killed"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
   EXPECT_EQ(inode("out/result.jsonl"), inode(final_tap("killed")));
+  EXPECT_EQ(temporary_files(), std::vector<std::string>{});
+  EXPECT_NE(r.err.find("Removed " + Path("out/" + left[1]) + ", left by a run of job killed"),
+            std::string::npos)
+      << r.err;
   // Resumed again over its own export (the job not marked completed): the
-  // export stays that link, and no new temporary name is left beside it
-  // (the killed run's are still there: nothing knows their writer is dead).
+  // export stays that link, and no new temporary name is left beside it.
   json summary = json::parse(Read("out/killed/job_summary.json"));
   summary["status"] = "failed";
   Write("out/killed/job_summary.json", summary.dump());
@@ -699,6 +715,14 @@ TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
   }
   // The uncommitted tap, its errors file and the torn temp file.
   ASSERT_EQ(garbage.size(), 3u);
+  // And beside the export, the temporary files of the export and its errors
+  // file (named after the job), but not another job's.
+  std::vector<std::string> export_temps;
+  for (const std::string& n : List("out")) {
+    if (n.find(".tmp.run-k.") != std::string::npos) export_temps.push_back(n);
+  }
+  ASSERT_EQ(export_temps.size(), 2u);
+  Write("out/result.jsonl.tmp.run-k.b.0123456789abcdef", "another job's");
 
   // The heartbeat is fresh: the run may still be writing.
   CliResult r = Run({"gc", "k", "--work-dir", "out"});
@@ -716,9 +740,11 @@ TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
   r = Run({"gc", "k", "--work-dir", "out", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  EXPECT_EQ(j["removed"].size(), 3u) << r.out;
+  EXPECT_EQ(j["removed"].size(), 5u) << r.out;
   EXPECT_EQ(j["commits_kept"], 1);
   for (const std::string& n : garbage) EXPECT_FALSE(Exists("out/k/checkpoints/" + n)) << n;
+  for (const std::string& n : export_temps) EXPECT_FALSE(Exists("out/" + n)) << n;
+  EXPECT_TRUE(Exists("out/result.jsonl.tmp.run-k.b.0123456789abcdef"));
   EXPECT_TRUE(Exists("out/k/checkpoints/" + kept));
   EXPECT_TRUE(Exists("out/k/checkpoints/" + kept_errors));
   EXPECT_EQ(Commits("k"), commits);
@@ -794,14 +820,16 @@ TEST_F(GatherJournalGcCli, TheJournalOfAFinishedPartitionGoesRecordsFirst) {
   ASSERT_GE(f_journal.size(), 3u);
   const std::vector<std::string> f_commits = Commits("f");
   MakeStale("f");
+  // The journal, and the temporary files of the export and its errors file.
+  const size_t f_garbage = f_journal.size() + 2;
   CliResult r = Run({"gc", "f", "--work-dir", "out", "--dry-run", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(json::parse(r.out)["removed"].size(), f_journal.size()) << r.out;
+  EXPECT_EQ(json::parse(r.out)["removed"].size(), f_garbage) << r.out;
   EXPECT_EQ(Journal("f"), f_journal);
   r = Run({"gc", "f", "--work-dir", "out", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json f_gc = json::parse(r.out);
-  EXPECT_EQ(f_gc["removed"].size(), f_journal.size()) << r.out;
+  EXPECT_EQ(f_gc["removed"].size(), f_garbage) << r.out;
   // Records before data: a segment stops existing before its data goes.
   size_t first_data = f_gc["removed"].size(), last_record = 0;
   for (size_t i = 0; i < f_gc["removed"].size(); ++i) {

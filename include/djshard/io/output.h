@@ -15,13 +15,19 @@ class Xxh3;
 // only on Commit(): bytes go to "<path>.tmp.<random>", Commit() flushes,
 // fsyncs and renames. Destroying an uncommitted writer removes the temp file,
 // so no reader ever sees a half-written file.
+// The start of the name of every temporary file an AtomicFileWriter for
+// `path` with `temp_tag` makes: "<path>.tmp." (then "<tag>." when tagged).
+std::string TempPrefix(const std::string& path, const std::string& temp_tag = "");
+
 class AtomicFileWriter {
  public:
   // `path` is the final name. When `overwrite` is false, Commit() refuses to
   // replace an existing file (the check is made again just before the rename).
   // The rename and the directory fsync go through `disk`, which must outlive
-  // the writer.
-  explicit AtomicFileWriter(std::string path, bool overwrite = false, Disk& disk = RealDisk());
+  // the writer. The temporary file is named TempPrefix(path, temp_tag) and a
+  // random suffix, so that its owner can find it again after a crash.
+  explicit AtomicFileWriter(std::string path, bool overwrite = false, Disk& disk = RealDisk(),
+                            const std::string& temp_tag = "");
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
@@ -70,7 +76,8 @@ namespace djshard::io {
 // Nothing is visible under the final name before Commit().
 class OutputStream {
  public:
-  OutputStream(std::string path, bool overwrite, Disk& disk = RealDisk());
+  OutputStream(std::string path, bool overwrite, Disk& disk = RealDisk(),
+               const std::string& temp_tag = "");
   ~OutputStream();
   OutputStream(const OutputStream&) = delete;
   OutputStream& operator=(const OutputStream&) = delete;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "djshard/io/disk.h"
 
@@ -29,6 +30,18 @@ struct RunJobPaths {
   static std::string JournalStem(const std::string& region, uint64_t partition,
                                  uint64_t num_partitions);
 };
+
+// The tag of the temporary files of job `job_id`'s export and errors file
+// ("<export>.tmp.run-<job_id>.<random>"), by which a resume or gc finds the
+// ones a killed run left.
+std::string ExportTempTag(const std::string& job_id);
+
+// Removes the temporary files of job `job_id`'s export `export_path` and of
+// its errors file, left by a run of the job that was killed; returns their
+// paths. Call only once that run has ended.
+std::vector<std::string> RemoveExportLeftovers(const std::string& export_path,
+                                               const std::string& job_id, io::Disk& disk,
+                                               bool dry_run = false);
 
 // events_<ts>.jsonl of one process: one whole line per write(2), appended.
 class EventLog {

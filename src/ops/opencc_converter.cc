@@ -153,61 +153,74 @@ std::string OpenCcConverter::LibraryConvert(std::string_view text) const {
   return out;
 }
 
-void OpenCcConverter::Convert(std::string_view text, std::string* out) const {
-  text = text.substr(0, text.find('\0'));  // OpenCC reads a C string
-  // Segments are cut where the segmentation dictionary matches; the runs
-  // between matches are segments too. `ends` holds where each one ends.
-  thread_local std::vector<size_t> ends, next_ends;
-  thread_local std::string buffer;
-  ends.clear();
+bool OpenCcConverter::Segment(std::string_view text, std::vector<size_t>* ends) const {
+  ends->clear();
   const std::string* value = nullptr;
   size_t run_start = 0;
   for (size_t pos = 0; pos < text.size();) {
     const size_t matched = Match(segmentation_, text.substr(pos), &value);
     if (matched == 0) {
       const size_t length = NextCharLength(static_cast<unsigned char>(text[pos]));
-      if (length == 0 || pos + length > text.size()) {
-        *out = LibraryConvert(text);  // the library's error, or its reading of it
-        return;
-      }
+      if (length == 0 || pos + length > text.size()) return false;
       pos += length;
       continue;
     }
-    if (pos > run_start) ends.push_back(pos);
+    if (pos > run_start) ends->push_back(pos);  // the run before the match
     pos += matched;
-    ends.push_back(pos);
+    ends->push_back(pos);
     run_start = pos;
   }
-  if (text.size() > run_start) ends.push_back(text.size());
-  // Each conversion rewrites every segment on its own: no match crosses a cut.
-  std::string_view source = text;
+  if (text.size() > run_start) ends->push_back(text.size());
+  return true;
+}
+
+bool OpenCcConverter::ConvertSegments(const Group& group, std::string_view source,
+                                      const std::vector<size_t>& ends, std::string* target,
+                                      std::vector<size_t>* target_ends) {
+  target->clear();
+  target_ends->clear();
+  const std::string* value = nullptr;
+  size_t start = 0;
+  for (const size_t end : ends) {
+    size_t copy_from = start;  // characters no key matched, copied as a run
+    for (size_t pos = start; pos < end;) {
+      const size_t matched = Match(group, source.substr(pos, end - pos), &value);
+      if (matched > 0) {
+        target->append(source.substr(copy_from, pos - copy_from));
+        target->append(*value);
+        pos += matched;
+        copy_from = pos;
+        continue;
+      }
+      const size_t length = NextCharLength(static_cast<unsigned char>(source[pos]));
+      if (length == 0 || pos + length > end) return false;
+      pos += length;
+    }
+    target->append(source.substr(copy_from, end - copy_from));
+    target_ends->push_back(target->size());
+    start = end;
+  }
+  return true;
+}
+
+void OpenCcConverter::Convert(std::string_view text, std::string* out) const {
+  text = text.substr(0, text.find('\0'));  // OpenCC reads a C string
+  thread_local std::vector<size_t> ends, next_ends;
+  thread_local std::string buffer;
+  if (!Segment(text, &ends)) {
+    *out = LibraryConvert(text);  // the library's error, or its reading of the text
+    return;
+  }
+  // The last conversion writes into *out: alternate so that it does.
   std::string* target = out;
   std::string* spare = &buffer;
-  // The last conversion writes into *out: alternate so that it does.
   if (chain_.size() % 2 == 0) std::swap(target, spare);
   if (chain_.empty()) out->assign(text);
+  std::string_view source = text;
   for (const Group& group : chain_) {
-    target->clear();
-    next_ends.clear();
-    size_t start = 0;
-    for (const size_t end : ends) {
-      for (size_t pos = start; pos < end;) {
-        const size_t matched = Match(group, source.substr(pos, end - pos), &value);
-        if (matched > 0) {
-          target->append(*value);
-          pos += matched;
-          continue;
-        }
-        const size_t length = NextCharLength(static_cast<unsigned char>(source[pos]));
-        if (length == 0 || pos + length > end) {
-          *out = LibraryConvert(text);
-          return;
-        }
-        target->append(source.substr(pos, length));
-        pos += length;
-      }
-      next_ends.push_back(target->size());
-      start = end;
+    if (!ConvertSegments(group, source, ends, target, &next_ends)) {
+      *out = LibraryConvert(text);
+      return;
     }
     ends.swap(next_ends);
     source = *target;

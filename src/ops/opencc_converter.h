@@ -52,6 +52,16 @@ class OpenCcConverter {
   // The length of the group's match at the start of `text` (0: none) and, in
   // *value, its replacement.
   static size_t Match(const Group& group, std::string_view text, const std::string** value);
+  // Where each segment of `text` ends: a key of the segmentation dictionary
+  // (the longest at each place), or a run of characters none starts. False
+  // when a byte starts no character.
+  bool Segment(std::string_view text, std::vector<size_t>* ends) const;
+  // Each segment of `source` (ending at `ends`) converted by `group` on its
+  // own, no match crossing a segment's end, into *target and *target_ends.
+  // False when a byte starts no character.
+  static bool ConvertSegments(const Group& group, std::string_view source,
+                              const std::vector<size_t>& ends, std::string* target,
+                              std::vector<size_t>* target_ends);
   // The group of `dicts` (leaf dictionaries, in order).
   static Group MakeGroup(const std::vector<std::shared_ptr<opencc::Dict>>& dicts);
 

@@ -76,7 +76,9 @@ const std::vector<std::string> kFragments = {
     "aaaa",
     "ing",
     "tion",
-    "qu"};
+    "qu",
+    std::string("\0", 1),
+    std::string("a\0b", 3)};
 
 std::string RandomText(std::mt19937* rng) {
   std::uniform_int_distribution<size_t> count(0, 24), pick(0, kFragments.size() - 1);

@@ -18,16 +18,25 @@ ByteTrie::ByteTrie(std::vector<std::pair<std::string_view, int32_t>> keys) {
   Grow(257);
   nodes_[kRoot].check = kRoot;
   nodes_[kRoot].base = 1;  // no child while slots 1-256 are free
-  InsertChildren(kRoot, keys, 0, keys.size(), 0);
+  // Depth first with a stack of its own: a key may be longer than the call
+  // stack is deep.
+  std::vector<Pending> pending{{kRoot, 0, keys.size(), 0}};
+  while (!pending.empty()) {
+    const Pending p = pending.back();
+    pending.pop_back();
+    InsertChildren(p, keys, &pending);
+  }
   base_used_ = {};
   free_ = {};
 }
 
-void ByteTrie::InsertChildren(int32_t node,
+void ByteTrie::InsertChildren(const Pending& p,
                               const std::vector<std::pair<std::string_view, int32_t>>& keys,
-                              size_t lo, size_t hi, size_t depth) {
+                              std::vector<Pending>* pending) {
+  const size_t depth = p.depth, hi = p.hi;
+  size_t lo = p.lo;
   if (lo < hi && keys[lo].first.size() == depth) {  // sorted: the key that ends here is first
-    nodes_[node].value = keys[lo].second;
+    nodes_[p.node].value = keys[lo].second;
     ++lo;
   }
   if (lo == hi) return;
@@ -41,10 +50,10 @@ void ByteTrie::InsertChildren(int32_t node,
     }
   }
   starts.push_back(hi);
-  const int32_t base = PlaceChildren(node, labels);
-  nodes_[node].base = base;
-  for (size_t k = 0; k < labels.size(); ++k) {
-    InsertChildren(base + labels[k], keys, starts[k], starts[k + 1], depth + 1);
+  const int32_t base = PlaceChildren(p.node, labels);
+  nodes_[p.node].base = base;
+  for (size_t k = labels.size(); k-- > 0;) {
+    pending->push_back({base + labels[k], starts[k], starts[k + 1], depth + 1});
   }
 }
 

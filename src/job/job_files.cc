@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 
@@ -20,28 +23,48 @@ namespace djshard::job {
 
 namespace fs = std::filesystem;
 
-std::string ExportTempTag(const std::string& job_id) { return "run-" + job_id; }
+std::string ExportTempTag(const std::string& job_id) {
+  return "run-" + job_id + "@" + HostName() + "@" + std::to_string(::getpid());
+}
+
+namespace {
+
+// Whether the writer `<host>@<pid>` named by `rest` ("<host>@<pid>.<16 hex>",
+// what follows the job's prefix) is dead; false when `rest` is not that.
+bool WriterIsDead(std::string_view rest, bool other_hosts_ended) {
+  const size_t at = rest.rfind('@');
+  const size_t dot = rest.find('.', at == std::string_view::npos ? 0 : at);
+  if (at == std::string_view::npos || dot == std::string_view::npos || dot == at + 1 ||
+      rest.size() != dot + 17 || rest.find_first_not_of("0123456789", at + 1) != dot ||
+      rest.find_first_not_of("0123456789abcdef", dot + 1) != std::string_view::npos) {
+    return false;
+  }
+  if (rest.substr(0, at) != HostName()) return other_hosts_ended;
+  const long pid = std::strtol(std::string(rest.substr(at + 1, dot - at - 1)).c_str(), nullptr, 10);
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
 
 std::vector<std::string> RemoveExportLeftovers(const std::string& export_path,
-                                               const std::string& job_id, io::Disk& disk,
-                                               bool dry_run) {
+                                               const std::string& job_id, bool other_hosts_ended,
+                                               io::Disk& disk, bool dry_run) {
   std::vector<std::string> removed;
   for (const std::string& file : {export_path, export_path + ".errors.jsonl"}) {
-    const fs::path prefix_path(io::TempPrefix(file, ExportTempTag(job_id)));
-    const std::string prefix = prefix_path.filename().string();
+    // Job ids cannot hold '@': the prefix names this job alone.
+    const fs::path prefix_path(io::TempPrefix(file, "run-" + job_id + "@"));
+    std::string prefix = prefix_path.filename().string();
+    prefix.pop_back();  // TempPrefix's "." after the tag
     const fs::path dir = prefix_path.has_parent_path() ? prefix_path.parent_path() : ".";
     std::error_code ec;
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
          it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      // The prefix, then the writer's 16 hex digits: not another job's whose
-      // id starts with this one's and a dot.
-      if (name.size() != prefix.size() + 16 || name.rfind(prefix, 0) != 0 ||
-          name.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos) {
+      if (name.rfind(prefix, 0) != 0 ||
+          !WriterIsDead(std::string_view(name).substr(prefix.size()), other_hosts_ended)) {
         continue;
       }
-      if (!dry_run) disk.Unlink(it->path().string());
-      removed.push_back(it->path().string());
+      if (dry_run || disk.Unlink(it->path().string())) removed.push_back(it->path().string());
     }
   }
   return removed;

@@ -515,7 +515,8 @@ void RunJobSession::WriteJobFiles() {
           "Cleared the stop request of job " + job_id_ + " (kept in metadata/)");
     }
     RemoveUncommittedTaps();
-    for (const std::string& path : RemoveExportLeftovers(outcome_.export_path, job_id_, disk_)) {
+    for (const std::string& path : RemoveExportLeftovers(outcome_.export_path, job_id_,
+                                                         /*other_hosts_ended=*/false, disk_)) {
       Log(LogLevel::kInfo, "leftover_removed",
           "Removed " + path + ", left by a run of job " + job_id_ + " that was killed");
     }

@@ -44,6 +44,12 @@ void Flatten(const opencc::DictPtr& dict, std::vector<std::shared_ptr<opencc::Di
   }
 }
 
+// A text whose last character is cut short. libopencc would read past the
+// text's end (and report the bytes it found there): djshard says what it is.
+[[noreturn]] void ThrowCutShort() {
+  throw OpError("OpenCC failed: the text ends inside a UTF-8 character");
+}
+
 }  // namespace
 
 struct OpenCcConverter::Library {
@@ -161,7 +167,8 @@ bool OpenCcConverter::Segment(std::string_view text, std::vector<size_t>* ends) 
     const size_t matched = Match(segmentation_, text.substr(pos), &value);
     if (matched == 0) {
       const size_t length = NextCharLength(static_cast<unsigned char>(text[pos]));
-      if (length == 0 || pos + length > text.size()) return false;
+      if (length == 0) return false;
+      if (pos + length > text.size()) ThrowCutShort();
       pos += length;
       continue;
     }
@@ -193,7 +200,8 @@ bool OpenCcConverter::ConvertSegments(const Group& group, std::string_view sourc
         continue;
       }
       const size_t length = NextCharLength(static_cast<unsigned char>(source[pos]));
-      if (length == 0 || pos + length > end) return false;
+      if (length == 0) return false;
+      if (pos + length > end) ThrowCutShort();
       pos += length;
     }
     target->append(source.substr(copy_from, end - copy_from));
@@ -208,7 +216,7 @@ void OpenCcConverter::Convert(std::string_view text, std::string* out) const {
   thread_local std::vector<size_t> ends, next_ends;
   thread_local std::string buffer;
   if (!Segment(text, &ends)) {
-    *out = LibraryConvert(text);  // the library's error, or its reading of the text
+    *out = LibraryConvert(text);  // the library's error for a byte that starts no character
     return;
   }
   // The last conversion writes into *out: alternate so that it does.

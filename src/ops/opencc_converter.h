@@ -29,9 +29,10 @@ class OpenCcConverter {
   OpenCcConverter(const OpenCcConverter&) = delete;
   OpenCcConverter& operator=(const OpenCcConverter&) = delete;
 
-  // The converted text into *out (the library's output: the text ends at its
-  // first NUL byte). A text that is not UTF-8 where OpenCC reads a character:
-  // OpError with the library's message.
+  // The converted text into *out, which must not hold `text` (the library's
+  // output: the text ends at its first NUL byte). A byte that starts no
+  // character where OpenCC reads one: OpError with the library's message; a
+  // last character cut short (which libopencc reads past): OpError saying so.
   void Convert(std::string_view text, std::string* out) const;
   // The same through libopencc itself, for tests.
   std::string LibraryConvert(std::string_view text) const;
@@ -54,11 +55,11 @@ class OpenCcConverter {
   static size_t Match(const Group& group, std::string_view text, const std::string** value);
   // Where each segment of `text` ends: a key of the segmentation dictionary
   // (the longest at each place), or a run of characters none starts. False
-  // when a byte starts no character.
+  // when a byte starts no character; OpError when the last one is cut short.
   bool Segment(std::string_view text, std::vector<size_t>* ends) const;
   // Each segment of `source` (ending at `ends`) converted by `group` on its
   // own, no match crossing a segment's end, into *target and *target_ends.
-  // False when a byte starts no character.
+  // False when a byte starts no character; OpError when one is cut short.
   static bool ConvertSegments(const Group& group, std::string_view source,
                               const std::vector<size_t>& ends, std::string* target,
                               std::vector<size_t>* target_ends);

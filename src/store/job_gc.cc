@@ -323,7 +323,8 @@ GcResult CollectGarbage(const std::string& job_dir, bool dry_run, io::Disk& disk
       io::IsRegularFile(cli_path) ? json::parse(io::ReadFile(cli_path), nullptr, false) : json();
   if (cli.is_object() && cli.value("export_path", json()).is_string()) {
     for (const std::string& path :
-         job::RemoveExportLeftovers(cli["export_path"], view.job_id, disk, /*dry_run=*/true)) {
+         job::RemoveExportLeftovers(cli["export_path"], view.job_id,
+                                    /*other_hosts_ended=*/true, disk, /*dry_run=*/true)) {
       Remove(path, disk, dry_run, result);
     }
   }

@@ -2,6 +2,7 @@
 // commits, --resume, events and the job summary (SPEC-checkpoints §11).
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
 #include "djshard/io/sha256.h"
 #include "tests/cli/cli_harness.h"
@@ -531,8 +533,9 @@ TEST_F(CheckpointCli, TheExportOfOnePartitionIsItsFinalTapLinked) {
   // named after the job; the resume removes them and says so.
   const std::vector<std::string> left = temporary_files();
   ASSERT_EQ(left.size(), 2u);
-  EXPECT_EQ(left[0].rfind("result.jsonl.errors.jsonl.tmp.run-killed.", 0), 0u) << left[0];
-  EXPECT_EQ(left[1].rfind("result.jsonl.tmp.run-killed.", 0), 0u) << left[1];
+  const std::string writer = "@" + HostName() + "@";
+  EXPECT_EQ(left[0].rfind("result.jsonl.errors.jsonl.tmp.run-killed" + writer, 0), 0u) << left[0];
+  EXPECT_EQ(left[1].rfind("result.jsonl.tmp.run-killed" + writer, 0), 0u) << left[1];
   r = Run({"run", "--config", "recipe.yaml", "--resume", "killed"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
@@ -716,13 +719,19 @@ TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
   // The uncommitted tap, its errors file and the torn temp file.
   ASSERT_EQ(garbage.size(), 3u);
   // And beside the export, the temporary files of the export and its errors
-  // file (named after the job), but not another job's.
+  // file (named after the job and the killed process), but not another job's
+  // or a live process's.
   std::vector<std::string> export_temps;
   for (const std::string& n : List("out")) {
-    if (n.find(".tmp.run-k.") != std::string::npos) export_temps.push_back(n);
+    if (n.find(".tmp.run-k@") != std::string::npos) export_temps.push_back(n);
   }
   ASSERT_EQ(export_temps.size(), 2u);
-  Write("out/result.jsonl.tmp.run-k.b.0123456789abcdef", "another job's");
+  const std::string other_job =
+      "result.jsonl.tmp.run-k.b@" + HostName() + "@999999999.0123456789abcdef";
+  const std::string live_writer =
+      "result.jsonl.tmp.run-k@" + HostName() + "@" + std::to_string(getpid()) + ".0123456789abcdef";
+  Write("out/" + other_job, "another job's");
+  Write("out/" + live_writer, "a live process's");
 
   // The heartbeat is fresh: the run may still be writing.
   CliResult r = Run({"gc", "k", "--work-dir", "out"});
@@ -744,7 +753,8 @@ TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
   EXPECT_EQ(j["commits_kept"], 1);
   for (const std::string& n : garbage) EXPECT_FALSE(Exists("out/k/checkpoints/" + n)) << n;
   for (const std::string& n : export_temps) EXPECT_FALSE(Exists("out/" + n)) << n;
-  EXPECT_TRUE(Exists("out/result.jsonl.tmp.run-k.b.0123456789abcdef"));
+  EXPECT_TRUE(Exists("out/" + other_job));
+  EXPECT_TRUE(Exists("out/" + live_writer));
   EXPECT_TRUE(Exists("out/k/checkpoints/" + kept));
   EXPECT_TRUE(Exists("out/k/checkpoints/" + kept_errors));
   EXPECT_EQ(Commits("k"), commits);

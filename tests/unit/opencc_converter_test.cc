@@ -123,5 +123,21 @@ TEST(OpenCcConverter, AByteThatStartsNoCharacterIsTheLibrarysError) {
   }
 }
 
+// libopencc reads past the end of a text whose last character is cut short;
+// djshard says what is wrong with it, whatever lies past the end.
+TEST(OpenCcConverter, ATextEndingInsideACharacterIsAnError) {
+  const OpenCcConverter& converter = OpenCcConverter::ForMode("s2t");
+  for (const std::string& text :
+       {std::string("头发\xf0"), std::string("头\xe5\xa4"), std::string("\xf8\x80")}) {
+    std::string ours;
+    try {
+      converter.Convert(text, &ours);
+      FAIL() << "converted " << text << " to " << ours;
+    } catch (const OpError& e) {
+      EXPECT_STREQ(e.what(), "OpenCC failed: the text ends inside a UTF-8 character");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace djshard::ops

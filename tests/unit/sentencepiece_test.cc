@@ -217,6 +217,67 @@ TEST_F(SentencePieceTest, ModelsItDoesNotReproduceAreEncodedByTheLibrary) {
   }
 }
 
+// A protobuf varint.
+std::string Varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>(0x80 | (v & 0x7f));
+  out += static_cast<char>(v);
+  return out;
+}
+
+// A ModelProto `pieces` field (a NORMAL piece), which appended to a model's
+// bytes adds the piece at the end of its list.
+std::string PieceField(const std::string& piece, float score) {
+  std::string inner;
+  inner.push_back('\x0a');  // piece
+  inner.append(Varint(piece.size())).append(piece);
+  inner.push_back('\x15');  // score
+  inner.append(reinterpret_cast<const char*>(&score), 4);
+  inner.append({'\x18', '\x01'});  // type: NORMAL
+  std::string field;
+  field.push_back('\x0a');  // pieces
+  field.append(Varint(inner.size())).append(inner);
+  return field;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(SentencePieceTest, OddPiecesAreEncodedAsTheLibraryDoes) {
+  // A piece with a NUL byte: the library's trie ends it there, so the
+  // library encodes.
+  const std::string nul_path = (dir_ / "nul.model").string();
+  std::ofstream(nul_path, std::ios::binary)
+      << ReadBytes(kEnModel) + PieceField(std::string("\xe2\x96\x81QQQ\0z", 8), -1.0f);
+  const auto nul = SentencePiece::Load(nul_path, "");
+  EXPECT_FALSE(nul->native());
+  EXPECT_EQ(nul->why_library(), "a piece holds a NUL byte");
+  ExpectSamePieces(*nul, "QQQ QQQz");
+  // A piece of 50,000 bytes: the trie is built without a frame per byte.
+  const std::string long_piece = "\xe2\x96\x81" + std::string(50000, 'q');
+  const std::string long_path = (dir_ / "long.model").string();
+  std::ofstream(long_path, std::ios::binary) << ReadBytes(kEnModel) + PieceField(long_piece, -1.0f);
+  const auto long_model = SentencePiece::Load(long_path, "");
+  ASSERT_TRUE(long_model->native()) << long_model->why_library();
+  ExpectSamePieces(*long_model, long_piece.substr(3) + " q qq");
+  ExpectSamePiecesOnRandomTexts(*long_model, 200, 5);
+}
+
+TEST_F(SentencePieceTest, AModelTheLibraryCannotIndexIsAnErrorNamingIt) {
+  const std::string path = (dir_ / "nul-first.model").string();
+  std::ofstream(path, std::ios::binary)
+      << ReadBytes(kEnModel) + PieceField(std::string("\0ab", 3), -1.0f);
+  try {
+    SentencePiece::Load(path, "copy it again");
+    FAIL() << "a model with a piece that starts with NUL loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_NE(e.message().find("not a SentencePiece model"), std::string::npos) << e.message();
+  }
+}
+
 TEST_F(SentencePieceTest, ADamagedModelIsAnErrorNamingIt) {
   std::ifstream in(kEnModel, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -39,8 +39,16 @@ class ByteTrie {
     int32_t check = -1;  // the parent; -1 for a free slot
     int32_t value = -1;
   };
-  void InsertChildren(int32_t node, const std::vector<std::pair<std::string_view, int32_t>>& keys,
-                      size_t lo, size_t hi, size_t depth);
+  // The keys [lo, hi) (sorted) share their first `depth` bytes, the path to `node`.
+  struct Pending {
+    int32_t node;
+    size_t lo, hi, depth;
+  };
+  // Sets the value of the key ending at p.node and places its children,
+  // whose own keys go on *pending.
+  void InsertChildren(const Pending& p,
+                      const std::vector<std::pair<std::string_view, int32_t>>& keys,
+                      std::vector<Pending>* pending);
   // A base for `parent`'s children by `labels` (ascending) whose slots are
   // free; the slots are taken.
   int32_t PlaceChildren(int32_t parent, const std::vector<unsigned char>& labels);

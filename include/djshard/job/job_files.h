@@ -31,17 +31,18 @@ struct RunJobPaths {
                                  uint64_t num_partitions);
 };
 
-// The tag of the temporary files of job `job_id`'s export and errors file
-// ("<export>.tmp.run-<job_id>.<random>"), by which a resume or gc finds the
-// ones a killed run left.
+// The tag of the temporary files this process writes for job `job_id`'s
+// export and errors file: "<export>.tmp.run-<job_id>@<host>@<pid>.<random>",
+// by which a resume or gc finds the ones a killed run left.
 std::string ExportTempTag(const std::string& job_id);
 
 // Removes the temporary files of job `job_id`'s export `export_path` and of
-// its errors file, left by a run of the job that was killed; returns their
-// paths. Call only once that run has ended.
+// its errors file whose writer is dead: a process of this host that no longer
+// exists or, with `other_hosts_ended`, any process of another host (the
+// caller knows the job's runs there ended). Returns their paths.
 std::vector<std::string> RemoveExportLeftovers(const std::string& export_path,
-                                               const std::string& job_id, io::Disk& disk,
-                                               bool dry_run = false);
+                                               const std::string& job_id, bool other_hosts_ended,
+                                               io::Disk& disk, bool dry_run = false);
 
 // events_<ts>.jsonl of one process: one whole line per write(2), appended.
 class EventLog {

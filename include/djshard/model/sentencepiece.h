@@ -3,9 +3,10 @@
 // them (`encode_as_pieces`). A unigram model is encoded by djshard's own
 // normalizer and Viterbi, which reproduce sentencepiece 0.1.97's to the bit:
 // the precompiled character map, its whitespace rules, and the optimized
-// Viterbi's single-precision path scores with the first best path kept on a
-// tie. Models it does not reproduce (BPE, WORD and CHAR models, byte fallback,
-// user-defined symbols) are encoded by the sentencepiece library itself.
+// Viterbi's path scores compared as it compares them, the first best path kept
+// on a tie. Models it does not reproduce (BPE, WORD and CHAR models, byte
+// fallback, user-defined symbols, a piece with a NUL byte) are encoded by the
+// sentencepiece library itself.
 
 #include <cstdint>
 #include <memory>

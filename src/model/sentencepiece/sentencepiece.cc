@@ -28,7 +28,12 @@ std::shared_ptr<const SentencePiece> SentencePiece::Load(const std::string& path
   std::shared_ptr<SentencePiece> model(new SentencePiece());
   // The library checks the model (its pieces, its self-test samples) and
   // encodes what djshard's encoder does not reproduce.
-  const auto status = model->library_->processor.Load(path);
+  ::sentencepiece::util::Status status;
+  try {
+    status = model->library_->processor.Load(path);
+  } catch (const std::exception& e) {  // its trie builder throws on some damaged models
+    throw Error(path, 0, std::string("not a SentencePiece model: ") + e.what(), hint);
+  }
   if (!status.ok()) throw Error(path, 0, "not a SentencePiece model: " + status.ToString(), hint);
   model->path_ = path;
   const std::string serialized = model->library_->processor.serialized_model_proto();

@@ -29,6 +29,10 @@ std::unique_ptr<const SentencePieceUnigram> SentencePieceUnigram::Build(const Mo
   } else if (std::any_of(model.pieces.begin(), model.pieces.end(),
                          [](const auto& p) { return p.type == PieceType::kUserDefined; })) {
     *why_not = "it has user-defined symbols";
+  } else if (std::any_of(model.pieces.begin(), model.pieces.end(),
+                         [](const auto& p) { return p.text.find('\0') != std::string::npos; })) {
+    // The library's trie takes a piece as a C string: it ends at its NUL.
+    *why_not = "a piece holds a NUL byte";
   } else if (std::count_if(model.pieces.begin(), model.pieces.end(),
                            [](const auto& p) { return p.type == PieceType::kUnknown; }) != 1) {
     *why_not = "it does not have exactly one unknown piece";

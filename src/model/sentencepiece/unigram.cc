@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cfloat>
 
+#include "djshard/common/error.h"
+
 namespace djshard::model {
 
 using sentencepiece::ModelProto;
@@ -37,7 +39,11 @@ std::unique_ptr<const SentencePieceUnigram> SentencePieceUnigram::Build(const Mo
                            [](const auto& p) { return p.type == PieceType::kUnknown; }) != 1) {
     *why_not = "it does not have exactly one unknown piece";
   } else {
-    return std::unique_ptr<const SentencePieceUnigram>(new SentencePieceUnigram(model, path));
+    try {
+      return std::unique_ptr<const SentencePieceUnigram>(new SentencePieceUnigram(model, path));
+    } catch (const Error& e) {  // a character map the library loads and djshard does not read
+      *why_not = e.message();
+    }
   }
   return nullptr;
 }

@@ -22,7 +22,7 @@ class SentencePieceUnigram {
  public:
   // The encoder of `model`, or nullptr with `*why_not` set when it is not one
   // this encoder reproduces (not unigram, byte fallback, user-defined
-  // symbols, a piece with a NUL byte). Broken normalization rules: an Error naming `path`.
+  // symbols, a piece with a NUL byte, normalization rules it cannot read).
   static std::unique_ptr<const SentencePieceUnigram> Build(const sentencepiece::ModelProto& model,
                                                            const std::string& path,
                                                            std::string* why_not);

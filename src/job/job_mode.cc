@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -366,6 +368,9 @@ class RunJobSession {
   json InputFingerprint() const;
   // Data files without a commit record are garbage of the interrupted run.
   void RemoveUncommittedTaps();
+  // Refuses a resume while the job's run lives: a fresh heartbeat and a
+  // process that exists (another machine's cannot be seen).
+  void RefuseLiveRun() const;
   json PlanJson() const;
   PartitionRunConfig MakeRunnerConfig();
   // Rewrites the summary at most once a second, and reports progress.
@@ -467,10 +472,29 @@ void RunJobSession::CheckConfigUnchanged() const {
   }
 }
 
+void RunJobSession::RefuseLiveRun() const {
+  const RunJobView view = ReadRunJob(paths_.dir);
+  if (view.state != JobState::kRunning) return;
+  const std::string host = summary_before_.value("hostname", "");
+  const int64_t pid = summary_before_.value("pid", int64_t{0});
+  // A run of this host whose process is gone was killed; its heartbeat is
+  // still fresh for a while.
+  if (host == HostName() && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    return;
+  }
+  RefuseResume(job_id_, "locate",
+               "the job is running (pid " + std::to_string(pid) + " on " + host + ", heartbeat " +
+                   std::to_string(static_cast<int>(view.heartbeat_age_secs)) + " s old)",
+               "wait for that run to end, or stop it with `djshard stop " + job_id_ +
+                   "`; a run killed on another machine can be resumed once its heartbeat is " +
+                   std::to_string(static_cast<int>(kHeartbeatStaleSecs)) + " s old");
+}
+
 bool RunJobSession::CheckResume() {
   LocateJob();
   summary_before_ = ReadJobFile(paths_.Summary());
   if (summary_before_.is_object()) {
+    RefuseLiveRun();
     struct stat sb {};
     if (ParseJobState(summary_before_.value("status", "")) == JobState::kCompleted &&
         ::stat(outcome_.export_path.c_str(), &sb) == 0) {

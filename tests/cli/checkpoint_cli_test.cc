@@ -250,10 +250,11 @@ TEST_F(CheckpointCli, OutputBytesDoNotDependOnStrategyOrThreads) {
   int n = 0;
   for (const char* strategy : {"every_op", "disabled"}) {
     for (const char* threads : {"1", "4"}) {
-      const std::string out = "o" + std::to_string(n) + ".jsonl";
+      const std::string out = std::string("o").append(std::to_string(n)).append(".jsonl");
       const CliResult r =
-          Run({"run", "--config", "recipe.yaml", "--job_id", "s" + std::to_string(n++),
-               "--checkpoint.strategy", strategy, "--threads", threads, "--export-path", out});
+          Run({"run", "--config", "recipe.yaml", "--job_id",
+               std::string("s").append(std::to_string(n++)), "--checkpoint.strategy", strategy,
+               "--threads", threads, "--export-path", out});
       ASSERT_EQ(r.exit_code, 0) << r.err;
       EXPECT_EQ(Read(out), plain) << strategy << " " << threads;
     }
@@ -491,6 +492,36 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
   ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
                 .exit_code,
             0);
+  EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
+}
+
+// --resume while the job's run lives (its heartbeat fresh, its process there)
+// is refused and changes nothing; once that process is gone it resumes at
+// once, its heartbeat still fresh.
+TEST_F(CheckpointCli, AResumeOfARunThatLivesIsRefused) {
+  Write("data.jsonl", Rows(40));
+  Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n");
+  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
+                .exit_code,
+            0);
+  Spawned live = Spawn({"run", "--config", "recipe.yaml", "--job_id", "live"},
+                       {"DJSHARD_TEST_STOP_AT=tap_committed"});
+  for (int i = 0; i < 400 && !IsStopped(live.pid); ++i) usleep(10'000);
+  ASSERT_TRUE(IsStopped(live.pid));
+  const std::vector<std::string> taps = List("out/live/checkpoints");
+  CliResult r = Run({"run", "--config", "recipe.yaml", "--resume", "live"});
+  EXPECT_EQ(r.exit_code, 2);
+  std::string refusal = "ERROR: resume live: locate: the job is running (pid ";
+  refusal += std::to_string(live.pid);
+  refusal += " on ";
+  refusal += HostName();
+  EXPECT_NE(r.err.find(refusal), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("djshard stop live"), std::string::npos) << r.err;
+  EXPECT_EQ(List("out/live/checkpoints"), taps);
+  ::kill(live.pid, SIGKILL);
+  EXPECT_EQ(WaitFor(live).exit_code, 128 + SIGKILL);
+  r = Run({"run", "--config", "recipe.yaml", "--resume", "live"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
 }
 

@@ -13,10 +13,9 @@ ByteTrie::ByteTrie(std::vector<std::pair<std::string_view, int32_t>> keys) {
   keys.erase(std::unique(keys.begin(), keys.end(),
                          [](const auto& a, const auto& b) { return a.first == b.first; }),
              keys.end());
-  nodes_.assign(1, Node{});
-  base_used_.assign(1, false);
   Grow(257);
   nodes_[kRoot].check = kRoot;
+  used_[0] |= 1;           // the root's slot
   nodes_[kRoot].base = 1;  // no child while slots 1-256 are free
   // Depth first with a stack of its own: a key may be longer than the call
   // stack is deep.
@@ -27,7 +26,8 @@ ByteTrie::ByteTrie(std::vector<std::pair<std::string_view, int32_t>> keys) {
     InsertChildren(p, keys, &pending);
   }
   base_used_ = {};
-  free_ = {};
+  used_ = {};
+  open_ = {};
 }
 
 void ByteTrie::InsertChildren(const Pending& p,
@@ -58,32 +58,64 @@ void ByteTrie::InsertChildren(const Pending& p,
 }
 
 void ByteTrie::Grow(size_t size) {
-  const size_t old = nodes_.size();
   nodes_.resize(size);
   base_used_.resize(size, false);
-  for (size_t slot = old; slot < size; ++slot) free_.insert(free_.end(), slot);
+  const size_t words = (size + 63) / 64;
+  for (size_t w = used_.size(); w < words; ++w) {
+    if (w % 64 == 0) open_.push_back(0);
+    open_[w / 64] |= uint64_t{1} << (w % 64);
+  }
+  used_.resize(words, 0);
+}
+
+void ByteTrie::Take(size_t slot) {
+  uint64_t& word = used_[slot / 64];
+  word |= uint64_t{1} << (slot % 64);
+  if (word == ~uint64_t{0}) open_[slot / 64 / 64] &= ~(uint64_t{1} << (slot / 64 % 64));
+}
+
+size_t ByteTrie::NextFree(size_t from) {
+  for (;;) {
+    size_t word = from / 64;
+    if (word < used_.size()) {
+      uint64_t free = ~used_[word] & (~uint64_t{0} << (from % 64));
+      if (free == 0) {
+        // The next word with a free slot, by the words' summary.
+        ++word;
+        size_t group = word / 64;
+        uint64_t open = group < open_.size() ? open_[group] & (~uint64_t{0} << (word % 64)) : 0;
+        while (open == 0 && ++group < open_.size()) open = open_[group];
+        if (open != 0) {
+          word = group * 64 + static_cast<size_t>(__builtin_ctzll(open));
+          free = ~used_[word];
+        }
+      }
+      if (free != 0) {
+        const size_t slot = word * 64 + static_cast<size_t>(__builtin_ctzll(free));
+        if (slot < nodes_.size()) return slot;
+      }
+    }
+    Grow(nodes_.size() + 256);
+  }
 }
 
 int32_t ByteTrie::PlaceChildren(int32_t parent, const std::vector<unsigned char>& labels) {
   const size_t first = labels.front(), last = labels.back();
   // Try each free slot for the first child; bases start at 1.
-  for (auto slot = free_.lower_bound(first + 1);; ++slot) {
-    if (slot == free_.end()) {
-      const size_t old = nodes_.size();
-      Grow(old + 256);
-      slot = free_.lower_bound(std::max(old, first + 1));
-    }
-    const size_t base = *slot - first;
-    if (base + last >= nodes_.size()) Grow(base + last + 1);  // set iterators stay valid
+  for (size_t slot = NextFree(std::max(first_free_, first + 1));; slot = NextFree(slot + 1)) {
+    const size_t base = slot - first;
+    if (base + last >= nodes_.size()) Grow(base + last + 1);
     if (base_used_[base]) continue;
-    const bool fits = std::all_of(labels.begin(), labels.end(),
-                                  [&](unsigned char c) { return nodes_[base + c].check == -1; });
+    const bool fits = std::all_of(labels.begin(), labels.end(), [&](unsigned char c) {
+      return !(used_[(base + c) / 64] >> ((base + c) % 64) & 1);
+    });
     if (!fits) continue;
     base_used_[base] = true;
     for (const unsigned char c : labels) {
       nodes_[base + c].check = parent;
-      free_.erase(base + c);
+      Take(base + c);
     }
+    first_free_ = NextFree(first_free_);
     return static_cast<int32_t>(base);
   }
 }

@@ -1,7 +1,5 @@
 #include "src/ops/opencc_converter.h"
 
-#include <opencc.h>
-
 #include <Config.hpp>
 #include <Conversion.hpp>
 #include <ConversionChain.hpp>
@@ -53,10 +51,7 @@ void Flatten(const opencc::DictPtr& dict, std::vector<std::shared_ptr<opencc::Di
 }  // namespace
 
 struct OpenCcConverter::Library {
-  opencc_t handle = reinterpret_cast<opencc_t>(-1);
-  ~Library() {
-    if (handle != reinterpret_cast<opencc_t>(-1)) opencc_close(handle);
-  }
+  opencc::ConverterPtr converter;
 };
 
 const OpenCcConverter& OpenCcConverter::ForMode(const std::string& mode) {
@@ -73,16 +68,14 @@ OpenCcConverter::~OpenCcConverter() = default;
 OpenCcConverter::OpenCcConverter(const std::string& mode) : library_(std::make_unique<Library>()) {
   const std::string config = mode + ".json";
   const std::string hint = "scripts/setup.sh installs libopencc-dev and its dictionaries";
-  library_->handle = opencc_open(config.c_str());
-  if (library_->handle == reinterpret_cast<opencc_t>(-1)) {
-    throw Error("OpenCC cannot open its configuration " + config + ": " + opencc_error(), hint);
-  }
-  opencc::ConverterPtr converter;
   try {
-    converter = opencc::Config().NewFromFile(config);
-  } catch (const opencc::Exception& e) {
+    library_->converter = opencc::Config().NewFromFile(config);
+  } catch (const opencc::Exception& e) {  // not a std::exception
+    throw Error("OpenCC cannot open its configuration " + config + ": " + e.what(), hint);
+  } catch (const std::exception& e) {
     throw Error("OpenCC cannot open its configuration " + config + ": " + e.what(), hint);
   }
+  const opencc::ConverterPtr& converter = library_->converter;
   const auto* segmentation =
       dynamic_cast<const opencc::MaxMatchSegmentation*>(converter->GetSegmentation().get());
   if (segmentation == nullptr) {
@@ -152,11 +145,12 @@ size_t OpenCcConverter::Match(const Group& group, std::string_view text,
 }
 
 std::string OpenCcConverter::LibraryConvert(std::string_view text) const {
-  char* converted = opencc_convert_utf8(library_->handle, text.data(), text.size());
-  if (converted == nullptr) throw OpError(std::string("OpenCC failed: ") + opencc_error());
-  std::string out(converted);
-  opencc_convert_utf8_free(converted);
-  return out;
+  // What opencc_convert_utf8 does, without its process-wide last-error string.
+  try {
+    return library_->converter->Convert(std::string(text));
+  } catch (const opencc::Exception& e) {  // not a std::exception
+    throw OpError(std::string("OpenCC failed: ") + e.what());
+  }
 }
 
 bool OpenCcConverter::Segment(std::string_view text, std::vector<size_t>* ends) const {

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <set>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -54,11 +53,17 @@ class ByteTrie {
   int32_t PlaceChildren(int32_t parent, const std::vector<unsigned char>& labels);
   // Adds free slots up to `size`.
   void Grow(size_t size);
+  // The first free slot at or after `from`, growing the array if none is.
+  size_t NextFree(size_t from);
+  // Marks `slot` used.
+  void Take(size_t slot);
 
   std::vector<Node> nodes_;
   // While building: the bases given to a node already, and the free slots.
   std::vector<bool> base_used_;
-  std::set<size_t> free_;
+  std::vector<uint64_t> used_;  // a bit per slot
+  std::vector<uint64_t> open_;  // a bit per word of used_ that has a free slot
+  size_t first_free_ = 1;       // no free slot before it
 };
 
 }  // namespace djshard

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "djshard/common/clock.h"
+#include "djshard/common/crash_point.h"
 #include "djshard/common/error.h"
 #include "djshard/common/signals.h"
 #include "djshard/common/text.h"
@@ -142,17 +143,13 @@ store::PrepareOutcome PrepareWithHelpers(store::PrepareRequest req,
                  [&c](const std::string& event, const std::string& line) { c.Say(event, line); });
   // The tasks' files go while the claim is held: a preparer that claims
   // next plans the same tasks in the same directories.
+  // False when the lease was lost first (another prepare took over).
   const auto publish = [&](const std::string& content) {
     if (claim->Owned()) {
       c.scan.RemoveAll();
       c.write.RemoveAll();
     }
-    if (!claim->PublishAndRelease(c.ResultPath(), content)) {
-      throw Error(c.lock.Lock(), 0,
-                  "lost the prepare's lease (it went stale and another prepare took over); "
-                  "published no result",
-                  "see the other prepare's output");
-    }
+    return claim->PublishAndRelease(c.ResultPath(), content);
   };
   bool split = false;
   const auto scan = req.distributed_scan.run;
@@ -168,7 +165,14 @@ store::PrepareOutcome PrepareWithHelpers(store::PrepareRequest req,
             "input of a copy job, is not split into tasks",
             LogLevel::kWarn);
     }
-    publish(ResultJson(0, "", out.manifest.job_id));
+    CrashPoint("prepare_before_result");
+    if (!publish(ResultJson(0, "", out.manifest.job_id))) {
+      // The job was published under the lease; only its result file was not.
+      c.Say("warning",
+            "WARNING: the job is prepared, but this prepare's lease went stale before it wrote "
+            "its result: another prepare took over, and finds the job prepared",
+            LogLevel::kWarn);
+    }
     return out;
   } catch (const Error& e) {
     if (StopRequested() || !claim->Owned()) {
@@ -176,7 +180,12 @@ store::PrepareOutcome PrepareWithHelpers(store::PrepareRequest req,
       claim->Release();
       throw;
     }
-    publish(ResultJson(e.code(), e.what(), ""));
+    if (!publish(ResultJson(e.code(), e.what(), ""))) {
+      throw Error(c.lock.Lock(), 0,
+                  "lost the prepare's lease (it went stale and another prepare took over); "
+                  "published no result",
+                  "see the other prepare's output");
+    }
     throw;
   }
 }

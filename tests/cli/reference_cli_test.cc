@@ -900,5 +900,32 @@ TEST_F(ReferenceCli, APreparerWaitingForAnotherEndsWithItsFailure) {
   EXPECT_EQ(r2.err.find("scanned"), std::string::npos) << "it did not prepare again: " << r2.err;
 }
 
+// A preparer that published the job and then lost its lease before writing
+// its result (frozen past the lease, taken over) ends with a warning, not an
+// error: the job is prepared, and the one that took over says so too.
+TEST_F(ReferenceCli, APreparerThatLostItsLeaseAfterPublishingTheJobSucceeds) {
+  WriteCorpus(2500);
+  DemoRecipe("in");
+  const std::string copy = RunJob("copy", 7, 1, {}, "copy.jsonl");
+  const std::vector<std::string> fast = {"--lease-secs", "2", "--heartbeat-secs", "0.5"};
+  const Spawned first =
+      DistributedPrepare("reference", {"DJSHARD_TEST_STOP_AT=prepare_before_result"}, fast);
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(first.pid); }));
+  ASSERT_TRUE(Exists("job/manifest.json"));
+  const CliResult second = WaitFor(DistributedPrepare("reference", {}, fast));
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("took the prepare over from node-a pid " + std::to_string(first.pid)),
+            std::string::npos)
+      << second.err;
+  ASSERT_EQ(::kill(first.pid, SIGCONT), 0);
+  const CliResult r1 = WaitFor(first);
+  EXPECT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("WARNING: the job is prepared, but this prepare's lease went stale"),
+            std::string::npos)
+      << r1.err;
+  EXPECT_EQ(r1.err.find("ERROR"), std::string::npos) << r1.err;
+  EXPECT_TRUE(WorkAndMergeParts() == copy) << "the parts differ from the copy job's output";
+}
+
 }  // namespace
 }  // namespace djshard::testing

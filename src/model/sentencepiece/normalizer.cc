@@ -59,8 +59,9 @@ Normalizer::Normalizer(const ModelProto& model, const std::string& path)
   uint32_t trie_size = 0;
   if (blob.size() > 4) std::memcpy(&trie_size, blob.data(), 4);
   if (blob.size() <= 4 || trie_size >= blob.size() - 4 || trie_size < 4 || trie_size % 4 != 0) {
-    throw Error(path, 0, "not a SentencePiece model: its normalization rules are broken",
-                "copy the model file again; it is damaged or truncated");
+    throw Error(path, 0,
+                "its normalization rules are not a double array followed by replacement texts",
+                "copy the model file again if the sentencepiece library refuses it too");
   }
   units_.resize(trie_size / 4);
   std::memcpy(units_.data(), blob.data() + 4, trie_size);

@@ -16,7 +16,9 @@ namespace djshard::model::sentencepiece {
 
 class Normalizer {
  public:
-  // A broken character map: an Error naming `path`.
+  // A character map that is not a double array followed by its replacement
+  // texts: an Error naming `path` (SentencePieceUnigram::Build then leaves
+  // the model to the library).
   Normalizer(const ModelProto& model, const std::string& path);
 
   // Normalizer::Normalize: `input` normalized into `out`.

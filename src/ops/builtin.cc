@@ -163,7 +163,8 @@ std::vector<BuiltinOperator> ConversionMappers() {
       {"chinese_convert_mapper",
        MakeChineseConvertMapper,
        "Converts between Simplified and Traditional Chinese (Taiwan, Hong Kong) and Japanese "
-       "kanji with OpenCC (Debian's libopencc and its dictionaries)",
+       "kanji with OpenCC's configurations and dictionaries (Debian's libopencc), converted as "
+       "libopencc converts",
        {{"mode", "'s2t'",
          "s2t, t2s, s2tw, tw2s, s2hk, hk2s, s2twp, tw2sp, t2tw, tw2t, hk2t, t2hk, t2jp or jp2t"}}},
       {"fix_unicode_mapper",

@@ -50,7 +50,7 @@ std::vector<std::string> RemoveExportLeftovers(const std::string& export_path,
                                                const std::string& job_id, bool other_hosts_ended,
                                                io::Disk& disk, bool dry_run) {
   std::vector<std::string> removed;
-  for (const std::string& file : {export_path, export_path + ".errors.jsonl"}) {
+  for (const std::string& file : {export_path, io::ErrorsFileOf(export_path)}) {
     // Job ids cannot hold '@': the prefix names this job alone.
     const fs::path prefix_path(io::TempPrefix(file, "run-" + job_id + "@"));
     std::string prefix = prefix_path.filename().string();

@@ -7,6 +7,7 @@
 #include "djshard/common/error.h"
 #include "djshard/exec/dedup_run.h"
 #include "djshard/io/disk.h"
+#include "djshard/io/output.h"
 #include "djshard/model/device.h"
 #include "djshard/recipe/dataset.h"
 #include "djshard/recipe/recipe.h"
@@ -49,7 +50,7 @@ RunOutcome RunRecipe(const RunRequest& request, io::Disk& disk) {
                 "pass --export-path or set export_path in the recipe");
   }
   outcome.stats_path = outcome.export_path + ".stats.json";
-  outcome.errors_path = outcome.export_path + ".errors.jsonl";
+  outcome.errors_path = io::ErrorsFileOf(outcome.export_path);
   for (const io::InputCandidate& in : inputs) {
     if (in.path == outcome.export_path) {
       throw Error(outcome.export_path, 0, "export path is one of the input files",

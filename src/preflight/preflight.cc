@@ -1475,8 +1475,6 @@ exec::PlannedOperator BuildOperator(const recipe::Recipe& recipe, size_t i) {
   return p;
 }
 
-uint64_t CountLines(const std::string& text) { return CountNewlines(text); }
-
 // Runs `plan` on one thread over the file `in` into `out`; returns its
 // summary and the seconds it took.
 std::pair<exec::ExecSummary, double> TimedExecute(exec::Plan& plan, const std::string& in,
@@ -1520,7 +1518,7 @@ ReplayedRows ReplayAncestors(const recipe::Recipe& recipe, const ProbeRequest& r
     out.secs = TimedExecute(replay, r.sample, rows_path).second;
   }
   out.rows = ReadText(rows_path);
-  out.count = CountLines(out.rows);
+  out.count = CountNewlines(out.rows);
   if (out.count == 0) {
     warnings.push_back("the replayed operators left no rows: probed on the sample itself");
     out.rows = ReadText(r.sample);
@@ -1616,7 +1614,7 @@ void ProbeOperator(const ProbeRequest& r) {
   const recipe::Recipe recipe = recipe::LoadRecipe(r.config);
   if (r.op_idx >= recipe.process.size()) throw Error("--op-idx is past the recipe's operators");
   json warnings = json::array();
-  const uint64_t sample_rows = CountLines(ReadText(r.sample));
+  const uint64_t sample_rows = CountNewlines(ReadText(r.sample));
   const ReplayedRows replayed = ReplayAncestors(recipe, r, sample_rows, warnings);
   LoadedOperator target = LoadOperator(recipe, r.op_idx, replayed.count);
   const ops::Operator& op = *target.plan.operators.front().op;

@@ -477,7 +477,7 @@ MergeOutcome Merge(const JobDir& job, const MergeRequest& request, io::Disk& dis
   }
   CrashPoint("merge_committed");
   // Records the shards' operators dropped, with why (SPEC-lineage §5).
-  if (layout == OutputLayout::kFile) MergeErrorFiles(job, output + ".errors.jsonl", disk);
+  if (layout == OutputLayout::kFile) MergeErrorFiles(job, io::ErrorsFileOf(output), disk);
 
   const MergeOutcome outcome = OutcomeOf(job, output, v, layout);
   json merge = {{"job_id", job.manifest().job_id},

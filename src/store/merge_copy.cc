@@ -14,6 +14,7 @@
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
 #include "djshard/io/json_fields.h"
+#include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "djshard/store/status.h"
 #include "src/store/merge_outputs.h"
@@ -216,7 +217,7 @@ MergeOutcome FinishMergeCopy(const JobDir& job, const MergeCopyPlan& plan,
   disk.Rename(plan.temp, plan.output);
   disk.SyncDir(fs::path(plan.output).parent_path().string());
   CrashPoint("merge_committed");
-  MergeErrorFiles(job, plan.output + ".errors.jsonl", disk);
+  MergeErrorFiles(job, io::ErrorsFileOf(plan.output), disk);
   json merge = {{"job_id", job.manifest().job_id},
                 {"merged_at", FormatUtcIso8601(NowNanos())},
                 {"output_path", plan.output},

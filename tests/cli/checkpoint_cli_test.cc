@@ -72,6 +72,14 @@ class CheckpointCli : public CliTest {
     Write("recipe.yaml", "dataset_path: data.jsonl\nexport_path: out/result.jsonl\n" + sections +
                              "process:\n" + ops);
   }
+  // The recipe run as job "ref" into ref.jsonl, the bytes the others are
+  // compared with; `extra` adds options.
+  CliResult RunReference(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> args = {"run", "--config",      "recipe.yaml", "--job_id",
+                                     "ref", "--export-path", "ref.jsonl"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Run(args);
+  }
   std::vector<std::string> Commits(const std::string& job) const {
     std::vector<std::string> out;
     for (const std::string& n : List("out/" + job + "/checkpoints")) {
@@ -401,9 +409,7 @@ TEST_F(CheckpointCli, KillAtAnyPointThenResumeGivesTheUninterruptedBytes) {
   Write("data.jsonl", Rows(200));
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 5\ncheckpoint:\n  n_ops: 2\n",
          std::string(kFiveOps) + "      batch_size: 16\n");
-  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
-                .exit_code,
-            0);
+  ASSERT_EQ(RunReference().exit_code, 0);
   const std::string want = Sha256(Read("ref.jsonl"));
   const std::vector<std::string> points = {"tap_append@7", "tap_data_published@4",
                                            "tap_committed@5", "final_concat@2",
@@ -489,9 +495,7 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
   Write("recipe.yaml", "# a comment\n" + recipe);
   r = Run({"run", "--config", "recipe.yaml", "--resume", "k"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
-                .exit_code,
-            0);
+  ASSERT_EQ(RunReference().exit_code, 0);
   EXPECT_EQ(Read("out/result.jsonl"), Read("ref.jsonl"));
 }
 
@@ -501,9 +505,7 @@ TEST_F(CheckpointCli, ResumeRefusesWhatChangedAndDeletesNothing) {
 TEST_F(CheckpointCli, AResumeOfARunThatLivesIsRefused) {
   Write("data.jsonl", Rows(40));
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n");
-  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
-                .exit_code,
-            0);
+  ASSERT_EQ(RunReference().exit_code, 0);
   Spawned live = Spawn({"run", "--config", "recipe.yaml", "--job_id", "live"},
                        {"DJSHARD_TEST_STOP_AT=tap_committed"});
   for (int i = 0; i < 400 && !IsStopped(live.pid); ++i) usleep(10'000);
@@ -531,10 +533,7 @@ TEST_F(CheckpointCli, AResumeOfARunThatLivesIsRefused) {
 TEST_F(CheckpointCli, TheExportOfOnePartitionIsItsFinalTapLinked) {
   Write("data.jsonl", Rows(24));
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 1\n");
-  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
-                 "--checkpoint.enabled", "false"})
-                .exit_code,
-            0);
+  ASSERT_EQ(RunReference({"--checkpoint.enabled", "false"}).exit_code, 0);
   const auto inode = [&](const std::string& rel) {
     struct stat st {};
     EXPECT_EQ(::stat(Path(rel).c_str(), &st), 0) << rel;
@@ -599,10 +598,7 @@ TEST_F(CheckpointCli, TheExportOfOnePartitionIsItsFinalTapLinked) {
 TEST_F(CheckpointCli, CheckpointDirHoldsTheCheckpointsAndResumeFindsThem) {
   Write("data.jsonl", Rows(24));
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\ncheckpoint:\n  dir: big\n");
-  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
-                 "--checkpoint.enabled", "false"})
-                .exit_code,
-            0);
+  ASSERT_EQ(RunReference({"--checkpoint.enabled", "false"}).exit_code, 0);
   // Killed once every final tap is committed: --resume concatenates them.
   CliResult r = WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "c"},
                               {"DJSHARD_TEST_KILL_AT=before_export_commit"}));
@@ -664,10 +660,8 @@ TEST_F(CheckpointCli, PartitionsInFlightNeverChangeTheOutput) {
   Write("data.jsonl", Rows(300));
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 6\ncheckpoint:\n  n_ops: 2\n",
          std::string(kFiveOps) + "      batch_size: 16\n");
-  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl",
-                 "--partition.max_concurrent_partitions", "1", "--threads", "1"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunReference({"--partition.max_concurrent_partitions", "1", "--threads", "1"}).exit_code, 0);
   const std::string want = Read("ref.jsonl");
   const std::string want_errors = Read("ref.jsonl.errors.jsonl");
   EXPECT_NE(want_errors, "");
@@ -727,9 +721,7 @@ TEST_F(CheckpointCli, PartitionsInFlightNeverChangeTheOutput) {
 TEST_F(CheckpointCli, GcRemovesUncommittedFilesOfAnEndedRunOnly) {
   Write("data.jsonl", Rows(40));
   Recipe("partition:\n  mode: manual\n  num_of_partitions: 4\n  max_concurrent_partitions: 1\n");
-  ASSERT_EQ(Run({"run", "--config", "recipe.yaml", "--job_id", "ref", "--export-path", "ref.jsonl"})
-                .exit_code,
-            0);
+  ASSERT_EQ(RunReference().exit_code, 0);
   // Killed between the second final tap's data file and its commit record.
   ASSERT_EQ(WaitFor(Spawn({"run", "--config", "recipe.yaml", "--job_id", "k"},
                           {"DJSHARD_TEST_KILL_AT=tap_data_published@2"}))

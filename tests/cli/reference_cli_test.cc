@@ -44,6 +44,17 @@ class ReferenceCli : public CliTest {
     Write("in/b.jsonl", b);
     Write("in/sub/c.jsonl", c);
   }
+  // Puts a line that is not JSON at line 2000 of in/a.jsonl; returns the
+  // file as it was.
+  std::string BreakLine2000OfA() const {
+    const std::string before = Read("in/a.jsonl");
+    std::string a = before;
+    size_t at = 0;
+    for (int line = 1; line < 2000; ++line) at = a.find('\n', at) + 1;
+    a.insert(at, "{\"text\": broken}\n");
+    Write("in/a.jsonl", a);
+    return before;
+  }
 
   CliResult Prepare(const std::string& job, int shards, const std::vector<std::string>& extra) {
     std::vector<std::string> args = {
@@ -545,11 +556,7 @@ TEST_F(ReferenceCli, AnInstanceKilledInAScanTaskIsTakenOverToTheSameBytes) {
 // named by its line in the file.
 TEST_F(ReferenceCli, ABadLineFoundByAScanTaskFailsEveryInstanceNamingItsLine) {
   WriteCorpus(2500);
-  std::string a = Read("in/a.jsonl");
-  size_t at = 0;
-  for (int line = 1; line < 2000; ++line) at = a.find('\n', at) + 1;
-  a.insert(at, "{\"text\": broken}\n");
-  Write("in/a.jsonl", a);
+  BreakLine2000OfA();
   DemoRecipe("in");
   std::vector<Spawned> nodes;
   for (const char* host : {"node-a", "node-b"}) {
@@ -805,11 +812,7 @@ TEST_F(ReferenceCli, PrepareWorkersEndWithThePreparersFailureOrWhenNoneRuns) {
             std::string::npos)
       << alone.err;
 
-  std::string a = Read("in/a.jsonl");
-  size_t at = 0;
-  for (int line = 1; line < 2000; ++line) at = a.find('\n', at) + 1;
-  a.insert(at, "{\"text\": broken}\n");
-  Write("in/a.jsonl", a);
+  const std::string unbroken = BreakLine2000OfA();
   const Spawned helper = PrepareWorkerOn("node-b");
   ASSERT_TRUE(WaitUntil([&] { return ErrSoFar(helper).find("waiting") != std::string::npos; }));
   const CliResult p = WaitFor(DistributedPrepare("reference"));
@@ -821,8 +824,7 @@ TEST_F(ReferenceCli, PrepareWorkersEndWithThePreparersFailureOrWhenNoneRuns) {
   EXPECT_NE(h.err.find("a.jsonl:2000: "), std::string::npos) << h.err;
   EXPECT_FALSE(Exists("job"));
 
-  a.erase(at, std::string("{\"text\": broken}\n").size());
-  Write("in/a.jsonl", a);
+  Write("in/a.jsonl", unbroken);
   EXPECT_EQ(WaitFor(DistributedPrepare("reference")).exit_code, 0);
   const CliResult late = WaitFor(PrepareWorkerOn("node-c"));
   EXPECT_EQ(late.exit_code, 0) << late.err;
@@ -877,11 +879,7 @@ TEST_F(ReferenceCli, APrepareWorkerFrozenInATaskEndsWellOnceThePrepareIsOver) {
 // again.
 TEST_F(ReferenceCli, APreparerWaitingForAnotherEndsWithItsFailure) {
   WriteCorpus(2500);
-  std::string a = Read("in/a.jsonl");
-  size_t at = 0;
-  for (int line = 1; line < 2000; ++line) at = a.find('\n', at) + 1;
-  a.insert(at, "{\"text\": broken}\n");
-  Write("in/a.jsonl", a);
+  BreakLine2000OfA();
   DemoRecipe("in");
   const Spawned first = DistributedPrepare("reference", {"DJSHARD_TEST_STOP_AT=prepare_scan_task"});
   ASSERT_TRUE(WaitUntil([&] { return IsStopped(first.pid); }));

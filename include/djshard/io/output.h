@@ -15,6 +15,9 @@ class Xxh3;
 // only on Commit(): bytes go to "<path>.tmp.<random>", Commit() flushes,
 // fsyncs and renames. Destroying an uncommitted writer removes the temp file,
 // so no reader ever sees a half-written file.
+// The operator errors file beside output `output`: "<output>.errors.jsonl".
+inline std::string ErrorsFileOf(const std::string& output) { return output + ".errors.jsonl"; }
+
 // The start of the name of every temporary file an AtomicFileWriter for
 // `path` with `temp_tag` makes: "<path>.tmp." (then "<tag>." when tagged).
 std::string TempPrefix(const std::string& path, const std::string& temp_tag = "");

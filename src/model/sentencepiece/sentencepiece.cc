@@ -59,7 +59,7 @@ const std::vector<std::string_view>& SentencePiece::Encode(std::string_view text
 }
 
 std::vector<std::string> SentencePiece::Pieces(std::string_view text) const {
-  SentencePieceScratch scratch;
+  thread_local SentencePieceScratch scratch;
   const auto& pieces = Encode(text, &scratch);
   return {pieces.begin(), pieces.end()};
 }

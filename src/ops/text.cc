@@ -10,6 +10,10 @@
 #include "djshard/common/text.h"
 #include "src/ops/unicode_tables.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace djshard::ops::text {
 
 namespace {
@@ -172,58 +176,126 @@ bool HasLowerMapping(uint32_t cp) {
   return word < bits.size() && ((bits[word] >> (cp % 64)) & 1) != 0;
 }
 
+// The code points that LowerInto does not copy as they are (a mapping in
+// unicode::kLower, or the capital sigma), by blocks: bit cp >> 6 for the
+// Basic Multilingual Plane, (cp >> 12) - 16 beyond it. Each is a block of
+// code points that share their UTF-8 sequence's first two bytes, so a
+// sequence in a clean block is copied without being decoded.
+struct LowerBlocks {
+  std::bitset<1024> bmp;
+  std::bitset<256> beyond;
+};
+const LowerBlocks& BlocksThatMayLower() {
+  static const LowerBlocks blocks = [] {
+    LowerBlocks b;
+    const auto mark = [&b](uint32_t cp) {
+      if (cp < 0x10000) {
+        b.bmp.set(cp >> 6);
+      } else {
+        b.beyond.set((cp >> 12) - 16);
+      }
+    };
+    for (size_t i = 0; i < unicode::kLowerSize; ++i) mark(unicode::kLower[i].cp);
+    mark(0x3A3);
+    return b;
+  }();
+  return blocks;
+}
+
+// Whether the sequence that starts at p (lead byte c >= 0x80) may change.
+bool MayLower(const LowerBlocks& blocks, unsigned char c, const char* p) {
+  const auto second = static_cast<uint32_t>(static_cast<unsigned char>(p[1]) & 0x3F);
+  if (c < 0xE0) return blocks.bmp.test(c & 0x1F);
+  if (c < 0xF0) return blocks.bmp.test(((c & 0x0F) << 6) | second);
+  return blocks.beyond.test((((c & 0x07) << 6) | second) - 16);
+}
+
+// Writes the UTF-8 of `cp` at dst; returns its length.
+size_t EncodeUtf8(uint32_t cp, char* dst) {
+  std::string utf8;
+  AppendUtf8(&utf8, cp);
+  std::memcpy(dst, utf8.data(), utf8.size());
+  return utf8.size();
+}
+
+// Writes the lower() form of the code point that starts at s[*i] at dst, and
+// advances *i past it; returns the bytes written (at most 6).
+size_t LowerCodePoint(std::string_view s, size_t* i, char* dst) {
+  const size_t at = *i;
+  const uint32_t cp = NextCodePoint(s, i);
+  if (cp == 0x3A3) return EncodeUtf8(IsFinalSigma(s, at, *i) ? 0x3C2 : 0x3C3, dst);
+  if (!HasLowerMapping(cp)) {
+    std::memcpy(dst, s.data() + at, *i - at);
+    return *i - at;
+  }
+  const unicode::LowerMapping* end = unicode::kLower + unicode::kLowerSize;
+  const auto* it =
+      std::lower_bound(unicode::kLower, end, cp,
+                       [](const unicode::LowerMapping& m, uint32_t c) { return m.cp < c; });
+  const size_t first = EncodeUtf8(it->lower[0], dst);
+  return it->lower[1] != 0 ? first + EncodeUtf8(it->lower[1], dst + first) : first;
+}
+
+// Copies s[*i..n) to dst + *o, ASCII letters lowered, up to the end or to
+// the first code point that may change otherwise (left at *i).
+void LowerWhileClean(const LowerBlocks& blocks, const char* s, size_t n, size_t* i, char* dst,
+                     size_t* o) {
+#ifdef __SSE2__
+  // 16 bytes at a time: the block lowered and stored, then its lead bytes checked.
+  const __m128i before_a = _mm_set1_epi8('A' - 1), after_z = _mm_set1_epi8('Z' + 1);
+  const __m128i case_bit = _mm_set1_epi8(0x20), lead = _mm_set1_epi8(static_cast<char>(0xC0));
+  while (*i + 16 <= n) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + *i));
+    const __m128i upper = _mm_and_si128(_mm_cmpgt_epi8(v, before_a), _mm_cmplt_epi8(v, after_z));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + *o),
+                     _mm_add_epi8(v, _mm_and_si128(upper, case_bit)));
+    auto leads = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, lead), v)));
+    size_t step = 16;
+    while (leads != 0) {
+      const auto k = static_cast<size_t>(__builtin_ctz(leads));
+      leads &= leads - 1;
+      if (MayLower(blocks, static_cast<unsigned char>(s[*i + k]), s + *i + k)) {
+        step = k;
+        break;
+      }
+    }
+    *i += step;
+    *o += step;
+    if (step < 16) return;
+  }
+#endif
+  while (*i < n) {
+    const auto c = static_cast<unsigned char>(s[*i]);
+    if (c < 0x80) {
+      dst[(*o)++] = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : static_cast<char>(c);
+      ++*i;
+      continue;
+    }
+    // a continuation byte (of a sequence whose lead the blocks above checked) or a clean sequence
+    const size_t len = (c & 0xC0) == 0x80 ? 1 : SequenceLength(c);
+    if (len > 1 && MayLower(blocks, c, s + *i)) return;
+    std::memcpy(dst + *o, s + *i, len);
+    *i += len;
+    *o += len;
+  }
+}
+
 }  // namespace
 
 void LowerInto(std::string_view s, std::string* out_ptr) {
   std::string& out = *out_ptr;
-  out.clear();
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      // A run of ASCII, lowered after one resize.
-      size_t end = i + 1;
-      while (end < s.size() && static_cast<unsigned char>(s[end]) < 0x80) ++end;
-      const size_t at = out.size();
-      out.resize(at + (end - i));
-      char* dst = out.data() + at;
-      for (; i < end; ++i) {
-        const char c = s[i];
-        *dst++ = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
-      }
-      continue;
-    }
-    // A run of code points that lower() leaves as they are, copied as is.
-    const size_t run = i;
-    while (i < s.size() && static_cast<unsigned char>(s[i]) >= 0x80) {
-      const size_t at = i;
-      const uint32_t cp = NextCodePoint(s, &i);
-      if (cp == 0x3A3 || cp == 0xFFFD || HasLowerMapping(cp)) {
-        i = at;
-        break;
-      }
-    }
-    if (i > run) {
-      out.append(s.data() + run, i - run);
-      continue;
-    }
-    const size_t at = i;
-    const uint32_t cp = NextCodePoint(s, &i);
-    if (cp == 0x3A3) {  // capital sigma: final or not
-      AppendUtf8(&out, IsFinalSigma(s, at, i) ? 0x3C2 : 0x3C3);
-      continue;
-    }
-    if (!HasLowerMapping(cp)) {
-      AppendUtf8(&out, cp);
-      continue;
-    }
-    const unicode::LowerMapping* end = unicode::kLower + unicode::kLowerSize;
-    const auto* it =
-        std::lower_bound(unicode::kLower, end, cp,
-                         [](const unicode::LowerMapping& m, uint32_t c) { return m.cp < c; });
-    AppendUtf8(&out, it->lower[0]);
-    if (it->lower[1] != 0) AppendUtf8(&out, it->lower[1]);
+  const LowerBlocks& blocks = BlocksThatMayLower();
+  // Invariant: out holds room for the rest of `s` copied as it is; only a
+  // code point whose lower form is longer needs more.
+  out.resize(s.size());
+  size_t i = 0, o = 0;
+  while (true) {
+    LowerWhileClean(blocks, s.data(), s.size(), &i, out.data(), &o);
+    if (i == s.size()) break;
+    if (out.size() < o + 6 + (s.size() - i)) out.resize(o + 6 + (s.size() - i));
+    o += LowerCodePoint(s, &i, out.data() + o);
   }
+  out.resize(o);
 }
 
 // `s` without the leading and trailing code points for which `drop` holds.

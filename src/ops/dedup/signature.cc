@@ -15,6 +15,10 @@
 #include "src/ops/dedup/minhash_kernel.h"
 #include "src/ops/regex.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace djshard::ops::dedup {
 namespace {
 
@@ -65,20 +69,78 @@ const char* TypeName(TextValue::Type t) {
 
 namespace {
 
-// `text` with each run of spaces made one space and none at its ends, in *out.
-std::string_view OneSpaced(std::string_view text, std::string* out) {
+// Bit k set where p[k] is a space, for the 64 bytes at p.
+uint64_t SpaceMask64(const char* p) {
+  uint64_t mask = 0;
+#ifdef __SSE2__
+  const __m128i space = _mm_set1_epi8(' ');
+  for (int k = 0; k < 4; ++k) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
+    const auto bits = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, space)));
+    mask |= static_cast<uint64_t>(bits) << (16 * k);
+  }
+#else
+  for (int k = 0; k < 64; ++k) mask |= static_cast<uint64_t>(p[k] == ' ') << k;
+#endif
+  return mask;
+}
+
+// Data-Juicer's split_on_whitespace: the [begin, end) of each piece of `text`
+// split on ' ', empty pieces dropped. Found 64 bytes at a time, as the bits
+// where a space follows a non-space or the other way round.
+void SplitOnSpaces(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>* words) {
+  words->clear();
+  uint64_t space_before = 1;  // a non-space first byte starts a word
+  uint32_t start = 0;
+  bool in_word = false;
+  for (size_t base = 0; base < text.size(); base += 64) {
+    const size_t left = text.size() - base;
+    uint64_t spaces;
+    if (left >= 64) {
+      spaces = SpaceMask64(text.data() + base);
+    } else {
+      spaces = ~uint64_t{0} << left;  // past the end reads as spaces
+      for (size_t k = 0; k < left; ++k) spaces |= static_cast<uint64_t>(text[base + k] == ' ') << k;
+    }
+    uint64_t edges = spaces ^ ((spaces << 1) | space_before);
+    space_before = spaces >> 63;
+    while (edges != 0) {
+      const auto at = static_cast<uint32_t>(base + static_cast<size_t>(__builtin_ctzll(edges)));
+      edges &= edges - 1;
+      if (in_word) {
+        words->emplace_back(start, at);
+      } else {
+        start = at;
+      }
+      in_word = !in_word;
+    }
+  }
+  if (in_word) words->emplace_back(start, static_cast<uint32_t>(text.size()));
+}
+
+// `text` with the `words` found in it one space apart: `text` itself when
+// they are, else a copy in *out, each run of words that are one space apart
+// moved at once; the words' offsets are moved with them.
+std::string_view OneSpaceApart(std::string_view text,
+                               std::vector<std::pair<uint32_t, uint32_t>>* words,
+                               std::string* out) {
+  auto& ws = *words;
+  size_t k = 0;
+  while (k + 1 < ws.size() && ws[k + 1].first - ws[k].second == 1) ++k;
+  if (k + 1 >= ws.size()) return text;
   out->clear();
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && text[i] == ' ') ++i;
-    if (i == text.size()) break;
-    const void* space = std::memchr(text.data() + i, ' ', text.size() - i);
-    const size_t end = space != nullptr
-                           ? static_cast<size_t>(static_cast<const char*>(space) - text.data())
-                           : text.size();
+  size_t run = 0;  // the first word of the run being moved
+  for (k = 0; k < ws.size(); ++k) {
+    if (k + 1 < ws.size() && ws[k + 1].first - ws[k].second == 1) continue;
     if (!out->empty()) out->push_back(' ');
-    out->append(text.data() + i, end - i);
-    i = end;
+    const auto to = static_cast<uint32_t>(out->size());
+    const uint32_t from = ws[run].first;
+    out->append(text.data() + from, ws[k].second - from);
+    for (size_t j = run; j <= k; ++j) {
+      ws[j].first = ws[j].first - from + to;
+      ws[j].second = ws[j].second - from + to;
+    }
+    run = k + 1;
   }
   return *out;
 }
@@ -89,7 +151,7 @@ std::string_view OneSpaced(std::string_view text, std::string* out) {
 // `w` SentencePiece pieces concatenated.
 template <typename F>
 void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* shingle,
-                    std::vector<uint32_t>* offsets,
+                    std::string* spaced, std::vector<uint32_t>* offsets,
                     std::vector<std::pair<uint32_t, uint32_t>>* words,
                     model::SentencePieceScratch* pieces, F&& f) {
   const size_t w = static_cast<size_t>(c.window_size);
@@ -127,27 +189,13 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
       }
     }
     words->emplace_back(start, text.size());
-  } else {  // split_on_whitespace: split on ' ', empty pieces dropped
-    // Joined by one space, w words are then a slice of the text with every
-    // run of spaces made one (and none at its ends).
-    if (text.find("  ") != std::string_view::npos ||
-        (!text.empty() && (text.front() == ' ' || text.back() == ' '))) {
-      text = OneSpaced(text, shingle);
-    }
-    size_t i = 0;
-    while (i < text.size()) {
-      while (i < text.size() && text[i] == ' ') ++i;
-      const size_t start = i;
-      const void* space = std::memchr(text.data() + i, ' ', text.size() - i);
-      i = space != nullptr ? static_cast<size_t>(static_cast<const char*>(space) - text.data())
-                           : text.size();
-      if (i > start) words->emplace_back(start, i);
-    }
+  } else {
+    SplitOnSpaces(text, words);
+    text = OneSpaceApart(text, words, spaced);
   }
   const auto& ws = *words;
   for (size_t i = 0; i + w <= ws.size(); ++i) {
-    // Words one space apart: the joined shingle is a slice of the text.
-    if (!punctuation || w == 1) {
+    if (!punctuation || w == 1) {  // the words, one space apart: a slice
       f(text.substr(ws[i].first, ws[i + w - 1].second - ws[i].first));
       continue;
     }
@@ -344,6 +392,7 @@ struct Signer::State {
   std::string lowered;                               // the text after lower()
   std::string replaced;                              // the text after the ignore pattern
   std::string shingle;                               // a shingle that is not a slice of the text
+  std::string spaced;                                // the text, its words one space apart
   std::vector<uint32_t> offsets;                     // code point starts (character)
   std::vector<std::pair<uint32_t, uint32_t>> words;  // [begin, end) of tokens
   model::SentencePieceScratch pieces;                // sentencepiece pieces
@@ -358,7 +407,7 @@ struct Signer::State {
 
   uint64_t Simhash(const DedupConfig& c, std::string_view text) {
     counts.Start();
-    ForEachShingle(c, text, &shingle, &offsets, &words, &pieces,
+    ForEachShingle(c, text, &shingle, &spaced, &offsets, &words, &pieces,
                    [&](std::string_view sh) { counts.Add(sh, sh.data() != shingle.data()); });
     return counts.Finish();
   }
@@ -373,7 +422,7 @@ struct Signer::State {
       Sha1Low32Batch(batch.views(), batch.size(), hashes);
       for (size_t i = 0; i < batch.size(); ++i) kernel.Add(hashes[i]);
     };
-    ForEachShingle(c, text, &shingle, &offsets, &words, &pieces, [&](std::string_view sh) {
+    ForEachShingle(c, text, &shingle, &spaced, &offsets, &words, &pieces, [&](std::string_view sh) {
       batches.Add(sh, sh.data() != shingle.data(), flush);
       ++shingles;
     });

@@ -358,22 +358,27 @@ uint64_t Md5High64(std::string_view data) {
 
 namespace {
 
-// Blocks per lane of the 16-lane digests: messages of up to 247 bytes.
-constexpr size_t kMaxBlocks = 4;
+// Blocks per lane of the 16-lane digests: messages of up to 1015 bytes.
+constexpr size_t kMaxBlocks = 16;
 
 // Pads each of the n (at most 16) messages into its lane as MD5 and SHA-1 do:
 // 0x80, zeros, the bit length in the last 8 bytes (little-endian for MD5,
-// big-endian for SHA-1). A message too long for kMaxBlocks gets 0 blocks (it
-// is hashed alone). Returns the most blocks of any lane.
-size_t PadLanes(const std::string_view* msgs, size_t n, bool big_endian_length,
-                uint8_t (*blocks)[64 * kMaxBlocks], size_t* nblocks) {
+// big-endian for SHA-1). Lane i starts at blocks + i * *stride, *stride being
+// 64 bytes times the most blocks of any lane (returned). A message too long
+// for kMaxBlocks gets 0 blocks (it is hashed alone).
+size_t PadLanes(const std::string_view* msgs, size_t n, bool big_endian_length, uint8_t* blocks,
+                size_t* stride, size_t* nblocks) {
   size_t most = 0;
   for (size_t i = 0; i < n; ++i) {
     const size_t len = msgs[i].size();
-    if (len + 9 > 64 * kMaxBlocks) continue;
-    nblocks[i] = (len + 9 + 63) / 64;
+    nblocks[i] = len + 9 > 64 * kMaxBlocks ? 0 : (len + 9 + 63) / 64;
     most = std::max(most, nblocks[i]);
-    uint8_t* b = blocks[i];
+  }
+  *stride = 64 * std::max<size_t>(most, 1);
+  for (size_t i = 0; i < n; ++i) {
+    if (nblocks[i] == 0) continue;
+    const size_t len = msgs[i].size();
+    uint8_t* b = blocks + i * *stride;
     std::memcpy(b, msgs[i].data(), len);
     const size_t total = 64 * nblocks[i];
     std::memset(b + len, 0, total - len);
@@ -389,14 +394,14 @@ size_t PadLanes(const std::string_view* msgs, size_t n, bool big_endian_length,
 }  // namespace
 
 void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
-  if (!CpuHasAvx512() || n < 4) {
+  if (!CpuHasAvx512() || n < 2) {
     for (size_t i = 0; i < n; ++i) out[i] = Md5High64(msgs[i]);
     return;
   }
   // Each lane's message padded to 1 to kMaxBlocks blocks; longer ones are hashed alone.
-  alignas(64) uint8_t blocks[kMd5Lanes][64 * kMaxBlocks];
-  size_t nblocks[kMd5Lanes] = {};
-  const size_t most = PadLanes(msgs, n, /*big_endian_length=*/false, blocks, nblocks);
+  alignas(64) uint8_t blocks[kMd5Lanes * 64 * kMaxBlocks];
+  size_t nblocks[kMd5Lanes] = {}, stride = 0;
+  const size_t most = PadLanes(msgs, n, /*big_endian_length=*/false, blocks, &stride, nblocks);
   alignas(64) uint32_t state[4][16];
   for (int l = 0; l < 16; ++l) {
     state[0][l] = 0x67452301;
@@ -407,7 +412,7 @@ void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
   for (size_t pass = 0; pass < most; ++pass) {
     alignas(64) uint32_t before[4][16];
     std::memcpy(before, state, sizeof state);
-    Md5Compress16(&blocks[0][64 * pass], 64 * kMaxBlocks, state);
+    Md5Compress16(blocks + 64 * pass, static_cast<int>(stride), state);
     for (size_t i = 0; i < kMd5Lanes; ++i) {
       if (nblocks[i] > pass) continue;  // this lane was done: keep its digest
       for (int w = 0; w < 4; ++w) state[w][i] = before[w][i];
@@ -454,13 +459,13 @@ uint32_t Sha1Low32(std::string_view data) {
 }
 
 void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out) {
-  if (!CpuHasAvx512Bw() || n < 4) {
+  if (!CpuHasAvx512Bw() || n < 2) {
     for (size_t i = 0; i < n; ++i) out[i] = Sha1Low32(msgs[i]);
     return;
   }
-  alignas(64) uint8_t blocks[kSha1Lanes][64 * kMaxBlocks];
-  size_t nblocks[kSha1Lanes] = {};
-  const size_t most = PadLanes(msgs, n, /*big_endian_length=*/true, blocks, nblocks);
+  alignas(64) uint8_t blocks[kSha1Lanes * 64 * kMaxBlocks];
+  size_t nblocks[kSha1Lanes] = {}, stride = 0;
+  const size_t most = PadLanes(msgs, n, /*big_endian_length=*/true, blocks, &stride, nblocks);
   alignas(64) uint32_t state[5][16];
   constexpr uint32_t kInit[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
   for (int w = 0; w < 5; ++w) {
@@ -469,7 +474,7 @@ void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out) {
   for (size_t pass = 0; pass < most; ++pass) {
     alignas(64) uint32_t before[5][16];
     std::memcpy(before, state, sizeof state);
-    Sha1Compress16(&blocks[0][64 * pass], 64 * kMaxBlocks, state);
+    Sha1Compress16(blocks + 64 * pass, static_cast<int>(stride), state);
     for (size_t i = 0; i < kSha1Lanes; ++i) {
       if (nblocks[i] > pass) continue;
       for (int w = 0; w < 5; ++w) state[w][i] = before[w][i];

@@ -17,7 +17,7 @@ std::array<uint8_t, 16> Md5(std::string_view data);
 uint64_t Md5High64(std::string_view data);
 
 // Md5High64 of up to kMd5Lanes messages at once: out[i] = Md5High64(msgs[i]).
-// Messages of at most 247 bytes (four MD5 blocks) go through 16 AVX-512 lanes
+// Messages of at most 1015 bytes (16 MD5 blocks) go through 16 AVX-512 lanes
 // when the CPU has them; the others one at a time.
 constexpr size_t kMd5Lanes = 16;
 void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out);
@@ -29,7 +29,7 @@ void CountBits(const uint64_t* hashes, size_t n, int64_t ones[64]);
 uint32_t Sha1Low32(std::string_view data);
 
 // Sha1Low32 of up to kSha1Lanes messages at once (16 AVX-512 lanes for messages
-// of at most 247 bytes when the CPU has them).
+// of at most 1015 bytes when the CPU has them).
 constexpr size_t kSha1Lanes = 16;
 void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out);
 

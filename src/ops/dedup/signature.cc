@@ -264,33 +264,34 @@ class ShingleBatch {
   size_t n_ = 0;
 };
 
-// Shingles waiting to be hashed, in two batches by their MD5 / SHA-1 block
-// count (up to 55 bytes: one block), so that a batch of one-block shingles
-// does not run a second pass for one longer lane. The hashes of a record are
-// summed (simhash) or reduced by min (minhash): their order does not matter.
+// Shingles waiting to be hashed, in batches by their MD5 / SHA-1 block count
+// (1, 2, 3, 4, 5-8, more), so that the lanes of a batch take about as many
+// passes. The hashes of a record are summed (simhash) or reduced by min
+// (minhash): their order does not matter.
 class ShingleBatches {
  public:
   // Adds a shingle; calls flush(batch) when its batch is full.
   template <typename Flush>
   void Add(std::string_view shingle, bool stable, Flush&& flush) {
-    ShingleBatch& batch = shingle.size() <= kOneBlock ? short_ : long_;
+    const size_t blocks = (shingle.size() + 9 + 63) / 64;
+    ShingleBatch& batch = batches_[blocks <= 4 ? blocks - 1 : blocks <= 8 ? 4 : 5];
     if (batch.Add(shingle, stable)) FlushBatch(batch, flush);
   }
   // Calls flush for what is left.
   template <typename Flush>
   void Finish(Flush&& flush) {
-    if (short_.size() > 0) FlushBatch(short_, flush);
-    if (long_.size() > 0) FlushBatch(long_, flush);
+    for (ShingleBatch& batch : batches_) {
+      if (batch.size() > 0) FlushBatch(batch, flush);
+    }
   }
 
  private:
-  static constexpr size_t kOneBlock = 55;
   template <typename F>
   static void FlushBatch(ShingleBatch& batch, F& flush) {
     flush(batch);
     batch.Clear();
   }
-  ShingleBatch short_, long_;
+  ShingleBatch batches_[6];
 };
 
 // simhash-cpp's compute over unsigned_hash of each shingle: per bit, +1 for

@@ -102,10 +102,10 @@ template <int kShift>
 __attribute__((target("avx512f"), always_inline)) inline __m512i Md5Step(__m512i a, __m512i b,
                                                                          __m512i f, __m512i m,
                                                                          uint32_t k) {
-  const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(a, f),
-                                       _mm512_add_epi32(m, _mm512_set1_epi32(static_cast<int>(k))));
-  return _mm512_add_epi32(
-      b, _mm512_or_si512(_mm512_slli_epi32(sum, kShift), _mm512_srli_epi32(sum, 32 - kShift)));
+  // a + m + k does not wait for f, which the previous step's result feeds
+  const __m512i sum = _mm512_add_epi32(
+      f, _mm512_add_epi32(a, _mm512_add_epi32(m, _mm512_set1_epi32(static_cast<int>(k)))));
+  return _mm512_add_epi32(b, _mm512_rol_epi32(sum, kShift));
 }
 
 // The message word MD5 step i adds (RFC 1321 §3.4): word i in round 1, then
@@ -155,19 +155,44 @@ __attribute__((target("avx512f"), always_inline)) inline void Md5Steps16(
   (Md5Step16<kSteps>(a, b, c, d, m), ...);
 }
 
+// The 16 words of 16 lanes' blocks (lane i's at blocks + i * stride): out[j]
+// holds word j of every lane, lane i in element i. The 16 x 16 matrix of
+// words is transposed in four rounds of shuffles: pairs of 32-bit words,
+// pairs of 64-bit words, then the 128-bit quarters twice.
+__attribute__((target("avx512f"), always_inline)) inline void LoadLanes16(const uint8_t* blocks,
+                                                                          int stride,
+                                                                          __m512i out[16]) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = _mm512_loadu_si512(blocks + static_cast<ptrdiff_t>(i) * stride);
+  for (int i = 0; i < 16; i += 2) {  // quarter q: r_i[4q], r_i+1[4q], r_i[4q+1], r_i+1[4q+1]
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // r[g + s]: quarter q holds rows g..g+3 of word 4q + s
+    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int s = 0; s < 4; ++s) {  // quarter q of out[4q + s] is quarter q of r[4g + s], g = 0..3
+    const __m512i c0 = _mm512_shuffle_i32x4(r[s], r[4 + s], 0x44);
+    const __m512i c1 = _mm512_shuffle_i32x4(r[s], r[4 + s], 0xEE);
+    const __m512i c2 = _mm512_shuffle_i32x4(r[8 + s], r[12 + s], 0x44);
+    const __m512i c3 = _mm512_shuffle_i32x4(r[8 + s], r[12 + s], 0xEE);
+    out[s] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+    out[4 + s] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+    out[8 + s] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+    out[12 + s] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+  }
+}
+
 // One MD5 compression in each of 16 lanes: lane i's block is at blocks + i * stride,
 // its state in state[0..3][i] (updated).
 __attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* blocks, int stride,
                                                       uint32_t state[4][16]) {
-  const __m512i lane_base =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(stride / 4));
   __m512i m[16];
-  for (int i = 0; i < 16; ++i) {
-    m[i] =
-        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF,
-                                    _mm512_add_epi32(lane_base, _mm512_set1_epi32(i)), blocks, 4);
-  }
+  LoadLanes16(blocks, stride, m);
   const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
                 c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]);
   __m512i a = a0, b = b0, c = c0, d = d0;
@@ -265,17 +290,10 @@ __attribute__((target("sha,sse4.1,ssse3"))) void Sha1BlockShaNi(uint32_t s[5],
 // its state in state[0..4][i] (updated).
 __attribute__((target("avx512f,avx512bw"))) void Sha1Compress16(const uint8_t* blocks, int stride,
                                                                 uint32_t state[5][16]) {
-  const __m512i lane_base =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(stride / 4));
   const __m512i byte_swap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
   __m512i w[16];
-  for (int i = 0; i < 16; ++i) {
-    w[i] = _mm512_shuffle_epi8(
-        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF,
-                                    _mm512_add_epi32(lane_base, _mm512_set1_epi32(i)), blocks, 4),
-        byte_swap);
-  }
+  LoadLanes16(blocks, stride, w);
+  for (__m512i& word : w) word = _mm512_shuffle_epi8(word, byte_swap);
   const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
                 c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]),
                 e0 = _mm512_loadu_si512(state[4]);

@@ -17,6 +17,7 @@
 #include "djshard/common/error.h"
 #include "djshard/io/input.h"
 #include "src/ops/dedup/hashes.h"
+#include "src/ops/dedup/minhash_kernel.h"
 #include "tests/unit/dedup_vectors.h"
 
 namespace djshard::ops::dedup {
@@ -242,6 +243,36 @@ TEST(DedupHashes, BatchedDigestsEqualOneMessageDigests) {
       ASSERT_EQ(md5[i], Md5High64(msgs[i])) << "round " << round << " lane " << i;
       ASSERT_EQ(sha1[i], Sha1Low32Scalar(msgs[i])) << "round " << round << " lane " << i;
     }
+  }
+}
+
+// The kernel's minima are those of the set of a document's hashes, however
+// often each comes, beyond the table of seen hashes too, and a document
+// does not inherit the hashes the one before it saw.
+TEST(DedupMinhashKernel, MinimaAreThoseOfTheSetOfTheDocumentsHashes) {
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> a(24), b(24);
+  for (size_t j = 0; j < a.size(); ++j) a[j] = rng() % ((uint64_t{1} << 61) - 1), b[j] = rng();
+  const auto minima = [&](const std::vector<uint32_t>& hashes) {
+    std::vector<uint32_t> out(a.size(), UINT32_MAX);
+    for (size_t j = 0; j < a.size(); ++j) {
+      for (uint32_t hv : hashes) {
+        const uint64_t x = (uint64_t{hv} * a[j] + b[j]) % ((uint64_t{1} << 61) - 1);
+        out[j] = std::min(out[j], static_cast<uint32_t>(x & 0xFFFFFFFFu));
+      }
+    }
+    return out;
+  };
+  MinhashKernel kernel;
+  kernel.Reset(a, b);
+  for (const size_t n : {size_t{600000}, size_t{40}, size_t{3000}}) {
+    std::vector<uint32_t> hashes;
+    for (size_t k = 0; k < n; ++k) hashes.push_back(static_cast<uint32_t>(rng() % (n / 2 + 1)));
+    kernel.Start();
+    for (uint32_t hv : hashes) kernel.Add(hv);
+    std::vector<uint32_t> got;
+    kernel.Finish(&got);
+    ASSERT_EQ(got, minima(hashes)) << n << " hashes";
   }
 }
 

@@ -49,9 +49,11 @@ __attribute__((target("avx512f,avx512dq"))) size_t UpdateAvx512(const uint64_t* 
       const __m512i x = _mm512_add_epi64(product, vb);
       __m512i r = _mm512_add_epi64(_mm512_and_si512(x, prime), _mm512_srli_epi64(x, 61));
       r = _mm512_min_epu64(r, _mm512_sub_epi64(r, prime));  // r - P wraps when r < P
-      m = _mm512_min_epu64(m, _mm512_and_si512(r, low32));
+      // the minimum of the low 32 bits, in the low 32-bit half of each
+      // 64-bit element (what the high halves get is dropped below)
+      m = _mm512_min_epu32(m, r);
     }
-    _mm512_storeu_si512(mins + j, m);
+    _mm512_storeu_si512(mins + j, _mm512_and_si512(m, low32));
   }
   return j;
 }
@@ -67,6 +69,29 @@ void MinhashKernel::Reset(const std::vector<uint64_t>& a, const std::vector<uint
   a_ = a;
   b_ = b;
   pending_.reserve(kBatch);
+}
+
+bool MinhashKernel::FirstTime(uint32_t hv) {
+  if (2 * (seen_count_ + 1) > seen_.size()) {  // at most half full
+    if (seen_.size() >= kMaxSeen) return true;
+    std::vector<uint64_t> old;
+    old.swap(seen_);
+    seen_.assign(std::max<size_t>(1024, 2 * old.size()), 0);
+    seen_count_ = 0;
+    for (uint64_t slot : old) {
+      if (slot >> 32 == generation_) FirstTime(static_cast<uint32_t>(slot));
+    }
+  }
+  const size_t mask = seen_.size() - 1;
+  const uint64_t entry = generation_ << 32 | hv;
+  for (size_t i = hv & mask;; i = (i + 1) & mask) {  // hv is a SHA-1 prefix: spread well
+    if (seen_[i] == entry) return false;
+    if (seen_[i] >> 32 != generation_) {
+      seen_[i] = entry;
+      ++seen_count_;
+      return true;
+    }
+  }
 }
 
 void MinhashKernel::Flush() {

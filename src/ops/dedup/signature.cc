@@ -2,6 +2,7 @@
 // preprocessing (lower(), the ignore pattern or the non-character removal,
 // strip()), the tokenization and shingles, and the hashes over them.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -39,12 +40,28 @@ bool IsRegexPunctuation(uint32_t cp) {
 }
 
 // document_deduplicator's ignore_non_character: \s+|\d+|[string.punctuation].
+bool IsAsciiNonCharacter(unsigned char c) {
+  return (c >= 0x09 && c <= 0x0D) || c == ' ' || (c >= '0' && c <= '9') ||
+         (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+         (c >= 0x7B && c <= 0x7E);
+}
+
+// The same beyond ASCII (\s and \d there): a bitmap of the Basic
+// Multilingual Plane, the ranges above it.
 bool IsNonCharacter(uint32_t cp) {
-  if (cp < 0x80) {
-    return (cp >= 0x09 && cp <= 0x0D) || cp == ' ' || (cp >= '0' && cp <= '9') ||
-           (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
-           (cp >= 0x7B && cp <= 0x7E);
-  }
+  static const std::vector<bool> bmp = [] {
+    std::vector<bool> b(0x10000, false);
+    const auto mark = [&b](const CodePointRange* ranges, size_t n) {
+      for (size_t i = 0; i < n; ++i) {
+        for (uint32_t c = ranges[i].lo; c <= ranges[i].hi && c < 0x10000; ++c) b[c] = true;
+      }
+    };
+    mark(kRegexSpace, kRegexSpaceSize);
+    mark(kRegexDigit, kRegexDigitSize);
+    for (unsigned c = 0; c < 0x80; ++c) b[c] = IsAsciiNonCharacter(static_cast<unsigned char>(c));
+    return b;
+  }();
+  if (cp < 0x10000) return bmp[cp];
   return InRanges(kRegexSpace, kRegexSpaceSize, cp) || InRanges(kRegexDigit, kRegexDigitSize, cp);
 }
 
@@ -363,14 +380,34 @@ bool SignWithoutText(const DedupConfig& c, const TextValue& value, Signature* ou
   return false;
 }
 
-// `text` without the characters that ignore_non_character removes, in *kept.
+// `text` without the characters that ignore_non_character removes, in *kept:
+// ASCII bytes stored and kept by a table (without a branch), other code
+// points copied unless the bitmap says otherwise.
 std::string_view DropNonCharacters(std::string_view text, std::string* kept) {
-  kept->clear();
+  static const std::array<uint8_t, 128> kKeep = [] {
+    std::array<uint8_t, 128> t{};
+    for (unsigned c = 0; c < 128; ++c)
+      t[c] = IsAsciiNonCharacter(static_cast<unsigned char>(c)) ? 0 : 1;
+    return t;
+  }();
+  kept->resize(text.size());
+  char* out = kept->data();
+  size_t o = 0;
   for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      out[o] = static_cast<char>(c);
+      o += kKeep[c];
+      ++i;
+      continue;
+    }
     const size_t at = i;
-    const uint32_t cp = text::NextCodePoint(text, &i);
-    if (!IsNonCharacter(cp)) kept->append(text.data() + at, i - at);
+    if (!IsNonCharacter(text::NextCodePoint(text, &i))) {
+      std::memcpy(out + o, text.data() + at, i - at);
+      o += i - at;
+    }
   }
+  kept->resize(o);
   return *kept;
 }
 

@@ -186,7 +186,19 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
   }
   if (c.tokenization == Tokenization::kSentencePiece) {
     const std::vector<std::string_view>& encoded = c.tokenizer->Encode(text, pieces);
+    // Pieces that follow each other in one buffer (djshard's encoder's, in
+    // its normalized text) make each shingle a slice of that buffer.
+    bool adjacent = true;
+    for (size_t j = 1; adjacent && j < encoded.size(); ++j) {
+      adjacent = encoded[j - 1].data() + encoded[j - 1].size() == encoded[j].data();
+    }
     for (size_t i = 0; i + w <= encoded.size(); ++i) {
+      if (adjacent) {
+        const std::string_view last = encoded[i + w - 1];
+        f(std::string_view(encoded[i].data(),
+                           static_cast<size_t>(last.data() + last.size() - encoded[i].data())));
+        continue;
+      }
       shingle->clear();
       for (size_t j = i; j < i + w; ++j) shingle->append(encoded[j]);
       f(std::string_view(*shingle));

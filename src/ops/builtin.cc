@@ -177,11 +177,16 @@ std::vector<BuiltinOperator> ConversionMappers() {
        "Converts HTML to plain text: '<li>' and '<ol>' become a newline and '*', '</li>' and "
        "'</ol>' are removed, then the text is parsed as an HTML5 document and replaced by the "
        "text nodes of <body> joined as they are (script and style contents included, comments "
-       "and <head> left out). Data-Juicer parses with selectolax (MyHTML), djshard with Gumbo "
-       "(Debian's libgumbo); they differ on U+0000: MyHTML repeats the last character of the "
-       "text before it ('a\\x00bc' gives 'abcc'), Gumbo drops it ('abc'); and a text that "
-       "holds one of U+10FE00-10FEEF gets U+FFFD for its control characters and "
-       "noncharacters, which djshard otherwise carries through Gumbo unchanged",
+       "and <head> left out). Data-Juicer parses with selectolax (MyHTML). djshard reads most "
+       "documents with its own HTML5 tokenizer and the insertion modes that decide where text "
+       "goes, without building a tree; it hands the others to Gumbo (Debian's libgumbo), a full "
+       "HTML5 parser: documents with U+0000, <select>, <template>, <noscript>, SVG or MathML, "
+       "framesets, <plaintext>, <colgroup>, text or stray tags that a table moves in front of "
+       "itself, a script holding '<!--', or a character reference that the tokenizer repairs "
+       "(no ';', a number it replaces). Gumbo differs from MyHTML on U+0000: MyHTML repeats the "
+       "last character of the text before it ('a\\x00bc' gives 'abcc'), Gumbo drops it "
+       "('abc'); and a document that goes to Gumbo and holds one of U+10FE00-10FEEF gets "
+       "U+FFFD for its control characters and noncharacters, which djshard otherwise keeps",
        {}},
       {"extract_tables_from_html_mapper",
        MakeExtractTablesFromHtmlMapper,

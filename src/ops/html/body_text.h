@@ -1,0 +1,27 @@
+#pragma once
+
+// The text nodes under <body> of an HTML5 document, in document order (what
+// selectolax's Node.text() joins), found by the HTML5 tokenizer and the part
+// of tree construction that decides where text goes, without building the
+// tree. It covers the documents whose text the tree keeps in token order:
+// head, body, raw text elements, and tables whose text is in cells or
+// captions. For anything else (U+0000, <select>, <template>, <noscript>,
+// foreign content, framesets, text or stray tags that a table would move in
+// front of itself, scripts holding "<!--", character references that the
+// tokenizer replaces or reports) it returns nullopt, and the caller parses
+// the document with a full HTML5 parser.
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace djshard::ops::html {
+
+std::optional<std::string> BodyTextOfSimpleDocument(std::string_view html);
+
+// The same text through Gumbo, a full HTML5 parser, for any document.
+std::string BodyTextThroughGumbo(std::string html);
+
+// BodyTextOfSimpleDocument where it applies, else BodyTextThroughGumbo.
+std::string BodyText(std::string_view html);
+
+}  // namespace djshard::ops::html

@@ -10,6 +10,10 @@
 #include "djshard/common/text.h"
 #include "djshard/io/input.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace djshard::io {
 
 static_assert(LineReader::kPadding >= simdjson::SIMDJSON_PADDING,
@@ -28,30 +32,34 @@ struct EscapeTable {
 const EscapeTable kEscape;
 }  // namespace
 
-// Whether any of the 8 bytes in `w` is < 0x20, '"' or '\\'.
-inline bool WordNeedsEscape(uint64_t w) {
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
-  const uint64_t quote = w ^ (kOnes * '"');
-  const uint64_t slash = w ^ (kOnes * '\\');
-  const uint64_t control = (w - kOnes * 0x20) & ~w;
-  return (((quote - kOnes) & ~quote) | ((slash - kOnes) & ~slash) | control) & kHigh;
+namespace {
+// The first byte of `s` at or after `from` that JSON must escape, or s.size():
+// 16 bytes at a time where SSE2 is there.
+size_t NextEscape(std::string_view s, size_t from) {
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+  const __m128i last_control = _mm_set1_epi8(0x1F);
+  for (; from + 16 <= s.size(); from += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + from));
+    const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(v, last_control), v);  // v <= 0x1F
+    const int mask = _mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control));
+    if (mask != 0) return from + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+  }
+#endif
+  for (; from < s.size(); ++from) {
+    if (kEscape.needs[static_cast<unsigned char>(s[from])]) return from;
+  }
+  return s.size();
 }
+}  // namespace
 
 void AppendJsonString(std::string* out, std::string_view s) {
   out->reserve(out->size() + s.size() + 2);
   out->push_back('"');
   size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    // Skip 8 plain bytes at a time.
-    while (i + 8 <= s.size()) {
-      uint64_t w;
-      std::memcpy(&w, s.data() + i, 8);
-      if (WordNeedsEscape(w)) break;
-      i += 8;
-    }
-    if (i >= s.size()) break;
+  for (size_t i = NextEscape(s, 0); i < s.size(); i = NextEscape(s, i + 1)) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (!kEscape.needs[c]) continue;
     out->append(s.data() + run, i - run);
     run = i + 1;
     switch (c) {

@@ -183,10 +183,13 @@ std::vector<BuiltinOperator> ConversionMappers() {
        "HTML5 parser: documents with U+0000, <select>, <template>, <noscript>, SVG or MathML, "
        "framesets, <plaintext>, <colgroup>, text or stray tags that a table moves in front of "
        "itself, a script holding '<!--', or a character reference that the tokenizer repairs "
-       "(no ';', a number it replaces). Gumbo differs from MyHTML on U+0000: MyHTML repeats the "
-       "last character of the text before it ('a\\x00bc' gives 'abcc'), Gumbo drops it "
-       "('abc'); and a document that goes to Gumbo and holds one of U+10FE00-10FEEF gets "
-       "U+FFFD for its control characters and noncharacters, which djshard otherwise keeps",
+       "(no ';', a number it replaces). Both paths follow the HTML5 specification where MyHTML "
+       "departs from it: on U+0000 MyHTML repeats the last character of the text before it "
+       "('a\\x00bc' gives 'abcc'), djshard drops it ('abc'); MyHTML keeps '</>' as text, "
+       "HTML5 drops it; MyHTML decodes some character references in an <xmp>, <iframe> or "
+       "<noembed> left open to the end of the document; and SVG and MathML content differ. A "
+       "document that goes to Gumbo and holds one of U+10FE00-10FEEF gets U+FFFD for its "
+       "control characters and noncharacters, which djshard otherwise keeps",
        {}},
       {"extract_tables_from_html_mapper",
        MakeExtractTablesFromHtmlMapper,

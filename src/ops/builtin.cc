@@ -187,7 +187,8 @@ std::vector<BuiltinOperator> ConversionMappers() {
        "departs from it: on U+0000 MyHTML repeats the last character of the text before it "
        "('a\\x00bc' gives 'abcc'), djshard drops it ('abc'); MyHTML keeps '</>' as text, "
        "HTML5 drops it; MyHTML decodes some character references in an <xmp>, <iframe> or "
-       "<noembed> left open to the end of the document; and SVG and MathML content differ. A "
+       "<noembed> left open to the end of the document; a document cut short in a tag ends "
+       "differently; and SVG and MathML content differ. A "
        "document that goes to Gumbo and holds one of U+10FE00-10FEEF gets U+FFFD for its "
        "control characters and noncharacters, which djshard otherwise keeps",
        {}},

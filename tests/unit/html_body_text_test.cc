@@ -100,6 +100,16 @@ TEST(HtmlBodyText, MisnestedFormattingGoesToTheFullParser) {
   EXPECT_EQ(Simple("<b><div><object></div>x</object></b>"), "(full parser)");
 }
 
+TEST(HtmlBodyText, DeeplyNestedDocumentsGoToTheFullParser) {
+  std::string deep;
+  for (int k = 0; k < 300; ++k) deep += "<span>";
+  EXPECT_EQ(Simple(deep + "x"), "(full parser)");
+  std::string tables;
+  for (int k = 0; k < 300; ++k) tables += "<table><tr><td>";
+  EXPECT_EQ(Simple(tables + "x"), "(full parser)");
+  EXPECT_EQ(Simple("<span><span>x</span></span>"), "[x]");
+}
+
 // Random documents from pieces that exercise the tokenizer's states and the
 // insertion modes: wherever the simple path answers, its text is Gumbo's.
 std::string RandomDocument(std::mt19937& rng) {

@@ -261,6 +261,7 @@ class SimpleDocument {
   // A start or end tag token; false to give up.
   bool Process(const Tag& tag) {
     drop_lf_ = false;
+    if (deep_) return false;
     switch (mode_) {
       case Mode::kBeforeHtml:
         if (!tag.end && tag.name == "html") {
@@ -390,6 +391,9 @@ class SimpleDocument {
       formatting_.push_back(n);
     }
     if (!PushesNothing(n)) open_.push_back(n);
+    // End tags search these: a deeper document goes to the full parser,
+    // which keeps the work linear.
+    if (open_.size() > kMostOpen || formatting_.size() > kMostOpen) return false;
     return true;  // inserted (or ignored): its text stays in order
   }
 
@@ -398,6 +402,7 @@ class SimpleDocument {
   // elements), which end tags inside do not look past.
   void PushFrame(TableMode mode, std::string name) {
     tables_.push_back({mode, std::move(name)});
+    if (tables_.size() > kMostOpen) deep_ = true;
     if (mode == TableMode::kTable || mode == TableMode::kCell || mode == TableMode::kCaption) {
       open_.emplace_back();
     }
@@ -775,11 +780,13 @@ class SimpleDocument {
   std::string_view s_;
   size_t i_ = 0;
   Mode mode_ = Mode::kBeforeHtml;
+  static constexpr size_t kMostOpen = 256;
   std::vector<TableFrame> tables_;
   // The stack of open elements of body and the list of active formatting
   // elements, as far as this file follows them ("" is a marker).
   std::vector<std::string> open_, formatting_;
   bool drop_lf_ = false;  // a LF first in the next token is dropped (after <pre>, <listing>)
+  bool deep_ = false;     // tables nested deeper than kMostOpen
   std::string out_;
 };
 

@@ -22,7 +22,7 @@ done
 build="$root/build-fuzz"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDJSHARD_FUZZ=ON -DDJSHARD_WITH_TORCH=OFF -DDJSHARD_BUILD_TESTS=OFF >/dev/null
-harnesses=(record json_string records recipe text_ops weights kenlm sentencepiece html)
+harnesses=(record json_string records recipe text_ops weights kenlm sentencepiece html dedup)
 targets=()
 for h in "${harnesses[@]}"; do targets+=("${h}_fuzz"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >/dev/null

@@ -137,11 +137,31 @@ SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
   std::vector<SignedRows> outs(static_cast<size_t>(std::max(1, threads)));
   auto work = [&](SignedRows& out) {
     ops::dedup::Signer signer(config);
-    ops::dedup::Signature sig;
     io::JsonLineParser parser;
     io::Record record;
     io::LineChunk chunk;
-    std::string text, error;
+    // Rows are signed kMany at a time (the exact deduplicator hashes them
+    // together): their texts, values and positions until then.
+    constexpr size_t kMany = 64;
+    std::vector<std::string> texts(kMany), errors(kMany);
+    std::vector<ops::dedup::TextValue> values;
+    std::vector<uint64_t> positions;
+    std::vector<ops::dedup::Signature> sigs(kMany);
+    bool ok[kMany];
+    const auto sign = [&] {
+      signer.SignMany(values.data(), values.size(), sigs.data(), ok, errors.data());
+      for (size_t k = 0; k < values.size(); ++k) {
+        if (!ok[k]) {
+          out.unsigned_rows.push_back({positions[k], errors[k]});
+        } else if (config.kind == ops::dedup::Kind::kSimhash) {
+          out.simhashes.emplace_back(positions[k], sigs[k].simhash);
+        } else {
+          ops::dedup::AppendKeys(config, sigs[k], positions[k], &out.keys);
+        }
+      }
+      values.clear();
+      positions.clear();
+    };
     // The reader may be filling the set's origins: look them up under its lock.
     const std::function<RowOrigin(uint64_t)> locked_where = [&](uint64_t position) {
       std::lock_guard<std::mutex> lock(mu);
@@ -163,14 +183,11 @@ SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
         pos = end + 1;
         const uint64_t position = chunk.first_line - 1 + k;
         ParseRow(parser, line, position, locked_where);
-        if (!signer.Sign(ValueOf(parser, line, config.text_key, &text, &record), &sig, &error)) {
-          out.unsigned_rows.push_back({position, error});
-        } else if (config.kind == ops::dedup::Kind::kSimhash) {
-          out.simhashes.emplace_back(position, sig.simhash);
-        } else {
-          ops::dedup::AppendKeys(config, sig, position, &out.keys);
-        }
+        values.push_back(ValueOf(parser, line, config.text_key, &texts[values.size()], &record));
+        positions.push_back(position);
+        if (values.size() == kMany) sign();
       }
+      sign();
       out.seconds += MonotonicSeconds() - t0;
     }
   };

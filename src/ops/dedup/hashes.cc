@@ -96,8 +96,7 @@ void Md5State(std::string_view data, uint32_t s[4]) {
   Digest(data, false, [s](const uint8_t* b) { Md5Block(s, b); });
 }
 
-// One padded block per lane, 16 lanes: word i of every lane is gathered from
-// `blocks` (16 consecutive 64-byte blocks).
+// One MD5 step in 16 lanes (RFC 1321 §3.4): b + ((a + f + m + k) <<< shift).
 template <int kShift>
 __attribute__((target("avx512f"), always_inline)) inline __m512i Md5Step(__m512i a, __m512i b,
                                                                          __m512i f, __m512i m,
@@ -155,16 +154,14 @@ __attribute__((target("avx512f"), always_inline)) inline void Md5Steps16(
   (Md5Step16<kSteps>(a, b, c, d, m), ...);
 }
 
-// The 16 words of 16 lanes' blocks (lane i's at blocks + i * stride): out[j]
+// The 16 words of 16 lanes' 64-byte blocks (lane i's at rows[i]): out[j]
 // holds word j of every lane, lane i in element i. The 16 x 16 matrix of
 // words is transposed in four rounds of shuffles: pairs of 32-bit words,
 // pairs of 64-bit words, then the 128-bit quarters twice.
-__attribute__((target("avx512f"), always_inline)) inline void LoadLanes16(const uint8_t* blocks,
-                                                                          int stride,
-                                                                          __m512i out[16]) {
+__attribute__((target("avx512f"), always_inline)) inline void LoadLanes16(
+    const uint8_t* const rows[16], __m512i out[16]) {
   __m512i r[16], t[16];
-  for (int i = 0; i < 16; ++i)
-    r[i] = _mm512_loadu_si512(blocks + static_cast<ptrdiff_t>(i) * stride);
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(rows[i]);
   for (int i = 0; i < 16; i += 2) {  // quarter q: r_i[4q], r_i+1[4q], r_i[4q+1], r_i+1[4q+1]
     t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
     t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
@@ -187,12 +184,12 @@ __attribute__((target("avx512f"), always_inline)) inline void LoadLanes16(const 
   }
 }
 
-// One MD5 compression in each of 16 lanes: lane i's block is at blocks + i * stride,
-// its state in state[0..3][i] (updated).
-__attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* blocks, int stride,
+// One MD5 compression in each of 16 lanes: lane i's block at rows[i], its
+// state in state[0..3][i] (updated).
+__attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* const rows[16],
                                                       uint32_t state[4][16]) {
   __m512i m[16];
-  LoadLanes16(blocks, stride, m);
+  LoadLanes16(rows, m);
   const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
                 c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]);
   __m512i a = a0, b = b0, c = c0, d = d0;
@@ -286,13 +283,13 @@ __attribute__((target("sha,sse4.1,ssse3"))) void Sha1BlockShaNi(uint32_t s[5],
   s[4] = static_cast<uint32_t>(_mm_extract_epi32(e_out, 3));
 }
 
-// One SHA-1 compression in each of 16 lanes: lane i's block at blocks + i * stride,
-// its state in state[0..4][i] (updated).
-__attribute__((target("avx512f,avx512bw"))) void Sha1Compress16(const uint8_t* blocks, int stride,
+// One SHA-1 compression in each of 16 lanes: lane i's block at rows[i], its
+// state in state[0..4][i] (updated).
+__attribute__((target("avx512f,avx512bw"))) void Sha1Compress16(const uint8_t* const rows[16],
                                                                 uint32_t state[5][16]) {
   const __m512i byte_swap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
   __m512i w[16];
-  LoadLanes16(blocks, stride, w);
+  LoadLanes16(rows, w);
   for (__m512i& word : w) word = _mm512_shuffle_epi8(word, byte_swap);
   const __m512i a0 = _mm512_loadu_si512(state[0]), b0 = _mm512_loadu_si512(state[1]),
                 c0 = _mm512_loadu_si512(state[2]), d0 = _mm512_loadu_si512(state[3]),
@@ -409,7 +406,81 @@ size_t PadLanes(const std::string_view* msgs, size_t n, bool big_endian_length, 
   return most;
 }
 
+// The 16 lanes' blocks at base + i * stride.
+std::array<const uint8_t*, 16> LaneRows(const uint8_t* base, size_t stride) {
+  std::array<const uint8_t*, 16> rows;
+  for (size_t i = 0; i < 16; ++i) rows[i] = base + i * stride;
+  return rows;
+}
+
 }  // namespace
+
+void Md5Many(const std::string_view* msgs, size_t n, std::array<uint8_t, 16>* out) {
+  if (!CpuHasAvx512() || n < 2) {
+    for (size_t i = 0; i < n; ++i) out[i] = Md5(msgs[i]);
+    return;
+  }
+  // A lane hashes its message's whole blocks where they are, then its padded
+  // tail (one or two blocks), then takes the next message.
+  struct Lane {
+    size_t msg = SIZE_MAX;  // SIZE_MAX: idle
+    size_t block = 0, whole = 0, total = 0;
+    alignas(64) uint8_t tail[128];
+  };
+  alignas(64) static const uint8_t kIdle[64] = {};
+  Lane lanes[kMd5Lanes];
+  alignas(64) uint32_t state[4][16];
+  size_t next = 0, busy = 0;
+  const auto start = [&](size_t l) {
+    Lane& lane = lanes[l];
+    if (next == n) {
+      lane.msg = SIZE_MAX;
+      return;
+    }
+    lane.msg = next++;
+    const std::string_view m = msgs[lane.msg];
+    lane.whole = m.size() / 64;
+    const size_t rest = m.size() % 64, tail_blocks = rest + 9 <= 64 ? 1 : 2;
+    std::memset(lane.tail, 0, sizeof lane.tail);
+    std::memcpy(lane.tail, m.data() + 64 * lane.whole, rest);
+    lane.tail[rest] = 0x80;
+    const uint64_t bits = static_cast<uint64_t>(m.size()) * 8;
+    for (int k = 0; k < 8; ++k) {
+      lane.tail[64 * tail_blocks - 8 + k] = static_cast<uint8_t>(bits >> (8 * k));
+    }
+    lane.total = lane.whole + tail_blocks;
+    lane.block = 0;
+    state[0][l] = 0x67452301;
+    state[1][l] = 0xefcdab89;
+    state[2][l] = 0x98badcfe;
+    state[3][l] = 0x10325476;
+    ++busy;
+  };
+  for (size_t l = 0; l < kMd5Lanes; ++l) start(l);
+  while (busy > 0) {
+    const uint8_t* rows[16];
+    for (size_t l = 0; l < kMd5Lanes; ++l) {
+      const Lane& lane = lanes[l];
+      if (lane.msg == SIZE_MAX) {
+        rows[l] = kIdle;
+      } else if (lane.block < lane.whole) {
+        rows[l] = reinterpret_cast<const uint8_t*>(msgs[lane.msg].data()) + 64 * lane.block;
+      } else {
+        rows[l] = lane.tail + 64 * (lane.block - lane.whole);
+      }
+    }
+    Md5Compress16(rows, state);
+    for (size_t l = 0; l < kMd5Lanes; ++l) {
+      Lane& lane = lanes[l];
+      if (lane.msg == SIZE_MAX || ++lane.block < lane.total) continue;
+      for (int w = 0; w < 4; ++w) {
+        std::memcpy(out[lane.msg].data() + 4 * w, &state[w][l], 4);  // little-endian words
+      }
+      --busy;
+      start(l);
+    }
+  }
+}
 
 void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
   if (!CpuHasAvx512() || n < 2) {
@@ -430,7 +501,7 @@ void Md5High64Batch(const std::string_view* msgs, size_t n, uint64_t* out) {
   for (size_t pass = 0; pass < most; ++pass) {
     alignas(64) uint32_t before[4][16];
     std::memcpy(before, state, sizeof state);
-    Md5Compress16(blocks + 64 * pass, static_cast<int>(stride), state);
+    Md5Compress16(LaneRows(blocks + 64 * pass, stride).data(), state);
     for (size_t i = 0; i < kMd5Lanes; ++i) {
       if (nblocks[i] > pass) continue;  // this lane was done: keep its digest
       for (int w = 0; w < 4; ++w) state[w][i] = before[w][i];
@@ -492,7 +563,7 @@ void Sha1Low32Batch(const std::string_view* msgs, size_t n, uint32_t* out) {
   for (size_t pass = 0; pass < most; ++pass) {
     alignas(64) uint32_t before[5][16];
     std::memcpy(before, state, sizeof state);
-    Sha1Compress16(blocks + 64 * pass, static_cast<int>(stride), state);
+    Sha1Compress16(LaneRows(blocks + 64 * pass, stride).data(), state);
     for (size_t i = 0; i < kSha1Lanes; ++i) {
       if (nblocks[i] > pass) continue;
       for (int w = 0; w < 5; ++w) state[w][i] = before[w][i];

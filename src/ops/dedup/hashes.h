@@ -13,6 +13,11 @@ namespace djshard::ops::dedup {
 // The MD5 digest of `data`.
 std::array<uint8_t, 16> Md5(std::string_view data);
 
+// The MD5 digests of n messages of any length: out[i] = Md5(msgs[i]). With
+// AVX-512, 16 messages are hashed at once, each lane taking the next message
+// as soon as its own ends.
+void Md5Many(const std::string_view* msgs, size_t n, std::array<uint8_t, 16>* out);
+
 // simhash-pybind's unsigned_hash: the first 8 bytes of MD5 as a big-endian integer.
 uint64_t Md5High64(std::string_view data);
 

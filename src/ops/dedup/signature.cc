@@ -443,6 +443,10 @@ struct Signer::State {
   std::string replaced;                              // the text after the ignore pattern
   std::string shingle;                               // a shingle that is not a slice of the text
   std::string spaced;                                // the text, its words one space apart
+  std::vector<std::string> many_lowered, many_kept;  // SignMany's texts after lower(), ...
+  std::vector<std::string_view> many_texts;          // ... and stripped, to hash
+  std::vector<size_t> many_index;                    // their values' indexes
+  std::vector<std::array<uint8_t, 16>> many_md5;
   std::vector<uint32_t> offsets;                     // code point starts (character)
   std::vector<std::pair<uint32_t, uint32_t>> words;  // [begin, end) of tokens
   model::SentencePieceScratch pieces;                // sentencepiece pieces
@@ -481,6 +485,41 @@ struct Signer::State {
     return shingles;
   }
 };
+
+void Signer::SignMany(const TextValue* values, size_t n, Signature* out, bool* ok,
+                      std::string* errors) {
+  const DedupConfig& c = config_;
+  if (c.kind != Kind::kExact) {
+    for (size_t i = 0; i < n; ++i) ok[i] = Sign(values[i], &out[i], &errors[i]);
+    return;
+  }
+  State& st = *state_;
+  st.many_lowered.resize(std::max(st.many_lowered.size(), n));
+  st.many_kept.resize(std::max(st.many_kept.size(), n));
+  st.many_texts.clear();
+  st.many_index.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const TextValue& value = values[i];
+    if (value.type != TextValue::Type::kString || IsRayEmpty(c, value)) {
+      ok[i] = Sign(value, &out[i], &errors[i]);
+      continue;
+    }
+    std::string_view text = value.text;
+    if (c.lowercase) text = LowerInto(text, &st.many_lowered[i]);
+    if (c.ignore_non_character) text = DropNonCharacters(text, &st.many_kept[i]);
+    st.many_texts.push_back(text::Strip(text));
+    st.many_index.push_back(i);
+  }
+  st.many_md5.resize(st.many_texts.size());
+  Md5Many(st.many_texts.data(), st.many_texts.size(), st.many_md5.data());
+  for (size_t k = 0; k < st.many_index.size(); ++k) {
+    Signature& sig = out[st.many_index[k]];
+    sig.empty_marker = false;
+    sig.minhash.clear();
+    sig.md5 = st.many_md5[k];
+    ok[st.many_index[k]] = true;
+  }
+}
 
 Signer::Signer(const DedupConfig& config) : config_(config), state_(std::make_unique<State>()) {
   if (config.kind == Kind::kMinhash) state_->kernel.Reset(config.perm_a, config.perm_b);

@@ -30,12 +30,24 @@ bool InRanges(const CodePointRange* ranges, size_t n, uint32_t cp) {
   return it != ranges && cp <= (it - 1)->hi;
 }
 
+// \p{P} (the regex module's, Unicode 14): a table for ASCII
+// (!"#%&'()*,-./:;?@[\]_{}, not $+<=>^`|~, which are symbols), a bitmap for
+// the rest of the Basic Multilingual Plane, the ranges above it.
 bool IsRegexPunctuation(uint32_t cp) {
-  if (cp < 0x80) {
-    // \p{P} in ASCII: !"#%&'()*,-./:;?@[\]_{}  (not $+<=>^`|~, which are symbols)
-    static constexpr char kAsciiP[] = "!\"#%&'()*,-./:;?@[\\]_{}";
-    return cp != 0 && std::strchr(kAsciiP, static_cast<int>(cp)) != nullptr;
-  }
+  static const std::vector<bool> bmp = [] {
+    std::vector<bool> b(0x10000, false);
+    for (const char c : std::string_view("!\"#%&'()*,-./:;?@[\\]_{}")) {
+      b[static_cast<unsigned char>(c)] = true;
+    }
+    for (size_t i = 0; i < kRegexPunctuationSize; ++i) {
+      for (uint32_t c = std::max<uint32_t>(kRegexPunctuation[i].lo, 0x80);
+           c <= kRegexPunctuation[i].hi && c < 0x10000; ++c) {
+        b[c] = true;
+      }
+    }
+    return b;
+  }();
+  if (cp < 0x10000) return bmp[cp];
   return InRanges(kRegexPunctuation, kRegexPunctuationSize, cp);
 }
 
@@ -206,34 +218,40 @@ void ForEachShingle(const DedupConfig& c, std::string_view text, std::string* sh
     return;
   }
   words->clear();
-  const bool punctuation = c.tokenization == Tokenization::kPunctuation;
-  if (punctuation) {  // regex.split(r"\p{P}", text): empty pieces stay
-    size_t start = 0;
+  if (c.tokenization == Tokenization::kPunctuation) {
+    // regex.split(r"\p{P}", text), empty pieces kept: the text is copied with
+    // each \p{P} made one space, so that pieces joined by ' ' are a slice.
+    static const std::array<bool, 128> kAscii = [] {
+      std::array<bool, 128> t{};
+      for (uint32_t c = 0; c < 128; ++c) t[c] = IsRegexPunctuation(c);
+      return t;
+    }();
+    spaced->clear();
+    size_t run = 0;  // the first byte of text not yet in *spaced
+    uint32_t start = 0;
     for (size_t i = 0; i < text.size();) {
       const size_t at = i;
-      const uint32_t cp = text::NextCodePoint(text, &i);
-      if (IsRegexPunctuation(cp)) {
-        words->emplace_back(start, at);
-        start = i;
-      }
+      const auto b = static_cast<unsigned char>(text[i]);
+      const bool split = b < 0x80 ? kAscii[b] : IsRegexPunctuation(text::NextCodePoint(text, &i));
+      if (b < 0x80) ++i;
+      if (!split) continue;
+      spaced->append(text.data() + run, at - run);
+      words->emplace_back(start, static_cast<uint32_t>(spaced->size()));
+      spaced->push_back(' ');
+      start = static_cast<uint32_t>(spaced->size());
+      run = i;
     }
-    words->emplace_back(start, text.size());
+    spaced->append(text.data() + run, text.size() - run);
+    words->emplace_back(start, static_cast<uint32_t>(spaced->size()));
+    text = *spaced;
   } else {
     SplitOnSpaces(text, words);
     text = OneSpaceApart(text, words, spaced);
   }
+  // The pieces, one space apart: each shingle is a slice.
   const auto& ws = *words;
   for (size_t i = 0; i + w <= ws.size(); ++i) {
-    if (!punctuation || w == 1) {  // the words, one space apart: a slice
-      f(text.substr(ws[i].first, ws[i + w - 1].second - ws[i].first));
-      continue;
-    }
-    shingle->clear();
-    for (size_t j = i; j < i + w; ++j) {
-      if (j > i) shingle->push_back(' ');
-      shingle->append(text.data() + ws[j].first, ws[j].second - ws[j].first);
-    }
-    f(std::string_view(*shingle));
+    f(text.substr(ws[i].first, ws[i + w - 1].second - ws[i].first));
   }
 }
 

@@ -207,7 +207,8 @@ bool MayLower(const LowerBlocks& blocks, unsigned char c, const char* p) {
   const auto second = static_cast<uint32_t>(static_cast<unsigned char>(p[1]) & 0x3F);
   if (c < 0xE0) return blocks.bmp.test(c & 0x1F);
   if (c < 0xF0) return blocks.bmp.test(((c & 0x0F) << 6) | second);
-  return blocks.beyond.test((((c & 0x07) << 6) | second) - 16);
+  const uint32_t block = ((c & 0x07) << 6) | second;  // cp >> 12: at least 16 in valid UTF-8
+  return block < 16 || block - 16 >= blocks.beyond.size() || blocks.beyond[block - 16];
 }
 
 // Writes the UTF-8 of `cp` at dst; returns its length.

@@ -579,8 +579,16 @@ class SimpleDocument {
         if (!ReadTag(at + 2, &tag)) return true;
         return Process(tag);
       }
-      if (d == '>') {  // "</>": nothing
+      if (d == '>') {
+        // "</>": HTML5 drops it; MyHTML (Data-Juicer's parser) drops it up to
+        // the end of <head> and keeps it as text after (opening the body), in
+        // a table too.
         i_ = at + 3;
+        if (mode_ == Mode::kAfterHead) mode_ = Mode::kInBody;
+        if (mode_ == Mode::kInBody) {
+          drop_lf_ = false;
+          out_.append("</>");
+        }
         return true;
       }
       BogusComment(at + 2);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "djshard/common/text.h"
+#include "src/ops/code_point_set.h"
 #include "src/ops/unicode_tables.h"
 
 #ifdef __SSE2__
@@ -17,28 +18,6 @@
 namespace djshard::ops::text {
 
 namespace {
-
-// A code point set: a bitmap for the Basic Multilingual Plane, ranges beyond.
-class CodePointSet {
- public:
-  CodePointSet(const unicode::CodePointRange* ranges, size_t size) : ranges_(ranges), size_(size) {
-    for (size_t i = 0; i < size; ++i) {
-      for (uint32_t cp = ranges[i].lo; cp <= ranges[i].hi && cp < 0x10000; ++cp) bmp_.set(cp);
-    }
-  }
-  bool Contains(uint32_t cp) const {
-    if (cp < 0x10000) return bmp_.test(cp);
-    const unicode::CodePointRange* end = ranges_ + size_;
-    const auto* it =
-        std::upper_bound(ranges_, end, cp, [](uint32_t c, const auto& r) { return c < r.lo; });
-    return it != ranges_ && cp <= (it - 1)->hi;
-  }
-
- private:
-  std::bitset<0x10000> bmp_;
-  const unicode::CodePointRange* ranges_;
-  size_t size_;
-};
 
 const CodePointSet& AlnumSet() {
   static const CodePointSet set(unicode::kAlnum, unicode::kAlnumSize);

@@ -11,6 +11,7 @@
 #include "djshard/ops/dedup.h"
 #include "djshard/ops/sample.h"
 #include "djshard/ops/text.h"
+#include "src/ops/code_point_set.h"
 #include "src/ops/dedup/dedup_tables.h"
 #include "src/ops/dedup/hashes.h"
 #include "src/ops/dedup/minhash_kernel.h"
@@ -23,32 +24,15 @@
 namespace djshard::ops::dedup {
 namespace {
 
-bool InRanges(const CodePointRange* ranges, size_t n, uint32_t cp) {
-  const CodePointRange* end = ranges + n;
-  const CodePointRange* it = std::upper_bound(
-      ranges, end, cp, [](uint32_t c, const CodePointRange& r) { return c < r.lo; });
-  return it != ranges && cp <= (it - 1)->hi;
-}
-
-// \p{P} (the regex module's, Unicode 14): a table for ASCII
-// (!"#%&'()*,-./:;?@[\]_{}, not $+<=>^`|~, which are symbols), a bitmap for
-// the rest of the Basic Multilingual Plane, the ranges above it.
+// \p{P} (the regex module's, Unicode 14): ASCII's are listed here
+// (!"#%&'()*,-./:;?@[\]_{}, not $+<=>^`|~, which are symbols).
 bool IsRegexPunctuation(uint32_t cp) {
-  static const std::vector<bool> bmp = [] {
-    std::vector<bool> b(0x10000, false);
-    for (const char c : std::string_view("!\"#%&'()*,-./:;?@[\\]_{}")) {
-      b[static_cast<unsigned char>(c)] = true;
-    }
-    for (size_t i = 0; i < kRegexPunctuationSize; ++i) {
-      for (uint32_t c = std::max<uint32_t>(kRegexPunctuation[i].lo, 0x80);
-           c <= kRegexPunctuation[i].hi && c < 0x10000; ++c) {
-        b[c] = true;
-      }
-    }
-    return b;
-  }();
-  if (cp < 0x10000) return bmp[cp];
-  return InRanges(kRegexPunctuation, kRegexPunctuationSize, cp);
+  if (cp < 0x80) {
+    return cp != 0 && std::string_view("!\"#%&'()*,-./:;?@[\\]_{}").find(static_cast<char>(cp)) !=
+                          std::string_view::npos;
+  }
+  static const CodePointSet set(kRegexPunctuation, kRegexPunctuationSize);
+  return set.Contains(cp);
 }
 
 // document_deduplicator's ignore_non_character: \s+|\d+|[string.punctuation].
@@ -58,23 +42,12 @@ bool IsAsciiNonCharacter(unsigned char c) {
          (c >= 0x7B && c <= 0x7E);
 }
 
-// The same beyond ASCII (\s and \d there): a bitmap of the Basic
-// Multilingual Plane, the ranges above it.
+// The same beyond ASCII: \s and \d.
 bool IsNonCharacter(uint32_t cp) {
-  static const std::vector<bool> bmp = [] {
-    std::vector<bool> b(0x10000, false);
-    const auto mark = [&b](const CodePointRange* ranges, size_t n) {
-      for (size_t i = 0; i < n; ++i) {
-        for (uint32_t c = ranges[i].lo; c <= ranges[i].hi && c < 0x10000; ++c) b[c] = true;
-      }
-    };
-    mark(kRegexSpace, kRegexSpaceSize);
-    mark(kRegexDigit, kRegexDigitSize);
-    for (unsigned c = 0; c < 0x80; ++c) b[c] = IsAsciiNonCharacter(static_cast<unsigned char>(c));
-    return b;
-  }();
-  if (cp < 0x10000) return bmp[cp];
-  return InRanges(kRegexSpace, kRegexSpaceSize, cp) || InRanges(kRegexDigit, kRegexDigitSize, cp);
+  if (cp < 0x80) return IsAsciiNonCharacter(static_cast<unsigned char>(cp));
+  static const CodePointSet space(kRegexSpace, kRegexSpaceSize);
+  static const CodePointSet digit(kRegexDigit, kRegexDigitSize);
+  return space.Contains(cp) || digit.Contains(cp);
 }
 
 const char* TypeName(TextValue::Type t) {
@@ -441,6 +414,15 @@ std::string_view DropNonCharacters(std::string_view text, std::string* kept) {
   return *kept;
 }
 
+// What document_deduplicator hashes: the text after lower() (into *lowered)
+// and ignore_non_character (into *kept) when asked, then strip().
+std::string_view ExactText(const DedupConfig& c, std::string_view text, std::string* lowered,
+                           std::string* kept) {
+  if (c.lowercase) text = LowerInto(text, lowered);
+  if (c.ignore_non_character) text = DropNonCharacters(text, kept);
+  return text::Strip(text);
+}
+
 // Removes the ignore pattern's matches from *text (into *dst when there are
 // any). Returns false, with *error set, when the pattern fails.
 bool DropIgnored(const Regex& pattern, std::string_view* text, std::string* dst,
@@ -522,10 +504,7 @@ void Signer::SignMany(const TextValue* values, size_t n, Signature* out, bool* o
       ok[i] = Sign(value, &out[i], &errors[i]);
       continue;
     }
-    std::string_view text = value.text;
-    if (c.lowercase) text = LowerInto(text, &st.many_lowered[i]);
-    if (c.ignore_non_character) text = DropNonCharacters(text, &st.many_kept[i]);
-    st.many_texts.push_back(text::Strip(text));
+    st.many_texts.push_back(ExactText(c, value.text, &st.many_lowered[i], &st.many_kept[i]));
     st.many_index.push_back(i);
   }
   st.many_md5.resize(st.many_texts.size());
@@ -552,13 +531,12 @@ bool Signer::Sign(const TextValue& value, Signature* out, std::string* error) {
   if (value.type != TextValue::Type::kString || IsRayEmpty(c, value)) {
     return SignWithoutText(c, value, out, error);
   }
-  std::string_view text = value.text;
-  if (c.lowercase) text = LowerInto(text, &st.lowered);
   if (c.kind == Kind::kExact) {
-    if (c.ignore_non_character) text = DropNonCharacters(text, &st.Scratch(text));
-    out->md5 = Md5(text::Strip(text));
+    out->md5 = Md5(ExactText(c, value.text, &st.lowered, &st.replaced));
     return true;
   }
+  std::string_view text = value.text;
+  if (c.lowercase) text = LowerInto(text, &st.lowered);
   if (c.ignore_pattern && !DropIgnored(*c.ignore_pattern, &text, &st.Scratch(text), error)) {
     return false;
   }

@@ -64,28 +64,33 @@ void Md5Block(uint32_t s[4], const uint8_t* block) {
   s[3] += d;
 }
 
+// The padded last blocks of a message of `size` bytes whose final size % 64
+// bytes are at `rest`, written to `out` (Merkle–Damgård: 0x80, zeros, the bit
+// length, big-endian for SHA-1, little-endian for MD5); returns how many
+// blocks (1 or 2) it wrote.
+__attribute__((always_inline)) inline size_t PadTail(const uint8_t* rest, uint64_t size,
+                                                     bool big_endian_length, uint8_t* out) {
+  const size_t n = size % 64, blocks = n + 9 <= 64 ? 1 : 2, total = 64 * blocks;
+  std::memset(out, 0, total);
+  std::memcpy(out, rest, n);
+  out[n] = 0x80;
+  const uint64_t bits = size * 8;
+  for (size_t k = 0; k < 8; ++k) {
+    out[big_endian_length ? total - 1 - k : total - 8 + k] = static_cast<uint8_t>(bits >> (8 * k));
+  }
+  return blocks;
+}
+
 // Runs `block` over `data` with Merkle–Damgård padding; `big_endian_length`
 // selects SHA-1's length encoding (MD5's is little-endian).
 template <typename BlockFn>
 void Digest(std::string_view data, bool big_endian_length, BlockFn block) {
   const auto* p = reinterpret_cast<const uint8_t*>(data.data());
-  size_t n = data.size();
-  while (n >= 64) {
-    block(p);
-    p += 64;
-    n -= 64;
-  }
-  uint8_t tail[128] = {};
-  std::memcpy(tail, p, n);
-  tail[n] = 0x80;
-  const size_t total = n + 9 <= 64 ? 64 : 128;
-  const uint64_t bits = static_cast<uint64_t>(data.size()) * 8;
-  for (int i = 0; i < 8; ++i) {
-    const int shift = big_endian_length ? 56 - 8 * i : 8 * i;
-    tail[total - 8 + i] = static_cast<uint8_t>(bits >> shift);
-  }
-  block(tail);
-  if (total == 128) block(tail + 64);
+  const size_t whole = data.size() / 64;
+  for (size_t b = 0; b < whole; ++b) block(p + 64 * b);
+  uint8_t tail[128];
+  const size_t blocks = PadTail(p + 64 * whole, data.size(), big_endian_length, tail);
+  for (size_t b = 0; b < blocks; ++b) block(tail + 64 * b);
 }
 
 void Md5State(std::string_view data, uint32_t s[4]) {
@@ -440,15 +445,8 @@ void Md5Many(const std::string_view* msgs, size_t n, std::array<uint8_t, 16>* ou
     lane.msg = next++;
     const std::string_view m = msgs[lane.msg];
     lane.whole = m.size() / 64;
-    const size_t rest = m.size() % 64, tail_blocks = rest + 9 <= 64 ? 1 : 2;
-    std::memset(lane.tail, 0, sizeof lane.tail);
-    std::memcpy(lane.tail, m.data() + 64 * lane.whole, rest);
-    lane.tail[rest] = 0x80;
-    const uint64_t bits = static_cast<uint64_t>(m.size()) * 8;
-    for (int k = 0; k < 8; ++k) {
-      lane.tail[64 * tail_blocks - 8 + k] = static_cast<uint8_t>(bits >> (8 * k));
-    }
-    lane.total = lane.whole + tail_blocks;
+    lane.total = lane.whole + PadTail(reinterpret_cast<const uint8_t*>(m.data()) + 64 * lane.whole,
+                                      m.size(), /*big_endian_length=*/false, lane.tail);
     lane.block = 0;
     state[0][l] = 0x67452301;
     state[1][l] = 0xefcdab89;

@@ -4,7 +4,8 @@
 usage: ops_bench_dedup_dj.py DJ_ROOT SIMHASH_DIR INPUT.jsonl VARIANT...
 VARIANT is "op_name" or "op_name:{json args}". The operator files are imported unchanged
 through tests/data/make_dedup_vectors.py's stand-ins; only compute_hash is timed
-(time.process_time), over every row of INPUT's "text".
+(time.process_time), over every row of INPUT's "text"; the best of up to 10 rounds
+that together take about a second (one round for the slow variants).
 """
 import json
 import os
@@ -25,14 +26,21 @@ def main():
     for variant in sys.argv[4:]:
         name, _, args = variant.partition(":")
         op = classes[name](**(json.loads(args) if args else {}))
-        rows = [{"text": t} for t in texts]
-        start = time.process_time()
-        for r in rows:
-            try:
-                op.compute_hash(r)
-            except ValueError:  # minhash: a text without shingles
-                pass
-        secs = time.process_time() - start
+        # best of up to 10 rounds while they take under a second of CPU in all,
+        # as djshard's side takes the best of 10
+        secs, spent, rounds = None, 0.0, 0
+        while rounds < 10 and (rounds == 0 or spent < 1.0):
+            rows = [{"text": t} for t in texts]
+            start = time.process_time()
+            for r in rows:
+                try:
+                    op.compute_hash(r)
+                except ValueError:  # minhash: a text without shingles
+                    pass
+            took = time.process_time() - start
+            secs = took if secs is None else min(secs, took)
+            spent += took
+            rounds += 1
         print("%s %s %.2f MB %.3f s %.3f MB/s" % (name, args or "{}", mb, secs, mb / secs))
 
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "src/ops/dedup/simd.h"
 
@@ -159,6 +160,16 @@ __attribute__((target("avx512f"), always_inline)) inline void Md5Steps16(
   (Md5Step16<kSteps>(a, b, c, d, m), ...);
 }
 
+// The 64 steps of two 16-lane groups, step by step.
+template <int... kSteps>
+__attribute__((target("avx512f"), always_inline)) inline void Md5Steps32(
+    std::integer_sequence<int, kSteps...>, __m512i a[2], __m512i b[2], __m512i c[2], __m512i d[2],
+    const __m512i m[2][16]) {
+  ((Md5Step16<kSteps>(a[0], b[0], c[0], d[0], m[0]),
+    Md5Step16<kSteps>(a[1], b[1], c[1], d[1], m[1])),
+   ...);
+}
+
 // The 16 words of 16 lanes' 64-byte blocks (lane i's at rows[i]): out[j]
 // holds word j of every lane, lane i in element i. The 16 x 16 matrix of
 // words is transposed in four rounds of shuffles: pairs of 32-bit words,
@@ -203,6 +214,30 @@ __attribute__((target("avx512f"))) void Md5Compress16(const uint8_t* const rows[
   _mm512_storeu_si512(state[1], _mm512_add_epi32(b, b0));
   _mm512_storeu_si512(state[2], _mm512_add_epi32(c, c0));
   _mm512_storeu_si512(state[3], _mm512_add_epi32(d, d0));
+}
+
+// Two independent 16-lane compressions, their steps interleaved: one MD5
+// step waits about four cycles for the one before, and the other group's
+// step fills them.
+__attribute__((target("avx512f"))) void Md5Compress32(const uint8_t* const rows[32],
+                                                      uint32_t state[2][4][16]) {
+  alignas(64) __m512i m[2][16];
+  LoadLanes16(rows, m[0]);
+  LoadLanes16(rows + 16, m[1]);
+  __m512i a[2], b[2], c[2], d[2], a0[2], b0[2], c0[2], d0[2];
+  for (int g = 0; g < 2; ++g) {
+    a[g] = a0[g] = _mm512_loadu_si512(state[g][0]);
+    b[g] = b0[g] = _mm512_loadu_si512(state[g][1]);
+    c[g] = c0[g] = _mm512_loadu_si512(state[g][2]);
+    d[g] = d0[g] = _mm512_loadu_si512(state[g][3]);
+  }
+  Md5Steps32(std::make_integer_sequence<int, 64>{}, a, b, c, d, m);
+  for (int g = 0; g < 2; ++g) {
+    _mm512_storeu_si512(state[g][0], _mm512_add_epi32(a[g], a0[g]));
+    _mm512_storeu_si512(state[g][1], _mm512_add_epi32(b[g], b0[g]));
+    _mm512_storeu_si512(state[g][2], _mm512_add_epi32(c[g], c0[g]));
+    _mm512_storeu_si512(state[g][3], _mm512_add_epi32(d[g], d0[g]));
+  }
 }
 
 bool CpuHasAvx512() {
@@ -425,54 +460,85 @@ void Md5Many(const std::string_view* msgs, size_t n, std::array<uint8_t, 16>* ou
     for (size_t i = 0; i < n; ++i) out[i] = Md5(msgs[i]);
     return;
   }
+  // Longest first, so that the lanes run out of messages at about the same
+  // time: in input order a batch's last long message keeps one lane busy
+  // while the others idle (a fifth of the compressions on typical corpora).
+  // Keys: the length's complement above the index.
+  thread_local std::vector<uint64_t> order;
+  order.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t len = std::min<uint64_t>(msgs[i].size(), UINT32_MAX);
+    order[i] = ((UINT32_MAX - len) << 32) | i;
+  }
+  std::sort(order.begin(), order.end());
   // A lane hashes its message's whole blocks where they are, then its padded
-  // tail (one or two blocks), then takes the next message.
+  // tail (one or two blocks, padded once the lane reaches it, when the
+  // message's end is in the cache), then takes the next message. rows[l] is
+  // the lane's next block and left[l] the blocks left in its current run
+  // (whole blocks or tail); an idle lane reads zeros and never runs out.
   struct Lane {
     size_t msg = SIZE_MAX;  // SIZE_MAX: idle
-    size_t block = 0, whole = 0, total = 0;
+    bool in_tail = false;
     alignas(64) uint8_t tail[128];
   };
   alignas(64) static const uint8_t kIdle[64] = {};
-  Lane lanes[kMd5Lanes];
-  alignas(64) uint32_t state[4][16];
+  constexpr size_t kLanes = 2 * kMd5Lanes;
+  Lane lanes[kLanes];
+  const uint8_t* rows[kLanes];
+  size_t left[kLanes], step[kLanes];
+  alignas(64) uint32_t state[2][4][16];
   size_t next = 0, busy = 0;
+  const auto pad_tail = [&](size_t l) {
+    Lane& lane = lanes[l];
+    const std::string_view m = msgs[lane.msg];
+    lane.in_tail = true;
+    rows[l] = lane.tail;
+    left[l] = PadTail(reinterpret_cast<const uint8_t*>(m.data()) + (m.size() & ~size_t{63}),
+                      m.size(), /*big_endian_length=*/false, lane.tail);
+  };
   const auto start = [&](size_t l) {
     Lane& lane = lanes[l];
     if (next == n) {
       lane.msg = SIZE_MAX;
+      rows[l] = kIdle;
+      left[l] = SIZE_MAX;
+      step[l] = 0;
       return;
     }
-    lane.msg = next++;
+    lane.msg = static_cast<uint32_t>(order[next++]);
+    if (next < n) __builtin_prefetch(msgs[static_cast<uint32_t>(order[next])].data());
     const std::string_view m = msgs[lane.msg];
-    lane.whole = m.size() / 64;
-    lane.total = lane.whole + PadTail(reinterpret_cast<const uint8_t*>(m.data()) + 64 * lane.whole,
-                                      m.size(), /*big_endian_length=*/false, lane.tail);
-    lane.block = 0;
-    state[0][l] = 0x67452301;
-    state[1][l] = 0xefcdab89;
-    state[2][l] = 0x98badcfe;
-    state[3][l] = 0x10325476;
+    step[l] = 64;
+    if (m.size() < 64) {
+      pad_tail(l);
+    } else {
+      lane.in_tail = false;
+      rows[l] = reinterpret_cast<const uint8_t*>(m.data());
+      left[l] = m.size() / 64;
+    }
+    uint32_t(&s)[4][16] = state[l / 16];
+    s[0][l % 16] = 0x67452301;
+    s[1][l % 16] = 0xefcdab89;
+    s[2][l % 16] = 0x98badcfe;
+    s[3][l % 16] = 0x10325476;
     ++busy;
   };
-  for (size_t l = 0; l < kMd5Lanes; ++l) start(l);
+  for (size_t l = 0; l < kLanes; ++l) start(l);
   while (busy > 0) {
-    const uint8_t* rows[16];
-    for (size_t l = 0; l < kMd5Lanes; ++l) {
-      const Lane& lane = lanes[l];
-      if (lane.msg == SIZE_MAX) {
-        rows[l] = kIdle;
-      } else if (lane.block < lane.whole) {
-        rows[l] = reinterpret_cast<const uint8_t*>(msgs[lane.msg].data()) + 64 * lane.block;
-      } else {
-        rows[l] = lane.tail + 64 * (lane.block - lane.whole);
-      }
+    const size_t run = *std::min_element(left, left + kLanes);
+    for (size_t k = 0; k < run; ++k) {
+      Md5Compress32(rows, state);
+      for (size_t l = 0; l < kLanes; ++l) rows[l] += step[l];
     }
-    Md5Compress16(rows, state);
-    for (size_t l = 0; l < kMd5Lanes; ++l) {
+    for (size_t l = 0; l < kLanes; ++l) {
+      if ((left[l] -= run) > 0) continue;
       Lane& lane = lanes[l];
-      if (lane.msg == SIZE_MAX || ++lane.block < lane.total) continue;
-      for (int w = 0; w < 4; ++w) {
-        std::memcpy(out[lane.msg].data() + 4 * w, &state[w][l], 4);  // little-endian words
+      if (!lane.in_tail) {
+        pad_tail(l);
+        continue;
+      }
+      for (int w = 0; w < 4; ++w) {  // little-endian words
+        std::memcpy(out[lane.msg].data() + 4 * w, &state[l / 16][w][l % 16], 4);
       }
       --busy;
       start(l);

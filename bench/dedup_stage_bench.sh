@@ -39,34 +39,40 @@ with="$workdir/refine-dedup.yaml"
 cp "$plain" "$with"
 echo "  - $dedup:" >>"$with"
 
-# job RECIPE NAME: one dlc run; prints its wall seconds and peak RSS (KB).
+# job RECIPE NAME: one dlc run, started after a sync (so that it does not pay
+# for the previous job's writeback); prints its wall seconds, peak RSS (KB)
+# and CPU seconds (user + system).
 job() {
   rm -rf "$workdir/$2" "$workdir/.$2."*
-  local t0 rss
+  sync
+  local t0 rss cpu
   t0=$(now)
-  /usr/bin/time -f '%M' -o "$workdir/rss" "$bin" dlc --job-dir "$workdir/$2" --config "$1" \
+  /usr/bin/time -f '%M %U %S' -o "$workdir/rss" "$bin" dlc --job-dir "$workdir/$2" --config "$1" \
     --dataset-path "$corpus" --nodes 1 --num-shards 64 --threads 2 --run-id "bench" \
     --poll-interval-secs 0.2 >/dev/null 2>&1
-  rss=$(tail -1 "$workdir/rss")
-  echo "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }') $rss"
+  read -r rss cpu < <(tail -1 "$workdir/rss" | awk '{ print $1, $2 + $3 }')
+  echo "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }') $rss $cpu"
 }
-best_plain="" best_with="" rss_plain=0 rss_with=0
+best_plain="" best_with="" rss_plain=0 rss_with=0 cpu_plain="" cpu_with=""
 for rep in $(seq "$rounds"); do
-  read -r s r < <(job "$plain" plain-job)
+  read -r s r c < <(job "$plain" plain-job)
   best_plain=$(least "$best_plain" 0 "$s"); rss_plain=$(( r > rss_plain ? r : rss_plain ))
-  read -r s r < <(job "$with" dedup-job)
+  cpu_plain=$(least "$cpu_plain" 0 "$c")
+  read -r s r c < <(job "$with" dedup-job)
   best_with=$(least "$best_with" 0 "$s"); rss_with=$(( r > rss_with ? r : rss_with ))
-  echo "round $rep: without ${best_plain} s, with ${best_with} s (best so far)"
+  cpu_with=$(least "$cpu_with" 0 "$c")
+  echo "round $rep: without ${best_plain} s (${cpu_plain} CPU-s), with ${best_with} s (${cpu_with} CPU-s) (best so far)"
 done
 rows_in=$(python3 -c "import json;print(json.load(open('$workdir/dedup-job/manifest.json'))['total_rows'])")
 rows_plain=$(wc -l <"$workdir/plain-job/merged.jsonl")
 rows_with=$(wc -l <"$workdir/dedup-job/merged.jsonl")
 awk -v mb="$(stat -c %s "$corpus")" -v a="$best_plain" -v b="$best_with" -v ra="$rss_plain" -v rb="$rss_with" \
-    -v n="$rows_in" -v ka="$rows_plain" -v kb="$rows_with" -v op="$dedup" 'BEGIN {
+    -v n="$rows_in" -v ka="$rows_plain" -v kb="$rows_with" -v op="$dedup" \
+    -v ca="$cpu_plain" -v cb="$cpu_with" 'BEGIN {
   printf "dlc --nodes 1 --threads 2, 64 shards, %.0f MB, %d rows\n", mb / 1e6, n
   printf "  refine:                %7.2f s  %6.1f MB/s  %8.0f rows/s  peak RSS %d MB  kept %d rows\n", a, mb / 1e6 / a, n / a, ra / 1024, ka
   printf "  refine + %s: %7.2f s  %6.1f MB/s  %8.0f rows/s  peak RSS %d MB  kept %d rows\n", op, b, mb / 1e6 / b, n / b, rb / 1024, kb
-  printf "  ratio %.2fx (target <= 1.5x)\n", b / a
+  printf "  ratio %.2fx (target <= 1.5x); CPU seconds %.2f / %.2f: %.2fx\n", b / a, cb, ca, cb / ca
 }'
 # The dedup job's output is what `djshard run` makes of the same normalized rows.
 cat "$workdir"/dedup-job/shards/*.jsonl >"$workdir/normalized.jsonl"

@@ -22,8 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto third = static_cast<unsigned char>(at + 2 < size ? html[at + 2] : 0);
     if (third >= 0xB8 && third <= 0xBB) return 0;
   }
-  // "</>": the simple path keeps MyHTML's reading (text in the body), Gumbo HTML5's
-  if (html.find("</>") != std::string_view::npos) return 0;
+  // "</>" and references in raw text: the simple path keeps MyHTML's reading, Gumbo HTML5's
+  if (ops::html::MayReadAsMyHtml(html)) return 0;
   const std::optional<std::string> simple = ops::html::BodyTextOfSimpleDocument(html);
   if (!simple) return 0;
   const std::string full = ops::html::BodyTextThroughGumbo(std::string(html));

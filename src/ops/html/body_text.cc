@@ -168,6 +168,24 @@ bool DecodeRcdata(std::string_view contents, std::string* out) {
   return true;
 }
 
+// Whether raw text holds an end tag whose name is letters only, followed by
+// whitespace, '/' or '>' ("</b>", "</p "): MyHTML, Data-Juicer's parser, then
+// decodes the character references of the element's whole text, as in
+// RCDATA ("<xmp>&amp;</b>&amp;</xmp>" gives "&</b>&", "<xmp>&amp;<b></xmp>"
+// keeps "&amp;<b>"). HTML5 decodes none.
+bool HoldsLetterEndTag(std::string_view text) {
+  for (size_t at = text.find("</"); at != std::string_view::npos; at = text.find("</", at + 2)) {
+    size_t k = at + 2;
+    while (k < text.size() && IsAsciiAlpha(text[k])) ++k;
+    // ('\r' as the LF that the input stream makes of it)
+    if (k > at + 2 && k < text.size() &&
+        (IsHtmlSpace(text[k]) || text[k] == '\r' || text[k] == '/' || text[k] == '>')) {
+      return true;
+    }
+  }
+  return false;
+}
+
 struct Tag {
   std::string name;  // lowercased
   bool end = false;
@@ -770,7 +788,7 @@ class SimpleDocument {
       if (contents.front() == '\n') contents.remove_prefix(1);
     }
     std::string decoded;
-    if (rcdata) {
+    if (rcdata || (keep && name != "script" && HoldsLetterEndTag(contents))) {
       if (!DecodeRcdata(contents, &decoded)) return false;
       contents = decoded;
     }
@@ -799,6 +817,33 @@ class SimpleDocument {
 };
 
 }  // namespace
+
+bool MayReadAsMyHtml(std::string_view html) {
+  if (html.find("</>") != std::string_view::npos) return true;
+  if (html.find('&') == std::string_view::npos) return false;
+  std::string lower(html);
+  for (char& c : lower) c = AsciiLower(c);
+  // what follows each opening tag of such an element, up to its own end tag
+  for (const std::string name : {"xmp", "iframe", "noembed", "noframes", "style"}) {
+    for (size_t at = lower.find("<" + name); at != std::string::npos;
+         at = lower.find("<" + name, at + 1)) {
+      const size_t from = at + 1 + name.size();
+      size_t end = from;
+      while ((end = lower.find("</" + name, end)) != std::string::npos) {
+        const size_t k = end + 2 + name.size();
+        if (k < lower.size() &&
+            (IsHtmlSpace(lower[k]) || lower[k] == '\r' || lower[k] == '/' || lower[k] == '>')) {
+          break;
+        }
+        ++end;
+      }
+      const std::string_view text =
+          html.substr(from, end == std::string::npos ? std::string_view::npos : end - from);
+      if (text.find('&') != std::string_view::npos && HoldsLetterEndTag(text)) return true;
+    }
+  }
+  return false;
+}
 
 std::optional<std::string> BodyTextOfSimpleDocument(std::string_view html) {
   std::string normalized;

@@ -18,6 +18,14 @@ namespace djshard::ops::html {
 
 std::optional<std::string> BodyTextOfSimpleDocument(std::string_view html);
 
+// Whether BodyTextOfSimpleDocument may read `html` as MyHTML (selectolax's
+// parser, Data-Juicer's) does where HTML5 differs: "</>" is text after
+// <head>, and a raw text element other than <script> (<xmp>, <iframe>,
+// <noembed>, <noframes>, a <style> in the body) whose text holds an end tag
+// of letters has its character references decoded. Gumbo reads such
+// documents as HTML5 does; comparisons with it leave them out.
+bool MayReadAsMyHtml(std::string_view html);
+
 // The same text through Gumbo, a full HTML5 parser, for any document.
 std::string BodyTextThroughGumbo(std::string html);
 

@@ -16,8 +16,10 @@ HTML5 specification each document holds (a document can hold several):
                           comment, or with a '<') its own way
     "'<' in a tag name"   "a<b</ol>" gives "ab" in MyHTML
     "raw text holding a reference"
-                          MyHTML decodes some references in <xmp>, <iframe>
-                          and <noembed> text
+                          what is left of MyHTML's decoding of references in
+                          <xmp>, <iframe> and <noembed> text once djshard
+                          decodes them where the text holds an end tag of
+                          letters, as MyHTML does
     "SVG or MathML"       foreign content
     "U+0000"              MyHTML repeats the character before it
 

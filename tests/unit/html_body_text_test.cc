@@ -144,7 +144,14 @@ TEST(HtmlBodyText, RawTextHoldingAnEndTagHasItsReferencesDecodedAsMyHtmlHasIt) {
   EXPECT_EQ(Simple("<p><xmp>&amp;</p>x</xmp>"), "[&</p>x]");
   EXPECT_EQ(Simple("<style>&amp;</b>x</style>"), "[]");               // in <head>
   EXPECT_EQ(Simple("<p><script>&amp;</b></script>"), "[&amp;</b>]");  // not <script>
-  EXPECT_EQ(Simple("<xmp>&amp;</b>x&copyy</xmp>"), "(full parser)");  // repaired: Gumbo's
+  // every reference, as HTML5's data state decodes it, repairs included
+  EXPECT_EQ(Simple("<xmp>&amp;</b>x&copyy&notit;&ampx&#0;&#x80;&#65&#x;&bogus;</xmp>"),
+            "[&</b>x\xC2\xA9y\xC2\xACit;&x\xEF\xBF\xBD\xE2\x82\xAC"
+            "A&#x;&bogus;]");
+  // the same through Gumbo (a <select> sends the document there)
+  EXPECT_EQ(BodyTextThroughGumbo("<select></select><xmp>&amp;</b>&copyy&#x80;</xmp>"),
+            "&</b>\xC2\xA9y\xE2\x82\xAC");
+  EXPECT_EQ(BodyTextThroughGumbo("<select></select><xmp>&amp;<b></xmp>"), "&amp;<b>");
   EXPECT_TRUE(MayReadAsMyHtml("<XMP>&amp;</b>"));
   EXPECT_TRUE(MayReadAsMyHtml("a</>b"));
   EXPECT_FALSE(MayReadAsMyHtml("<xmp>&amp;</xmp></b>"));

@@ -7,6 +7,7 @@
 // or needs state this file does not keep gives up (nullopt).
 #include "src/ops/html/body_text.h"
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -184,6 +185,67 @@ bool HoldsLetterEndTag(std::string_view text) {
     }
   }
   return false;
+}
+
+// The code point a numeric reference to `number` gives in HTML5's data state
+// (§13.2.5.80): U+FFFD for 0, a surrogate or a number past U+10FFFF, the
+// windows-1252 character for 0x80-0x9F, else the number itself.
+uint32_t NumericReferenceCodePoint(uint64_t number) {
+  if (number == 0 || number > 0x10FFFF || (number >= 0xD800 && number <= 0xDFFF)) return 0xFFFD;
+  const NumericReference* end = kReplacedNumbers + kReplacedNumbersSize;
+  const NumericReference* it =
+      std::lower_bound(kReplacedNumbers, end, number,
+                       [](const NumericReference& r, uint64_t n) { return r.number < n; });
+  if (it != end && it->number == number) return it->cp;
+  return static_cast<uint32_t>(number);
+}
+
+// At s[*i] == '&' in HTML5's data state: appends what the reference gives
+// with the tokenizer's repairs (a number or a legacy name without ';'), or the
+// '&' that starts none, and moves *i past it.
+void DecodeAnyReference(std::string_view s, size_t* i, std::string* out) {
+  const size_t at = *i;
+  *i = at + 1;
+  if (at + 1 < s.size() && s[at + 1] == '#') {
+    size_t k = at + 2;
+    const bool hex = k < s.size() && (s[k] == 'x' || s[k] == 'X');
+    if (hex) ++k;
+    const size_t digits = k;
+    uint64_t number = 0;
+    for (; k < s.size(); ++k) {
+      const char c = s[k];
+      const bool decimal = c >= '0' && c <= '9';
+      if (!decimal && !(hex && (c | 0x20) >= 'a' && (c | 0x20) <= 'f')) break;
+      const uint64_t v =
+          decimal ? static_cast<uint64_t>(c - '0') : static_cast<uint64_t>((c | 0x20) - 'a' + 10);
+      number = std::min<uint64_t>(number * (hex ? 16 : 10) + v, 0x110000);
+    }
+    if (k == digits) {  // "&#" or "&#x" without digits: text
+      out->push_back('&');
+      return;
+    }
+    AppendUtf8(out, NumericReferenceCodePoint(number));
+    *i = k < s.size() && s[k] == ';' ? k + 1 : k;
+    return;
+  }
+  size_t k = at + 1;
+  while (k < s.size() && IsAsciiAlnum(s[k])) ++k;
+  const std::string_view name = s.substr(at + 1, k - at - 1);
+  if (!name.empty() && k < s.size() && s[k] == ';') {
+    if (const auto value = FindNamedReference(std::string(name) + ";")) {
+      out->append(*value);
+      *i = k + 1;
+      return;
+    }
+  }
+  for (size_t len = name.size(); len >= 2; --len) {  // the longest legacy name
+    if (const auto value = FindNamedReference(name.substr(0, len))) {
+      out->append(*value);
+      *i = at + 1 + len;
+      return;
+    }
+  }
+  out->push_back('&');
 }
 
 struct Tag {
@@ -788,8 +850,11 @@ class SimpleDocument {
       if (contents.front() == '\n') contents.remove_prefix(1);
     }
     std::string decoded;
-    if (rcdata || (keep && name != "script" && HoldsLetterEndTag(contents))) {
+    if (rcdata) {
       if (!DecodeRcdata(contents, &decoded)) return false;
+      contents = decoded;
+    } else if (keep && name != "script" && HoldsLetterEndTag(contents)) {
+      decoded = MyHtmlRawText(contents);
       contents = decoded;
     }
     if (keep) out_.append(contents);  // the element's text, in body (in a table too)
@@ -817,6 +882,20 @@ class SimpleDocument {
 };
 
 }  // namespace
+
+std::string MyHtmlRawText(std::string_view text) {
+  if (!HoldsLetterEndTag(text)) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t amp = text.find('&', i);
+    const size_t stop = amp == std::string_view::npos ? text.size() : amp;
+    out.append(text.substr(i, stop - i));
+    i = stop;
+    if (i < text.size()) DecodeAnyReference(text, &i, &out);
+  }
+  return out;
+}
 
 bool MayReadAsMyHtml(std::string_view html) {
   if (html.find("</>") != std::string_view::npos) return true;

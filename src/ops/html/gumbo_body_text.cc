@@ -24,6 +24,23 @@ const GumboNode* FindBody(const GumboOutput& doc) {
   return nullptr;
 }
 
+// Whether a text node is the text of a raw text element whose references
+// MyHTML may decode (MyHtmlRawText).
+bool InMyHtmlRawText(const GumboNode* node) {
+  const GumboNode* parent = node->parent;
+  if (parent == nullptr || parent->type != GUMBO_NODE_ELEMENT) return false;
+  switch (parent->v.element.tag) {
+    case GUMBO_TAG_XMP:
+    case GUMBO_TAG_IFRAME:
+    case GUMBO_TAG_NOEMBED:
+    case GUMBO_TAG_NOFRAMES:
+    case GUMBO_TAG_STYLE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The text nodes below `root` in document order (selectolax's
 // Node.text(deep=True), separator "" and no strip): text, whitespace and
 // CDATA, including those of <script>, <style> and <template>; no comments.
@@ -42,6 +59,12 @@ std::string TextBelow(const GumboNode* root) {
     stack.pop_back();
     switch (node->type) {
       case GUMBO_NODE_TEXT:
+        if (InMyHtmlRawText(node)) {
+          out += MyHtmlRawText(node->v.text.text);
+          break;
+        }
+        out += node->v.text.text;
+        break;
       case GUMBO_NODE_WHITESPACE:
       case GUMBO_NODE_CDATA:
         out += node->v.text.text;

@@ -102,6 +102,26 @@ bool PlainReference(uint64_t cp) {
   return cp <= 0x10FFFF;
 }
 
+// The number of a numeric reference "&#..." or "&#x..." at s[at]: stores it
+// (0x110000 for any number past U+10FFFF) and returns where its digits end,
+// or 0 when there are none.
+size_t ReadNumber(std::string_view s, size_t at, uint64_t* number) {
+  size_t k = at + 2;
+  const bool hex = k < s.size() && (s[k] == 'x' || s[k] == 'X');
+  if (hex) ++k;
+  const size_t digits = k;
+  *number = 0;
+  for (; k < s.size(); ++k) {
+    const char c = s[k];
+    const bool decimal = c >= '0' && c <= '9';
+    if (!decimal && !(hex && (c | 0x20) >= 'a' && (c | 0x20) <= 'f')) break;
+    const uint64_t v =
+        decimal ? static_cast<uint64_t>(c - '0') : static_cast<uint64_t>((c | 0x20) - 'a' + 10);
+    *number = std::min<uint64_t>(*number * (hex ? 16 : 10) + v, 0x110000);
+  }
+  return k == digits ? 0 : k;
+}
+
 // At s[*i] == '&': appends what the tokenizer makes of the character
 // reference (or of the '&' that starts none) and moves *i past it; false for
 // a reference that the tokenizer repairs with a parse error (no ';', a legacy
@@ -109,30 +129,14 @@ bool PlainReference(uint64_t cp) {
 bool DecodeReference(std::string_view s, size_t* i, std::string* out) {
   const size_t at = *i;
   if (at + 1 < s.size() && s[at + 1] == '#') {
-    size_t k = at + 2;
-    const bool hex = k < s.size() && (s[k] == 'x' || s[k] == 'X');
-    if (hex) ++k;
-    const size_t digits = k;
     uint64_t cp = 0;
-    for (; k < s.size(); ++k) {
-      const char c = s[k];
-      uint64_t v;
-      if (c >= '0' && c <= '9') {
-        v = static_cast<uint64_t>(c - '0');
-      } else if (hex && (c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
-        v = static_cast<uint64_t>((c | 0x20) - 'a' + 10);
-      } else {
-        break;
-      }
-      cp = cp * (hex ? 16 : 10) + v;
-      if (cp > 0x10FFFF) return false;
-    }
-    if (k == digits) {  // "&#" or "&#x" without digits: text
+    const size_t k = ReadNumber(s, at, &cp);
+    if (k == 0) {  // "&#" or "&#x" without digits: text
       *i = at + 1;
       out->push_back('&');
       return true;
     }
-    if (k >= s.size() || s[k] != ';' || !PlainReference(cp)) return false;
+    if (cp > 0x10FFFF || k >= s.size() || s[k] != ';' || !PlainReference(cp)) return false;
     AppendUtf8(out, static_cast<uint32_t>(cp));
     *i = k + 1;
     return true;
@@ -207,20 +211,9 @@ void DecodeAnyReference(std::string_view s, size_t* i, std::string* out) {
   const size_t at = *i;
   *i = at + 1;
   if (at + 1 < s.size() && s[at + 1] == '#') {
-    size_t k = at + 2;
-    const bool hex = k < s.size() && (s[k] == 'x' || s[k] == 'X');
-    if (hex) ++k;
-    const size_t digits = k;
     uint64_t number = 0;
-    for (; k < s.size(); ++k) {
-      const char c = s[k];
-      const bool decimal = c >= '0' && c <= '9';
-      if (!decimal && !(hex && (c | 0x20) >= 'a' && (c | 0x20) <= 'f')) break;
-      const uint64_t v =
-          decimal ? static_cast<uint64_t>(c - '0') : static_cast<uint64_t>((c | 0x20) - 'a' + 10);
-      number = std::min<uint64_t>(number * (hex ? 16 : 10) + v, 0x110000);
-    }
-    if (k == digits) {  // "&#" or "&#x" without digits: text
+    const size_t k = ReadNumber(s, at, &number);
+    if (k == 0) {  // "&#" or "&#x" without digits: text
       out->push_back('&');
       return;
     }

@@ -94,9 +94,11 @@ class TaskFile {
     hash_.Update(bytes);
     bytes_ += bytes.size();
   }
-  // Commits the file (durably) and records it in `files`.
+  // Commits the file and records it in `files`. The worker makes every file
+  // of `files` durable before it publishes the task's done record
+  // (SyncTaskFiles), on its publishing thread, while the next task runs.
   void Commit(nlohmann::json& files, uint64_t rows) {
-    writer_.Commit();
+    writer_.Commit(/*durable=*/false);
     files[name_] = {{"bytes", bytes_}, {"rows", rows}, {"xxh3_128", hash_.HexDigest()}};
   }
 
@@ -353,7 +355,7 @@ struct RowRun {
       for (uint64_t line : lines) rows.push_back(GlobalRow(line - 1));
     };
     AddRun(summary, exec::Execute(*c.plan, in.set.files, rows_file, &errors, o));
-    rows_file.Commit();
+    rows_file.Commit(/*durable=*/false);  // as a TaskFile: SyncTaskFiles
     files["rows.jsonl"] = {{"bytes", rows_file.bytes_in()},
                            {"rows", rows.size()},
                            {"xxh3_128", rows_file.ContentXxh3()}};
@@ -1044,6 +1046,23 @@ std::vector<std::string> StageGarbage(const JobDir& job) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void SyncTaskFiles(const std::string& attempt_dir, const nlohmann::json& stage) {
+  const auto files = stage.find("files");
+  if (files == stage.end()) return;
+  for (const auto& [name, record] : files->items()) {
+    const std::string path = attempt_dir + "/" + name;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) ThrowSystemError(path, "cannot open to fsync");
+    const int rc = ::fsync(fd);
+    const int saved = errno;
+    ::close(fd);
+    if (rc != 0) {
+      errno = saved;
+      ThrowSystemError(path, "cannot fsync");
+    }
+  }
 }
 
 TaskResult RunTask(const TaskContext& context, const JobTask& task, const std::string& attempt_dir,

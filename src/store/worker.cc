@@ -849,7 +849,9 @@ class Worker {
     DoneRecord done;
     try {
       // processed.jsonl must be durable before a done record can name it; its
-      // directory fsync also covers the errors file renamed just before.
+      // directory fsync also covers the errors file renamed just before, and
+      // a stage task's files (fsynced first).
+      if (a.task) SyncTaskFiles(a.claim.attempt_dir(), a.stage);
       a.errors->Commit(/*durable=*/false);
       a.output->Commit();
       done.checksum = io::Checksum::Xxh3(a.output->ContentXxh3());

@@ -354,21 +354,23 @@ TEST_F(DedupStageCli, ADeduplicatorLastInTheRecipeWritesRunsBytes) {
   EXPECT_EQ(long_rows, 2u);  // the two distinct long texts
 }
 
-// node-a is killed with its third stage task's files written and no done
-// record (a sign task), node-b after taking that task over, at its sixth (a
-// group task); node-c takes the group task over. Nothing is lost or counted
-// twice.
+// node-a is killed with its first stage task's files written and no done
+// record (a sign task), node-b after taking that task over and doing the
+// other sign tasks, at its eighth (a group task); node-c takes the group task
+// over. Nothing is lost or counted twice. (A worker publishes a task while it
+// runs the next, so a kill at a later sign task could lose the one before it
+// too; a group task starts once every sign task is published.)
 TEST_F(DedupStageCli, WorkersKilledInTheStageAreTakenOver) {
   Prepare("job", 7);
   const CliResult a =
-      WaitFor(WorkerOn("node-a", "job", {}, {"DJSHARD_TEST_KILL_AT=dedup_task_written@3"}));
+      WaitFor(WorkerOn("node-a", "job", {}, {"DJSHARD_TEST_KILL_AT=dedup_task_written@1"}));
   ASSERT_EQ(a.exit_code, 128 + SIGKILL) << a.err;
-  EXPECT_TRUE(Exists("job/state/locks/dedup1-sign-part-00002-of-00007.lock"));
-  EXPECT_FALSE(Exists("job/state/done/dedup1-sign-part-00002-of-00007.json"));
+  EXPECT_TRUE(Exists("job/state/locks/dedup1-sign-part-00000-of-00007.lock"));
+  EXPECT_FALSE(Exists("job/state/done/dedup1-sign-part-00000-of-00007.json"));
   const CliResult b =
-      WaitFor(WorkerOn("node-b", "job", {}, {"DJSHARD_TEST_KILL_AT=dedup_task_written@6"}));
+      WaitFor(WorkerOn("node-b", "job", {}, {"DJSHARD_TEST_KILL_AT=dedup_task_written@8"}));
   ASSERT_EQ(b.exit_code, 128 + SIGKILL) << b.err;
-  EXPECT_NE(b.err.find("took over stale lock of dedup1-sign-part-00002-of-00007"),
+  EXPECT_NE(b.err.find("took over stale lock of dedup1-sign-part-00000-of-00007"),
             std::string::npos)
       << b.err;
   EXPECT_TRUE(Exists("job/state/locks/dedup1-group-0000.lock"));
@@ -377,8 +379,8 @@ TEST_F(DedupStageCli, WorkersKilledInTheStageAreTakenOver) {
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_NE(c.err.find("took over stale lock of dedup1-group-0000"), std::string::npos) << c.err;
 
-  EXPECT_EQ(Done("job", "dedup1-sign-part-00002-of-00007")["hostname"], "node-b");
-  EXPECT_EQ(Done("job", "dedup1-sign-part-00002-of-00007")["attempt_number"], 2);
+  EXPECT_EQ(Done("job", "dedup1-sign-part-00000-of-00007")["hostname"], "node-b");
+  EXPECT_EQ(Done("job", "dedup1-sign-part-00000-of-00007")["attempt_number"], 2);
   EXPECT_EQ(Done("job", "dedup1-group-0000")["hostname"], "node-c");
   EXPECT_EQ(Done("job", "dedup1-group-0000")["attempt_number"], 2);
   EXPECT_EQ(Count("job/state/stale_locks"), 2u);

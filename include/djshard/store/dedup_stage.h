@@ -96,6 +96,12 @@ struct TaskResult {
 TaskResult RunTask(const TaskContext& context, const JobTask& task, const std::string& attempt_dir,
                    io::OutputStream& output, io::OutputStream& errors);
 
+// The files a task wrote (its TaskResult::stage "files") are renamed into the
+// attempt directory without an fsync; this fsyncs each. The caller then
+// fsyncs the directory (committing the task's output does) before it
+// publishes the done record that names them.
+void SyncTaskFiles(const std::string& attempt_dir, const nlohmann::json& stage);
+
 // What `djshard verify` found of the dedup stages' files.
 struct StageFilesCheck {
   uint64_t tasks = 0;    // published stage tasks

@@ -1,5 +1,6 @@
 #include "djshard/common/signals.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -49,12 +50,22 @@ void ThrowIfStopRequested() {
 
 void SleepInterruptibly(double secs, const std::function<bool()>& wake) {
   const double until = MonotonicSeconds() + secs;
-  double next_wake_check = MonotonicSeconds() + 0.25;
-  while (!StopRequested() && !JobStopRequested() && MonotonicSeconds() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // wake is asked after 50 ms, then at intervals growing by half up to a
+  // quarter second: what it waits for is noticed soon after a short wait (a
+  // worker waiting for the other's last shard), and a long wait costs four
+  // checks a second.
+  double interval = 0.05;
+  double next_wake_check = MonotonicSeconds() + interval;
+  while (!StopRequested() && !JobStopRequested()) {
+    const double now = MonotonicSeconds();
+    if (now >= until) return;
+    const double next = wake ? std::min(until, next_wake_check) : until;
+    const double nap = std::clamp(next - now, 0.005, 0.05);
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(nap * 1e6)));
     if (wake && MonotonicSeconds() >= next_wake_check) {
       if (wake()) return;
-      next_wake_check += 0.25;
+      interval = std::min(0.25, interval * 1.5);
+      next_wake_check = MonotonicSeconds() + interval;
     }
   }
 }

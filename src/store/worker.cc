@@ -698,7 +698,14 @@ class Worker {
     exec::ExecOptions exec_options;
     exec_options.threads = threads_;
     exec_options.cancel = &a.lost;
-    exec_options.shard_id = job_.manifest().shards[a.task->shard].id;
+    const ShardEntry& shard = job_.manifest().shards[a.task->shard];
+    exec_options.shard_id = shard.id;
+    // Batches of at most a 16th of each thread's share of the shard, so that
+    // the threads end a shard together (its last batch keeps one thread busy
+    // while the others wait): 128 KiB for 4 MB shards on 2 threads.
+    const uint64_t share = shard.size_bytes / (static_cast<uint64_t>(std::max(threads_, 1)) * 16);
+    exec_options.batch_bytes =
+        static_cast<size_t>(std::clamp<uint64_t>(share, 64 << 10, exec_options.batch_bytes));
     auto op_started = std::make_shared<std::vector<double>>(plan_->operators.size(), 0);
     exec_options.op_event = [this, &claim, op_started](size_t i,
                                                        const exec::OperatorCounters* done) {

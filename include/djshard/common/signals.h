@@ -18,8 +18,8 @@ int StopExitCode();
 // Throws Error("interrupted", code StopExitCode()) when a stop was requested.
 void ThrowIfStopRequested();
 // Sleeps up to `secs`, returning within 50 ms of SIGINT/SIGTERM or a job stop
-// request (graceful or forced), or as soon as `wake` (when set, asked every
-// quarter second) returns true.
+// request (graceful or forced), or as soon as `wake` (when set, asked after
+// 50 ms, then at intervals growing to a quarter second) returns true.
 void SleepInterruptibly(double secs, const std::function<bool()>& wake = nullptr);
 
 // How far a `djshard stop` of this process's job has gone (SPEC-checkpoints

@@ -122,42 +122,65 @@ size_t ReadNumber(std::string_view s, size_t at, uint64_t* number) {
   return k == digits ? 0 : k;
 }
 
-// At s[*i] == '&': appends what the tokenizer makes of the character
-// reference (or of the '&' that starts none) and moves *i past it; false for
-// a reference that the tokenizer repairs with a parse error (no ';', a legacy
-// name without one, a number it replaces or reports), left to a full parser.
-bool DecodeReference(std::string_view s, size_t* i, std::string* out) {
-  const size_t at = *i;
+// The code point a numeric reference to `number` gives in HTML5's data state
+// (§13.2.5.80): U+FFFD for 0, a surrogate or a number past U+10FFFF, the
+// windows-1252 character for 0x80-0x9F, else the number itself.
+uint32_t NumericReferenceCodePoint(uint64_t number) {
+  if (number == 0 || number > 0x10FFFF || (number >= 0xD800 && number <= 0xDFFF)) return 0xFFFD;
+  const NumericReference* end = kReplacedNumbers + kReplacedNumbersSize;
+  const NumericReference* it =
+      std::lower_bound(kReplacedNumbers, end, number,
+                       [](const NumericReference& r, uint64_t n) { return r.number < n; });
+  if (it != end && it->number == number) return it->cp;
+  return static_cast<uint32_t>(number);
+}
+
+// What HTML5's tokenizer makes of s[at] == '&' in the data state: the text
+// it gives, where the reference ends, and whether the tokenizer repaired it
+// with a parse error (a number or a legacy name without ';', a number it
+// replaces or reports). No reference: "&", ending after it.
+struct Reference {
+  std::string text;
+  size_t end = 0;
+  bool repaired = false;
+};
+Reference ReadReference(std::string_view s, size_t at) {
+  Reference r{"&", at + 1, false};
   if (at + 1 < s.size() && s[at + 1] == '#') {
-    uint64_t cp = 0;
-    const size_t k = ReadNumber(s, at, &cp);
-    if (k == 0) {  // "&#" or "&#x" without digits: text
-      *i = at + 1;
-      out->push_back('&');
-      return true;
-    }
-    if (cp > 0x10FFFF || k >= s.size() || s[k] != ';' || !PlainReference(cp)) return false;
-    AppendUtf8(out, static_cast<uint32_t>(cp));
-    *i = k + 1;
-    return true;
+    uint64_t number = 0;
+    const size_t k = ReadNumber(s, at, &number);
+    if (k == 0) return r;  // "&#" or "&#x" without digits: text
+    const bool semicolon = k < s.size() && s[k] == ';';
+    r.text.clear();
+    AppendUtf8(&r.text, NumericReferenceCodePoint(number));
+    r.end = semicolon ? k + 1 : k;
+    r.repaired = !semicolon || !PlainReference(number);
+    return r;
   }
   size_t k = at + 1;
   while (k < s.size() && IsAsciiAlnum(s[k])) ++k;
   const std::string_view name = s.substr(at + 1, k - at - 1);
   if (!name.empty() && k < s.size() && s[k] == ';') {
     if (const auto value = FindNamedReference(std::string(name) + ";")) {
-      out->append(*value);
-      *i = k + 1;
-      return true;
+      return {std::string(*value), k + 1, false};
     }
   }
-  // A legacy name (one without ';') that starts `name` is decoded with a
-  // parse error: left to the full parser.
-  for (size_t len = name.size(); len >= 2; --len) {
-    if (FindNamedReference(name.substr(0, len))) return false;
+  for (size_t len = name.size(); len >= 2; --len) {  // the longest legacy name
+    if (const auto value = FindNamedReference(name.substr(0, len))) {
+      return {std::string(*value), at + 1 + len, true};
+    }
   }
-  *i = at + 1;  // no reference: '&' and what follows are text
-  out->push_back('&');
+  return r;
+}
+
+// At s[*i] == '&': appends what the tokenizer makes of the character
+// reference (or of the '&' that starts none) and moves *i past it; false for
+// a reference that the tokenizer repairs, left to a full parser.
+bool DecodeReference(std::string_view s, size_t* i, std::string* out) {
+  const Reference r = ReadReference(s, *i);
+  if (r.repaired) return false;
+  out->append(r.text);
+  *i = r.end;
   return true;
 }
 
@@ -189,56 +212,6 @@ bool HoldsLetterEndTag(std::string_view text) {
     }
   }
   return false;
-}
-
-// The code point a numeric reference to `number` gives in HTML5's data state
-// (§13.2.5.80): U+FFFD for 0, a surrogate or a number past U+10FFFF, the
-// windows-1252 character for 0x80-0x9F, else the number itself.
-uint32_t NumericReferenceCodePoint(uint64_t number) {
-  if (number == 0 || number > 0x10FFFF || (number >= 0xD800 && number <= 0xDFFF)) return 0xFFFD;
-  const NumericReference* end = kReplacedNumbers + kReplacedNumbersSize;
-  const NumericReference* it =
-      std::lower_bound(kReplacedNumbers, end, number,
-                       [](const NumericReference& r, uint64_t n) { return r.number < n; });
-  if (it != end && it->number == number) return it->cp;
-  return static_cast<uint32_t>(number);
-}
-
-// At s[*i] == '&' in HTML5's data state: appends what the reference gives
-// with the tokenizer's repairs (a number or a legacy name without ';'), or the
-// '&' that starts none, and moves *i past it.
-void DecodeAnyReference(std::string_view s, size_t* i, std::string* out) {
-  const size_t at = *i;
-  *i = at + 1;
-  if (at + 1 < s.size() && s[at + 1] == '#') {
-    uint64_t number = 0;
-    const size_t k = ReadNumber(s, at, &number);
-    if (k == 0) {  // "&#" or "&#x" without digits: text
-      out->push_back('&');
-      return;
-    }
-    AppendUtf8(out, NumericReferenceCodePoint(number));
-    *i = k < s.size() && s[k] == ';' ? k + 1 : k;
-    return;
-  }
-  size_t k = at + 1;
-  while (k < s.size() && IsAsciiAlnum(s[k])) ++k;
-  const std::string_view name = s.substr(at + 1, k - at - 1);
-  if (!name.empty() && k < s.size() && s[k] == ';') {
-    if (const auto value = FindNamedReference(std::string(name) + ";")) {
-      out->append(*value);
-      *i = k + 1;
-      return;
-    }
-  }
-  for (size_t len = name.size(); len >= 2; --len) {  // the longest legacy name
-    if (const auto value = FindNamedReference(name.substr(0, len))) {
-      out->append(*value);
-      *i = at + 1 + len;
-      return;
-    }
-  }
-  out->push_back('&');
 }
 
 struct Tag {
@@ -885,7 +858,10 @@ std::string MyHtmlRawText(std::string_view text) {
     const size_t stop = amp == std::string_view::npos ? text.size() : amp;
     out.append(text.substr(i, stop - i));
     i = stop;
-    if (i < text.size()) DecodeAnyReference(text, &i, &out);
+    if (i == text.size()) break;
+    const Reference r = ReadReference(text, i);  // repairs included
+    out.append(r.text);
+    i = r.end;
   }
   return out;
 }

@@ -505,34 +505,39 @@ class StageJob {
     const ShardEntry& shard = m_.shards[task.shard];
     const bool sign = task.kind == TaskKind::kSign;
     const size_t before = sign ? task.stage - 1 : task.stage;
-    RowRun run(OpenInput(task, task.shard, errors), first_rows_[task.shard], ShardName(shard));
-    run.Configure(c_, before == 0 ? 0 : m_.dedup_stages[before - 1].op_index + 1,
-                  sign ? m_.dedup_stages[task.stage - 1].op_index : c_.plan->operators.size());
+    // (shared: a copy of kept lines is made after this returns)
+    const auto run = std::make_shared<RowRun>(OpenInput(task, task.shard, errors),
+                                              first_rows_[task.shard], ShardName(shard));
+    run->Configure(c_, before == 0 ? 0 : m_.dedup_stages[before - 1].op_index + 1,
+                   sign ? m_.dedup_stages[task.stage - 1].op_index : c_.plan->operators.size());
     TaskResult result;
-    result.summary = run.in.carried;
+    result.summary = run->in.carried;
     nlohmann::json files = nlohmann::json::object();
     std::string form = "tap";
-    if (!sign && run.NoOperators() && run.in.output_form) {
-      const uint64_t lines = CopyRows(run, output, result.summary);
-      result.input_rows = result.summary.rows_in;
-      CheckInput(run.in, run.hasher, lines, shard);
+    if (!sign && run->NoOperators() && run->in.output_form) {
+      // Only a copy of the kept lines is left: the worker makes it when it
+      // publishes the task (TaskResult::copy).
+      result.copy = [run, shard](io::OutputStream& out, exec::ExecSummary& summary) {
+        const uint64_t lines = CopyRows(*run, out, summary);
+        CheckInput(run->in, run->hasher, lines, shard);
+      };
       result.stage = {{"task", "shard"}, {"files", files}};
       return result;
     }
     if (!sign) {
-      AddRun(result.summary, exec::Execute(*c_.plan, run.in.set.files, output, &errors, run.o));
+      AddRun(result.summary, exec::Execute(*c_.plan, run->in.set.files, output, &errors, run->o));
     } else if (WritesOutputForm(task)) {
       form = "output";
-      run.WriteOutputForm(c_, attempt_dir, errors, result.summary, files);
+      run->WriteOutputForm(c_, attempt_dir, errors, result.summary, files);
     } else {
-      run.WriteTapForm(c_, attempt_dir, output, errors, result.summary, files);
+      run->WriteTapForm(c_, attempt_dir, output, errors, result.summary, files);
     }
-    result.input_rows = run.reader->positions();
-    CheckInput(run.in, run.hasher, run.reader->ReadToEnd(), shard);
+    result.input_rows = run->reader->positions();
+    CheckInput(run->in, run->hasher, run->reader->ReadToEnd(), shard);
     result.stage = {{"task", sign ? "sign" : "shard"}};
     if (sign) {
       result.stage["rows_form"] = form;
-      SignTask(task, attempt_dir, shard, run.first_row, run.rows, files, result, errors);
+      SignTask(task, attempt_dir, shard, run->first_row, run->rows, files, result, errors);
     }
     result.stage["files"] = files;
     return result;
@@ -578,8 +583,8 @@ class StageJob {
 
   // The file a row task read must be the one its record describes: every
   // line, the same checksum.
-  void CheckInput(const TaskInput& in, io::ChecksumHasher& hasher, uint64_t lines,
-                  const ShardEntry& shard) {
+  static void CheckInput(const TaskInput& in, io::ChecksumHasher& hasher, uint64_t lines,
+                         const ShardEntry& shard) {
     // A job whose input is checked by blocks has no checksum of a shard's lines.
     const io::Checksum read = hasher.Finish();
     if (lines != in.file_lines || (!in.expected.empty() && read != in.expected)) {

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -129,6 +132,8 @@ struct Attempt {
   std::string checkpoints;    // the shard's checkpoint directory, when it is checkpointed
   nlohmann::json partitions;  // {total, resumed, computed} of a checkpointed shard
   nlohmann::json stage;       // a dedup stage task's files and counts
+  // a dedup shard task's copy of its kept lines, made when it is published
+  std::function<void(io::OutputStream&, exec::ExecSummary&)> copy;
 };
 
 // What one look at the job's state found.
@@ -224,7 +229,7 @@ class Worker {
       CrashPoint("before_claim");
       ClaimSearch search = FindClaim();
       if (!search.claim) {
-        if (pending_) {
+        if (!pending_.empty()) {
           // Our own last shard is the one left: publish it, then look again.
           Settle();
           if (!outcome_.error.empty()) return End(WorkerEnd::kFilesystemFailed);
@@ -483,7 +488,7 @@ class Worker {
       if (!scan.done.count(id)) phase_open = true;
       // The shard this process is publishing: its lock goes with the record
       // (on NFS, flock is per process, so this thread would get it).
-      if (pending_ && pending_->attempt->claim.shard_id() == id) continue;
+      if (Publishing(id)) continue;
       if (scan.finished(id)) {
         // A lock beside a record: its owner died between the two.
         if (scan.locked.count(id) && store_.ClearFinishedLock(id)) {
@@ -761,6 +766,7 @@ class Worker {
     a.summary = std::move(result.summary);
     a.summary.rows_in = result.input_rows;
     a.stage = std::move(result.stage);
+    a.copy = std::move(result.copy);
   }
 
   // An attempt whose processing threw `error`: its temporary files go, and
@@ -858,6 +864,7 @@ class Worker {
       // processed.jsonl must be durable before a done record can name it; its
       // directory fsync also covers the errors file renamed just before, and
       // a stage task's files (fsynced first).
+      if (a.copy) a.copy(*a.output, a.summary);
       if (a.task) SyncTaskFiles(a.claim.attempt_dir(), a.stage);
       a.errors->Commit(/*durable=*/false);
       a.output->Commit();
@@ -971,23 +978,48 @@ class Worker {
     return AttemptStatus::kFailed;
   }
 
-  // At most one attempt is finished (output committed, done record published)
-  // in the background while the next shard is processed.
+  // At most kPublishing attempts are finished (a dedup shard task's copy made,
+  // output committed, done record published) in the background while the
+  // next shard is processed: each mostly waits for the kernel's writes and
+  // fsyncs, which then overlap each other and the processing.
   // The attempt stays current_ until the publisher has it, so that an error
   // in Settle hands it back too.
+  static constexpr size_t kPublishing = 2;
   void PublishCurrentInBackground() {
-    Settle();
+    while (pending_.size() >= kPublishing) SettleOldest();
     Attempt* a = current_.get();
-    pending_ = Pending{std::move(current_),
-                       std::async(std::launch::async, [this, a] { return Finish(*a); })};
+    pending_.push_back(Pending{std::move(current_),
+                               std::async(std::launch::async, [this, a] { return Finish(*a); })});
   }
 
-  // Waits for the background publisher and reports its result. When the
-  // publisher failed, its claim is handed back before the error goes on.
+  // Whether shard `id` is being published by this process.
+  bool Publishing(const std::string& id) const {
+    for (const Pending& p : pending_) {
+      if (p.attempt->claim.shard_id() == id) return true;
+    }
+    return false;
+  }
+
+  // Waits for every background publisher, oldest first, and reports each
+  // result. When one fails, its claim is handed back, the others are still
+  // waited for, and the first error goes on.
   void Settle() {
-    if (!pending_) return;
-    Pending p = std::move(*pending_);
-    pending_.reset();
+    std::exception_ptr first;
+    while (!pending_.empty()) {
+      try {
+        SettleOldest();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  }
+
+  // Waits for the oldest background publisher and reports its result. When
+  // the publisher failed, its claim is handed back before the error goes on.
+  void SettleOldest() {
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
     AttemptStatus status;
     try {
       status = p.result.get();
@@ -1130,7 +1162,7 @@ class Worker {
   WorkerOutcome outcome_;
   std::optional<InputChangedError> input_changed_;  // found by this worker: it ends with it
   std::unique_ptr<Attempt> current_;                // the attempt being processed on this thread
-  std::optional<Pending> pending_;                  // last: its publisher uses the members above
+  std::deque<Pending> pending_;                     // last: its publishers use the members above
 };
 
 }  // namespace

@@ -517,6 +517,42 @@ TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone)
   ExpectSameAsRun("job", "simhash.yaml", "merged.jsonl");
 }
 
+// When nothing runs after the deduplicator, a shard's task copies the kept
+// lines of its sign task's rows.jsonl as the worker publishes it; a changed
+// rows.jsonl fails that task, naming the file, and nothing is published.
+TEST_F(DedupStageCli, AChangedRowsFileFailsTheShardTaskThatCopiesIt) {
+  Write("data.jsonl", Corpus(300));
+  Write("last.yaml",
+        "dataset_path: data.jsonl\n"
+        "process:\n"
+        "  - document_deduplicator:\n");
+  Prepare("job", 3, "last.yaml");
+  RunWorker("job", {"--max-shards", "3"});  // the sign tasks
+  const json sign = Done("job", "dedup1-sign-part-00000-of-00003");
+  EXPECT_EQ(sign["stage"]["rows_form"], "output");
+  const std::string output = sign["output_path"];
+  const std::string rows = "job/" + output.substr(0, output.rfind('/')) + "/rows.jsonl";
+  std::string bytes = Read(rows);
+  const size_t at = bytes.find("\"text\":\"") + 9;
+  ASSERT_LT(at, bytes.size());
+  bytes[at] = static_cast<char>(bytes[at] == 'a' ? 'b' : 'a');  // the same lines, other bytes
+  std::ofstream(Path(rows), std::ios::binary | std::ios::trunc) << bytes;
+
+  const CliResult w = WaitFor(WorkerOn("node-a", "job", {"--max-retries", "0"}));
+  EXPECT_EQ(w.exit_code, 2) << w.err;
+  const json failed = json::parse(Read("job/state/failed/part-00000-of-00003.json"));
+  const std::string error = failed["last_error"];
+  EXPECT_NE(error.find(Path(rows) + ": file differs from its done record (rows or xxh3_128) of "
+                                    "part-00000-of-00003"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(Exists("job/state/done/part-00000-of-00003.json"));
+  EXPECT_TRUE(Exists("job/state/done/part-00001-of-00003.json"));
+  const CliResult merge = Run({"merge", "--job-dir", "job"});
+  EXPECT_EQ(merge.exit_code, 2);
+  EXPECT_FALSE(Exists("job/merged.jsonl"));
+}
+
 // A flipped byte in key range 0 of a sign task's key file, after its done record is out:
 // the group task that reads it fails, naming the file, and the job fails.
 // With the byte put back, `djshard retry` of the group task lets the job finish.

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -87,6 +88,12 @@ struct TaskResult {
   exec::ExecSummary summary;  // op counters of every operator up to this task's
   nlohmann::json stage;       // the done record's "stage" object
   uint64_t input_rows = 0;    // rows the task read
+  // A shard's task with nothing to run after the last deduplicator leaves its
+  // output to this: the kept lines copied into `output` (the file they come
+  // from checked on the way), its rows and bytes added to `summary`. The
+  // worker calls it while it publishes the task, so that the copies (bound by
+  // the kernel's writes) of this task and the next one overlap.
+  std::function<void(io::OutputStream& output, exec::ExecSummary& summary)> copy;
 };
 
 // Runs `task` in the attempt directory `attempt_dir` (absolute). A kShard

@@ -46,6 +46,7 @@ struct BatchResult {
   std::vector<uint64_t> tap_rows;
   std::vector<std::string> tap_origins;  // ExecOptions::tap_origin_sink
   std::vector<uint64_t> output_lines;    // ExecOptions::output_lines_sink
+  SignedBatch signed_rows;               // ExecOptions::sign
   uint64_t rows_in = 0, rows_out = 0, bytes_in = 0, error_count = 0;
   std::vector<OperatorCounters> counters;
   std::vector<RegionCounters> regions;
@@ -65,6 +66,9 @@ struct Scratch {
   std::vector<ops::Sample*> live;
   std::vector<size_t> live_index;
   std::vector<ops::RowOutcome> outcomes;
+  // ExecOptions::sign: this thread's signer and a batch's values to sign.
+  std::unique_ptr<ops::dedup::Signer> signer;
+  std::vector<ops::dedup::TextValue> sign_values;
 };
 
 void AppendError(std::string* out, const std::string& op, const std::string& message,
@@ -807,6 +811,48 @@ void WriteRows(const Plan& plan, size_t chunk_size, uint64_t first_line, Scratch
   }
 }
 
+// The value of top-level `key` of a sample, as the signature functions see it.
+ops::dedup::TextValue SignedValue(ops::Sample& sample, const std::string& key) {
+  using Type = ops::dedup::TextValue::Type;
+  ops::dedup::TextValue v;
+  if (!sample.Has(key)) {
+    v.type = Type::kMissing;
+    return v;
+  }
+  // (no raw JSON: an operator set the text)
+  const std::optional<std::string> raw = sample.Field(key);
+  if (!raw || (!raw->empty() && raw->front() == '"')) {
+    return ops::dedup::TextValue::String(sample.Text(key));
+  }
+  const nlohmann::json t = nlohmann::json::parse(*raw);
+  if (t.is_null()) v.type = Type::kNull;
+  if (t.is_boolean()) v.type = Type::kBool, v.falsy = !t.get<bool>();
+  if (t.is_number()) v.type = Type::kNumber, v.falsy = t.get<double>() == 0;
+  if (t.is_array()) v.type = Type::kArray, v.length = t.size();
+  if (t.is_object()) v.type = Type::kObject, v.length = t.size();
+  return v;
+}
+
+// Signs the batch's surviving rows for ExecOptions::sign into r->signed_rows.
+void SignSurvivingRows(const ops::dedup::DedupConfig& config, Scratch& s, BatchResult* r) {
+  const double t0 = MonotonicSeconds();
+  if (!s.signer) s.signer = std::make_unique<ops::dedup::Signer>(config);
+  s.sign_values.clear();
+  for (size_t k = 0; k < s.lines.size(); ++k) {
+    if (s.level.alive[k]) s.sign_values.push_back(SignedValue(s.samples[k], config.text_key));
+  }
+  SignedBatch& out = r->signed_rows;
+  const size_t n = s.sign_values.size();
+  out.signatures.resize(n);
+  out.errors.assign(n, std::string());
+  std::unique_ptr<bool[]> ok(new bool[std::max<size_t>(n, 1)]);
+  s.signer->SignMany(s.sign_values.data(), n, out.signatures.data(), ok.get(), out.errors.data());
+  for (size_t i = 0; i < n; ++i) {
+    if (ok[i]) out.errors[i].clear();
+  }
+  out.seconds = MonotonicSeconds() - t0;
+}
+
 // `stop_check`, when set, is asked before the batch and every few records:
 // true stops the batch. `edges`, when set, hears each operator's batch enter
 // and leave.
@@ -825,6 +871,7 @@ void ProcessBatch(const Plan& plan, const std::vector<io::InputCandidate>& input
   BatchRun run(plan, chunk, batch.first_row, file, s, r, stop_check, options, edges, executor,
                batch.seq);
   run.RunOps(s.level, options.first_op, std::min(options.end_op, plan.operators.size()), nullptr);
+  if (options.sign != nullptr) SignSurvivingRows(*options.sign, s, r);
   if (options.discard_output) {
     for (size_t k = 0; k < n; ++k) r->rows_out += s.level.alive[k] ? 1 : 0;
     return;
@@ -860,12 +907,17 @@ class OrderedWriter {
     return result;
   }
   // Appends a taken result to the streams and counts it.
-  void Write(const BatchResult& done) {
+  void Write(BatchResult& done) {
     if (!options_.discard_output) output_.Append(done.output);
     if (options_.output_tee) {
       options_.output_tee(done.output, done.rows_out);
     }
     if (options_.output_lines_sink) options_.output_lines_sink(done.output_lines);
+    if (options_.signed_sink) {
+      SignedBatch batch = std::move(done.signed_rows);
+      batch.first = summary_.rows_out;
+      options_.signed_sink(std::move(batch));
+    }
     if (options_.tap_sink) {
       for (size_t t = 0; t < done.taps.size(); ++t) {
         options_.tap_sink(t, done.taps[t], done.tap_rows[t]);

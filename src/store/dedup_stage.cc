@@ -346,6 +346,26 @@ struct RowRun {
 
   // rows.jsonl as the output would write the rows (nothing runs after the
   // deduplicator), with their global rows from the output's source lines.
+  // Signs the rows reaching the deduplicator as the executor writes them,
+  // into `signed_rows` (positions: their rank among those rows).
+  void SignAsWritten(const DedupConfig& config) {
+    o.sign = &config;
+    o.signed_sink = [this, &config](exec::SignedBatch&& batch) {
+      signed_rows.seconds += batch.seconds;
+      for (size_t i = 0; i < batch.signatures.size(); ++i) {
+        const uint64_t position = batch.first + i;
+        if (!batch.errors[i].empty()) {
+          signed_rows.unsigned_rows.push_back({position, std::move(batch.errors[i])});
+        } else if (config.kind == ops::dedup::Kind::kSimhash) {
+          signed_rows.simhashes.emplace_back(position, batch.signatures[i].simhash);
+        } else {
+          ops::dedup::AppendKeys(config, batch.signatures[i], position, &signed_rows.keys);
+        }
+      }
+    };
+    signed_in_pass = true;
+  }
+
   void WriteOutputForm(const TaskContext& c, const std::string& attempt_dir,
                        io::OutputStream& errors, exec::ExecSummary& summary,
                        nlohmann::json& files) {
@@ -397,7 +417,9 @@ struct RowRun {
   io::ChecksumHasher hasher;
   std::unique_ptr<exec::RowReader> reader;
   exec::ExecOptions o;
-  std::vector<uint64_t> rows;  // sign: the global row of every row reaching the deduplicator
+  std::vector<uint64_t> rows;    // sign: the global row of every row reaching the deduplicator
+  exec::SignedRows signed_rows;  // sign: their signatures, when signed as written
+  bool signed_in_pass = false;
 };
 
 // Everything the tasks of one job share.
@@ -526,18 +548,26 @@ class StageJob {
     }
     if (!sign) {
       AddRun(result.summary, exec::Execute(*c_.plan, run->in.set.files, output, &errors, run->o));
-    } else if (WritesOutputForm(task)) {
-      form = "output";
-      run->WriteOutputForm(c_, attempt_dir, errors, result.summary, files);
     } else {
-      run->WriteTapForm(c_, attempt_dir, output, errors, result.summary, files);
+      // The rows are signed as the executor writes them (when it runs: a tap
+      // form without operators copies the rows, which are signed after).
+      const bool output_form = WritesOutputForm(task);
+      if (m_.dedup_stages[task.stage - 1].key_ranges > 0 && (output_form || !run->NoOperators())) {
+        run->SignAsWritten(Config(task.stage));
+      }
+      if (output_form) {
+        form = "output";
+        run->WriteOutputForm(c_, attempt_dir, errors, result.summary, files);
+      } else {
+        run->WriteTapForm(c_, attempt_dir, output, errors, result.summary, files);
+      }
     }
     result.input_rows = run->reader->positions();
     CheckInput(run->in, run->hasher, run->reader->ReadToEnd(), shard);
     result.stage = {{"task", sign ? "sign" : "shard"}};
     if (sign) {
       result.stage["rows_form"] = form;
-      SignTask(task, attempt_dir, shard, run->first_row, run->rows, files, result, errors);
+      SignTask(task, attempt_dir, shard, *run, files, result, errors);
     }
     result.stage["files"] = files;
     return result;
@@ -599,8 +629,9 @@ class StageJob {
   // The deduplicator's half of a sign task: signs the rows just written,
   // reports the unsigned ones, writes rows.u64 and the key files.
   void SignTask(const JobTask& task, const std::string& attempt_dir, const ShardEntry& shard,
-                uint64_t first_row, std::vector<uint64_t>& rows, nlohmann::json& files,
-                TaskResult& result, io::OutputStream& errors) {
+                RowRun& run, nlohmann::json& files, TaskResult& result, io::OutputStream& errors) {
+    const uint64_t first_row = run.first_row;
+    std::vector<uint64_t>& rows = run.rows;
     const DedupStageEntry& entry = m_.dedup_stages[task.stage - 1];
     const exec::PlannedOperator& planned = c_.plan->operators[entry.op_index];
     const std::string shard_file = ShardName(shard);
@@ -609,15 +640,20 @@ class StageJob {
     std::vector<GroupKey> keys;
     std::vector<std::pair<uint64_t, uint64_t>> simhashes;  // simhash: (position, simhash)
     if (entry.key_ranges > 0) {
-      exec::RowSet set;
-      const std::string path = attempt_dir + "/rows.jsonl";
-      set.files.push_back({path, path, shard.path});
-      set.raw = false;
-      exec::RowReader reader(set, c_.exec.batch_bytes, c_.plan->batch_rows);
-      const auto where = [&](uint64_t p) {
-        return exec::RowOrigin{shard_file, rows[p] - first_row + 1};
-      };
-      exec::SignedRows signed_rows = exec::SignRows(Config(task.stage), reader, where, c_.threads);
+      exec::SignedRows signed_rows;
+      if (run.signed_in_pass) {
+        signed_rows = std::move(run.signed_rows);
+      } else {
+        exec::RowSet set;
+        const std::string path = attempt_dir + "/rows.jsonl";
+        set.files.push_back({path, path, shard.path});
+        set.raw = false;
+        exec::RowReader reader(set, c_.exec.batch_bytes, c_.plan->batch_rows);
+        const auto where = [&](uint64_t p) {
+          return exec::RowOrigin{shard_file, rows[p] - first_row + 1};
+        };
+        signed_rows = exec::SignRows(Config(task.stage), reader, where, c_.threads);
+      }
       counters.seconds += signed_rows.seconds;
       ReportUnsigned(planned, signed_rows.unsigned_rows, shard_file, first_row, rows, errors);
       counters.errors += signed_rows.unsigned_rows.size();

@@ -23,6 +23,7 @@
 #include "djshard/io/discover.h"
 #include "djshard/io/input.h"
 #include "djshard/io/output.h"
+#include "djshard/ops/dedup.h"
 
 namespace djshard::exec {
 
@@ -88,6 +89,14 @@ struct RowOrigin {
   uint64_t line = 0;  // 1-based
 };
 
+// The deduplicator signatures of one batch's rows (ExecOptions::sign).
+struct SignedBatch {
+  uint64_t first = 0;  // the rank, among the rows the run writes, of the batch's first
+  std::vector<ops::dedup::Signature> signatures;  // per row, in order
+  std::vector<std::string> errors;                // per row: empty when it was signed
+  double seconds = 0;                             // spent signing
+};
+
 struct ExecOptions {
   int threads = 1;
   // A batch closes at this many input bytes or plan.batch_rows rows. Smaller
@@ -137,6 +146,12 @@ struct ExecOptions {
   // Called like output_tee with the 1-based source line (chunk numbering, as
   // `origin` takes it) of each row of the batch's output.
   std::function<void(const std::vector<uint64_t>& lines)> output_lines_sink;
+  // When set, every row the run writes (or keeps, with discard_output) is
+  // signed for this deduplicator by the thread that ran its batch (as
+  // ops::dedup::Signer::SignMany signs it), and signed_sink hears each
+  // batch's signatures, one call at a time, in input order.
+  const ops::dedup::DedupConfig* sign = nullptr;
+  std::function<void(SignedBatch&& batch)> signed_sink;
   // Tap bytes are each batch's rows as one zstd frame, compressed by the
   // thread that ran the batch (so compression runs on every thread).
   bool compress_taps = false;

@@ -105,13 +105,7 @@ ops::dedup::TextValue ValueOf(const io::JsonLineParser& parser, std::string_view
     return v;
   }
   record->AssignView(line);
-  const nlohmann::json t = nlohmann::json::parse(record->Find(key).value_or("null"));
-  if (t.is_null()) v.type = Type::kNull;
-  if (t.is_boolean()) v.type = Type::kBool, v.falsy = !t.get<bool>();
-  if (t.is_number()) v.type = Type::kNumber, v.falsy = t.get<double>() == 0;
-  if (t.is_array()) v.type = Type::kArray, v.length = t.size();
-  if (t.is_object()) v.type = Type::kObject, v.length = t.size();
-  return v;
+  return ops::dedup::TextValue::OfJson(record->Find(key).value_or("null"));
 }
 
 // Parses one line; a line that is not a JSON object is an Error naming the

@@ -824,13 +824,7 @@ ops::dedup::TextValue SignedValue(ops::Sample& sample, const std::string& key) {
   if (!raw || (!raw->empty() && raw->front() == '"')) {
     return ops::dedup::TextValue::String(sample.Text(key));
   }
-  const nlohmann::json t = nlohmann::json::parse(*raw);
-  if (t.is_null()) v.type = Type::kNull;
-  if (t.is_boolean()) v.type = Type::kBool, v.falsy = !t.get<bool>();
-  if (t.is_number()) v.type = Type::kNumber, v.falsy = t.get<double>() == 0;
-  if (t.is_array()) v.type = Type::kArray, v.length = t.size();
-  if (t.is_object()) v.type = Type::kObject, v.length = t.size();
-  return v;
+  return ops::dedup::TextValue::OfJson(*raw);
 }
 
 // Signs the batch's surviving rows for ExecOptions::sign into r->signed_rows.

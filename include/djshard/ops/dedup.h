@@ -86,6 +86,8 @@ struct TextValue {
   size_t length = 0;      // kArray, kObject: Python's len()
   bool falsy = false;     // kBool, kNumber: Python's not value
   static TextValue String(std::string_view s) { return {Type::kString, s, 0, false}; }
+  // A value that is not a string, from its raw JSON.
+  static TextValue OfJson(std::string_view raw_json);
 };
 
 // The signature of one record.

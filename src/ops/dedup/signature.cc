@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "djshard/model/sentencepiece.h"
 #include "djshard/ops/dedup.h"
@@ -592,6 +593,17 @@ std::string MinhashBandBytes(const DedupConfig& c, const Signature& sig, int64_t
     }
   }
   return bytes;
+}
+
+TextValue TextValue::OfJson(std::string_view raw_json) {
+  const nlohmann::json t = nlohmann::json::parse(raw_json);
+  TextValue v;
+  if (t.is_null()) v.type = Type::kNull;
+  if (t.is_boolean()) v.type = Type::kBool, v.falsy = !t.get<bool>();
+  if (t.is_number()) v.type = Type::kNumber, v.falsy = t.get<double>() == 0;
+  if (t.is_array()) v.type = Type::kArray, v.length = t.size();
+  if (t.is_object()) v.type = Type::kObject, v.length = t.size();
+  return v;
 }
 
 }  // namespace djshard::ops::dedup

@@ -124,6 +124,17 @@ void ParseRow(io::JsonLineParser& parser, std::string_view line, uint64_t positi
 
 }  // namespace
 
+void SignedRows::Add(const ops::dedup::DedupConfig& config, uint64_t position, bool signed_ok,
+                     const ops::dedup::Signature& signature, std::string error) {
+  if (!signed_ok) {
+    unsigned_rows.push_back({position, std::move(error)});
+  } else if (config.kind == ops::dedup::Kind::kSimhash) {
+    simhashes.emplace_back(position, signature.simhash);
+  } else {
+    ops::dedup::AppendKeys(config, signature, position, &keys);
+  }
+}
+
 SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
                     const std::function<RowOrigin(uint64_t position)>& where, int threads) {
   std::mutex mu;
@@ -146,13 +157,7 @@ SignedRows SignRows(const ops::dedup::DedupConfig& config, RowReader& reader,
     const auto sign = [&] {
       signer.SignMany(values.data(), values.size(), sigs.data(), ok, errors.data());
       for (size_t k = 0; k < values.size(); ++k) {
-        if (!ok[k]) {
-          out.unsigned_rows.push_back({positions[k], errors[k]});
-        } else if (config.kind == ops::dedup::Kind::kSimhash) {
-          out.simhashes.emplace_back(positions[k], sigs[k].simhash);
-        } else {
-          ops::dedup::AppendKeys(config, sigs[k], positions[k], &out.keys);
-        }
+        out.Add(config, positions[k], ok[k], sigs[k], errors[k]);
       }
       values.clear();
       positions.clear();

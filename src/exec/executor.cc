@@ -813,21 +813,19 @@ void WriteRows(const Plan& plan, size_t chunk_size, uint64_t first_line, Scratch
 
 // The value of top-level `key` of a sample, as the signature functions see it.
 ops::dedup::TextValue SignedValue(ops::Sample& sample, const std::string& key) {
-  using Type = ops::dedup::TextValue::Type;
-  ops::dedup::TextValue v;
-  if (!sample.Has(key)) {
-    v.type = Type::kMissing;
-    return v;
-  }
-  // (no raw JSON: an operator set the text)
-  const std::optional<std::string> raw = sample.Field(key);
-  if (!raw || (!raw->empty() && raw->front() == '"')) {
+  const std::optional<std::string_view> raw = sample.Raw(key);
+  // (not in the record but in the sample: an operator set the text)
+  if (raw ? !raw->empty() && raw->front() == '"' : sample.Has(key)) {
     return ops::dedup::TextValue::String(sample.Text(key));
   }
-  return ops::dedup::TextValue::OfJson(*raw);
+  if (raw) return ops::dedup::TextValue::OfJson(*raw);
+  ops::dedup::TextValue missing;
+  missing.type = ops::dedup::TextValue::Type::kMissing;
+  return missing;
 }
 
-// Signs the batch's surviving rows for ExecOptions::sign into r->signed_rows.
+// Signs the batch's surviving rows for ExecOptions::sign into r->signed_rows,
+// kMany at a time as the sign tasks do.
 void SignSurvivingRows(const ops::dedup::DedupConfig& config, Scratch& s, BatchResult* r) {
   const double t0 = MonotonicSeconds();
   if (!s.signer) s.signer = std::make_unique<ops::dedup::Signer>(config);
@@ -839,10 +837,20 @@ void SignSurvivingRows(const ops::dedup::DedupConfig& config, Scratch& s, BatchR
   const size_t n = s.sign_values.size();
   out.signatures.resize(n);
   out.errors.assign(n, std::string());
-  std::unique_ptr<bool[]> ok(new bool[std::max<size_t>(n, 1)]);
-  s.signer->SignMany(s.sign_values.data(), n, out.signatures.data(), ok.get(), out.errors.data());
-  for (size_t i = 0; i < n; ++i) {
-    if (ok[i]) out.errors[i].clear();
+  constexpr size_t kMany = 256;
+  bool ok[kMany];
+  for (size_t i = 0; i < n; i += kMany) {
+    const size_t m = std::min(kMany, n - i);
+    s.signer->SignMany(&s.sign_values[i], m, &out.signatures[i], ok, &out.errors[i]);
+    for (size_t j = 0; j < m; ++j) {
+      // errors: empty exactly for the signed rows
+      std::string& error = out.errors[i + j];
+      if (ok[j]) {
+        error.clear();
+      } else if (error.empty()) {
+        error = "the deduplicator could not sign this row";
+      }
+    }
   }
   out.seconds = MonotonicSeconds() - t0;
 }

@@ -63,6 +63,10 @@ bool Sample::Has(const std::string& key) const {
   return record_->Find(key).has_value();
 }
 
+std::optional<std::string_view> Sample::Raw(const std::string& key) const {
+  return record_->Find(key);
+}
+
 void Sample::Reset(io::Record* record) {
   record_ = record;
   texts_.clear();

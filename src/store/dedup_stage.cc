@@ -353,14 +353,9 @@ struct RowRun {
     o.signed_sink = [this, &config](exec::SignedBatch&& batch) {
       signed_rows.seconds += batch.seconds;
       for (size_t i = 0; i < batch.signatures.size(); ++i) {
-        const uint64_t position = batch.first + i;
-        if (!batch.errors[i].empty()) {
-          signed_rows.unsigned_rows.push_back({position, std::move(batch.errors[i])});
-        } else if (config.kind == ops::dedup::Kind::kSimhash) {
-          signed_rows.simhashes.emplace_back(position, batch.signatures[i].simhash);
-        } else {
-          ops::dedup::AppendKeys(config, batch.signatures[i], position, &signed_rows.keys);
-        }
+        const bool signed_ok = batch.errors[i].empty();
+        signed_rows.Add(config, batch.first + i, signed_ok, batch.signatures[i],
+                        std::move(batch.errors[i]));
       }
     };
     signed_in_pass = true;

@@ -102,6 +102,11 @@ struct SignedRows {
   std::vector<std::pair<uint64_t, uint64_t>> simhashes;
   std::vector<UnsignedRow> unsigned_rows;  // by position
   double seconds = 0;                      // summed over threads
+
+  // Adds the row at `position`: its keys (a simhash deduplicator's simhash)
+  // when it was signed, else the row and why it could not be.
+  void Add(const ops::dedup::DedupConfig& config, uint64_t position, bool signed_ok,
+           const ops::dedup::Signature& signature, std::string error);
 };
 
 // Signs every row `reader` gives on `threads` threads (one Signer each,

@@ -43,6 +43,9 @@ class Sample {
   const std::string& Text(const std::string& key);
   // Whether the record has top-level `key` (a text set by SetText counts).
   bool Has(const std::string& key) const;
+  // The raw JSON of top-level `key` as the record holds it (a text set by
+  // SetText is not there), without a copy; nullopt when absent.
+  std::optional<std::string_view> Raw(const std::string& key) const;
   void SetText(const std::string& key, std::string value);
   // Seeds the decoded text of `key` (already decoded by the parser), unchanged.
   void PreloadText(const std::string& key, std::string value);

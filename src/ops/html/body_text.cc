@@ -25,6 +25,8 @@ namespace {
 bool IsHtmlSpace(char c) { return c == '\t' || c == '\n' || c == '\f' || c == ' '; }
 bool IsAsciiAlpha(char c) { return ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }
 bool IsAsciiAlnum(char c) { return IsAsciiAlpha(c) || (c >= '0' && c <= '9'); }
+// Whether `c` ends an end tag's name ('\r': the LF the input stream makes of it).
+bool EndsTagName(char c) { return IsHtmlSpace(c) || c == '\r' || c == '/' || c == '>'; }
 char AsciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 
 bool AllHtmlSpace(std::string_view s) {
@@ -205,11 +207,7 @@ bool HoldsLetterEndTag(std::string_view text) {
   for (size_t at = text.find("</"); at != std::string_view::npos; at = text.find("</", at + 2)) {
     size_t k = at + 2;
     while (k < text.size() && IsAsciiAlpha(text[k])) ++k;
-    // ('\r' as the LF that the input stream makes of it)
-    if (k > at + 2 && k < text.size() &&
-        (IsHtmlSpace(text[k]) || text[k] == '\r' || text[k] == '/' || text[k] == '>')) {
-      return true;
-    }
+    if (k > at + 2 && k < text.size() && EndsTagName(text[k])) return true;
   }
   return false;
 }
@@ -803,8 +801,7 @@ class SimpleDocument {
       }
       size_t k = end + 2, m = 0;
       while (m < name.size() && k < s_.size() && AsciiLower(s_[k]) == name[m]) ++k, ++m;
-      if (m == name.size() && k < s_.size() &&
-          (IsHtmlSpace(s_[k]) || s_[k] == '/' || s_[k] == '>')) {
+      if (m == name.size() && k < s_.size() && EndsTagName(s_[k])) {
         break;
       }
     }
@@ -819,8 +816,7 @@ class SimpleDocument {
     if (rcdata) {
       if (!DecodeRcdata(contents, &decoded)) return false;
       contents = decoded;
-    } else if (keep && name != "script" && HoldsLetterEndTag(contents)) {
-      decoded = MyHtmlRawText(contents);
+    } else if (keep && name != "script" && AppendMyHtmlRawText(contents, &decoded)) {
       contents = decoded;
     }
     if (keep) out_.append(contents);  // the element's text, in body (in a table too)
@@ -849,21 +845,19 @@ class SimpleDocument {
 
 }  // namespace
 
-std::string MyHtmlRawText(std::string_view text) {
-  if (!HoldsLetterEndTag(text)) return std::string(text);
-  std::string out;
-  out.reserve(text.size());
+bool AppendMyHtmlRawText(std::string_view text, std::string* out) {
+  if (!HoldsLetterEndTag(text)) return false;
   for (size_t i = 0; i < text.size();) {
     const size_t amp = text.find('&', i);
     const size_t stop = amp == std::string_view::npos ? text.size() : amp;
-    out.append(text.substr(i, stop - i));
+    out->append(text.substr(i, stop - i));
     i = stop;
     if (i == text.size()) break;
     const Reference r = ReadReference(text, i);  // repairs included
-    out.append(r.text);
+    out->append(r.text);
     i = r.end;
   }
-  return out;
+  return true;
 }
 
 bool MayReadAsMyHtml(std::string_view html) {
@@ -879,10 +873,7 @@ bool MayReadAsMyHtml(std::string_view html) {
       size_t end = from;
       while ((end = lower.find("</" + name, end)) != std::string::npos) {
         const size_t k = end + 2 + name.size();
-        if (k < lower.size() &&
-            (IsHtmlSpace(lower[k]) || lower[k] == '\r' || lower[k] == '/' || lower[k] == '>')) {
-          break;
-        }
+        if (k < lower.size() && EndsTagName(lower[k])) break;
         ++end;
       }
       const std::string_view text =

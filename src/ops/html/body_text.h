@@ -26,11 +26,12 @@ std::optional<std::string> BodyTextOfSimpleDocument(std::string_view html);
 // documents as HTML5 does; comparisons with it leave them out.
 bool MayReadAsMyHtml(std::string_view html);
 
-// The text of a raw text element other than <script> as MyHTML gives it:
-// `text` itself, or, when it holds an end tag of letters ("</b>", "</p "),
+// The text of a raw text element other than <script> as MyHTML gives it,
+// appended to *out: when it holds an end tag of letters ("</b>", "</p "),
 // `text` with every character reference decoded as in HTML5's data state
-// (legacy names and numbers without ';' too).
-std::string MyHtmlRawText(std::string_view text);
+// (legacy names and numbers without ';' too), and true; otherwise nothing is
+// appended (the text is itself) and false.
+bool AppendMyHtmlRawText(std::string_view text, std::string* out);
 
 // The same text through Gumbo, a full HTML5 parser, for any document.
 std::string BodyTextThroughGumbo(std::string html);

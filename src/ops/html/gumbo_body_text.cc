@@ -25,7 +25,7 @@ const GumboNode* FindBody(const GumboOutput& doc) {
 }
 
 // Whether a text node is the text of a raw text element whose references
-// MyHTML may decode (MyHtmlRawText).
+// MyHTML may decode (AppendMyHtmlRawText).
 bool InMyHtmlRawText(const GumboNode* node) {
   const GumboNode* parent = node->parent;
   if (parent == nullptr || parent->type != GUMBO_NODE_ELEMENT) return false;
@@ -59,11 +59,9 @@ std::string TextBelow(const GumboNode* root) {
     stack.pop_back();
     switch (node->type) {
       case GUMBO_NODE_TEXT:
-        if (InMyHtmlRawText(node)) {
-          out += MyHtmlRawText(node->v.text.text);
-          break;
+        if (!InMyHtmlRawText(node) || !AppendMyHtmlRawText(node->v.text.text, &out)) {
+          out += node->v.text.text;
         }
-        out += node->v.text.text;
         break;
       case GUMBO_NODE_WHITESPACE:
       case GUMBO_NODE_CDATA:

@@ -34,6 +34,20 @@ void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::str
   }
 }
 
+size_t PreadFully(int fd, char* buf, size_t want, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n = ::pread(fd, buf + done, want - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ThrowSystemError(path, "cannot read");
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
 void ReadChunks(int fd, const std::string& path, size_t chunk_size,
                 const std::function<void(std::string_view)>& sink) {
   std::vector<char> buf(chunk_size);

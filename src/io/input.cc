@@ -5,6 +5,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/checksum.h"
+#include "djshard/io/fd.h"
 
 namespace djshard::io {
 
@@ -150,6 +152,52 @@ std::unique_ptr<ByteSource> OpenInput(const std::string& path, ChecksumHasher* r
   if (EndsWithIgnoreCase(path, ".gz")) return std::make_unique<GzipSource>(path, raw_hash);
   if (EndsWithIgnoreCase(path, ".zst")) return std::make_unique<ZstdSource>(path, raw_hash);
   return std::make_unique<FileSource>(path, raw_hash);
+}
+
+namespace {
+
+class RangesSource : public ByteSource {
+ public:
+  RangesSource(const std::string& path, std::vector<std::pair<uint64_t, uint64_t>> ranges,
+               const std::string& changed_hint)
+      : path_(path), hint_(changed_hint), ranges_(std::move(ranges)) {
+    fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd_.get() < 0) ThrowSystemError(path, "cannot open");
+  }
+
+  size_t Read(char* buf, size_t capacity) override {
+    while (next_ < ranges_.size() && done_ == ranges_[next_].second) {
+      ++next_;
+      done_ = 0;
+    }
+    if (next_ == ranges_.size()) return 0;
+    const auto [offset, bytes] = ranges_[next_];
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(capacity, bytes - done_));
+    const size_t n = PreadFully(fd_.get(), buf, want, offset + done_, path_);
+    if (n < want) {
+      throw Error(path_, 0,
+                  "file ends at byte " + std::to_string(offset + done_ + n) +
+                      ", inside the range it should hold from byte " + std::to_string(offset),
+                  hint_);
+    }
+    done_ += n;
+    return n;
+  }
+
+ private:
+  std::string path_, hint_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  ScopedFd fd_;
+  size_t next_ = 0;    // the range being read
+  uint64_t done_ = 0;  // its bytes read
+};
+
+}  // namespace
+
+std::unique_ptr<ByteSource> OpenRanges(const std::string& path,
+                                       std::vector<std::pair<uint64_t, uint64_t>> ranges,
+                                       const std::string& changed_hint) {
+  return std::make_unique<RangesSource>(path, std::move(ranges), changed_hint);
 }
 
 LineReader::LineReader(std::unique_ptr<ByteSource> source, std::string display_path)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <set>
 
 #include "djshard/common/clock.h"
 #include "djshard/common/crash_point.h"
@@ -19,6 +20,7 @@
 #include "djshard/io/checksum.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
+#include "djshard/io/sha256.h"
 #include "djshard/ops/dedup.h"
 #include "djshard/store/records.h"
 #include "djshard/store/shard_source.h"
@@ -153,16 +155,7 @@ std::string ReadAt(const std::string& path, uint64_t offset, uint64_t bytes) {
   std::string out(bytes, '\0');
   io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) ThrowSystemError(path, "cannot open a dedup stage file");
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n =
-        ::pread(fd.get(), out.data() + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) ThrowSystemError(path, "cannot read a dedup stage file");
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  out.resize(done);
+  out.resize(io::PreadFully(fd.get(), out.data(), out.size(), offset, path));
   return out;
 }
 
@@ -279,6 +272,7 @@ struct TaskInput {
   io::Checksum expected;         // of the file read
   uint64_t file_lines = 0;       // lines of the file read
   std::string file;              // its path, for messages
+  std::string file_rel;          // an earlier task's file: its path in the job
   exec::ExecSummary carried;     // counters of the operators before
   bool output_form = false;      // the rows are written as the output writes them
 };
@@ -476,7 +470,8 @@ class StageJob {
     for (size_t i = 0; i < sign.op_stats.size() && i < in.carried.operators.size(); ++i) {
       in.carried.operators[i].Add(sign.op_stats[i]);
     }
-    in.file = AttemptDirOf(*c_.job, sign) + "/rows.jsonl";
+    in.file_rel = sign.output_path.substr(0, sign.output_path.rfind('/')) + "/rows.jsonl";
+    in.file = c_.job->InJob(in.file_rel);
     in.set.files.push_back({in.file, in.file, shard.path});
     const nlohmann::json& rows_file = sign.stage.at("files").at("rows.jsonl");
     in.expected = io::Checksum::Xxh3(rows_file.at("xxh3_128").get<std::string>());
@@ -522,7 +517,7 @@ class StageJob {
     const ShardEntry& shard = m_.shards[task.shard];
     const bool sign = task.kind == TaskKind::kSign;
     const size_t before = sign ? task.stage - 1 : task.stage;
-    // (shared: a copy of kept lines is made after this returns)
+    // (shared: the kept lines are located after this returns)
     const auto run = std::make_shared<RowRun>(OpenInput(task, task.shard, errors),
                                               first_rows_[task.shard], ShardName(shard));
     run->Configure(c_, before == 0 ? 0 : m_.dedup_stages[before - 1].op_index + 1,
@@ -532,11 +527,23 @@ class StageJob {
     nlohmann::json files = nlohmann::json::object();
     std::string form = "tap";
     if (!sign && run->NoOperators() && run->in.output_form) {
-      // Only a copy of the kept lines is left: the worker makes it when it
-      // publishes the task (TaskResult::copy).
-      result.copy = [run, shard](io::OutputStream& out, exec::ExecSummary& summary) {
-        const uint64_t lines = CopyRows(*run, out, summary);
+      // Only the kept lines are left: the worker locates them when it
+      // publishes the task (TaskResult::keep).
+      result.keep = [run, shard](io::OutputStream& out, exec::ExecSummary& summary, bool sha256) {
+        uint64_t lines = 0;
+        KeptLines kept = KeepRows(*run, summary, sha256, &lines);
         CheckInput(run->in, run->hasher, lines, shard);
+        if (kept.source.ranges.size() > kMaxSourceRanges) {
+          const std::unique_ptr<io::ByteSource> source =
+              io::OpenRanges(run->in.file, std::move(kept.source.ranges),
+                             "the job directory was changed; prepare the job again");
+          std::vector<char> block(1 << 20);
+          for (size_t n; (n = source->Read(block.data(), block.size())) > 0;) {
+            out.Append(std::string_view(block.data(), n));
+          }
+          kept = {};
+        }
+        return kept;
       };
       result.stage = {{"task", "shard"}, {"files", files}};
       return result;
@@ -569,41 +576,55 @@ class StageJob {
   }
 
   // The shard's task when nothing runs after the last deduplicator: the kept
-  // lines, as the sign task wrote them in output form, copied run by run
-  // from each block read, every byte of the file hashed on the way. Returns
-  // the file's lines.
-  static uint64_t CopyRows(RowRun& run, io::OutputStream& output, exec::ExecSummary& summary) {
+  // lines, as the sign task wrote them in output form, located run by run in
+  // each block read and hashed, every byte of the file hashed on the way
+  // (`*lines`: the file's lines).
+  static KeptLines KeepRows(RowRun& run, exec::ExecSummary& summary, bool sha256, uint64_t* lines) {
     const std::vector<uint64_t>& keep = run.in.set.rows;  // ascending line indexes
-    const std::unique_ptr<io::ByteSource> source =
-        io::OpenInput(run.in.set.files.front().path, &run.hasher);
+    const std::unique_ptr<io::ByteSource> source = io::OpenInput(run.in.file, &run.hasher);
+    KeptLines kept;
+    std::vector<std::pair<uint64_t, uint64_t>>& ranges = kept.source.ranges;
+    io::Xxh3 xxh3;
+    io::Sha256 sha;
     std::vector<char> block(1 << 20);
-    uint64_t line = 0;
-    size_t next = 0;  // the next kept line, in `keep`
-    const auto copy = [&](size_t from, size_t to) {
-      output.Append(std::string_view(block.data() + from, to - from));
-      summary.bytes_out += to - from;
+    uint64_t line = 0, offset = 0;  // the block's first byte in the file
+    size_t next = 0;                // the next kept line, in `keep`
+    const auto add = [&](size_t from, size_t to) {
+      const std::string_view bytes(block.data() + from, to - from);
+      xxh3.Update(bytes);
+      if (sha256) sha.Update(bytes);
+      if (!ranges.empty() && ranges.back().first + ranges.back().second == offset + from) {
+        ranges.back().second += bytes.size();
+      } else {
+        ranges.emplace_back(offset + from, bytes.size());
+      }
+      summary.bytes_out += bytes.size();
     };
-    for (size_t n; (n = source->Read(block.data(), block.size())) > 0;) {
+    for (size_t n; (n = source->Read(block.data(), block.size())) > 0; offset += n) {
       constexpr size_t kNone = SIZE_MAX;
       size_t pos = 0, run_start = kNone;
       while (pos < n) {
-        const bool kept = next < keep.size() && keep[next] == line;
-        if (kept && run_start == kNone) run_start = pos;
-        if (!kept && run_start != kNone) {
-          copy(run_start, pos);
+        const bool is_kept = next < keep.size() && keep[next] == line;
+        if (is_kept && run_start == kNone) run_start = pos;
+        if (!is_kept && run_start != kNone) {
+          add(run_start, pos);
           run_start = kNone;
         }
         const void* nl = std::memchr(block.data() + pos, '\n', n - pos);
         if (nl == nullptr) break;  // the line goes on in the next block
         pos = static_cast<size_t>(static_cast<const char*>(nl) - block.data()) + 1;
         ++line;
-        if (kept) ++next;
+        if (is_kept) ++next;
       }
-      if (run_start != kNone) copy(run_start, n);
+      if (run_start != kNone) add(run_start, n);
       summary.bytes_in += n;
     }
     summary.rows_in = summary.rows_out = next;
-    return line;
+    *lines = line;
+    kept.source.path = run.in.file_rel;
+    kept.xxh3_128 = xxh3.HexDigest();
+    if (sha256) kept.sha256 = sha.HexDigest();
+    return kept;
   }
 
   // The file a row task read must be the one its record describes: every
@@ -1050,7 +1071,19 @@ StageFilesCheck VerifyStageFiles(const JobDir& job) {
 std::vector<std::string> StageGarbage(const JobDir& job) {
   std::vector<std::string> out;
   const ShardScan scan = job.Scan();
-  const bool complete = EveryShardDone(job, scan);
+  bool complete = EveryShardDone(job, scan);
+  // The files that shard outputs are ranges of stay with them.
+  std::set<std::string> sources;
+  for (const ShardEntry& shard : job.manifest().shards) {
+    if (!complete) break;
+    const std::string path = job.DonePath(shard.id);
+    try {
+      const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
+      if (!done.output_source.empty()) sources.insert(job.InJob(done.output_source.path));
+    } catch (const Error&) {
+      complete = false;  // an unreadable record: keep what published tasks wrote
+    }
+  }
   for (const JobTask& task : JobTasks(job.manifest())) {
     if (task.kind == TaskKind::kShard) continue;
     std::string published;
@@ -1076,7 +1109,9 @@ std::vector<std::string> StageGarbage(const JobDir& job) {
         }
       }
       for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
-        if (IsStageFile(file.path().filename().string())) out.push_back(file.path().string());
+        if (IsStageFile(file.path().filename().string()) && !sources.count(file.path().string())) {
+          out.push_back(file.path().string());
+        }
       }
     }
   }

@@ -39,11 +39,15 @@ namespace djshard::store {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The done record's output path, proven to stay inside the job directory.
-std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std::string& record) {
-  const fs::path rel = fs::path(done.output_path).lexically_normal();
-  if (done.output_path.empty() || rel.is_absolute() || *rel.begin() == "..") {
-    throw Error(record, 0, "output_path '" + done.output_path + "' leaves the job directory",
+namespace {
+
+// Path `rel`, named by the record at `record` as `field`, proven to stay
+// inside the job directory; absolute.
+std::string InsideJob(const JobDir& job, const std::string& rel_path, const std::string& record,
+                      const std::string& field) {
+  const fs::path rel = fs::path(rel_path).lexically_normal();
+  if (rel_path.empty() || rel.is_absolute() || *rel.begin() == "..") {
+    throw Error(record, 0, field + " '" + rel_path + "' leaves the job directory",
                 "retry the shard; done records name files inside the job");
   }
   std::error_code ec;
@@ -51,18 +55,30 @@ std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std
   const fs::path real_job = fs::weakly_canonical(job.dir(), ec);
   const std::string r = real.string(), j = real_job.string() + "/";
   if (r.compare(0, j.size(), j) != 0) {
-    throw Error(record, 0, "output_path '" + done.output_path + "' resolves outside the job",
+    throw Error(record, 0, field + " '" + rel_path + "' resolves outside the job",
                 "a symbolic link points out of the job directory");
   }
   return job.InJob(rel.string());
 }
 
+}  // namespace
+
+std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std::string& record) {
+  return InsideJob(job, done.output_path, record, "output_path");
+}
+
 LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool deep,
+                          const std::function<void(std::string_view)>& each) {
+  return ReadOutputLines(io::OpenInput(path), path, kind, deep, each);
+}
+
+LinesRead ReadOutputLines(std::unique_ptr<io::ByteSource> source, const std::string& path,
+                          io::ChecksumKind kind, bool deep,
                           const std::function<void(std::string_view)>& each) {
   io::ChecksumHasher hash(kind);
   LinesRead read;
   if (deep) {
-    io::LineReader reader(io::OpenInput(path), path);
+    io::LineReader reader(std::move(source), path);
     io::JsonLineParser parser;
     std::string_view line;
     while (reader.Next(&line)) {
@@ -77,7 +93,6 @@ LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool d
       ++read.rows;
     }
   } else {
-    const std::unique_ptr<io::ByteSource> source = io::OpenInput(path);
     std::string buf(4 << 20, '\0');
     char last = '\n';
     for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0;) {
@@ -94,6 +109,33 @@ LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool d
   return read;
 }
 
+std::string ReadShardOutput(const JobDir& job, const DoneRecord& done,
+                            const std::string& record_path, bool deep,
+                            const std::function<void(std::string_view)>& each) {
+  std::string path;
+  std::unique_ptr<io::ByteSource> source;
+  if (done.output_source.empty()) {
+    path = OutputInsideJob(job, done, record_path);
+    source = io::OpenInput(path);
+  } else {
+    path = InsideJob(job, done.output_source.path, record_path, "output_source");
+    source = io::OpenRanges(path, done.output_source.ranges, ChangedOutputHint(done, record_path));
+  }
+  const LinesRead read = ReadOutputLines(std::move(source), path, done.checksum.kind, deep, each);
+  CheckAgainstRecord(path, read, done, record_path);
+  return path;
+}
+
+std::string ChangedOutputHint(const DoneRecord& done, const std::string& record_path) {
+  // Output in an earlier task's file: retrying the shard would read it again.
+  if (!done.output_source.empty()) {
+    return "the file was changed after it was published; `djshard retry` cannot repair this: "
+           "prepare the job again";
+  }
+  return "the file was changed after it was published; run 'djshard retry --shard-id " +
+         done.shard_id + "' after removing " + record_path;
+}
+
 void CheckAgainstRecord(const std::string& path, const LinesRead& read, const DoneRecord& done,
                         const std::string& record_path) {
   if (read.rows == done.rows && read.bytes == done.size_bytes && read.checksum == done.checksum) {
@@ -104,8 +146,7 @@ void CheckAgainstRecord(const std::string& path, const LinesRead& read, const Do
                   " vs " + std::to_string(done.rows) + ", bytes " + std::to_string(read.bytes) +
                   " vs " + std::to_string(done.size_bytes) + ", " + read.checksum.Short() + " vs " +
                   done.checksum.hex.substr(0, 12) + ")",
-              "the file was changed after it was published; run 'djshard retry --shard-id " +
-                  done.shard_id + "' after removing " + record_path);
+              ChangedOutputHint(done, record_path));
 }
 
 void Count(const DoneRecord& done, VerifiedOutputs& total) {
@@ -236,10 +277,8 @@ VerifiedOutputs StreamVerifiedOutputs(const JobDir& job,
   for (const ShardEntry& shard : job.manifest().shards) {
     const std::string record_path = job.DonePath(shard.id);
     const DoneRecord done = ReadShardDone(job, shard);
-    const std::string output = OutputInsideJob(job, done, record_path);
-    const LinesRead read = ReadOutputLines(output, done.checksum.kind, deep,
-                                           [&](std::string_view bytes) { content.Append(bytes); });
-    CheckAgainstRecord(output, read, done, record_path);
+    ReadShardOutput(job, done, record_path, deep,
+                    [&](std::string_view bytes) { content.Append(bytes); });
     Count(done, total);
     CrashPoint("merge_shard_copied");
   }
@@ -303,24 +342,24 @@ namespace {
 
 // Places one shard's published output into the staged parts directory: a
 // hard link when the filesystem allows it (no data moves; its size is
-// checked against the record), else a copy checked as it is made. Returns
-// its _manifest.json entry.
+// checked against the record), else a copy checked as it is made (always for
+// an output in ranges of another file). Returns its _manifest.json entry.
 json PlacePart(const JobDir& job, const ShardEntry& shard, const std::string& staging,
                io::Disk& disk, VerifiedOutputs& total) {
   const std::string record_path = job.DonePath(shard.id);
   const DoneRecord done = ReadShardDone(job, shard);
   const std::string output = OutputInsideJob(job, done, record_path);
   const std::string part = staging + "/" + PartName(shard);
-  struct stat st {};
-  if (::stat(output.c_str(), &st) != 0) ThrowSystemError(output, "cannot stat");
   std::string sha256 = done.output_sha256;
-  if (::link(output.c_str(), part.c_str()) == 0) {
+  const bool linked = done.output_source.empty() && ::link(output.c_str(), part.c_str()) == 0;
+  if (linked) {
+    struct stat st {};
+    if (::stat(part.c_str(), &st) != 0) ThrowSystemError(part, "cannot stat");
     if (static_cast<uint64_t>(st.st_size) != done.size_bytes) {
       throw Error(output, 0,
                   "shard output has " + std::to_string(st.st_size) + " bytes, its done record " +
                       std::to_string(done.size_bytes),
-                  "the file was changed after it was published; run 'djshard retry --shard-id " +
-                      shard.id + "' after removing " + record_path);
+                  ChangedOutputHint(done, record_path));
     }
     if (sha256.empty()) {
       // A job not prepared for the parts layout: its SHA-256 costs a read.
@@ -330,13 +369,11 @@ json PlacePart(const JobDir& job, const ShardEntry& shard, const std::string& st
       CheckAgainstRecord(output, read, done, record_path);
       sha256 = hash.HexDigest();
     }
-  } else if (errno == EXDEV || errno == EPERM || errno == EMLINK || errno == ENOTSUP ||
-             errno == EOPNOTSUPP || errno == ENOSYS) {
+  } else if (!done.output_source.empty() || errno == EXDEV || errno == EPERM || errno == EMLINK ||
+             errno == ENOTSUP || errno == EOPNOTSUPP || errno == ENOSYS) {
     io::OutputStream copy(part, /*overwrite=*/false, disk);
     copy.HashContent(/*sha256=*/true);
-    const LinesRead read = ReadOutputLines(output, done.checksum.kind, false,
-                                           [&](std::string_view b) { copy.Append(b); });
-    CheckAgainstRecord(output, read, done, record_path);
+    ReadShardOutput(job, done, record_path, false, [&](std::string_view b) { copy.Append(b); });
     copy.Commit();
     sha256 = copy.ContentSha256();
   } else {

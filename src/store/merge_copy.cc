@@ -130,24 +130,21 @@ json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task,
     const ShardEntry& shard = job.manifest().shards.at(part.shard);
     const std::string record_path = job.DonePath(shard.id);
     const DoneRecord done = ReadShardDone(job, shard);
-    const std::string output = OutputInsideJob(job, done, record_path);
     io::Sha256 sha256;
     uint64_t at = part.offset;
-    const LinesRead read =
-        ReadOutputLines(output, done.checksum.kind, false, [&](std::string_view bytes) {
-          if (at + bytes.size() > part.offset + part.bytes) {
-            throw Error(output, 0, "shard output is longer than when the merge was planned",
-                        "the file was changed after it was published");
-          }
-          if (!owned()) {
-            throw Error(plan.temp, 0, "lost the claim of this copy task",
-                        "its lease went stale and another instance took it over");
-          }
-          io::PwriteFully(fd.get(), bytes, at, plan.temp);
-          sha256.Update(bytes);
-          at += bytes.size();
-        });
-    CheckAgainstRecord(output, read, done, record_path);
+    ReadShardOutput(job, done, record_path, false, [&](std::string_view bytes) {
+      if (at + bytes.size() > part.offset + part.bytes) {
+        throw Error(record_path, 0, "shard output is longer than when the merge was planned",
+                    "the file was changed after it was published");
+      }
+      if (!owned()) {
+        throw Error(plan.temp, 0, "lost the claim of this copy task",
+                    "its lease went stale and another instance took it over");
+      }
+      io::PwriteFully(fd.get(), bytes, at, plan.temp);
+      sha256.Update(bytes);
+      at += bytes.size();
+    });
     result["parts"].push_back({{"shard_id", shard.id}, {"sha256", sha256.HexDigest()}});
     CrashPoint("merge_shard_copied");
   }

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "djshard/io/checksum.h"
 #include "djshard/io/disk.h"
+#include "djshard/io/input.h"
 #include "djshard/store/job.h"
 #include "djshard/store/merge.h"
 #include "djshard/store/records.h"
@@ -26,13 +28,29 @@ struct LinesRead {
   io::Checksum checksum;  // of exactly those bytes
 };
 
-// Reads `path` (decompressing .gz/.zst), hashing it with `kind`, counting its
-// lines and handing its bytes in order to `each`. The worker's writer produced
-// those lines and the checksum proves them unchanged, so they are not parsed
-// again unless `deep`: then every line must be a JSON object (Error with file
-// and line otherwise).
+// Reads `source` (whose bytes come from `path`), hashing it with `kind`,
+// counting its lines and handing its bytes in order to `each`. The worker's
+// writer produced those lines and the checksum proves them unchanged, so they
+// are not parsed again unless `deep`: then every line must be a JSON object
+// (Error with file and line otherwise).
+LinesRead ReadOutputLines(std::unique_ptr<io::ByteSource> source, const std::string& path,
+                          io::ChecksumKind kind, bool deep,
+                          const std::function<void(std::string_view)>& each);
+// The same for the file `path` (decompressing .gz/.zst).
 LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool deep,
                           const std::function<void(std::string_view)>& each);
+
+// Reads the shard output that `done` (read from `record_path`) publishes:
+// its output file, or the ranges of another file of the job that its
+// output_source names. Hands the bytes to `each` and throws unless they are
+// what the record says (CheckAgainstRecord). Returns the file they came from.
+std::string ReadShardOutput(const JobDir& job, const DoneRecord& done,
+                            const std::string& record_path, bool deep,
+                            const std::function<void(std::string_view)>& each);
+
+// The hint of an error about a published output that changed: retry the
+// shard, or, for an output in another task's file, prepare the job again.
+std::string ChangedOutputHint(const DoneRecord& done, const std::string& record_path);
 
 // Throws unless what reading `path` found is what its done record says.
 void CheckAgainstRecord(const std::string& path, const LinesRead& read, const DoneRecord& done,

@@ -155,6 +155,14 @@ std::string DoneRecord::ToJson() const {
             {"model_devices", model_devices}};
   checksum.ToJson(j);
   if (!output_sha256.empty()) j["output_sha256"] = output_sha256;
+  if (!output_source.empty()) {
+    json ranges = json::array();
+    for (const auto& [offset, bytes] : output_source.ranges) {
+      ranges.push_back(offset);
+      ranges.push_back(bytes);
+    }
+    j["output_source"] = {{"path", output_source.path}, {"ranges", ranges}};
+  }
   if (!region_stats.empty()) j["regions"] = exec::RegionCountersJson(region_stats);
   if (!partitions.is_null()) j["partitions"] = partitions;
   if (!stage.is_null()) j["stage"] = stage;
@@ -175,6 +183,19 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
     r.size_bytes = io::IntegerField<uint64_t>(j, "size_bytes");
     r.checksum = io::Checksum::FromJson(j);
     r.output_sha256 = j.value("output_sha256", "");
+    if (j.contains("output_source")) {
+      const json& source = j.at("output_source");
+      r.output_source.path = source.at("path").get<std::string>();
+      const json& ranges = source.at("ranges");
+      if (r.output_source.path.empty() || !ranges.is_array() || ranges.size() % 2 != 0) {
+        throw Error(path, 0, "done record's output_source is not valid",
+                    "retry the shard to produce a new one");
+      }
+      for (size_t i = 0; i < ranges.size(); i += 2) {
+        r.output_source.ranges.emplace_back(ranges[i].get<uint64_t>(),
+                                            ranges[i + 1].get<uint64_t>());
+      }
+    }
     r.completed_at = j.value("completed_at", "");
     if (j.contains("partitions") && j["partitions"].is_object()) r.partitions = j["partitions"];
     if (j.contains("stage") && j["stage"].is_object()) r.stage = j["stage"];

@@ -132,8 +132,8 @@ struct Attempt {
   std::string checkpoints;    // the shard's checkpoint directory, when it is checkpointed
   nlohmann::json partitions;  // {total, resumed, computed} of a checkpointed shard
   nlohmann::json stage;       // a dedup stage task's files and counts
-  // a dedup shard task's copy of its kept lines, made when it is published
-  std::function<void(io::OutputStream&, exec::ExecSummary&)> copy;
+  // a dedup shard task's kept lines, located when it is published
+  std::function<KeptLines(io::OutputStream&, exec::ExecSummary&, bool)> keep;
 };
 
 // What one look at the job's state found.
@@ -766,7 +766,7 @@ class Worker {
     a.summary = std::move(result.summary);
     a.summary.rows_in = result.input_rows;
     a.stage = std::move(result.stage);
-    a.copy = std::move(result.copy);
+    a.keep = std::move(result.keep);
   }
 
   // An attempt whose processing threw `error`: its temporary files go, and
@@ -864,13 +864,19 @@ class Worker {
       // processed.jsonl must be durable before a done record can name it; its
       // directory fsync also covers the errors file renamed just before, and
       // a stage task's files (fsynced first).
-      if (a.copy) a.copy(*a.output, a.summary);
+      const bool parts = job_.manifest().output_layout == OutputLayout::kParts;
+      KeptLines kept;
+      if (a.keep) kept = a.keep(*a.output, a.summary, parts);
       if (a.task) SyncTaskFiles(a.claim.attempt_dir(), a.stage);
       a.errors->Commit(/*durable=*/false);
       a.output->Commit();
-      done.checksum = io::Checksum::Xxh3(a.output->ContentXxh3());
-      if (job_.manifest().output_layout == OutputLayout::kParts) {
-        done.output_sha256 = a.output->ContentSha256();
+      if (kept.source.empty()) {
+        done.checksum = io::Checksum::Xxh3(a.output->ContentXxh3());
+        if (parts) done.output_sha256 = a.output->ContentSha256();
+      } else {
+        done.output_source = std::move(kept.source);
+        done.checksum = io::Checksum::Xxh3(kept.xxh3_128);
+        done.output_sha256 = kept.sha256;
       }
       CrashPoint("after_output");
     } catch (const Error& e) {
@@ -978,7 +984,7 @@ class Worker {
     return AttemptStatus::kFailed;
   }
 
-  // At most kPublishing attempts are finished (a dedup shard task's copy made,
+  // At most kPublishing attempts are finished (a dedup shard task's kept lines located,
   // output committed, done record published) in the background while the
   // next shard is processed: each mostly waits for the kernel's writes and
   // fsyncs, which then overlap each other and the processing.

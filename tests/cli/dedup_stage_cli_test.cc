@@ -517,10 +517,10 @@ TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone)
   ExpectSameAsRun("job", "simhash.yaml", "merged.jsonl");
 }
 
-// When nothing runs after the deduplicator, a shard's task copies the kept
+// When nothing runs after the deduplicator, a shard's task reads the kept
 // lines of its sign task's rows.jsonl as the worker publishes it; a changed
 // rows.jsonl fails that task, naming the file, and nothing is published.
-TEST_F(DedupStageCli, AChangedRowsFileFailsTheShardTaskThatCopiesIt) {
+TEST_F(DedupStageCli, AChangedRowsFileFailsTheShardTaskThatReadsIt) {
   Write("data.jsonl", Corpus(300));
   Write("last.yaml",
         "dataset_path: data.jsonl\n"
@@ -551,6 +551,149 @@ TEST_F(DedupStageCli, AChangedRowsFileFailsTheShardTaskThatCopiesIt) {
   const CliResult merge = Run({"merge", "--job-dir", "job"});
   EXPECT_EQ(merge.exit_code, 2);
   EXPECT_FALSE(Exists("job/merged.jsonl"));
+}
+
+// When nothing runs after the deduplicator, a shard's done record publishes
+// its kept lines where they are, as ranges of its sign task's rows.jsonl
+// (output_source), and nothing is copied. Merge in both layouts, verify and
+// gc read them there; once rows.jsonl changes, merge and verify fail naming
+// it, and say that only preparing the job again repairs it.
+TEST_F(DedupStageCli, ShardOutputsAreRangesOfTheSignTasksRowsWhenNothingRunsAfterTheDeduplicator) {
+  Write("last.yaml",
+        "dataset_path: data.jsonl\n"
+        "process:\n"
+        "  - document_deduplicator:\n");
+  Prepare("job", 3, "last.yaml");
+  RunWorker("job");
+  std::vector<std::string> rows_files;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "part-0000" + std::to_string(i) + "-of-00003";
+    const json sign = Done("job", "dedup1-sign-" + id);
+    const json done = Done("job", id);
+    const std::string sign_output = sign["output_path"];
+    const std::string rows = sign_output.substr(0, sign_output.rfind('/')) + "/rows.jsonl";
+    ASSERT_TRUE(done.contains("output_source")) << done.dump(2);
+    EXPECT_EQ(done["output_source"]["path"], rows);
+    EXPECT_EQ(done["schema_version"], 3);
+    EXPECT_EQ(Read("job/" + done["output_path"].get<std::string>()), "") << id;
+    const json& ranges = done["output_source"]["ranges"];
+    ASSERT_GE(ranges.size(), 4u);
+    uint64_t bytes = 0, end = 0;
+    for (size_t r = 0; r < ranges.size(); r += 2) {
+      EXPECT_TRUE(r == 0 || ranges[r].get<uint64_t>() > end) << "ranges are apart and ascending";
+      bytes += ranges[r + 1].get<uint64_t>();
+      end = ranges[r].get<uint64_t>() + ranges[r + 1].get<uint64_t>();
+    }
+    EXPECT_EQ(bytes, done["size_bytes"].get<uint64_t>());
+    EXPECT_LT(done["rows"].get<uint64_t>(),
+              sign["stage"]["files"]["rows.jsonl"]["rows"].get<uint64_t>());
+    rows_files.push_back("job/" + rows);
+  }
+  ExpectSameAsRun("job", "last.yaml");
+  const std::string merged = Read("job-merged.jsonl");
+  CliResult r = Run({"merge", "--job-dir", "job", "--layout", "parts", "--output", "parts"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json parts = json::parse(Read("parts/_manifest.json"));
+  std::string joined;
+  for (const json& part : parts["parts"])
+    joined += Read("parts/" + part["file"].get<std::string>());
+  EXPECT_TRUE(joined == merged);
+  r = Run({"verify", "--job-dir", "job", "--output", "parts"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  // gc keeps the rows files that outputs are ranges of, and removes the rest.
+  r = Run({"gc", "job"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> kept = StageFiles("job");
+  std::vector<std::string> expected = rows_files;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(kept, expected) << r.out;
+  r = Run({"verify", "--job-dir", "job", "--output", "job-merged.jsonl"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"merge", "--job-dir", "job", "--output", "again.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Read("again.jsonl") == merged);
+
+  // A byte changed inside shard 0's kept lines.
+  std::string bytes = Read(rows_files[0]);
+  const json ranges = Done("job", "part-00000-of-00003")["output_source"]["ranges"];
+  const size_t at = ranges[0].get<size_t>() + 2;
+  bytes[at] = static_cast<char>(bytes[at] == 'a' ? 'b' : 'a');
+  std::ofstream(Path(rows_files[0]), std::ios::binary | std::ios::trunc) << bytes;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"merge", "--job-dir", "job", "--output", "changed.jsonl"},
+        std::vector<std::string>{"verify", "--job-dir", "job", "--output", "job-merged.jsonl"}}) {
+    r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0];
+    EXPECT_NE(r.err.find(Path(rows_files[0]) + ": shard output does not match its done record"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("`djshard retry` cannot repair this: prepare the job again"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(Exists("changed.jsonl"));
+  // Cut short inside them.
+  std::ofstream(Path(rows_files[0]), std::ios::binary | std::ios::trunc)
+      << bytes.substr(0, static_cast<size_t>(at));
+  r = Run({"merge", "--job-dir", "job", "--output", "changed.jsonl"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(Path(rows_files[0]) + ": file ends at byte " + std::to_string(at) +
+                       ", inside the range it should hold from byte " +
+                       std::to_string(ranges[0].get<size_t>())),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Exists("changed.jsonl"));
+}
+
+// Kept lines that fall in more than 4096 ranges of rows.jsonl (every other
+// row a duplicate) are copied into the shard task's output instead, so that
+// done records stay small; the merged bytes are run's either way.
+TEST_F(DedupStageCli, KeptLinesInManyRangesAreCopiedIntoTheShardOutput) {
+  std::string data;
+  for (int i = 0; i < 9000; ++i)
+    data += json({{"text", "row " + std::to_string(i / 2)}}).dump() + "\n";
+  Write("pairs.jsonl", data);
+  Write("pairs.yaml",
+        "dataset_path: pairs.jsonl\n"
+        "process:\n"
+        "  - document_deduplicator:\n");
+  Prepare("job", 1, "pairs.yaml");
+  RunWorker("job");
+  const json done = Done("job", "part-00000-of-00001");
+  EXPECT_FALSE(done.contains("output_source")) << done.dump(2);
+  EXPECT_EQ(done["rows"], 4500);
+  EXPECT_EQ(Read("job/" + done["output_path"].get<std::string>()).size(),
+            done["size_bytes"].get<size_t>());
+  CliResult r = Run({"merge", "--job-dir", "job", "--output", "merged.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"run", "--config", "pairs.yaml", "--export-path", "run.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Lines(Read("run.jsonl")).size(), 4500u);
+  EXPECT_TRUE(Read("merged.jsonl") == Read("run.jsonl"));
+}
+
+// Under dlc, instances that copy their share of the shard outputs into the
+// merged file read ranges of rows.jsonl files as well.
+TEST_F(DedupStageCli, DlcInstancesMergeOutputsThatAreRangesOfRowsFiles) {
+  Write("last.yaml",
+        "dataset_path: data.jsonl\n"
+        "process:\n"
+        "  - document_deduplicator:\n");
+  std::vector<Spawned> nodes;
+  for (const char* host : {"node-a", "node-b"}) {
+    nodes.push_back(Spawn({"dlc", "--job-dir", "job", "--config", "last.yaml", "--dataset-path",
+                           "data.jsonl", "--nodes", "2", "--num-shards", "7", "--require-all-nodes",
+                           "--run-id", "last", "--poll-interval-secs", "0.2", "--threads", "1"},
+                          {}, OnHost(host)));
+  }
+  for (const Spawned& n : nodes) {
+    const CliResult r = WaitFor(n);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("PASS: 7 shards were completed by"), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(Done("job", "part-00003-of-00007").contains("output_source"));
+  ExpectSameAsRun("job", "last.yaml", "job/merged.jsonl");
 }
 
 // A flipped byte in key range 0 of a sign task's key file, after its done record is out:

@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "djshard/common/error.h"
 #include "djshard/common/text.h"
 #include "djshard/io/input.h"
 
@@ -83,4 +87,37 @@ TEST(LineReader, CountsLinesAndBytes) {
 }
 
 }  // namespace
+// OpenRanges reads the ranges one after another, in pieces as small as the
+// caller asks; a range past the end of the file is an error naming it.
+TEST(OpenRanges, ReadsTheRangesInOrderAndRefusesOnesPastTheEnd) {
+  char dir[] = "/tmp/djshard-ranges-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/rows.jsonl";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fputs("0123456789abcdefghij", f);
+  std::fclose(f);
+  for (size_t piece : {1, 3, 64}) {
+    const auto source = OpenRanges(path, {{2, 3}, {5, 0}, {10, 4}, {19, 1}}, "hint");
+    std::string read;
+    std::vector<char> buf(piece);
+    for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0;) read.append(buf.data(), n);
+    EXPECT_EQ(read, "234abcdj") << piece;
+  }
+  EXPECT_EQ(OpenRanges(path, {}, "hint")->Read(std::vector<char>(8).data(), 8), 0u);
+  const auto past = OpenRanges(path, {{0, 2}, {18, 5}}, "the file changed");
+  char buf[64];
+  EXPECT_EQ(past->Read(buf, sizeof buf), 2u);
+  try {
+    past->Read(buf, sizeof buf);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_EQ(e.message(), "file ends at byte 20, inside the range it should hold from byte 18");
+    EXPECT_EQ(e.hint(), "the file changed");
+  }
+  std::remove(path.c_str());
+  ::rmdir(dir);
+}
+
 }  // namespace djshard::io

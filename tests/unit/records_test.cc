@@ -114,6 +114,42 @@ TEST(Records, ADoneRecordKeepsEveryFieldMergeAndStatusUse) {
   EXPECT_EQ(back.op_stats[0].rows_out, 8u);
 }
 
+// A dedup shard task's output as ranges of its sign task's rows.jsonl.
+TEST(Records, ADoneRecordKeepsItsOutputSourceRanges) {
+  DoneRecord d;
+  d.shard_id = "s";
+  d.output_path = "attempts/s/0001-t/processed.jsonl";
+  d.output_source.path = "attempts/dedup1-sign-s/0001-u/rows.jsonl";
+  d.output_source.ranges = {{0, 40}, {52, 7}, {uint64_t{1} << 40, 3}};
+  d.rows = 4;
+  d.size_bytes = 50;
+  d.checksum = io::Checksum::Xxh3(std::string(32, 'b'));
+  const std::string text = d.ToJson();
+  EXPECT_EQ(json::parse(text)["output_source"]["ranges"],
+            json::array({0, 40, 52, 7, uint64_t{1} << 40, 3}));
+  const DoneRecord back = DoneRecord::FromJson(text, "done.json");
+  EXPECT_EQ(back.output_source.path, d.output_source.path);
+  EXPECT_EQ(back.output_source.ranges, d.output_source.ranges);
+  // Without one, the output is the output file.
+  d.output_source = {};
+  EXPECT_FALSE(json::parse(d.ToJson()).contains("output_source"));
+  EXPECT_TRUE(DoneRecord::FromJson(d.ToJson(), "done.json").output_source.empty());
+}
+
+TEST(Records, AnOutputSourceWithAnOddNumberOfRangeBoundsIsRefused) {
+  try {
+    DoneRecord::FromJson(
+        R"({"shard_id":"s","output_path":"a/processed.jsonl","rows":1,"size_bytes":3,)"
+        R"("xxh3_128":"00000000000000000000000000000000",)"
+        R"("output_source":{"path":"a/rows.jsonl","ranges":[0,3,9]}})",
+        "state/done/s.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.file(), "state/done/s.json");
+    EXPECT_NE(e.message().find("output_source is not valid"), std::string::npos) << e.message();
+  }
+}
+
 TEST(Records, ADoneRecordWithoutItsOutputIsRefusedWithAHint) {
   try {
     DoneRecord::FromJson(R"({"shard_id":"s","rows":1})", "state/done/s.json");

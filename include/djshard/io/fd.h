@@ -17,6 +17,10 @@ void WriteFully(int fd, std::string_view bytes, const std::string& path);
 // descriptor's offset alone: several threads may write one file at once.
 void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::string& path);
 
+// Reads `want` bytes at file offset `offset` (pread) into `buf`; fewer only
+// when the file ends first. Returns the bytes read.
+size_t PreadFully(int fd, char* buf, size_t want, uint64_t offset, const std::string& path);
+
 // Reads from the current offset to the end, handing each chunk to `sink`.
 void ReadChunks(int fd, const std::string& path, size_t chunk_size,
                 const std::function<void(std::string_view)>& sink);

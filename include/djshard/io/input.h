@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace djshard::io {
 
@@ -22,6 +24,13 @@ class ByteSource {
 // name's suffix (case-insensitive). When `raw_hash` is given, every byte read
 // from the file itself (before decoding) is fed to it; it must outlive the source.
 std::unique_ptr<ByteSource> OpenInput(const std::string& path, ChecksumHasher* raw_hash = nullptr);
+
+// Reads the byte ranges (offset, bytes) of the plain file `path`, one after
+// another. A range that ends past the end of the file is an Error naming
+// `path`, with `changed_hint` as its hint.
+std::unique_ptr<ByteSource> OpenRanges(const std::string& path,
+                                       std::vector<std::pair<uint64_t, uint64_t>> ranges,
+                                       const std::string& changed_hint);
 
 // Whether OpenInput decodes `path` (its name ends in .gz or .zst).
 bool IsCompressedInput(const std::string& path);

@@ -37,6 +37,7 @@
 #include "djshard/io/output.h"
 #include "djshard/store/job.h"
 #include "djshard/store/manifest.h"
+#include "djshard/store/records.h"
 
 namespace djshard::store {
 
@@ -84,16 +85,27 @@ struct TaskContext {
   exec::ExecOptions exec;
 };
 
+// What a shard's task publishes when its rows are lines kept from its sign
+// task's rows.jsonl: those lines as ranges of that file (the done record's
+// output_source), with their XXH3-128 and, when asked, their SHA-256. When
+// the lines fall in more than kMaxSourceRanges ranges, they are copied into
+// the task's output instead, and `source` is empty.
+struct KeptLines {
+  OutputSource source;
+  std::string xxh3_128;
+  std::string sha256;
+};
+inline constexpr size_t kMaxSourceRanges = 4096;
+
 struct TaskResult {
   exec::ExecSummary summary;  // op counters of every operator up to this task's
   nlohmann::json stage;       // the done record's "stage" object
   uint64_t input_rows = 0;    // rows the task read
   // A shard's task with nothing to run after the last deduplicator leaves its
-  // output to this: the kept lines copied into `output` (the file they come
-  // from checked on the way), its rows and bytes added to `summary`. The
-  // worker calls it while it publishes the task, so that the copies (bound by
-  // the kernel's writes) of this task and the next one overlap.
-  std::function<void(io::OutputStream& output, exec::ExecSummary& summary)> copy;
+  // output to this, which the worker calls while it publishes the task: the
+  // kept lines of the sign task's rows.jsonl, located there (every byte of the
+  // file checked on the way), their rows and bytes added to `summary`.
+  std::function<KeptLines(io::OutputStream& output, exec::ExecSummary& summary, bool sha256)> keep;
 };
 
 // Runs `task` in the attempt directory `attempt_dir` (absolute). A kShard
@@ -123,8 +135,9 @@ StageFilesCheck VerifyStageFiles(const JobDir& job);
 
 // The dedup stages' files that nothing will read again: those of attempts
 // that did not publish (failed, lost, stale, interrupted or superseded), and,
-// once every shard of the job is done, all of them (done records and
-// attempt.json files stay). Absolute paths; none of a running attempt.
+// once every shard of the job is done, all of them but the rows.jsonl files
+// that shard outputs are ranges of (done records and attempt.json files stay
+// too). Absolute paths; none of a running attempt.
 std::vector<std::string> StageGarbage(const JobDir& job);
 
 }  // namespace djshard::store

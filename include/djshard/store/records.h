@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "djshard/exec/executor.h"
@@ -15,7 +16,9 @@ namespace djshard::store {
 // Version of the lock, attempt, done and failed records below. Readers accept
 // records without one (written before records carried it) and refuse newer ones.
 // Version 2: done records hold their output's xxh3_128 (version 1: sha256).
-inline constexpr int kRecordSchemaVersion = 2;
+// Version 3: a done record may locate its output in another task's file
+// (output_source).
+inline constexpr int kRecordSchemaVersion = 3;
 
 // What became of an attempt (attempts/<shard>/<NNNN>-<token>/attempt.json).
 enum class AttemptStatus {
@@ -72,6 +75,18 @@ struct AttemptRecord {
   static AttemptRecord FromJson(const std::string& text, const std::string& path);
 };
 
+// Where a done record's output is when it is not in its output file: byte
+// ranges of another file in the job directory, in order. A dedup stage's
+// shard task with nothing to run after the last deduplicator publishes the
+// kept lines of its sign task's rows.jsonl this way instead of copying them
+// (docs/dedup-stage.md).
+struct OutputSource {
+  std::string path;                                   // relative to the job dir
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (offset, bytes), ascending
+
+  bool empty() const { return path.empty(); }
+};
+
 // state/done/<shard>.json, published once by the attempt that finished the shard.
 struct DoneRecord {
   std::string shard_id;
@@ -80,6 +95,10 @@ struct DoneRecord {
   std::string token;
   int64_t attempt_number = 0;
   std::string output_path;  // relative to the job dir
+  // Set when the output's bytes are ranges of another file: output_path
+  // then names the attempt's (empty) output file, and the rows, bytes and
+  // checksums below are those of the ranges' bytes.
+  OutputSource output_source;
   uint64_t rows = 0;
   uint64_t size_bytes = 0;
   io::Checksum checksum;  // of the output's uncompressed bytes

@@ -5,9 +5,12 @@
 # alternated, best of each. Target: the job with document_simhash_deduplicator
 # costs at most 1.5x the job without it. Also checks that the merged output of
 # the dedup job equals `djshard run` over the job's normalized shards.
+# gen_corpus.py writes no duplicates; with --dup-percent P, P% more rows are
+# inserted, each a copy of an earlier row picked at random (fixed seed), so
+# that the deduplicator removes rows all over every shard.
 #
 #   bench/dedup_stage_bench.sh [--workdir DIR] [--shared ../shared] [--mb 1024] [--rounds 2]
-#       [--dedup document_simhash_deduplicator]
+#       [--dedup document_simhash_deduplicator] [--dup-percent 0]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 workdir=/var/tmp/djshard-dedup-stage-bench
@@ -15,6 +18,7 @@ shared="$root/../shared"
 mb=1024
 rounds=2
 dedup=document_simhash_deduplicator
+dup_percent=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --workdir) workdir=$2; shift 2 ;;
@@ -22,7 +26,8 @@ while [ $# -gt 0 ]; do
     --mb) mb=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --dedup) dedup=$2; shift 2 ;;
-    *) echo "usage: $0 [--workdir DIR] [--shared DIR] [--mb N] [--rounds N] [--dedup OP]" >&2; exit 2 ;;
+    --dup-percent) dup_percent=$2; shift 2 ;;
+    *) echo "usage: $0 [--workdir DIR] [--shared DIR] [--mb N] [--rounds N] [--dedup OP] [--dup-percent P]" >&2; exit 2 ;;
   esac
 done
 bin="$root/build/bin/djshard"
@@ -34,6 +39,25 @@ least() { awk -v f="$1" -v a="$2" -v b="$3" 'BEGIN { n = b - a; if (f != "" && f
 
 corpus="$workdir/c$mb.jsonl"
 [ -f "$corpus" ] || python3 "$shared/data/gen_corpus.py" "$corpus" --mb "$mb" --seed 3 >/dev/null
+if [ "$dup_percent" != 0 ]; then
+  with_dups="$workdir/c$mb-dup$dup_percent.jsonl"
+  [ -f "$with_dups" ] || python3 - "$corpus" "$with_dups" "$dup_percent" <<'PY'
+import random, sys
+src, dst, percent = sys.argv[1], sys.argv[2], float(sys.argv[3])
+rng = random.Random(3)
+with open(src, "rb") as f:
+    lines = f.readlines()
+out, seen = [], []
+for line in lines:
+    out.append(line)
+    seen.append(line)
+    if rng.random() < percent / 100:
+        out.append(seen[rng.randrange(len(seen))])
+with open(dst, "wb") as f:
+    f.writelines(out)
+PY
+  corpus=$with_dups
+fi
 plain="$root/bench/recipes/refine.yaml"
 with="$workdir/refine-dedup.yaml"
 cp "$plain" "$with"

@@ -155,6 +155,14 @@ class DlcRun {
     // A run id that already finished returns its stored result at once.
     if (const std::optional<json> fin = coord_.Read("finalize-result.json")) {
       const int code = fin->value("return_code", kExitFailure);
+      // A stored PASS holds while the job it merged is there (the
+      // coordination directory is beside the job directory, not in it).
+      if (code == 0 && !disk_.Stat(job_.ManifestPath())) {
+        throw djshard::Error(
+            job_.dir(), 0,
+            "run " + run_id_ + " passed before, but the job directory holds no job now",
+            "pass a new --run-id to prepare and run the job again");
+      }
       return {DlcEnd::kStoredResult, code,
               fin->value("message",
                          "stored result of run " + run_id_ + ": exit " + std::to_string(code))};

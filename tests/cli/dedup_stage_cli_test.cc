@@ -63,6 +63,13 @@ const std::string kMinhashRecipe =
     "  - words_num_filter:\n"
     "      min_num: 4\n";
 
+// A deduplicator with nothing after it: a shard's output is what its sign
+// task wrote, less the duplicates.
+const std::string kLastRecipe =
+    "dataset_path: data.jsonl\n"
+    "process:\n"
+    "  - document_deduplicator:\n";
+
 // The simhash recipe's stages: (operator, its index in the recipe).
 const std::vector<std::pair<std::string, size_t>> kSimhashStages = {
     {"document_simhash_deduplicator", 1}, {"document_deduplicator", 3}};
@@ -153,6 +160,23 @@ class DedupStageCli : public CliTest {
                                      std::to_string(threads)};
     args.insert(args.end(), extra.begin(), extra.end());
     return Spawn(args, env, OnHost(host));
+  }
+  // `dlc` of `recipe` on node-a and node-b at once (--nodes 2,
+  // --require-all-nodes, 7 shards) into "job"; both must pass.
+  void DlcOnTwoNodes(const std::string& recipe, const std::string& run_id) {
+    std::vector<Spawned> nodes;
+    for (const char* host : {"node-a", "node-b"}) {
+      nodes.push_back(
+          Spawn({"dlc", "--job-dir", "job", "--config", recipe, "--dataset-path", "data.jsonl",
+                 "--nodes", "2", "--num-shards", "7", "--require-all-nodes", "--run-id", run_id,
+                 "--poll-interval-secs", "0.2", "--threads", "1"},
+                {}, OnHost(host)));
+    }
+    for (const Spawned& n : nodes) {
+      const CliResult r = WaitFor(n);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.out.find("PASS: 7 shards were completed by"), std::string::npos) << r.out;
+    }
   }
   void RunWorker(const std::string& job, const std::vector<std::string>& extra = {},
                  int threads = 1) {
@@ -522,10 +546,7 @@ TEST_F(DedupStageCli, VerifyChecksTheStageFilesAndGcRemovesThemOnceTheJobIsDone)
 // rows.jsonl fails that task, naming the file, and nothing is published.
 TEST_F(DedupStageCli, AChangedRowsFileFailsTheShardTaskThatReadsIt) {
   Write("data.jsonl", Corpus(300));
-  Write("last.yaml",
-        "dataset_path: data.jsonl\n"
-        "process:\n"
-        "  - document_deduplicator:\n");
+  Write("last.yaml", kLastRecipe);
   Prepare("job", 3, "last.yaml");
   RunWorker("job", {"--max-shards", "3"});  // the sign tasks
   const json sign = Done("job", "dedup1-sign-part-00000-of-00003");
@@ -559,10 +580,7 @@ TEST_F(DedupStageCli, AChangedRowsFileFailsTheShardTaskThatReadsIt) {
 // gc read them there; once rows.jsonl changes, merge and verify fail naming
 // it, and say that only preparing the job again repairs it.
 TEST_F(DedupStageCli, ShardOutputsAreRangesOfTheSignTasksRowsWhenNothingRunsAfterTheDeduplicator) {
-  Write("last.yaml",
-        "dataset_path: data.jsonl\n"
-        "process:\n"
-        "  - document_deduplicator:\n");
+  Write("last.yaml", kLastRecipe);
   Prepare("job", 3, "last.yaml");
   RunWorker("job");
   std::vector<std::string> rows_files;
@@ -676,22 +694,8 @@ TEST_F(DedupStageCli, KeptLinesInManyRangesAreCopiedIntoTheShardOutput) {
 // Under dlc, instances that copy their share of the shard outputs into the
 // merged file read ranges of rows.jsonl files as well.
 TEST_F(DedupStageCli, DlcInstancesMergeOutputsThatAreRangesOfRowsFiles) {
-  Write("last.yaml",
-        "dataset_path: data.jsonl\n"
-        "process:\n"
-        "  - document_deduplicator:\n");
-  std::vector<Spawned> nodes;
-  for (const char* host : {"node-a", "node-b"}) {
-    nodes.push_back(Spawn({"dlc", "--job-dir", "job", "--config", "last.yaml", "--dataset-path",
-                           "data.jsonl", "--nodes", "2", "--num-shards", "7", "--require-all-nodes",
-                           "--run-id", "last", "--poll-interval-secs", "0.2", "--threads", "1"},
-                          {}, OnHost(host)));
-  }
-  for (const Spawned& n : nodes) {
-    const CliResult r = WaitFor(n);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.out.find("PASS: 7 shards were completed by"), std::string::npos) << r.out;
-  }
+  Write("last.yaml", kLastRecipe);
+  DlcOnTwoNodes("last.yaml", "last");
   EXPECT_TRUE(Done("job", "part-00003-of-00007").contains("output_source"));
   ExpectSameAsRun("job", "last.yaml", "job/merged.jsonl");
 }
@@ -773,18 +777,7 @@ TEST_F(DedupStageCli, DlcOnOneNodeWritesRunsBytes) {
 // Strict mode: each instance takes its share of the shards and the stage's
 // tasks, and both count as nodes that took part.
 TEST_F(DedupStageCli, DlcInStrictModeSharesTheStageTasksAmongTheNodes) {
-  std::vector<Spawned> nodes;
-  for (const char* host : {"node-a", "node-b"}) {
-    nodes.push_back(Spawn({"dlc", "--job-dir", "job", "--config", "simhash.yaml", "--dataset-path",
-                           "data.jsonl", "--nodes", "2", "--num-shards", "7", "--require-all-nodes",
-                           "--run-id", "strict", "--poll-interval-secs", "0.2", "--threads", "1"},
-                          {}, OnHost(host)));
-  }
-  for (const Spawned& n : nodes) {
-    const CliResult r = WaitFor(n);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.out.find("PASS: 7 shards were completed by"), std::string::npos) << r.out;
-  }
+  DlcOnTwoNodes("simhash.yaml", "strict");
   std::set<std::string> owners;
   for (const std::string& f : List("job/state/done")) {
     owners.insert(json::parse(Read("job/state/done/" + f))["hostname"].get<std::string>());

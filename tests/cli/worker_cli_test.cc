@@ -534,6 +534,20 @@ TEST_F(DlcCli, AFailedPrepareStopsEveryInstanceAndANewRunIdRecovers) {
   EXPECT_EQ(again.exit_code, 0);
   EXPECT_NE(again.out.find("PASS: 4 shards"), std::string::npos) << again.out;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  // Not once the job directory is gone: its PASS no longer holds.
+  std::filesystem::remove_all(Path("job"));
+  const CliResult gone = WaitFor(Instance("node-c", {}, "run-2"));
+  EXPECT_EQ(gone.exit_code, 2);
+  EXPECT_EQ(gone.out.find("PASS"), std::string::npos) << gone.out;
+  EXPECT_NE(gone.err.find("ERROR: " + Path("job") +
+                          ": run run-2 passed before, but the job directory holds no job now "
+                          "(pass a new --run-id to prepare and run the job again)"),
+            std::string::npos)
+      << gone.err;
+  EXPECT_FALSE(Exists("job"));
+  const CliResult fresh = WaitFor(Instance("node-c", {}, "run-3"));
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_TRUE(Exists("job/merged.jsonl"));
 }
 
 TEST_F(DlcCli, AWorkerFailureMakesEveryInstanceExitWithItsCode) {

@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -162,26 +163,32 @@ class RangesSource : public ByteSource {
                const std::string& changed_hint)
       : path_(path), hint_(changed_hint), ranges_(std::move(ranges)) {
     fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd_.get() < 0 && errno == ENOENT) throw Error(path, 0, "file is missing", hint_);
     if (fd_.get() < 0) ThrowSystemError(path, "cannot open");
   }
 
+  // Fills `buf` from as many ranges as it holds.
   size_t Read(char* buf, size_t capacity) override {
-    while (next_ < ranges_.size() && done_ == ranges_[next_].second) {
-      ++next_;
-      done_ = 0;
+    size_t filled = 0;
+    while (filled < capacity) {
+      while (next_ < ranges_.size() && done_ == ranges_[next_].second) {
+        ++next_;
+        done_ = 0;
+      }
+      if (next_ == ranges_.size()) break;
+      const auto [offset, bytes] = ranges_[next_];
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(capacity - filled, bytes - done_));
+      const size_t n = PreadFully(fd_.get(), buf + filled, want, offset + done_, path_);
+      if (n < want) {
+        throw Error(path_, 0,
+                    "file ends at byte " + std::to_string(offset + done_ + n) +
+                        ", inside the range it should hold from byte " + std::to_string(offset),
+                    hint_);
+      }
+      done_ += n;
+      filled += n;
     }
-    if (next_ == ranges_.size()) return 0;
-    const auto [offset, bytes] = ranges_[next_];
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(capacity, bytes - done_));
-    const size_t n = PreadFully(fd_.get(), buf, want, offset + done_, path_);
-    if (n < want) {
-      throw Error(path_, 0,
-                  "file ends at byte " + std::to_string(offset + done_ + n) +
-                      ", inside the range it should hold from byte " + std::to_string(offset),
-                  hint_);
-    }
-    done_ += n;
-    return n;
+    return filled;
   }
 
  private:

@@ -534,12 +534,17 @@ class StageJob {
         KeptLines kept = KeepRows(*run, summary, sha256, &lines);
         CheckInput(run->in, run->hasher, lines, shard);
         if (kept.source.ranges.size() > kMaxSourceRanges) {
+          const std::string changed = "the job directory was changed; prepare the job again";
           const std::unique_ptr<io::ByteSource> source =
-              io::OpenRanges(run->in.file, std::move(kept.source.ranges),
-                             "the job directory was changed; prepare the job again");
+              io::OpenRanges(run->in.file, std::move(kept.source.ranges), changed);
+          io::Xxh3 copied;
           std::vector<char> block(1 << 20);
           for (size_t n; (n = source->Read(block.data(), block.size())) > 0;) {
+            copied.Update(block.data(), n);
             out.Append(std::string_view(block.data(), n));
+          }
+          if (copied.HexDigest() != kept.xxh3_128) {
+            throw Error(run->in.file, 0, "file changed while its kept lines were copied", changed);
           }
           kept = {};
         }
@@ -621,7 +626,8 @@ class StageJob {
     }
     summary.rows_in = summary.rows_out = next;
     *lines = line;
-    kept.source.path = run.in.file_rel;
+    // No kept line: the empty output file is the output.
+    if (!ranges.empty()) kept.source.path = run.in.file_rel;
     kept.xxh3_128 = xxh3.HexDigest();
     if (sha256) kept.sha256 = sha.HexDigest();
     return kept;
@@ -1045,19 +1051,39 @@ bool EveryShardDone(const JobDir& job, const ShardScan& scan) {
   return true;
 }
 
+// Once every shard is done (*complete), the files their outputs are ranges
+// of (DoneRecord::output_source), as absolute paths. An unreadable shard
+// record clears *complete: what published tasks wrote is then kept.
+std::set<std::string> OutputSources(const JobDir& job, bool* complete) {
+  std::set<std::string> sources;
+  for (const ShardEntry& shard : job.manifest().shards) {
+    if (!*complete) break;
+    const std::string path = job.DonePath(shard.id);
+    try {
+      const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
+      if (!done.output_source.empty()) sources.insert(job.InJob(done.output_source.path));
+    } catch (const Error&) {
+      *complete = false;
+    }
+  }
+  return sources;
+}
+
 }  // namespace
 
 StageFilesCheck VerifyStageFiles(const JobDir& job) {
   StageFilesCheck check;
   const ShardScan scan = job.Scan();
-  const bool complete = EveryShardDone(job, scan);
+  bool complete = EveryShardDone(job, scan);
+  const std::set<std::string> sources = OutputSources(job, &complete);
   for (const JobTask& task : JobTasks(job.manifest())) {
     if (task.kind == TaskKind::kShard || !scan.done.count(task.id)) continue;
     const DoneRecord done = ReadDone(job, task.id);
     ++check.tasks;
     for (const auto& [name, entry] : done.stage.at("files").items()) {
       const std::string path = AttemptDirOf(job, done) + "/" + name;
-      if (complete && !job.disk().Stat(path)) {
+      // A file a shard's output is in is never gc's to remove.
+      if (complete && !sources.count(path) && !job.disk().Stat(path)) {
         ++check.removed;
         continue;
       }
@@ -1073,17 +1099,7 @@ std::vector<std::string> StageGarbage(const JobDir& job) {
   const ShardScan scan = job.Scan();
   bool complete = EveryShardDone(job, scan);
   // The files that shard outputs are ranges of stay with them.
-  std::set<std::string> sources;
-  for (const ShardEntry& shard : job.manifest().shards) {
-    if (!complete) break;
-    const std::string path = job.DonePath(shard.id);
-    try {
-      const DoneRecord done = DoneRecord::FromJson(job.disk().Read(path), path);
-      if (!done.output_source.empty()) sources.insert(job.InJob(done.output_source.path));
-    } catch (const Error&) {
-      complete = false;  // an unreadable record: keep what published tasks wrote
-    }
-  }
+  const std::set<std::string> sources = OutputSources(job, &complete);
   for (const JobTask& task : JobTasks(job.manifest())) {
     if (task.kind == TaskKind::kShard) continue;
     std::string published;

@@ -48,7 +48,8 @@ std::string InsideJob(const JobDir& job, const std::string& rel_path, const std:
   const fs::path rel = fs::path(rel_path).lexically_normal();
   if (rel_path.empty() || rel.is_absolute() || *rel.begin() == "..") {
     throw Error(record, 0, field + " '" + rel_path + "' leaves the job directory",
-                "retry the shard; done records name files inside the job");
+                field == "output_path" ? "retry the shard; done records name files inside the job"
+                                       : "the record was edited; prepare the job again");
   }
   std::error_code ec;
   const fs::path real = fs::weakly_canonical(job.InJob(rel.string()), ec);
@@ -112,16 +113,17 @@ LinesRead ReadOutputLines(std::unique_ptr<io::ByteSource> source, const std::str
 std::string ReadShardOutput(const JobDir& job, const DoneRecord& done,
                             const std::string& record_path, bool deep,
                             const std::function<void(std::string_view)>& each) {
-  std::string path;
+  std::string path, shown;  // shown: how --deep's errors name the lines
   std::unique_ptr<io::ByteSource> source;
   if (done.output_source.empty()) {
-    path = OutputInsideJob(job, done, record_path);
+    path = shown = OutputInsideJob(job, done, record_path);
     source = io::OpenInput(path);
   } else {
     path = InsideJob(job, done.output_source.path, record_path, "output_source");
+    shown = path + " (the kept lines of " + done.shard_id + ")";
     source = io::OpenRanges(path, done.output_source.ranges, ChangedOutputHint(done, record_path));
   }
-  const LinesRead read = ReadOutputLines(std::move(source), path, done.checksum.kind, deep, each);
+  const LinesRead read = ReadOutputLines(std::move(source), shown, done.checksum.kind, deep, each);
   CheckAgainstRecord(path, read, done, record_path);
   return path;
 }

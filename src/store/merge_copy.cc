@@ -134,8 +134,9 @@ json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task,
     uint64_t at = part.offset;
     ReadShardOutput(job, done, record_path, false, [&](std::string_view bytes) {
       if (at + bytes.size() > part.offset + part.bytes) {
-        throw Error(record_path, 0, "shard output is longer than when the merge was planned",
-                    "the file was changed after it was published");
+        throw Error(record_path, 0,
+                    "the output of " + shard.id + " is longer than when the merge was planned",
+                    ChangedOutputHint(done, record_path));
       }
       if (!owned()) {
         throw Error(plan.temp, 0, "lost the claim of this copy task",

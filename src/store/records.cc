@@ -32,10 +32,11 @@ json ParseRecord(const std::string& text, const std::string& path, const char* w
   } catch (const json::exception& e) {
     throw Error(path, 0, std::string(what) + " is not valid: " + e.what(), "the file was edited");
   }
-  if (version > kRecordSchemaVersion) {
+  if (version > kSourcedDoneRecordSchemaVersion) {
     throw Error(path, 0,
                 std::string(what) + " has schema_version " + std::to_string(version) +
-                    ", newer than this djshard's " + std::to_string(kRecordSchemaVersion),
+                    ", newer than this djshard's " +
+                    std::to_string(kSourcedDoneRecordSchemaVersion),
                 "use the djshard version that wrote the job");
   }
   return j;
@@ -137,7 +138,8 @@ AttemptRecord AttemptRecord::FromJson(const std::string& text, const std::string
 std::string DoneRecord::ToJson() const {
   json ops = json::array();
   for (const exec::OperatorCounters& c : op_stats) ops.push_back(exec::OperatorCountersJson(c));
-  json j = {{"schema_version", kRecordSchemaVersion},
+  json j = {{"schema_version",
+             output_source.empty() ? kRecordSchemaVersion : kSourcedDoneRecordSchemaVersion},
             {"shard_id", shard_id},
             {"status", "done"},
             {"completed_at", completed_at},
@@ -189,7 +191,7 @@ DoneRecord DoneRecord::FromJson(const std::string& text, const std::string& path
       const json& ranges = source.at("ranges");
       if (r.output_source.path.empty() || !ranges.is_array() || ranges.size() % 2 != 0) {
         throw Error(path, 0, "done record's output_source is not valid",
-                    "retry the shard to produce a new one");
+                    "the record was edited; prepare the job again");
       }
       for (size_t i = 0; i < ranges.size(); i += 2) {
         r.output_source.ranges.emplace_back(ranges[i].get<uint64_t>(),

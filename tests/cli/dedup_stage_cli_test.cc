@@ -636,7 +636,8 @@ TEST_F(DedupStageCli, ShardOutputsAreRangesOfTheSignTasksRowsWhenNothingRunsAfte
   std::string bytes = Read(rows_files[0]);
   const json ranges = Done("job", "part-00000-of-00003")["output_source"]["ranges"];
   const size_t at = ranges[0].get<size_t>() + 2;
-  bytes[at] = static_cast<char>(bytes[at] == 'a' ? 'b' : 'a');
+  const char was = bytes[at];
+  bytes[at] = static_cast<char>(was == 'a' ? 'b' : 'a');
   std::ofstream(Path(rows_files[0]), std::ios::binary | std::ios::trunc) << bytes;
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"merge", "--job-dir", "job", "--output", "changed.jsonl"},
@@ -662,6 +663,24 @@ TEST_F(DedupStageCli, ShardOutputsAreRangesOfTheSignTasksRowsWhenNothingRunsAfte
             std::string::npos)
       << r.err;
   EXPECT_FALSE(Exists("changed.jsonl"));
+  // Restored, and another shard's rows.jsonl gone: verify fails for the
+  // parts output too (its parts are copies, but the job no longer holds what
+  // its records publish), and merge says what is missing.
+  bytes[at] = was;
+  std::ofstream(Path(rows_files[0]), std::ios::binary | std::ios::trunc) << bytes;
+  r = Run({"verify", "--job-dir", "job", "--output", "parts"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  fs::remove(Path(rows_files[1]));
+  r = Run({"verify", "--job-dir", "job", "--output", "parts"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(Path(rows_files[1])), std::string::npos) << r.err;
+  r = Run({"merge", "--job-dir", "job", "--output", "changed.jsonl"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ERROR: " + Path(rows_files[1]) +
+                       ": file is missing (the file was changed after it was published; "
+                       "`djshard retry` cannot repair this: prepare the job again)"),
+            std::string::npos)
+      << r.err;
 }
 
 // Kept lines that fall in more than 4096 ranges of rows.jsonl (every other

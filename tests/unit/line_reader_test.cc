@@ -88,7 +88,8 @@ TEST(LineReader, CountsLinesAndBytes) {
 
 }  // namespace
 // OpenRanges reads the ranges one after another, in pieces as small as the
-// caller asks; a range past the end of the file is an error naming it.
+// caller asks or across ranges; a range past the end of the file, and a
+// missing file, are errors naming it with the caller's hint.
 TEST(OpenRanges, ReadsTheRangesInOrderAndRefusesOnesPastTheEnd) {
   char dir[] = "/tmp/djshard-ranges-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
@@ -107,7 +108,6 @@ TEST(OpenRanges, ReadsTheRangesInOrderAndRefusesOnesPastTheEnd) {
   EXPECT_EQ(OpenRanges(path, {}, "hint")->Read(std::vector<char>(8).data(), 8), 0u);
   const auto past = OpenRanges(path, {{0, 2}, {18, 5}}, "the file changed");
   char buf[64];
-  EXPECT_EQ(past->Read(buf, sizeof buf), 2u);
   try {
     past->Read(buf, sizeof buf);
     FAIL();
@@ -117,6 +117,13 @@ TEST(OpenRanges, ReadsTheRangesInOrderAndRefusesOnesPastTheEnd) {
     EXPECT_EQ(e.hint(), "the file changed");
   }
   std::remove(path.c_str());
+  try {
+    OpenRanges(path, {{0, 1}}, "the file changed");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "file is missing");
+    EXPECT_EQ(e.hint(), "the file changed");
+  }
   ::rmdir(dir);
 }
 

@@ -127,12 +127,14 @@ TEST(Records, ADoneRecordKeepsItsOutputSourceRanges) {
   const std::string text = d.ToJson();
   EXPECT_EQ(json::parse(text)["output_source"]["ranges"],
             json::array({0, 40, 52, 7, uint64_t{1} << 40, 3}));
+  EXPECT_EQ(json::parse(text)["schema_version"], kSourcedDoneRecordSchemaVersion);
   const DoneRecord back = DoneRecord::FromJson(text, "done.json");
   EXPECT_EQ(back.output_source.path, d.output_source.path);
   EXPECT_EQ(back.output_source.ranges, d.output_source.ranges);
   // Without one, the output is the output file.
   d.output_source = {};
   EXPECT_FALSE(json::parse(d.ToJson()).contains("output_source"));
+  EXPECT_EQ(json::parse(d.ToJson())["schema_version"], kRecordSchemaVersion);
   EXPECT_TRUE(DoneRecord::FromJson(d.ToJson(), "done.json").output_source.empty());
 }
 

@@ -16,9 +16,11 @@ namespace djshard::store {
 // Version of the lock, attempt, done and failed records below. Readers accept
 // records without one (written before records carried it) and refuse newer ones.
 // Version 2: done records hold their output's xxh3_128 (version 1: sha256).
-// Version 3: a done record may locate its output in another task's file
-// (output_source).
-inline constexpr int kRecordSchemaVersion = 3;
+inline constexpr int kRecordSchemaVersion = 2;
+// Version 3, written only by a done record whose output is in another task's
+// file (output_source), so that builds that cannot read it refuse it; readers
+// accept versions up to this one.
+inline constexpr int kSourcedDoneRecordSchemaVersion = 3;
 
 // What became of an attempt (attempts/<shard>/<NNNN>-<token>/attempt.json).
 enum class AttemptStatus {

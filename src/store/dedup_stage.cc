@@ -133,20 +133,43 @@ std::string AttemptDirOf(const JobDir& job, const DoneRecord& done) {
   return job.InJob(rel);
 }
 
-// File `name` of the task that published `done`, checked against the
-// record's bytes and xxh3_128.
-std::string ReadTaskFile(const JobDir& job, const DoneRecord& done, const std::string& name) {
+// Throws unless `bytes` bytes hashing to `xxh3` are what the done record
+// `done` lists for its file `name` at `path`.
+void CheckTaskFile(const DoneRecord& done, const std::string& name, const std::string& path,
+                   uint64_t bytes, const std::string& xxh3) {
   const nlohmann::json& entry = done.stage.at("files").at(name);
-  const std::string path = AttemptDirOf(job, done) + "/" + name;
-  std::string bytes = job.disk().Read(path);
-  io::Xxh3 hash;
-  hash.Update(bytes);
-  if (bytes.size() != entry.at("bytes").get<uint64_t>() ||
-      hash.HexDigest() != entry.at("xxh3_128").get<std::string>()) {
+  if (bytes != entry.at("bytes").get<uint64_t>() ||
+      xxh3 != entry.at("xxh3_128").get<std::string>()) {
     throw Error(path, 0, "file differs from the done record of " + done.shard_id,
                 "the job directory was changed; `djshard retry` cannot repair this: prepare "
                 "the job again");
   }
+}
+
+// File `name` of the task that published `done`, checked against the
+// record's bytes and xxh3_128.
+std::string ReadTaskFile(const JobDir& job, const DoneRecord& done, const std::string& name) {
+  const std::string path = AttemptDirOf(job, done) + "/" + name;
+  std::string bytes = job.disk().Read(path);
+  io::Xxh3 hash;
+  hash.Update(bytes);
+  CheckTaskFile(done, name, path, bytes.size(), hash.HexDigest());
+  return bytes;
+}
+
+// The same check, reading the file in blocks (a rows.jsonl may be as large as
+// its shard); returns its bytes.
+uint64_t StreamTaskFile(const JobDir& job, const DoneRecord& done, const std::string& name) {
+  const std::string path = AttemptDirOf(job, done) + "/" + name;
+  io::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) ThrowSystemError(path, "cannot open a dedup stage file");
+  io::Xxh3 hash;
+  uint64_t bytes = 0;
+  io::ReadChunks(fd.get(), path, 4 << 20, [&](std::string_view chunk) {
+    hash.Update(chunk);
+    bytes += chunk.size();
+  });
+  CheckTaskFile(done, name, path, bytes, hash.HexDigest());
   return bytes;
 }
 
@@ -1087,7 +1110,7 @@ StageFilesCheck VerifyStageFiles(const JobDir& job) {
         ++check.removed;
         continue;
       }
-      check.bytes += ReadTaskFile(job, done, name).size();
+      check.bytes += StreamTaskFile(job, done, name);
       ++check.files;
     }
   }

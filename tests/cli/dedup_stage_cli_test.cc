@@ -422,6 +422,39 @@ TEST_F(DedupStageCli, WorkersKilledInTheStageAreTakenOver) {
   EXPECT_EQ(verify.exit_code, 0) << verify.err;
 }
 
+// A worker killed after a shard's task located its kept lines, before its
+// done record went out: another worker takes the shard over and publishes the
+// same ranges; the merged bytes are run's.
+TEST_F(DedupStageCli, AShardTaskKilledBeforeItsRecordIsTakenOver) {
+  Write("last.yaml", kLastRecipe);
+  Prepare("job", 3, "last.yaml");
+  // Publishes 3 sign tasks, 3 group tasks and the components task first.
+  const CliResult a =
+      WaitFor(WorkerOn("node-a", "job", {}, {"DJSHARD_TEST_KILL_AT=after_output@8"}));
+  ASSERT_EQ(a.exit_code, 128 + SIGKILL) << a.err;
+  EXPECT_TRUE(Exists("job/state/done/dedup1-components.json"));
+  std::vector<std::string> held;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "part-0000" + std::to_string(i) + "-of-00003";
+    if (Exists("job/state/locks/" + id + ".lock") && !Exists("job/state/done/" + id + ".json")) {
+      held.push_back(id);
+    }
+  }
+  ASSERT_FALSE(held.empty()) << "the kill left no shard task's lock";
+  const CliResult b = WaitFor(WorkerOn("node-b", "job"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  for (const std::string& id : held) {
+    EXPECT_NE(b.err.find("took over stale lock of " + id), std::string::npos) << b.err;
+    const json done = Done("job", id);
+    EXPECT_EQ(done["hostname"], "node-b");
+    EXPECT_EQ(done["attempt_number"], 2);
+    EXPECT_TRUE(done.contains("output_source")) << done.dump(2);
+  }
+  ExpectSameAsRun("job", "last.yaml");
+  const CliResult verify = Run({"verify", "--job-dir", "job", "--output", "job-merged.jsonl"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.err;
+}
+
 TEST_F(DedupStageCli, StatusShowsEachStageAndItsTasks) {
   Prepare("job", 7);
   const std::vector<std::string> tasks = StageTaskIds("job");

@@ -443,13 +443,17 @@ TEST_F(DedupStageCli, AShardTaskKilledBeforeItsRecordIsTakenOver) {
   ASSERT_FALSE(held.empty()) << "the kill left no shard task's lock";
   const CliResult b = WaitFor(WorkerOn("node-b", "job"));
   ASSERT_EQ(b.exit_code, 0) << b.err;
+  bool second_attempt = false;  // the shard whose publish was killed
   for (const std::string& id : held) {
     EXPECT_NE(b.err.find("took over stale lock of " + id), std::string::npos) << b.err;
+    second_attempt = second_attempt || Done("job", id)["attempt_number"] == 2;
     const json done = Done("job", id);
+    // (The worker may also have claimed its next shard, killed before that
+    // claim made an attempt: the takeover's attempt is then the first.)
     EXPECT_EQ(done["hostname"], "node-b");
-    EXPECT_EQ(done["attempt_number"], 2);
     EXPECT_TRUE(done.contains("output_source")) << done.dump(2);
   }
+  EXPECT_TRUE(second_attempt);
   ExpectSameAsRun("job", "last.yaml");
   const CliResult verify = Run({"verify", "--job-dir", "job", "--output", "job-merged.jsonl"});
   EXPECT_EQ(verify.exit_code, 0) << verify.err;

@@ -611,113 +611,141 @@ TEST_F(DedupStageCli, AChangedRowsFileFailsTheShardTaskThatReadsIt) {
   EXPECT_FALSE(Exists("job/merged.jsonl"));
 }
 
+// The phases of the test below, over one job of kLastRecipe in 3 shards.
+class DedupSourcedOutputsCli : public DedupStageCli {
+ protected:
+  // Each shard's done record names the kept lines as ascending, separate
+  // ranges of its sign task's rows.jsonl, and its own output is empty.
+  // Returns those rows.jsonl files, in shard order.
+  std::vector<std::string> ExpectOutputsAreRangesOfRowsFiles() {
+    std::vector<std::string> rows_files;
+    for (int i = 0; i < 3; ++i) {
+      const std::string id = "part-0000" + std::to_string(i) + "-of-00003";
+      const json sign = Done("job", "dedup1-sign-" + id);
+      const json done = Done("job", id);
+      const std::string sign_output = sign["output_path"];
+      const std::string rows = sign_output.substr(0, sign_output.rfind('/')) + "/rows.jsonl";
+      EXPECT_TRUE(done.contains("output_source")) << done.dump(2);
+      EXPECT_EQ(done["output_source"]["path"], rows);
+      EXPECT_EQ(done["schema_version"], 3);
+      EXPECT_EQ(Read("job/" + done["output_path"].get<std::string>()), "") << id;
+      const json& ranges = done["output_source"]["ranges"];
+      EXPECT_GE(ranges.size(), 4u);
+      uint64_t bytes = 0, end = 0;
+      for (size_t r = 0; r + 1 < ranges.size(); r += 2) {
+        EXPECT_TRUE(r == 0 || ranges[r].get<uint64_t>() > end) << "ranges are apart and ascending";
+        bytes += ranges[r + 1].get<uint64_t>();
+        end = ranges[r].get<uint64_t>() + ranges[r + 1].get<uint64_t>();
+      }
+      EXPECT_EQ(bytes, done["size_bytes"].get<uint64_t>());
+      EXPECT_LT(done["rows"].get<uint64_t>(),
+                sign["stage"]["files"]["rows.jsonl"]["rows"].get<uint64_t>());
+      rows_files.push_back("job/" + rows);
+    }
+    return rows_files;
+  }
+
+  // The parts layout holds the file layout's bytes, and verify passes.
+  void ExpectPartsAreTheMergedBytes(const std::string& merged) {
+    CliResult r = Run({"merge", "--job-dir", "job", "--layout", "parts", "--output", "parts"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json parts = json::parse(Read("parts/_manifest.json"));
+    std::string joined;
+    for (const json& part : parts["parts"])
+      joined += Read("parts/" + part["file"].get<std::string>());
+    EXPECT_TRUE(joined == merged);
+    r = Run({"verify", "--job-dir", "job", "--output", "parts"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // gc keeps the rows files that outputs are ranges of and removes the rest;
+  // verify and a new merge still find the same bytes.
+  void ExpectGcKeepsTheRowsFiles(std::vector<std::string> rows_files, const std::string& merged) {
+    CliResult r = Run({"gc", "job"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::sort(rows_files.begin(), rows_files.end());
+    EXPECT_EQ(StageFiles("job"), rows_files) << r.out;
+    r = Run({"verify", "--job-dir", "job", "--output", "job-merged.jsonl"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    r = Run({"merge", "--job-dir", "job", "--output", "again.jsonl"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(Read("again.jsonl") == merged);
+  }
+
+  // A byte of shard 0's kept lines changed, then the file cut short inside
+  // them: merge and verify fail naming it; restored, all pass again.
+  void ExpectAChangedRowsFileFails(const std::string& rows_file) {
+    std::string bytes = Read(rows_file);
+    const json ranges = Done("job", "part-00000-of-00003")["output_source"]["ranges"];
+    const size_t at = ranges[0].get<size_t>() + 2;
+    const char was = bytes[at];
+    bytes[at] = static_cast<char>(was == 'a' ? 'b' : 'a');
+    std::ofstream(Path(rows_file), std::ios::binary | std::ios::trunc) << bytes;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"merge", "--job-dir", "job", "--output", "changed.jsonl"},
+          std::vector<std::string>{"verify", "--job-dir", "job", "--output", "job-merged.jsonl"}}) {
+      const CliResult r = Run(args);
+      EXPECT_EQ(r.exit_code, 2) << args[0];
+      EXPECT_NE(r.err.find(Path(rows_file) + ": shard output does not match its done record"),
+                std::string::npos)
+          << r.err;
+      EXPECT_NE(r.err.find("`djshard retry` cannot repair this: prepare the job again"),
+                std::string::npos)
+          << r.err;
+    }
+    EXPECT_FALSE(Exists("changed.jsonl"));
+    std::ofstream(Path(rows_file), std::ios::binary | std::ios::trunc)
+        << bytes.substr(0, static_cast<size_t>(at));
+    CliResult r = Run({"merge", "--job-dir", "job", "--output", "changed.jsonl"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find(Path(rows_file) + ": file ends at byte " + std::to_string(at) +
+                         ", inside the range it should hold from byte " +
+                         std::to_string(ranges[0].get<size_t>())),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(Exists("changed.jsonl"));
+    bytes[at] = was;
+    std::ofstream(Path(rows_file), std::ios::binary | std::ios::trunc) << bytes;
+    r = Run({"verify", "--job-dir", "job", "--output", "parts"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // A rows file gone: verify fails for the parts output too (its parts are
+  // copies, but the job no longer holds what its records publish), and
+  // merge says what is missing.
+  void ExpectAMissingRowsFileFails(const std::string& rows_file) {
+    fs::remove(Path(rows_file));
+    CliResult r = Run({"verify", "--job-dir", "job", "--output", "parts"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find(Path(rows_file)), std::string::npos) << r.err;
+    r = Run({"merge", "--job-dir", "job", "--output", "changed.jsonl"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("ERROR: " + Path(rows_file) +
+                         ": file is missing (the file was changed after it was published; "
+                         "`djshard retry` cannot repair this: prepare the job again)"),
+              std::string::npos)
+        << r.err;
+  }
+};
+
 // When nothing runs after the deduplicator, a shard's done record publishes
 // its kept lines where they are, as ranges of its sign task's rows.jsonl
 // (output_source), and nothing is copied. Merge in both layouts, verify and
 // gc read them there; once rows.jsonl changes, merge and verify fail naming
 // it, and say that only preparing the job again repairs it.
-TEST_F(DedupStageCli, ShardOutputsAreRangesOfTheSignTasksRowsWhenNothingRunsAfterTheDeduplicator) {
+TEST_F(DedupSourcedOutputsCli,
+       ShardOutputsAreRangesOfTheSignTasksRowsWhenNothingRunsAfterTheDeduplicator) {
   Write("last.yaml", kLastRecipe);
   Prepare("job", 3, "last.yaml");
   RunWorker("job");
-  std::vector<std::string> rows_files;
-  for (int i = 0; i < 3; ++i) {
-    const std::string id = "part-0000" + std::to_string(i) + "-of-00003";
-    const json sign = Done("job", "dedup1-sign-" + id);
-    const json done = Done("job", id);
-    const std::string sign_output = sign["output_path"];
-    const std::string rows = sign_output.substr(0, sign_output.rfind('/')) + "/rows.jsonl";
-    ASSERT_TRUE(done.contains("output_source")) << done.dump(2);
-    EXPECT_EQ(done["output_source"]["path"], rows);
-    EXPECT_EQ(done["schema_version"], 3);
-    EXPECT_EQ(Read("job/" + done["output_path"].get<std::string>()), "") << id;
-    const json& ranges = done["output_source"]["ranges"];
-    ASSERT_GE(ranges.size(), 4u);
-    uint64_t bytes = 0, end = 0;
-    for (size_t r = 0; r < ranges.size(); r += 2) {
-      EXPECT_TRUE(r == 0 || ranges[r].get<uint64_t>() > end) << "ranges are apart and ascending";
-      bytes += ranges[r + 1].get<uint64_t>();
-      end = ranges[r].get<uint64_t>() + ranges[r + 1].get<uint64_t>();
-    }
-    EXPECT_EQ(bytes, done["size_bytes"].get<uint64_t>());
-    EXPECT_LT(done["rows"].get<uint64_t>(),
-              sign["stage"]["files"]["rows.jsonl"]["rows"].get<uint64_t>());
-    rows_files.push_back("job/" + rows);
-  }
+  const std::vector<std::string> rows_files = ExpectOutputsAreRangesOfRowsFiles();
+  ASSERT_EQ(rows_files.size(), 3u);
   ExpectSameAsRun("job", "last.yaml");
   const std::string merged = Read("job-merged.jsonl");
-  CliResult r = Run({"merge", "--job-dir", "job", "--layout", "parts", "--output", "parts"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json parts = json::parse(Read("parts/_manifest.json"));
-  std::string joined;
-  for (const json& part : parts["parts"])
-    joined += Read("parts/" + part["file"].get<std::string>());
-  EXPECT_TRUE(joined == merged);
-  r = Run({"verify", "--job-dir", "job", "--output", "parts"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-
-  // gc keeps the rows files that outputs are ranges of, and removes the rest.
-  r = Run({"gc", "job"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::vector<std::string> kept = StageFiles("job");
-  std::vector<std::string> expected = rows_files;
-  std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(kept, expected) << r.out;
-  r = Run({"verify", "--job-dir", "job", "--output", "job-merged.jsonl"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  r = Run({"merge", "--job-dir", "job", "--output", "again.jsonl"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(Read("again.jsonl") == merged);
-
-  // A byte changed inside shard 0's kept lines.
-  std::string bytes = Read(rows_files[0]);
-  const json ranges = Done("job", "part-00000-of-00003")["output_source"]["ranges"];
-  const size_t at = ranges[0].get<size_t>() + 2;
-  const char was = bytes[at];
-  bytes[at] = static_cast<char>(was == 'a' ? 'b' : 'a');
-  std::ofstream(Path(rows_files[0]), std::ios::binary | std::ios::trunc) << bytes;
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"merge", "--job-dir", "job", "--output", "changed.jsonl"},
-        std::vector<std::string>{"verify", "--job-dir", "job", "--output", "job-merged.jsonl"}}) {
-    r = Run(args);
-    EXPECT_EQ(r.exit_code, 2) << args[0];
-    EXPECT_NE(r.err.find(Path(rows_files[0]) + ": shard output does not match its done record"),
-              std::string::npos)
-        << r.err;
-    EXPECT_NE(r.err.find("`djshard retry` cannot repair this: prepare the job again"),
-              std::string::npos)
-        << r.err;
-  }
-  EXPECT_FALSE(Exists("changed.jsonl"));
-  // Cut short inside them.
-  std::ofstream(Path(rows_files[0]), std::ios::binary | std::ios::trunc)
-      << bytes.substr(0, static_cast<size_t>(at));
-  r = Run({"merge", "--job-dir", "job", "--output", "changed.jsonl"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find(Path(rows_files[0]) + ": file ends at byte " + std::to_string(at) +
-                       ", inside the range it should hold from byte " +
-                       std::to_string(ranges[0].get<size_t>())),
-            std::string::npos)
-      << r.err;
-  EXPECT_FALSE(Exists("changed.jsonl"));
-  // Restored, and another shard's rows.jsonl gone: verify fails for the
-  // parts output too (its parts are copies, but the job no longer holds what
-  // its records publish), and merge says what is missing.
-  bytes[at] = was;
-  std::ofstream(Path(rows_files[0]), std::ios::binary | std::ios::trunc) << bytes;
-  r = Run({"verify", "--job-dir", "job", "--output", "parts"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  fs::remove(Path(rows_files[1]));
-  r = Run({"verify", "--job-dir", "job", "--output", "parts"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find(Path(rows_files[1])), std::string::npos) << r.err;
-  r = Run({"merge", "--job-dir", "job", "--output", "changed.jsonl"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("ERROR: " + Path(rows_files[1]) +
-                       ": file is missing (the file was changed after it was published; "
-                       "`djshard retry` cannot repair this: prepare the job again)"),
-            std::string::npos)
-      << r.err;
+  ExpectPartsAreTheMergedBytes(merged);
+  ExpectGcKeepsTheRowsFiles(rows_files, merged);
+  ExpectAChangedRowsFileFails(rows_files[0]);
+  ExpectAMissingRowsFileFails(rows_files[1]);
 }
 
 // Kept lines that fall in more than 4096 ranges of rows.jsonl (every other

@@ -42,14 +42,13 @@ using nlohmann::json;
 namespace {
 
 // Path `rel`, named by the record at `record` as `field`, proven to stay
-// inside the job directory; absolute.
+// inside the job directory; absolute. `hint`: how to repair a record that
+// names a path outside it.
 std::string InsideJob(const JobDir& job, const std::string& rel_path, const std::string& record,
-                      const std::string& field) {
+                      const std::string& field, const std::string& hint) {
   const fs::path rel = fs::path(rel_path).lexically_normal();
   if (rel_path.empty() || rel.is_absolute() || *rel.begin() == "..") {
-    throw Error(record, 0, field + " '" + rel_path + "' leaves the job directory",
-                field == "output_path" ? "retry the shard; done records name files inside the job"
-                                       : "the record was edited; prepare the job again");
+    throw Error(record, 0, field + " '" + rel_path + "' leaves the job directory", hint);
   }
   std::error_code ec;
   const fs::path real = fs::weakly_canonical(job.InJob(rel.string()), ec);
@@ -65,7 +64,8 @@ std::string InsideJob(const JobDir& job, const std::string& rel_path, const std:
 }  // namespace
 
 std::string OutputInsideJob(const JobDir& job, const DoneRecord& done, const std::string& record) {
-  return InsideJob(job, done.output_path, record, "output_path");
+  return InsideJob(job, done.output_path, record, "output_path",
+                   "retry the shard; done records name files inside the job");
 }
 
 LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool deep,
@@ -110,22 +110,21 @@ LinesRead ReadOutputLines(std::unique_ptr<io::ByteSource> source, const std::str
   return read;
 }
 
-std::string ReadShardOutput(const JobDir& job, const DoneRecord& done,
-                            const std::string& record_path, bool deep,
-                            const std::function<void(std::string_view)>& each) {
+void ReadShardOutput(const JobDir& job, const DoneRecord& done, const std::string& record_path,
+                     bool deep, const std::function<void(std::string_view)>& each) {
   std::string path, shown;  // shown: how --deep's errors name the lines
   std::unique_ptr<io::ByteSource> source;
   if (done.output_source.empty()) {
     path = shown = OutputInsideJob(job, done, record_path);
     source = io::OpenInput(path);
   } else {
-    path = InsideJob(job, done.output_source.path, record_path, "output_source");
+    path = InsideJob(job, done.output_source.path, record_path, "output_source",
+                     "the record was edited; prepare the job again");
     shown = path + " (the kept lines of " + done.shard_id + ")";
     source = io::OpenRanges(path, done.output_source.ranges, ChangedOutputHint(done, record_path));
   }
   const LinesRead read = ReadOutputLines(std::move(source), shown, done.checksum.kind, deep, each);
   CheckAgainstRecord(path, read, done, record_path);
-  return path;
 }
 
 std::string ChangedOutputHint(const DoneRecord& done, const std::string& record_path) {

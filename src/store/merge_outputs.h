@@ -43,10 +43,9 @@ LinesRead ReadOutputLines(const std::string& path, io::ChecksumKind kind, bool d
 // Reads the shard output that `done` (read from `record_path`) publishes:
 // its output file, or the ranges of another file of the job that its
 // output_source names. Hands the bytes to `each` and throws unless they are
-// what the record says (CheckAgainstRecord). Returns the file they came from.
-std::string ReadShardOutput(const JobDir& job, const DoneRecord& done,
-                            const std::string& record_path, bool deep,
-                            const std::function<void(std::string_view)>& each);
+// what the record says (CheckAgainstRecord).
+void ReadShardOutput(const JobDir& job, const DoneRecord& done, const std::string& record_path,
+                     bool deep, const std::function<void(std::string_view)>& each);
 
 // The hint of an error about a published output that changed: retry the
 // shard, or, for an output in another task's file, prepare the job again.

@@ -4,8 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <new>
 #include <vector>
 
 #include "djshard/common/error.h"
@@ -32,8 +36,13 @@ AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite, Disk& disk,
   temp_path_ = TempPrefix(path_, temp_tag) + RandomHex(16);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) ThrowSystemError(temp_path_, "cannot create");
-  buffer_.reserve(kBufferSize);
+  void* buffer = nullptr;
+  if (::posix_memalign(&buffer, kDirectWriteAlign, kBufferSize) != 0) throw std::bad_alloc();
+  buffer_.reset(static_cast<char*>(buffer));
+  direct_ = TryDirectWrites(fd_);
 }
+
+void AtomicFileWriter::FreeBuffer::operator()(char* p) const { std::free(p); }
 
 AtomicFileWriter::~AtomicFileWriter() {
   if (fd_ >= 0) ::close(fd_);
@@ -42,12 +51,22 @@ AtomicFileWriter::~AtomicFileWriter() {
 
 void AtomicFileWriter::Append(std::string_view bytes) {
   bytes_written_ += bytes.size();
-  if (buffer_.size() + bytes.size() > kBufferSize) Flush();
-  if (bytes.size() >= kBufferSize) {
+  if (!direct_ && bytes.size() >= kBufferSize) {
+    Flush();
     WriteAll(bytes);  // large pieces skip the buffer
     return;
   }
-  buffer_.append(bytes);
+  // Whole buffers only, so that a direct write stays block-aligned.
+  while (!bytes.empty()) {
+    const size_t take = std::min(kBufferSize - buffered_, bytes.size());
+    std::memcpy(buffer_.get() + buffered_, bytes.data(), take);
+    buffered_ += take;
+    bytes.remove_prefix(take);
+    if (buffered_ == kBufferSize) {
+      WriteAll(std::string_view(buffer_.get(), buffered_));
+      buffered_ = 0;
+    }
+  }
 }
 
 void AtomicFileWriter::WriteAll(std::string_view bytes) {
@@ -56,7 +75,16 @@ void AtomicFileWriter::WriteAll(std::string_view bytes) {
     throw Error(temp_path_, 0, "cannot append to a file that is another file's link",
                 "report this: djshard appends nothing after linking");
   }
-  WriteFully(fd_, bytes, temp_path_);
+  if (direct_ && bytes.size() % kDirectWriteAlign == 0 &&
+      PwriteDirect(fd_, bytes, file_offset_, temp_path_)) {
+    file_offset_ += bytes.size();
+    return;
+  }
+  if (direct_) {
+    EndDirectWrites(fd_, temp_path_);
+    direct_ = false;
+  }
+  PwriteFully(fd_, bytes, file_offset_, temp_path_);
   file_offset_ += bytes.size();
 #ifdef __linux__
   // Start writeback of what is written so far, so that the fsync in Commit()
@@ -80,7 +108,9 @@ uint64_t AtomicFileWriter::AppendFileContents(const std::string& source) {
   for (;;) {
     ssize_t n = -1;
     if (kernel_copy) {
-      n = ::copy_file_range(in.get(), nullptr, fd_, nullptr, 64 << 20, 0);
+      // Writes go at explicit offsets: the descriptor's own offset is not kept.
+      loff_t at = static_cast<loff_t>(file_offset_ + copied);
+      n = ::copy_file_range(in.get(), nullptr, fd_, &at, 64 << 20, 0);
       if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
         kernel_copy = false;  // not between these filesystems: copy through memory
         continue;
@@ -92,7 +122,10 @@ uint64_t AtomicFileWriter::AppendFileContents(const std::string& source) {
       n = ::read(in.get(), buf.data(), buf.size());
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) ThrowSystemError(source, "cannot read");
-      if (n > 0) WriteFully(fd_, std::string_view(buf.data(), static_cast<size_t>(n)), temp_path_);
+      if (n > 0) {
+        PwriteFully(fd_, std::string_view(buf.data(), static_cast<size_t>(n)),
+                    file_offset_ + copied, temp_path_);
+      }
     }
     if (n == 0) break;
     copied += static_cast<uint64_t>(n);
@@ -103,7 +136,7 @@ uint64_t AtomicFileWriter::AppendFileContents(const std::string& source) {
 }
 
 bool AtomicFileWriter::LinkContents(const std::string& source) {
-  if (linked_ || file_offset_ != 0 || !buffer_.empty()) return false;
+  if (linked_ || file_offset_ != 0 || buffered_ != 0) return false;
   // A link beside the temp file, then renamed over it: the empty temp file
   // stays as it was when the filesystem refuses the link.
   const std::string link = temp_path_ + ".link";
@@ -128,8 +161,15 @@ bool AtomicFileWriter::LinkContents(const std::string& source) {
 }
 
 void AtomicFileWriter::Flush() {
-  WriteAll(buffer_);
-  buffer_.clear();
+  // Direct writes take whole buffers only: a file smaller than one is
+  // written as before, and what ends a larger one goes buffered, at a
+  // block-aligned offset, as does everything after it.
+  if (direct_) {
+    EndDirectWrites(fd_, temp_path_);
+    direct_ = false;
+  }
+  WriteAll(std::string_view(buffer_.get(), buffered_));
+  buffered_ = 0;
 }
 
 void AtomicFileWriter::Commit(bool durable) {

@@ -124,6 +124,7 @@ json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task,
     throw Error(plan.temp, 0, "is not the file this merge was planned into",
                 "a coordinator that took over planned the merge again; nothing to do");
   }
+  io::OffsetWriter out(fd.get(), plan.temp);
   const auto [first, end] = plan.tasks.at(task);
   for (size_t p = first; p < end; ++p) {
     const MergeCopyPlan::Part& part = plan.parts[p];
@@ -142,7 +143,7 @@ json RunMergeCopyTask(const JobDir& job, const MergeCopyPlan& plan, size_t task,
         throw Error(plan.temp, 0, "lost the claim of this copy task",
                     "its lease went stale and another instance took it over");
       }
-      io::PwriteFully(fd.get(), bytes, at, plan.temp);
+      out.Write(bytes, at);
       sha256.Update(bytes);
       at += bytes.size();
     });

@@ -159,8 +159,7 @@ class NormalizePipeline {
     std::exception_ptr error;
     try {
       for (const Piece& p : c.pieces) {
-        io::PwriteFully(p.file->fd.get(), std::string_view(c.normalized).substr(p.begin, p.size),
-                        p.offset, p.file->path);
+        p.file->writer->Write(std::string_view(c.normalized).substr(p.begin, p.size), p.offset);
       }
       sink_.Written(c);
     } catch (...) {

@@ -14,7 +14,9 @@ class Xxh3;
 // A buffered writer to a new file that becomes visible under its final name
 // only on Commit(): bytes go to "<path>.tmp.<random>", Commit() flushes,
 // fsyncs and renames. Destroying an uncommitted writer removes the temp file,
-// so no reader ever sees a half-written file.
+// so no reader ever sees a half-written file. On a local block filesystem
+// its whole blocks are written with O_DIRECT (see TryDirectWrites), the last
+// partial block buffered.
 // The operator errors file beside output `output`: "<output>.errors.jsonl".
 inline std::string ErrorsFileOf(const std::string& output) { return output + ".errors.jsonl"; }
 
@@ -54,6 +56,9 @@ class AtomicFileWriter {
   const std::string& path() const { return path_; }
 
  private:
+  struct FreeBuffer {
+    void operator()(char* p) const;
+  };
   void Flush();
   void WriteAll(std::string_view bytes);
 
@@ -61,7 +66,9 @@ class AtomicFileWriter {
   std::string temp_path_;
   bool overwrite_;
   int fd_ = -1;
-  std::string buffer_;
+  std::unique_ptr<char, FreeBuffer> buffer_;  // kDirectWriteAlign-aligned
+  size_t buffered_ = 0;                       // bytes in buffer_
+  bool direct_ = false;                       // O_DIRECT is on for fd_
   uint64_t bytes_written_ = 0;
   uint64_t file_offset_ = 0;       // bytes handed to write(2)
   bool linked_ = false;            // LinkContents made it another file's link

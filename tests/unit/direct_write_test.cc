@@ -1,0 +1,162 @@
+// Direct writes: on a local block filesystem the whole buffers of a large
+// output skip the page cache, and the file holds exactly the bytes written
+// whichever way each block went; elsewhere (tmpfs) every write is buffered.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "djshard/io/fd.h"
+#include "djshard/io/output.h"
+#include "tests/unit/temp_dir.h"
+
+namespace djshard::io {
+namespace {
+
+// `size` bytes of numbered lines.
+std::string Lines(size_t size) {
+  std::string s;
+  for (int i = 0; s.size() < size; ++i) s += "{\"id\":" + std::to_string(i) + ",\"t\":\"x\"}\n";
+  s.resize(size);
+  return s;
+}
+
+// Whether a fresh file in `dir` gets direct writes.
+bool DirectWritesIn(const std::string& dir) {
+  const std::string probe = dir + "/probe";
+  ScopedFd fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  const bool direct = fd.get() >= 0 && TryDirectWrites(fd.get());
+  ::unlink(probe.c_str());
+  return direct;
+}
+
+// Pages of the file at `path` that are in the page cache, one bool a page.
+std::vector<bool> CachedPages(const std::string& path) {
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  EXPECT_EQ(::fstat(fd.get(), &st), 0);
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  EXPECT_NE(map, MAP_FAILED);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<unsigned char> vec((size + page - 1) / page);
+  EXPECT_EQ(::mincore(map, size, vec.data()), 0);
+  ::munmap(map, size);
+  std::vector<bool> cached;
+  for (unsigned char v : vec) cached.push_back((v & 1) != 0);
+  return cached;
+}
+
+// One directory on the test's filesystem, one on tmpfs when there is one.
+std::vector<std::string> Parents() {
+  std::vector<std::string> parents = {"/tmp"};
+  struct stat shm {};
+  if (::stat("/dev/shm", &shm) == 0) parents.push_back("/dev/shm");
+  return parents;
+}
+
+// Every size around the block and buffer edges, written in pieces of many
+// sizes, reads back as written, on either kind of filesystem.
+TEST(DirectWrites, AFileOfAnySizeHoldsExactlyTheBytesAppended) {
+  const std::string content = Lines((3u << 20) + 4097);
+  for (const std::string& parent : Parents()) {
+    testing::TempDir tmp(parent);
+    for (size_t size :
+         {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{(1u << 20) - 1},
+          size_t{1u << 20}, size_t{(1u << 20) + 1}, size_t{2u << 20}, content.size()}) {
+      SCOPED_TRACE(parent + ", " + std::to_string(size) + " bytes");
+      const std::string want = content.substr(0, size);
+      AtomicFileWriter out(tmp.Path("out.jsonl"), /*overwrite=*/true);
+      std::mt19937 rng(static_cast<unsigned>(size));
+      for (size_t at = 0; at < size;) {
+        // Mostly small pieces, now and then one larger than the buffer.
+        const size_t piece = rng() % 8 == 0 ? (1u << 20) + rng() % 5000 : rng() % 70000;
+        const size_t n = std::min(piece, size - at);
+        out.Append(std::string_view(want).substr(at, n));
+        at += n;
+      }
+      out.Commit();
+      EXPECT_TRUE(tmp.Read("out.jsonl") == want);
+    }
+  }
+}
+
+// Where direct writes apply, a large file's whole buffers are not left in
+// the page cache: they went to the disk straight from the writer's buffer.
+// The last partial buffer, written buffered, is.
+TEST(DirectWrites, ALargeFilesWholeBuffersSkipThePageCache) {
+  testing::TempDir tmp;
+  if (!DirectWritesIn(tmp.dir())) GTEST_SKIP() << "no direct writes on " << tmp.dir();
+  const std::string want = Lines((3u << 20) + 10000);
+  AtomicFileWriter out(tmp.Path("out.jsonl"));
+  out.Append(want);
+  out.Commit();
+  const std::vector<bool> cached = CachedPages(tmp.Path("out.jsonl"));
+  const size_t direct_pages = (3u << 20) / 4096;
+  ASSERT_GT(cached.size(), direct_pages);
+  EXPECT_EQ(std::count(cached.begin(), cached.begin() + direct_pages, true), 0);
+  EXPECT_TRUE(cached.back());
+  EXPECT_TRUE(tmp.Read("out.jsonl") == want);
+}
+
+// A file copied in after direct writes lands after them.
+TEST(DirectWrites, AFileAppendedAfterDirectWritesFollowsThem) {
+  for (const std::string& parent : Parents()) {
+    SCOPED_TRACE(parent);
+    testing::TempDir tmp(parent);
+    const std::string head = Lines((2u << 20) + 123), tail = Lines(300000);
+    const std::string source = tmp.Write("source.jsonl", tail);
+    AtomicFileWriter out(tmp.Path("out.jsonl"));
+    out.Append(head);
+    EXPECT_EQ(out.AppendFileContents(source), tail.size());
+    out.Append("end\n");
+    out.Commit();
+    EXPECT_TRUE(tmp.Read("out.jsonl") == head + tail + "end\n");
+  }
+}
+
+// Threads writing adjacent, unaligned ranges of one file in any order, some
+// small, some spanning many blocks: every byte lands where it was written.
+TEST(DirectWrites, OffsetWritesFromManyThreadsFillTheFileExactly) {
+  const std::string want = Lines(9u << 20);
+  for (const std::string& parent : Parents()) {
+    SCOPED_TRACE(parent);
+    testing::TempDir tmp(parent);
+    const std::string path = tmp.Path("shard.jsonl");
+    ScopedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_GE(fd.get(), 0);
+    std::vector<std::pair<size_t, size_t>> ranges;  // offset, size
+    std::mt19937 rng(7);
+    for (size_t at = 0; at < want.size();) {
+      const size_t piece = rng() % 3 == 0 ? rng() % 3000 : rng() % (1500u << 10);
+      const size_t n = std::min(piece + 1, want.size() - at);
+      ranges.emplace_back(at, n);
+      at += n;
+    }
+    std::shuffle(ranges.begin(), ranges.end(), rng);
+    {
+      OffsetWriter writer(fd.get(), path);
+      std::vector<std::thread> threads;
+      for (size_t t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+          for (size_t i = t; i < ranges.size(); i += 4) {
+            writer.Write(std::string_view(want).substr(ranges[i].first, ranges[i].second),
+                         ranges[i].first);
+          }
+        });
+      }
+      for (std::thread& th : threads) th.join();
+    }
+    ASSERT_EQ(::fsync(fd.get()), 0);
+    EXPECT_TRUE(tmp.Read("shard.jsonl") == want);
+  }
+}
+
+}  // namespace
+}  // namespace djshard::io

@@ -85,7 +85,9 @@ bool PwriteDirect(int fd, std::string_view bytes, uint64_t offset, const std::st
 }
 
 OffsetWriter::OffsetWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
-  direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  // The same file as `fd`, whatever its name points at now.
+  const std::string same = "/proc/self/fd/" + std::to_string(fd);
+  direct_fd_ = ::open(same.c_str(), O_WRONLY | O_CLOEXEC);
   if (direct_fd_ >= 0 && !TryDirectWrites(direct_fd_)) {
     ::close(direct_fd_);
     direct_fd_ = -1;

@@ -6,10 +6,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "djshard/common/error.h"
@@ -26,6 +31,99 @@ namespace {
 constexpr size_t kBufferSize = 1 << 20;
 }
 
+// Whole buffers written with O_DIRECT, in the order handed over, on a thread
+// of its own: the writer fills the next buffer while the disk takes the last
+// one. The first failure is kept, what was queued after it is dropped, and
+// the writer gets the failure at its next call.
+struct AtomicFileWriter::DirectQueue {
+  struct Job {
+    char* buffer;
+    uint64_t offset;
+  };
+
+  DirectQueue(int fd, const std::string& path, std::vector<char*> spare)
+      : fd_(fd), path_(path), spare_(std::move(spare)), thread_([this] { Run(); }) {}
+  ~DirectQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Queues the full buffer `job.buffer`; returns an empty one to fill.
+  char* Submit(Job job) {
+    std::unique_lock<std::mutex> lock(mu_);
+    todo_.push_back(job);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !spare_.empty() || error_; });
+    if (error_) std::rethrow_exception(error_);
+    char* next = spare_.back();
+    spare_.pop_back();
+    return next;
+  }
+
+  // Waits until every queued buffer is written.
+  void Drain() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return (todo_.empty() && !busy_) || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !todo_.empty(); });
+      if (stop_) return;
+      const Job job = todo_.front();
+      todo_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      std::exception_ptr failed;
+      try {
+        const std::string_view bytes(job.buffer, kBufferSize);
+        if (!PwriteDirect(fd_, bytes, job.offset, path_)) {
+          // Refused: this and every later buffer go through the page cache.
+          EndDirectWrites(fd_, path_);
+          PwriteFully(fd_, bytes, job.offset, path_);
+        }
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      lock.lock();
+      busy_ = false;
+      spare_.push_back(job.buffer);
+      if (failed && !error_) error_ = failed;
+      if (error_) {
+        for (const Job& dropped : todo_) spare_.push_back(dropped.buffer);
+        todo_.clear();
+      }
+      cv_.notify_all();
+    }
+  }
+
+  const int fd_;
+  const std::string path_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> todo_;
+  std::vector<char*> spare_;
+  std::exception_ptr error_;
+  bool busy_ = false;  // a buffer is being written
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+namespace {
+char* NewBuffer() {
+  void* buffer = nullptr;
+  if (::posix_memalign(&buffer, kDirectWriteAlign, kBufferSize) != 0) throw std::bad_alloc();
+  return static_cast<char*>(buffer);
+}
+}  // namespace
+
 std::string TempPrefix(const std::string& path, const std::string& temp_tag) {
   return path + ".tmp." + (temp_tag.empty() ? "" : temp_tag + ".");
 }
@@ -36,15 +134,15 @@ AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite, Disk& disk,
   temp_path_ = TempPrefix(path_, temp_tag) + RandomHex(16);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) ThrowSystemError(temp_path_, "cannot create");
-  void* buffer = nullptr;
-  if (::posix_memalign(&buffer, kDirectWriteAlign, kBufferSize) != 0) throw std::bad_alloc();
-  buffer_.reset(static_cast<char*>(buffer));
+  buffers_.emplace_back(NewBuffer());
+  buffer_ = buffers_.back().get();
   direct_ = TryDirectWrites(fd_);
 }
 
 void AtomicFileWriter::FreeBuffer::operator()(char* p) const { std::free(p); }
 
 AtomicFileWriter::~AtomicFileWriter() {
+  queue_.reset();  // its thread may be writing to fd_
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(temp_path_.c_str());
 }
@@ -59,13 +157,23 @@ void AtomicFileWriter::Append(std::string_view bytes) {
   // Whole buffers only, so that a direct write stays block-aligned.
   while (!bytes.empty()) {
     const size_t take = std::min(kBufferSize - buffered_, bytes.size());
-    std::memcpy(buffer_.get() + buffered_, bytes.data(), take);
+    std::memcpy(buffer_ + buffered_, bytes.data(), take);
     buffered_ += take;
     bytes.remove_prefix(take);
-    if (buffered_ == kBufferSize) {
-      WriteAll(std::string_view(buffer_.get(), buffered_));
-      buffered_ = 0;
+    if (buffered_ < kBufferSize) continue;
+    if (!direct_) {
+      WriteAll(std::string_view(buffer_, buffered_));
+    } else {
+      if (!queue_) {
+        buffers_.emplace_back(NewBuffer());
+        buffers_.emplace_back(NewBuffer());
+        queue_ = std::make_unique<DirectQueue>(
+            fd_, temp_path_, std::vector<char*>{buffers_[1].get(), buffers_[2].get()});
+      }
+      buffer_ = queue_->Submit({buffer_, file_offset_});
+      file_offset_ += kBufferSize;
     }
+    buffered_ = 0;
   }
 }
 
@@ -74,15 +182,6 @@ void AtomicFileWriter::WriteAll(std::string_view bytes) {
   if (linked_) {
     throw Error(temp_path_, 0, "cannot append to a file that is another file's link",
                 "report this: djshard appends nothing after linking");
-  }
-  if (direct_ && bytes.size() % kDirectWriteAlign == 0 &&
-      PwriteDirect(fd_, bytes, file_offset_, temp_path_)) {
-    file_offset_ += bytes.size();
-    return;
-  }
-  if (direct_) {
-    EndDirectWrites(fd_, temp_path_);
-    direct_ = false;
   }
   PwriteFully(fd_, bytes, file_offset_, temp_path_);
   file_offset_ += bytes.size();
@@ -164,11 +263,12 @@ void AtomicFileWriter::Flush() {
   // Direct writes take whole buffers only: a file smaller than one is
   // written as before, and what ends a larger one goes buffered, at a
   // block-aligned offset, as does everything after it.
+  if (queue_) queue_->Drain();
   if (direct_) {
     EndDirectWrites(fd_, temp_path_);
     direct_ = false;
   }
-  WriteAll(std::string_view(buffer_.get(), buffered_));
+  WriteAll(std::string_view(buffer_, buffered_));
   buffered_ = 0;
 }
 

@@ -174,7 +174,6 @@ class ShardSink : public ChunkSink {
     file_->path = paths_[shard_];
     file_->fd.reset(::open(file_->path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (file_->fd.get() < 0) ThrowSystemError(file_->path, "cannot create");
-    file_->writer = std::make_unique<io::OffsetWriter>(file_->fd.get(), file_->path);
     hash_ = std::make_unique<io::Xxh3>();
   }
 
@@ -200,7 +199,6 @@ class ShardSink : public ChunkSink {
   }
 
   static void SyncAndClose(ShardFile& f) {
-    f.writer.reset();
     if (::fsync(f.fd.get()) != 0) ThrowSystemError(f.path, "cannot fsync");
     f.fd.reset();
     CrashPoint("prepare_shard_cut");

@@ -159,7 +159,8 @@ class NormalizePipeline {
     std::exception_ptr error;
     try {
       for (const Piece& p : c.pieces) {
-        p.file->writer->Write(std::string_view(c.normalized).substr(p.begin, p.size), p.offset);
+        io::PwriteFully(p.file->fd.get(), std::string_view(c.normalized).substr(p.begin, p.size),
+                        p.offset, p.file->path);
       }
       sink_.Written(c);
     } catch (...) {

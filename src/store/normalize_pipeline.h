@@ -22,7 +22,6 @@ inline constexpr size_t kChunkBytes = 1 << 20;
 struct ShardFile {
   std::string path;
   io::ScopedFd fd;
-  std::unique_ptr<io::OffsetWriter> writer;  // of fd
   int pending = 0;                           // pieces placed and not yet written
   bool complete = false;                     // the cut has closed it: no more pieces
 };

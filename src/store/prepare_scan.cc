@@ -698,13 +698,12 @@ json RunShardWriteTask(const ShardWritePlan& plan, size_t task, const std::strin
     io::ChecksumHasher hash;
     uint64_t bytes = 0;
     try {
-      io::OffsetWriter out(fd.get(), path);
       const std::unique_ptr<io::ByteSource> source = OpenShard(blocks, m, shard, &hash);
       std::string buf(1 << 20, '\0');
       for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0; bytes += n) {
         // A writer whose claim was taken over writes nothing more.
         if (!owned()) throw Error(path, 0, "lost the claim of this write task");
-        out.Write(std::string_view(buf.data(), n), bytes);
+        io::PwriteFully(fd.get(), std::string_view(buf.data(), n), bytes, path);
       }
       if (::fsync(fd.get()) != 0) ThrowSystemError(path, "cannot fsync");
     } catch (...) {

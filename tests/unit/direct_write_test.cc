@@ -3,7 +3,9 @@
 // whichever way each block went; elsewhere (tmpfs) every write is buffered.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "djshard/common/error.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/output.h"
 #include "tests/unit/temp_dir.h"
@@ -118,6 +121,39 @@ TEST(DirectWrites, AFileAppendedAfterDirectWritesFollowsThem) {
     out.Append("end\n");
     out.Commit();
     EXPECT_TRUE(tmp.Read("out.jsonl") == head + tail + "end\n");
+  }
+}
+
+// A write the system refuses (here: past the process's file size limit, as
+// a full disk would) fails the writer with an error naming its file, whether
+// the refused buffer went directly (on the writer's thread) or buffered, and
+// nothing is left under either name.
+TEST(DirectWrites, ARefusedWriteIsAnErrorNamingTheFileAndLeavesNothing) {
+  const std::string content = Lines(5u << 20);
+  for (const std::string& parent : Parents()) {
+    SCOPED_TRACE(parent);
+    testing::TempDir tmp(parent);
+    struct rlimit old {};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    const sighandler_t old_handler = ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old;
+    small.rlim_cur = 2u << 20;
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+    std::string error;
+    try {
+      AtomicFileWriter out(tmp.Path("out.jsonl"));
+      for (size_t at = 0; at < content.size(); at += 100000) {
+        out.Append(std::string_view(content).substr(at, 100000));
+      }
+      out.Commit();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    ::signal(SIGXFSZ, old_handler);
+    EXPECT_NE(error.find(tmp.Path("out.jsonl.tmp.")), std::string::npos) << error;
+    EXPECT_NE(error.find("File too large"), std::string::npos) << error;
+    EXPECT_TRUE(tmp.List().empty());
   }
 }
 

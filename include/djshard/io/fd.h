@@ -18,9 +18,9 @@ void WriteFully(int fd, std::string_view bytes, const std::string& path);
 void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::string& path);
 
 // Direct writes (O_DIRECT): the bytes go from the writer's buffer to the
-// disk without a copy into the page cache. For a file written once and
-// fsynced, as djshard's outputs, shards and merged files are, that copy and
-// the writeback that follows it are most of the write's cost. Offsets,
+// disk without a copy into the page cache. For a file written once,
+// fsynced and read at most once more, as djshard's outputs are, that copy
+// and the writeback that follows it are most of the write's cost. Offsets,
 // lengths and buffer addresses must then be multiples of kDirectWriteAlign.
 constexpr size_t kDirectWriteAlign = 4096;
 // Turns O_DIRECT on for `fd` (a regular file open for writing) when its

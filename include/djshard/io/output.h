@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "djshard/io/disk.h"
 
@@ -59,6 +60,7 @@ class AtomicFileWriter {
   struct FreeBuffer {
     void operator()(char* p) const;
   };
+  struct DirectQueue;
   void Flush();
   void WriteAll(std::string_view bytes);
 
@@ -66,9 +68,14 @@ class AtomicFileWriter {
   std::string temp_path_;
   bool overwrite_;
   int fd_ = -1;
-  std::unique_ptr<char, FreeBuffer> buffer_;  // kDirectWriteAlign-aligned
-  size_t buffered_ = 0;                       // bytes in buffer_
-  bool direct_ = false;                       // O_DIRECT is on for fd_
+  // kDirectWriteAlign-aligned buffers: one, and two more for the queue.
+  std::vector<std::unique_ptr<char, FreeBuffer>> buffers_;
+  char* buffer_ = nullptr;  // the one being filled
+  size_t buffered_ = 0;     // bytes in buffer_
+  bool direct_ = false;     // O_DIRECT is on for fd_
+  // Whole buffers written with O_DIRECT on a thread of its own (made at the
+  // first); declared after the buffers, so that it ends before they go.
+  std::unique_ptr<DirectQueue> queue_;
   uint64_t bytes_written_ = 0;
   uint64_t file_offset_ = 0;       // bytes handed to write(2)
   bool linked_ = false;            // LinkContents made it another file's link

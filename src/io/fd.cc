@@ -28,17 +28,28 @@ void WriteFully(int fd, std::string_view bytes, const std::string& path) {
   }
 }
 
-void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::string& path) {
+namespace {
+// The pwrite loop. With `refusable`, an EINVAL before the first byte (a
+// direct write the filesystem will not take) returns false instead.
+bool PwriteLoop(int fd, std::string_view bytes, uint64_t offset, const std::string& path,
+                bool refusable) {
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n =
         ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (refusable && errno == EINVAL && done == 0) return false;
       ThrowSystemError(path, "cannot write");
     }
     done += static_cast<size_t>(n);
   }
+  return true;
+}
+}  // namespace
+
+void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::string& path) {
+  PwriteLoop(fd, bytes, offset, path, /*refusable=*/false);
 }
 
 bool TryDirectWrites(int fd) {
@@ -69,19 +80,7 @@ void EndDirectWrites(int fd, const std::string& path) {
 }
 
 bool PwriteDirect(int fd, std::string_view bytes, uint64_t offset, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n =
-        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      // Refused (alignment rules stricter than ours): the caller writes it buffered.
-      if (errno == EINVAL && done == 0) return false;
-      ThrowSystemError(path, "cannot write");
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
+  return PwriteLoop(fd, bytes, offset, path, /*refusable=*/true);
 }
 
 OffsetWriter::OffsetWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {

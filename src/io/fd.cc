@@ -99,16 +99,21 @@ OffsetWriter::~OffsetWriter() {
 
 void OffsetWriter::Write(std::string_view bytes, uint64_t offset) {
   constexpr size_t kBounce = 1 << 20;
-  const uint64_t first_block = (offset + kDirectWriteAlign - 1) / kDirectWriteAlign;
-  const uint64_t end_block = (offset + bytes.size()) / kDirectWriteAlign;
+  // Blocks of a whole page at least: a direct write must not share a page
+  // of the page cache with another thread's buffered write.
+  static const uint64_t block =
+      std::max<uint64_t>(kDirectWriteAlign, static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+  const uint64_t first_block = (offset + block - 1) / block;
+  const uint64_t end_block = (offset + bytes.size()) / block;
   // Small writes stay buffered: a direct one waits for the disk.
-  constexpr uint64_t kMinDirectBlocks = (64 << 10) / kDirectWriteAlign;
-  if (direct_fd_ < 0 || end_block < first_block + kMinDirectBlocks) {
+  const uint64_t min_blocks = std::max<uint64_t>(1, (64 << 10) / block);
+  if (direct_fd_ < 0 || refused_.load(std::memory_order_relaxed) ||
+      end_block < first_block + min_blocks) {
     PwriteFully(fd_, bytes, offset, path_);
     return;
   }
-  const size_t head = static_cast<size_t>(first_block * kDirectWriteAlign - offset);
-  const size_t middle = static_cast<size_t>((end_block - first_block) * kDirectWriteAlign);
+  const size_t head = static_cast<size_t>(first_block * block - offset);
+  const size_t middle = static_cast<size_t>((end_block - first_block) * block);
   PwriteFully(fd_, bytes.substr(0, head), offset, path_);
   // One block-aligned copy buffer per thread, kept: allocating it per write
   // would fault its pages in every time.
@@ -125,7 +130,9 @@ void OffsetWriter::Write(std::string_view bytes, uint64_t offset) {
     const size_t n = std::min(kBounce, middle - done);
     std::memcpy(bounce.get(), bytes.data() + head + done, n);
     const uint64_t at = offset + head + done;
-    if (!PwriteDirect(direct_fd_, std::string_view(bounce.get(), n), at, path_)) {
+    if (refused_.load(std::memory_order_relaxed) ||
+        !PwriteDirect(direct_fd_, std::string_view(bounce.get(), n), at, path_)) {
+      refused_.store(true, std::memory_order_relaxed);  // the rest goes buffered
       PwriteFully(fd_, bytes.substr(head + done, n), at, path_);
     }
     done += n;

@@ -55,6 +55,8 @@ struct AtomicFileWriter::DirectQueue {
   // Queues the full buffer `job.buffer`; returns an empty one to fill.
   char* Submit(Job job) {
     std::unique_lock<std::mutex> lock(mu_);
+    // After a failure nothing more is queued: the caller's buffer stays its own.
+    if (error_) std::rethrow_exception(error_);
     todo_.push_back(job);
     cv_.notify_all();
     cv_.wait(lock, [&] { return !spare_.empty() || error_; });
@@ -134,6 +136,7 @@ AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite, Disk& disk,
   temp_path_ = TempPrefix(path_, temp_tag) + RandomHex(16);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) ThrowSystemError(temp_path_, "cannot create");
+  buffers_.reserve(3);
   buffers_.emplace_back(NewBuffer());
   buffer_ = buffers_.back().get();
   direct_ = TryDirectWrites(fd_);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -54,6 +55,7 @@ class OffsetWriter {
   int fd_;
   int direct_fd_ = -1;  // -1: every write is buffered
   std::string path_;
+  std::atomic<bool> refused_{false};  // the filesystem refused a direct write
 };
 
 // Reads `want` bytes at file offset `offset` (pread) into `buf`; fewer only

@@ -157,6 +157,21 @@ TEST(DirectWrites, ARefusedWriteIsAnErrorNamingTheFileAndLeavesNothing) {
   }
 }
 
+// A writer destroyed uncommitted while buffers wait for its thread (a
+// failure elsewhere ended the output) leaves nothing behind.
+TEST(DirectWrites, AWriterDestroyedWithBuffersQueuedLeavesNothing) {
+  const std::string content = Lines(6u << 20);
+  for (const std::string& parent : Parents()) {
+    SCOPED_TRACE(parent);
+    testing::TempDir tmp(parent);
+    {
+      AtomicFileWriter out(tmp.Path("out.jsonl"));
+      out.Append(content);
+    }
+    EXPECT_TRUE(tmp.List().empty());
+  }
+}
+
 // Threads writing adjacent, unaligned ranges of one file in any order, some
 // small, some spanning many blocks: every byte lands where it was written.
 TEST(DirectWrites, OffsetWritesFromManyThreadsFillTheFileExactly) {

@@ -52,6 +52,14 @@ void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::str
   PwriteLoop(fd, bytes, offset, path, /*refusable=*/false);
 }
 
+void FreeAligned::operator()(char* p) const { std::free(p); }
+
+AlignedBuffer NewAlignedBuffer(size_t size) {
+  void* p = nullptr;
+  if (::posix_memalign(&p, kDirectWriteAlign, size) != 0) throw std::bad_alloc();
+  return AlignedBuffer(static_cast<char*>(p));
+}
+
 bool TryDirectWrites(int fd) {
 #ifdef __linux__
   constexpr long kExt4 = 0xEF53, kXfs = 0x58465342, kBtrfs = 0x9123683E;
@@ -117,15 +125,8 @@ void OffsetWriter::Write(std::string_view bytes, uint64_t offset) {
   PwriteFully(fd_, bytes.substr(0, head), offset, path_);
   // One block-aligned copy buffer per thread, kept: allocating it per write
   // would fault its pages in every time.
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<char, Free> bounce;
-  if (!bounce) {
-    void* p = nullptr;
-    if (::posix_memalign(&p, kDirectWriteAlign, kBounce) != 0) throw std::bad_alloc();
-    bounce.reset(static_cast<char*>(p));
-  }
+  thread_local AlignedBuffer bounce;
+  if (!bounce) bounce = NewAlignedBuffer(kBounce);
   for (size_t done = 0; done < middle;) {
     const size_t n = std::min(kBounce, middle - done);
     std::memcpy(bounce.get(), bytes.data() + head + done, n);

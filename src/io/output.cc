@@ -7,13 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
 #include <mutex>
-#include <new>
 #include <thread>
 #include <vector>
 
@@ -118,14 +116,6 @@ struct AtomicFileWriter::DirectQueue {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-namespace {
-char* NewBuffer() {
-  void* buffer = nullptr;
-  if (::posix_memalign(&buffer, kDirectWriteAlign, kBufferSize) != 0) throw std::bad_alloc();
-  return static_cast<char*>(buffer);
-}
-}  // namespace
-
 std::string TempPrefix(const std::string& path, const std::string& temp_tag) {
   return path + ".tmp." + (temp_tag.empty() ? "" : temp_tag + ".");
 }
@@ -137,12 +127,10 @@ AtomicFileWriter::AtomicFileWriter(std::string path, bool overwrite, Disk& disk,
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) ThrowSystemError(temp_path_, "cannot create");
   buffers_.reserve(3);
-  buffers_.emplace_back(NewBuffer());
+  buffers_.push_back(NewAlignedBuffer(kBufferSize));
   buffer_ = buffers_.back().get();
   direct_ = TryDirectWrites(fd_);
 }
-
-void AtomicFileWriter::FreeBuffer::operator()(char* p) const { std::free(p); }
 
 AtomicFileWriter::~AtomicFileWriter() {
   queue_.reset();  // its thread may be writing to fd_
@@ -168,8 +156,8 @@ void AtomicFileWriter::Append(std::string_view bytes) {
       WriteAll(std::string_view(buffer_, buffered_));
     } else {
       if (!queue_) {
-        buffers_.emplace_back(NewBuffer());
-        buffers_.emplace_back(NewBuffer());
+        buffers_.push_back(NewAlignedBuffer(kBufferSize));
+        buffers_.push_back(NewAlignedBuffer(kBufferSize));
         queue_ = std::make_unique<DirectQueue>(
             fd_, temp_path_, std::vector<char*>{buffers_[1].get(), buffers_[2].get()});
       }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,12 @@ void PwriteFully(int fd, std::string_view bytes, uint64_t offset, const std::str
 // and the writeback that follows it are most of the write's cost. Offsets,
 // lengths and buffer addresses must then be multiples of kDirectWriteAlign.
 constexpr size_t kDirectWriteAlign = 4096;
+// A buffer whose address is a multiple of kDirectWriteAlign.
+struct FreeAligned {
+  void operator()(char* p) const;
+};
+using AlignedBuffer = std::unique_ptr<char, FreeAligned>;
+AlignedBuffer NewAlignedBuffer(size_t size);
 // Turns O_DIRECT on for `fd` (a regular file open for writing) when its
 // filesystem is a local block one (ext4, XFS, btrfs) and returns whether it
 // did. Elsewhere (NFS, FUSE, tmpfs, ...) writes stay buffered: a direct

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "djshard/io/disk.h"
+#include "djshard/io/fd.h"
 
 namespace djshard::io {
 
@@ -16,8 +17,8 @@ class Xxh3;
 // only on Commit(): bytes go to "<path>.tmp.<random>", Commit() flushes,
 // fsyncs and renames. Destroying an uncommitted writer removes the temp file,
 // so no reader ever sees a half-written file. On a local block filesystem
-// its whole blocks are written with O_DIRECT (see TryDirectWrites), the last
-// partial block buffered.
+// its whole 1 MiB buffers are written with O_DIRECT on a thread of its own
+// (see TryDirectWrites), what ends the file through the page cache.
 // The operator errors file beside output `output`: "<output>.errors.jsonl".
 inline std::string ErrorsFileOf(const std::string& output) { return output + ".errors.jsonl"; }
 
@@ -57,9 +58,6 @@ class AtomicFileWriter {
   const std::string& path() const { return path_; }
 
  private:
-  struct FreeBuffer {
-    void operator()(char* p) const;
-  };
   struct DirectQueue;
   void Flush();
   void WriteAll(std::string_view bytes);
@@ -69,7 +67,7 @@ class AtomicFileWriter {
   bool overwrite_;
   int fd_ = -1;
   // kDirectWriteAlign-aligned buffers: one, and two more for the queue.
-  std::vector<std::unique_ptr<char, FreeBuffer>> buffers_;
+  std::vector<AlignedBuffer> buffers_;
   char* buffer_ = nullptr;  // the one being filled
   size_t buffered_ = 0;     // bytes in buffer_
   bool direct_ = false;     // O_DIRECT is on for fd_

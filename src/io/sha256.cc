@@ -36,6 +36,12 @@ std::string Sha256::HexDigest() {
   return HexEncode(digest, len);
 }
 
+void Sha256::CopyFrom(const Sha256& other) {
+  if (EVP_MD_CTX_copy_ex(state_->ctx, other.state_->ctx) != 1) {
+    throw Error("OpenSSL: cannot copy a SHA-256 state");
+  }
+}
+
 std::string Sha256OfFile(const std::string& path) {
   const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) ThrowSystemError(path, "cannot open");

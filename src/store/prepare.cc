@@ -335,7 +335,7 @@ NormalizedInput ScanInOnePass(const std::vector<InputCandidate>& inputs,
   constexpr uint64_t kBlock = 256ull << 10;  // whole check blocks of 256 KiB
   DistributedScan scan;
   scan.task_bytes = std::max<uint64_t>(1, (largest + kBlock - 1) / kBlock) * kBlock;
-  io::Sha256 stream;
+  NormalizedStream stream;
   const std::string dir = staged.InJob(".scan");
   disk.MakeDirs(dir);
   scan.run = [&](const ScanPlan& plan) {
@@ -359,7 +359,7 @@ NormalizedInput ScanInOnePass(const std::vector<InputCandidate>& inputs,
   NormalizedInput normalized =
       CutDistributedShards(scan, inputs, rules, num_shards, dataset_display, staged, disk, m);
   io::RemoveTreeQuietly(dir);
-  normalized.digest = stream.HexDigest();
+  normalized.digest = stream.sha256.HexDigest();
   m.scan_task_bytes = 0;  // every file and the stream have plain SHA-256
   m.normalized_tree_sha256.clear();
   return normalized;

@@ -56,5 +56,17 @@ TEST(Checksum, RecordsWriteXxh3AndReadOldSha256Fields) {
   EXPECT_EQ(sha.Finish().hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+TEST(Sha256, ACopiedStateGoesOnAsTheOriginalWould) {
+  Sha256 original;
+  original.Update("ab");
+  Sha256 copy;
+  copy.Update("something else, replaced by the copy");
+  copy.CopyFrom(original);
+  copy.Update("c");
+  EXPECT_EQ(copy.HexDigest(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  original.Update("x");  // the original is unaffected by the copy's updates
+  EXPECT_EQ(original.HexDigest(), Sha256Hex("abx"));
+}
+
 }  // namespace
 }  // namespace djshard::io

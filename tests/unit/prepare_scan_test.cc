@@ -283,5 +283,40 @@ TEST_F(PrepareScan, ABadLineInALaterTaskIsNamedByItsLineInTheFile) {
   EXPECT_FALSE(std::filesystem::exists(dir_.Path("dist")));
 }
 
+// A one-node prepare hashes an input already minified only once: the
+// normalized stream's SHA-256 is what sha256sum gives for the normalized
+// lines, whether they stay the file's bytes to its end, lack the file's
+// last '\n', or stop being its bytes after a few chunks.
+TEST_F(PrepareScan, TheNormalizedDigestOfAnInputAlreadyMinifiedIsTheStreams) {
+  std::string compact;
+  for (int i = 0; compact.size() < (3u << 20); ++i) {
+    compact += "{\"text\":\"row " + std::to_string(i) +
+               std::string(static_cast<size_t>(i % 89), 'y') + "\",\"n\":" + std::to_string(i) +
+               "}\n";
+  }
+  const std::string spaced = "{ \"text\" : \"spaced\" }\n";
+  struct Case {
+    std::string name, file, normalized;
+  };
+  const std::vector<Case> cases = {
+      {"whole", compact, compact},
+      {"no-newline", compact + "{\"text\":\"last\"}", compact + "{\"text\":\"last\"}\n"},
+      {"spaced-later", compact + spaced + compact, compact + "{\"text\":\"spaced\"}\n" + compact},
+      {"spaced-first", spaced + compact, "{\"text\":\"spaced\"}\n" + compact},
+  };
+  for (const Case& c : cases) {
+    std::filesystem::remove_all(dir_.Path("in"));
+    dir_.Write("in/" + c.name + ".jsonl", c.file);
+    dir_.Write("r.yaml", "process:\n  - text_length_filter:\n");
+    const Manifest m = Prepare(Request("job-" + c.name, 3)).manifest;
+    EXPECT_EQ(m.normalized_sha256, Sha256(c.normalized)) << c.name;
+    ASSERT_EQ(m.input_files.size(), 1u);
+    EXPECT_EQ(m.input_files[0].sha256, Sha256(c.file)) << c.name;
+    std::string lines;
+    for (const std::string& shard : ShardLines("job-" + c.name, m)) lines += shard;
+    EXPECT_EQ(lines, c.normalized) << c.name;
+  }
+}
+
 }  // namespace
 }  // namespace djshard::store

@@ -18,6 +18,8 @@ class Sha256 {
   void Update(std::string_view data) { Update(data.data(), data.size()); }
   // Lowercase hex digest. The object must not be updated afterwards.
   std::string HexDigest();
+  // Takes `other`'s state: the bytes it has hashed, as if this one had.
+  void CopyFrom(const Sha256& other);
 
  private:
   struct State;

@@ -69,6 +69,15 @@ ScanPlan PlanScan(const std::vector<io::InputCandidate>& inputs,
                   const std::vector<std::string>& media_keys, const std::string& media_root,
                   uint64_t task_bytes);
 
+// The normalized stream's SHA-256 when one process runs every scan task in
+// input order. A task that starts the stream with a whole file hashes its
+// lines only once while they are the file's bytes unchanged (an input already
+// minified): the stream then takes the SHA-256 state of the file's bytes.
+struct NormalizedStream {
+  io::Sha256 sha256;
+  uint64_t bytes = 0;  // hashed into sha256 so far
+};
+
 // What one scan task found; its data file holds the check blocks (one line of
 // 32 hex digits each) and then each line's raw and normalized sizes (two
 // LEB128 varints per line).
@@ -104,7 +113,7 @@ struct ScanTaskResult {
 // on with that digest (one process running every task in order: the
 // stream's plain SHA-256) and its result has no normalized_sha256.
 ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const std::string& dir,
-                           const std::string& tag, io::Sha256* stream = nullptr);
+                           const std::string& tag, NormalizedStream* stream = nullptr);
 
 // What the cut from scan results gave, for the manifest.
 struct ScannedInput {

@@ -41,6 +41,7 @@ class InputReader : public ChunkReader {
       : inputs_(inputs),
         files_(files),
         first_(first),
+        raw_states_(inputs.size()),
         chunker_(
             inputs.size(), kChunkBytes, 0, [this](size_t i) { return Open(i); },
             [this](size_t i, uint64_t lines) { Close(i, lines); }) {}
@@ -52,6 +53,13 @@ class InputReader : public ChunkReader {
     next_row_ += c->lines.lines;
     return true;
   }
+
+  // Pass 1: the SHA-256 state of file `i`'s stored bytes, kept for a
+  // FollowingDigest when no earlier file had a byte and this one is not
+  // compressed (else null). Read after the chunker moved past the file.
+  const io::Sha256* RawState(size_t i) const { return raw_states_[i].state.get(); }
+  // Pass 1: file `i`'s stored bytes, once the chunker moved past it.
+  uint64_t StoredBytes(size_t i) const { return raw_states_[i].size; }
 
  private:
   std::unique_ptr<io::ByteSource> Open(size_t i) {
@@ -74,6 +82,12 @@ class InputReader : public ChunkReader {
       }
       return;
     }
+    raw_states_[i].size = after.size;
+    if (!had_bytes_ && !io::IsCompressedInput(in.path)) {
+      raw_states_[i].state = std::make_unique<io::Sha256>();
+      raw_states_[i].state->CopyFrom(*raw_hash_->sha256());
+    }
+    had_bytes_ = had_bytes_ || after.size > 0;
     files_->push_back({in.path, in.relative_path, after.size, after.mtime_ns, lines,
                        raw_hash_->Finish().hex, "", "", 0});
   }
@@ -83,6 +97,12 @@ class InputReader : public ChunkReader {
   const std::vector<InputFile>* first_;
   FileStamp before_;
   std::unique_ptr<io::ChecksumHasher> raw_hash_;  // of the file's bytes as stored
+  struct Stored {
+    std::unique_ptr<io::Sha256> state;
+    uint64_t size = 0;
+  };
+  std::vector<Stored> raw_states_;  // each file's, set when it is closed
+  bool had_bytes_ = false;          // an earlier file had a byte
   uint64_t next_row_ = 0;
   io::LineChunker chunker_;  // last: its callbacks use the members above
 };
@@ -90,9 +110,17 @@ class InputReader : public ChunkReader {
 // Pass 1: totals and hashes, nothing written.
 class ScanSink : public ChunkSink {
  public:
-  explicit ScanSink(NormalizedInput* out) : out_(out) {}
+  ScanSink(const std::vector<io::InputCandidate>& inputs, const InputReader& reader,
+           NormalizedInput* out)
+      : inputs_(inputs), reader_(reader), out_(out) {}
   void Place(Chunk& c) override {
-    digest_.Update(c.normalized);
+    if (file_ != c.lines.file) {
+      EndFile();
+      file_ = c.lines.file;
+      digest_.StartFile(inputs_[file_].path, inputs_[file_].display_path,
+                        !io::IsCompressedInput(inputs_[file_].path));
+    }
+    digest_.Add(c);
     check_.Update(c.normalized);
     out_->rows += c.lines.lines;
     out_->bytes += c.normalized.size();
@@ -101,13 +129,25 @@ class ScanSink : public ChunkSink {
   }
   void Written(Chunk&) override {}
   void Finish() {
-    out_->digest = digest_.HexDigest();
+    EndFile();
+    out_->digest = sha256_.HexDigest();
     out_->check = check_.HexDigest();
   }
 
  private:
+  // After the last chunk of file_, which the reader has closed.
+  void EndFile() {
+    if (file_ == kNoFile) return;
+    digest_.EndFile(reader_.RawState(file_), reader_.StoredBytes(file_));
+  }
+
+  static constexpr size_t kNoFile = SIZE_MAX;
+  const std::vector<io::InputCandidate>& inputs_;
+  const InputReader& reader_;
   NormalizedInput* out_;
-  io::Sha256 digest_;
+  size_t file_ = kNoFile;
+  io::Sha256 sha256_;
+  FollowingDigest digest_{&sha256_};
   io::Xxh3 check_;
 };
 
@@ -357,7 +397,7 @@ NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
   NormalizedInput result;
   result.second_pass.assign(inputs.size(), SecondPass::kCopy);
   InputReader reader(inputs, &result.files, nullptr);
-  ScanSink sink(&result);
+  ScanSink sink(inputs, reader, &result);
   RunNormalizePipeline(inputs, rules, threads, reader, sink);
   sink.Finish();
   return result;

@@ -1,8 +1,11 @@
 #include "src/store/normalize_pipeline.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -262,6 +265,66 @@ class NormalizePipeline {
 };
 
 }  // namespace
+
+void FollowingDigest::StartFile(const std::string& path, const std::string& display_path,
+                                bool stored_as_lines) {
+  following_ = stored_as_lines && bytes() == 0;
+  path_ = path;
+  display_path_ = display_path;
+  followed_ = 0;
+  followed_check_ = following_ ? std::make_unique<io::Xxh3>() : nullptr;
+}
+
+void FollowingDigest::Add(const Chunk& c) {
+  if (following_ && c.second_pass == SecondPass::kCopy) {
+    followed_check_->Update(c.normalized);
+    followed_ += c.normalized.size();
+    return;
+  }
+  if (following_) CatchUp(followed_);
+  sha_->Update(c.normalized);
+  bytes_ += c.normalized.size();
+}
+
+void FollowingDigest::EndFile(const io::Sha256* raw, uint64_t size) {
+  if (!following_) return;
+  if (followed_ != size && followed_ != size + 1) throw ChangedBetweenPasses(display_path_);
+  if (raw == nullptr) {
+    CatchUp(size);
+    return;
+  }
+  following_ = false;
+  sha_->CopyFrom(*raw);
+  if (followed_ == size + 1) sha_->Update("\n", 1);
+  bytes_ += followed_;
+  followed_ = 0;
+}
+
+void FollowingDigest::CatchUp(uint64_t stored) {
+  following_ = false;
+  io::ScopedFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) ThrowSystemError(path_, "cannot open");
+  io::Xxh3 check;
+  std::string buf(static_cast<size_t>(std::min<uint64_t>(stored, kChunkBytes)), '\0');
+  for (uint64_t at = 0; at < stored;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), stored - at));
+    const ssize_t got = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ThrowSystemError(path_, "cannot read");
+    if (got == 0) throw ChangedBetweenPasses(display_path_);
+    const std::string_view bytes(buf.data(), static_cast<size_t>(got));
+    sha_->Update(bytes);
+    check.Update(bytes);
+    at += static_cast<uint64_t>(got);
+  }
+  if (followed_ > stored) {
+    sha_->Update("\n", 1);
+    check.Update("\n", 1);
+  }
+  if (check.HexDigest() != followed_check_->HexDigest()) throw ChangedBetweenPasses(display_path_);
+  bytes_ += followed_;
+  followed_ = 0;
+}
 
 FileStamp Stamp(const std::string& path) {
   struct stat st {};

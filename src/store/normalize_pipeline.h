@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "djshard/common/error.h"
+#include "djshard/io/checksum.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
+#include "djshard/io/sha256.h"
 #include "src/store/normalize_pass.h"
 
 namespace djshard::store {
@@ -22,8 +24,8 @@ inline constexpr size_t kChunkBytes = 1 << 20;
 struct ShardFile {
   std::string path;
   io::ScopedFd fd;
-  int pending = 0;                           // pieces placed and not yet written
-  bool complete = false;                     // the cut has closed it: no more pieces
+  int pending = 0;        // pieces placed and not yet written
+  bool complete = false;  // the cut has closed it: no more pieces
 };
 
 // A run of a chunk's normalized bytes that goes into one shard file.
@@ -73,6 +75,42 @@ class ChunkSink {
   virtual void Place(Chunk& c) = 0;
   // After a chunk's pieces are written, on any thread.
   virtual void Written(Chunk& c) = 0;
+};
+
+// The normalized stream's SHA-256 where the stream may begin as one file's
+// stored bytes (an input already minified): while that file's chunks come
+// unchanged (kCopy), they are not hashed a second time, and at the file's end
+// the stream takes the SHA-256 state of its bytes, which the reader computed.
+// A chunk that differs first hashes the bytes so far, read again from the
+// file and checked against an XXH3-128 of what the chunks held. Used by the
+// placer thread, in input order.
+class FollowingDigest {
+ public:
+  explicit FollowingDigest(io::Sha256* sha) : sha_(sha) {}
+
+  // Before a file's first chunk. `stored_as_lines`: the file's bytes are its
+  // lines (not compressed). It is followed when nothing was hashed yet.
+  void StartFile(const std::string& path, const std::string& display_path, bool stored_as_lines);
+  // Each chunk, in input order.
+  void Add(const Chunk& c);
+  // After the file's last chunk: `raw`, the SHA-256 state of its `size`
+  // stored bytes, or null to read them again. The chunker ends a last line
+  // lacking '\n' with one.
+  void EndFile(const io::Sha256* raw, uint64_t size);
+  // The normalized bytes in the stream so far.
+  uint64_t bytes() const { return bytes_ + followed_; }
+
+ private:
+  // Hashes the followed bytes: `stored` of them read again from the file, and
+  // the '\n' the chunker added after them if there is one more.
+  void CatchUp(uint64_t stored);
+
+  io::Sha256* sha_;
+  uint64_t bytes_ = 0;  // hashed into *sha_
+  bool following_ = false;
+  std::string path_, display_path_;
+  uint64_t followed_ = 0;  // bytes of the file's start not hashed into *sha_
+  std::unique_ptr<io::Xxh3> followed_check_;
 };
 
 // Reads chunks from `reader` (on the caller's thread), normalizes them on

@@ -207,25 +207,18 @@ class ScanTaskReader : public ChunkReader {
 class ScanTaskSink : public ChunkSink {
  public:
   // `stream`: a digest that earlier tasks of the input updated, which this
-  // one goes on with instead of its own. `follow`: the stream has nothing yet
-  // and the task's lines are the whole of `file`: while they come unchanged,
-  // the stream waits for the file's own SHA-256 (FinishStream).
-  ScanTaskSink(NormalizedStream* stream, const ScanPlan::File& file, bool follow)
-      : stream_(stream), file_(file), following_(follow) {}
+  // one goes on with instead of its own. The digest follows `file`
+  // (FollowingDigest) when the task's lines are the whole file and start it.
+  ScanTaskSink(NormalizedStream* stream, const ScanPlan::File& file, bool whole_file)
+      : stream_(stream), following_(stream != nullptr ? &stream->sha256 : &digest_) {
+    following_.StartFile(file.path, file.display_path,
+                         whole_file && (stream == nullptr || stream->bytes == 0));
+  }
 
   void Place(Chunk& c) override {
     const std::string& n = c.normalized;
     const char* raw = c.lines.data.data();
-    if (following_ && c.second_pass == SecondPass::kCopy) {
-      followed_check_.Update(n);
-      followed_ += n.size();
-    } else if (stream_ != nullptr) {
-      if (following_) CatchUp();
-      stream_->sha256.Update(n);
-      stream_->bytes += n.size();
-    } else {
-      digest_.Update(n);
-    }
+    following_.Add(c);
     bytes_ += n.size();
     rows_ += c.lines.lines;
     second_pass_ = std::max(second_pass_, c.second_pass);
@@ -249,58 +242,24 @@ class ScanTaskSink : public ChunkSink {
   void Written(Chunk&) override {}
 
   // Once the task's lines [begin, end) are read: the chunker ends a last line
-  // without '\n' with one the file lacks.
-  void Fill(uint64_t begin, uint64_t end, ScanTaskResult* r) {
+  // without '\n' with one the file lacks. `raw`: the SHA-256 state of the
+  // file's bytes.
+  void Fill(uint64_t begin, uint64_t end, const io::Sha256& raw, ScanTaskResult* r) {
     if (has_last_ && raw_bytes_ == end - begin + 1) --last_[0];
     Flush();
     r->rows = rows_;
     r->normalized_bytes = bytes_;
-    if (stream_ == nullptr) r->normalized_sha256 = digest_.HexDigest();
+    if (!r->failed()) following_.EndFile(&raw, end - begin);
+    if (stream_ == nullptr) {
+      r->normalized_sha256 = digest_.HexDigest();
+    } else {
+      stream_->bytes += following_.bytes();
+    }
     r->normalization = SecondPassName(second_pass_);
   }
   const std::string& sizes() const { return sizes_; }
 
-  // After the task's last line, with `raw` the SHA-256 state of the file's
-  // bytes: a stream that followed the file to its end takes that state (and
-  // the '\n' the chunker ended a last line with, when the file lacks it).
-  void FinishStream(const io::Sha256& raw) {
-    if (!following_) return;
-    following_ = false;
-    if (followed_ != file_.size_bytes && followed_ != file_.size_bytes + 1) {
-      throw ChangedDuringScan(file_.display_path);
-    }
-    stream_->sha256.CopyFrom(raw);
-    if (followed_ == file_.size_bytes + 1) stream_->sha256.Update("\n", 1);
-    stream_->bytes += followed_;
-  }
-
  private:
-  // A chunk differs from the file's bytes after `followed_` bytes that did
-  // not: the stream hashes those from the file, checked against what the
-  // chunks held.
-  void CatchUp() {
-    following_ = false;
-    io::ScopedFd fd(::open(file_.path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) ThrowSystemError(file_.path, "cannot open");
-    io::Xxh3 check;
-    std::string buf(std::min<uint64_t>(followed_, kChunkBytes), '\0');
-    for (uint64_t at = 0; at < followed_;) {
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), followed_ - at));
-      const ssize_t got = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(at));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) ThrowSystemError(file_.path, "cannot read");
-      if (got == 0) throw ChangedDuringScan(file_.display_path);
-      const std::string_view bytes(buf.data(), static_cast<size_t>(got));
-      stream_->sha256.Update(bytes);
-      check.Update(bytes);
-      at += static_cast<uint64_t>(got);
-    }
-    if (check.HexDigest() != followed_check_.HexDigest()) {
-      throw ChangedDuringScan(file_.display_path);
-    }
-    stream_->bytes += followed_;
-  }
-
   void Flush() {
     if (!has_last_) return;
     AppendVarint(&sizes_, last_[0]);
@@ -309,11 +268,8 @@ class ScanTaskSink : public ChunkSink {
   }
 
   NormalizedStream* stream_;
-  const ScanPlan::File& file_;
-  bool following_;
-  uint64_t followed_ = 0;  // normalized bytes not hashed: the file's first bytes
-  io::Xxh3 followed_check_;
   io::Sha256 digest_;
+  FollowingDigest following_;  // into stream_'s digest or digest_
   uint64_t bytes_ = 0, rows_ = 0, raw_bytes_ = 0;
   SecondPass second_pass_ = SecondPass::kCopy;
   std::string sizes_;
@@ -475,8 +431,7 @@ ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const
   ScanTaskReader reader(&source);
   ScanTaskResult r;
   r.task = task;
-  ScanTaskSink sink(stream, file,
-                    stream != nullptr && stream->bytes == 0 && source.hashes_whole_file());
+  ScanTaskSink sink(stream, file, source.hashes_whole_file());
   const std::vector<io::InputCandidate> input{{file.path, file.display_path, file.relative_path}};
   const NormalizeRules rules{plan.media_keys, plan.media_root, {}};
   try {
@@ -492,8 +447,7 @@ ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const
   unchanged();
   r.begin = source.begin();
   r.end = source.end();
-  sink.Fill(r.begin, r.end, &r);
-  if (!r.failed()) sink.FinishStream(source.block_sha256());
+  sink.Fill(r.begin, r.end, source.block_sha256(), &r);
   r.block_sha256 = source.BlockSha256();
   r.size_bytes = file.size_bytes;
   r.mtime_ns = file.mtime_ns;

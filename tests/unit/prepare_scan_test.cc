@@ -283,10 +283,11 @@ TEST_F(PrepareScan, ABadLineInALaterTaskIsNamedByItsLineInTheFile) {
   EXPECT_FALSE(std::filesystem::exists(dir_.Path("dist")));
 }
 
-// A one-node prepare hashes an input already minified only once: the
-// normalized stream's SHA-256 is what sha256sum gives for the normalized
-// lines, whether they stay the file's bytes to its end, lack the file's
-// last '\n', or stop being its bytes after a few chunks.
+// A one-node prepare hashes an input already minified only once, for copy
+// and reference shards: the normalized stream's SHA-256 is what sha256sum
+// gives for the normalized lines, whether they stay the file's bytes to its
+// end, lack the file's last '\n', or stop being its bytes after a few chunks;
+// a second file, after an empty one, or compressed, changes nothing.
 TEST_F(PrepareScan, TheNormalizedDigestOfAnInputAlreadyMinifiedIsTheStreams) {
   std::string compact;
   for (int i = 0; compact.size() < (3u << 20); ++i) {
@@ -294,27 +295,40 @@ TEST_F(PrepareScan, TheNormalizedDigestOfAnInputAlreadyMinifiedIsTheStreams) {
                std::string(static_cast<size_t>(i % 89), 'y') + "\",\"n\":" + std::to_string(i) +
                "}\n";
   }
-  const std::string spaced = "{ \"text\" : \"spaced\" }\n";
+  const std::string spaced = "{ \"text\" : \"spaced\" }\n", minified = "{\"text\":\"spaced\"}\n";
   struct Case {
-    std::string name, file, normalized;
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> files;  // name, bytes
+    std::string normalized;
   };
   const std::vector<Case> cases = {
-      {"whole", compact, compact},
-      {"no-newline", compact + "{\"text\":\"last\"}", compact + "{\"text\":\"last\"}\n"},
-      {"spaced-later", compact + spaced + compact, compact + "{\"text\":\"spaced\"}\n" + compact},
-      {"spaced-first", spaced + compact, "{\"text\":\"spaced\"}\n" + compact},
+      {"whole", {{"a.jsonl", compact}}, compact},
+      {"no-newline", {{"a.jsonl", compact + "{\"t\":1}"}}, compact + "{\"t\":1}\n"},
+      {"spaced-later", {{"a.jsonl", compact + spaced + compact}}, compact + minified + compact},
+      {"spaced-first", {{"a.jsonl", spaced + compact}}, minified + compact},
+      {"two-files", {{"a.jsonl", compact}, {"b.jsonl", compact}}, compact + compact},
+      {"after-empty",
+       {{"a.jsonl", ""}, {"b.jsonl", compact + "{\"t\":1}"}},
+       compact + "{\"t\":1}\n"},
   };
-  for (const Case& c : cases) {
-    std::filesystem::remove_all(dir_.Path("in"));
-    dir_.Write("in/" + c.name + ".jsonl", c.file);
-    dir_.Write("r.yaml", "process:\n  - text_length_filter:\n");
-    const Manifest m = Prepare(Request("job-" + c.name, 3)).manifest;
-    EXPECT_EQ(m.normalized_sha256, Sha256(c.normalized)) << c.name;
-    ASSERT_EQ(m.input_files.size(), 1u);
-    EXPECT_EQ(m.input_files[0].sha256, Sha256(c.file)) << c.name;
-    std::string lines;
-    for (const std::string& shard : ShardLines("job-" + c.name, m)) lines += shard;
-    EXPECT_EQ(lines, c.normalized) << c.name;
+  for (const ShardsMode mode : {ShardsMode::kReference, ShardsMode::kCopy}) {
+    for (const Case& c : cases) {
+      const std::string name = c.name + (mode == ShardsMode::kCopy ? "-copy" : "-reference");
+      std::filesystem::remove_all(dir_.Path("in"));
+      for (const auto& [file, bytes] : c.files) dir_.Write("in/" + file, bytes);
+      dir_.Write("r.yaml", "process:\n  - text_length_filter:\n");
+      PrepareRequest req = Request("job-" + name, 3);
+      req.shards_mode = mode;
+      const Manifest m = Prepare(req).manifest;
+      EXPECT_EQ(m.normalized_sha256, Sha256(c.normalized)) << name;
+      ASSERT_EQ(m.input_files.size(), c.files.size()) << name;
+      for (size_t f = 0; f < c.files.size(); ++f) {
+        EXPECT_EQ(m.input_files[f].sha256, Sha256(c.files[f].second)) << name << " " << f;
+      }
+      std::string lines;
+      for (const std::string& shard : ShardLines("job-" + name, m)) lines += shard;
+      EXPECT_EQ(lines, c.normalized) << name;
+    }
   }
 }
 

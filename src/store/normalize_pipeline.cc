@@ -266,6 +266,15 @@ class NormalizePipeline {
 
 }  // namespace
 
+namespace {
+
+Error ChangedWhileRead(const std::string& display_path) {
+  return Error(display_path, 0, "input changed while prepare read it",
+               "prepare again once nothing writes to the input");
+}
+
+}  // namespace
+
 void FollowingDigest::StartFile(const std::string& path, const std::string& display_path,
                                 bool stored_as_lines) {
   following_ = stored_as_lines && bytes() == 0;
@@ -288,7 +297,7 @@ void FollowingDigest::Add(const Chunk& c) {
 
 void FollowingDigest::EndFile(const io::Sha256* raw, uint64_t size) {
   if (!following_) return;
-  if (followed_ != size && followed_ != size + 1) throw ChangedBetweenPasses(display_path_);
+  if (followed_ != size && followed_ != size + 1) throw ChangedWhileRead(display_path_);
   if (raw == nullptr) {
     CatchUp(size);
     return;
@@ -311,7 +320,7 @@ void FollowingDigest::CatchUp(uint64_t stored) {
     const ssize_t got = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(at));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) ThrowSystemError(path_, "cannot read");
-    if (got == 0) throw ChangedBetweenPasses(display_path_);
+    if (got == 0) throw ChangedWhileRead(display_path_);
     const std::string_view bytes(buf.data(), static_cast<size_t>(got));
     sha_->Update(bytes);
     check.Update(bytes);
@@ -321,7 +330,7 @@ void FollowingDigest::CatchUp(uint64_t stored) {
     sha_->Update("\n", 1);
     check.Update("\n", 1);
   }
-  if (check.HexDigest() != followed_check_->HexDigest()) throw ChangedBetweenPasses(display_path_);
+  if (check.HexDigest() != followed_check_->HexDigest()) throw ChangedWhileRead(display_path_);
   bytes_ += followed_;
   followed_ = 0;
 }

@@ -14,6 +14,7 @@
 
 #include "djshard/common/error.h"
 #include "djshard/io/disk.h"
+#include "djshard/io/output.h"
 #include "djshard/io/sha256.h"
 #include "djshard/store/job.h"
 #include "djshard/store/prepare.h"
@@ -286,8 +287,9 @@ TEST_F(PrepareScan, ABadLineInALaterTaskIsNamedByItsLineInTheFile) {
 // A one-node prepare hashes an input already minified only once, for copy
 // and reference shards: the normalized stream's SHA-256 is what sha256sum
 // gives for the normalized lines, whether they stay the file's bytes to its
-// end, lack the file's last '\n', or stop being its bytes after a few chunks;
-// a second file, after an empty one, or compressed, changes nothing.
+// end, lack the file's last '\n', or stop being its bytes after a few chunks,
+// and when the stream begins with a second file, after an empty one (plain or
+// compressed) or a compressed one.
 TEST_F(PrepareScan, TheNormalizedDigestOfAnInputAlreadyMinifiedIsTheStreams) {
   std::string compact;
   for (int i = 0; compact.size() < (3u << 20); ++i) {
@@ -296,38 +298,63 @@ TEST_F(PrepareScan, TheNormalizedDigestOfAnInputAlreadyMinifiedIsTheStreams) {
                "}\n";
   }
   const std::string spaced = "{ \"text\" : \"spaced\" }\n", minified = "{\"text\":\"spaced\"}\n";
+  const std::string last = "{\"t\":1}";
+  struct File {
+    std::string name, bytes, normalized;
+  };
   struct Case {
     std::string name;
-    std::vector<std::pair<std::string, std::string>> files;  // name, bytes
-    std::string normalized;
+    std::vector<File> files;
   };
   const std::vector<Case> cases = {
-      {"whole", {{"a.jsonl", compact}}, compact},
-      {"no-newline", {{"a.jsonl", compact + "{\"t\":1}"}}, compact + "{\"t\":1}\n"},
-      {"spaced-later", {{"a.jsonl", compact + spaced + compact}}, compact + minified + compact},
-      {"spaced-first", {{"a.jsonl", spaced + compact}}, minified + compact},
-      {"two-files", {{"a.jsonl", compact}, {"b.jsonl", compact}}, compact + compact},
-      {"after-empty",
-       {{"a.jsonl", ""}, {"b.jsonl", compact + "{\"t\":1}"}},
-       compact + "{\"t\":1}\n"},
+      {"whole", {{"a.jsonl", compact, compact}}},
+      {"no-newline", {{"a.jsonl", compact + last, compact + last + "\n"}}},
+      {"spaced-later", {{"a.jsonl", compact + spaced + compact, compact + minified + compact}}},
+      {"spaced-first", {{"a.jsonl", spaced + compact, minified + compact}}},
+      {"two-files", {{"a.jsonl", compact, compact}, {"b.jsonl", compact, compact}}},
+      {"after-empty", {{"a.jsonl", "", ""}, {"b.jsonl", compact + last, compact + last + "\n"}}},
+      {"after-empty-gz",
+       {{"a.jsonl.gz", "", ""}, {"b.jsonl", compact + last, compact + last + "\n"}}},
+      {"after-gz", {{"a.jsonl.gz", compact, compact}, {"b.jsonl", compact, compact}}},
   };
-  for (const ShardsMode mode : {ShardsMode::kReference, ShardsMode::kCopy}) {
+  for (const std::string mode : {"reference", "copy", "distributed"}) {
     for (const Case& c : cases) {
-      const std::string name = c.name + (mode == ShardsMode::kCopy ? "-copy" : "-reference");
+      const std::string name = c.name + "-" + mode;
       std::filesystem::remove_all(dir_.Path("in"));
-      for (const auto& [file, bytes] : c.files) dir_.Write("in/" + file, bytes);
+      std::filesystem::create_directories(dir_.Path("in"));
+      std::string normalized, tree;  // tree: a distributed scan's, one task per file
+      bool compressed = false;
+      for (const File& f : c.files) {
+        if (f.name.ends_with(".gz")) {
+          io::OutputStream gz(dir_.Path("in/" + f.name), true);
+          gz.Append(f.bytes);
+          gz.Commit();
+          compressed = true;
+        } else {
+          dir_.Write("in/" + f.name, f.bytes);
+        }
+        normalized += f.normalized;
+        tree += Sha256(f.normalized) + "\n";
+      }
+      if (mode == "distributed" && compressed) continue;  // refused for compressed input
       dir_.Write("r.yaml", "process:\n  - text_length_filter:\n");
       PrepareRequest req = Request("job-" + name, 3);
-      req.shards_mode = mode;
+      if (mode == "copy") req.shards_mode = ShardsMode::kCopy;
+      if (mode == "distributed") req.distributed_scan = LocalScan(uint64_t{8} << 20);
       const Manifest m = Prepare(req).manifest;
-      EXPECT_EQ(m.normalized_sha256, Sha256(c.normalized)) << name;
+      if (mode == "distributed" && c.files.size() > 1) {
+        EXPECT_EQ(m.normalized_tree_sha256, Sha256(tree)) << name;
+      } else {
+        EXPECT_EQ(m.normalized_sha256, Sha256(normalized)) << name;
+      }
       ASSERT_EQ(m.input_files.size(), c.files.size()) << name;
       for (size_t f = 0; f < c.files.size(); ++f) {
-        EXPECT_EQ(m.input_files[f].sha256, Sha256(c.files[f].second)) << name << " " << f;
+        EXPECT_EQ(m.input_files[f].sha256, Sha256(dir_.Read("in/" + c.files[f].name)))
+            << name << " " << f;
       }
       std::string lines;
       for (const std::string& shard : ShardLines("job-" + name, m)) lines += shard;
-      EXPECT_EQ(lines, c.normalized) << name;
+      EXPECT_EQ(lines, normalized) << name;
     }
   }
 }

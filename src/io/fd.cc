@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -87,7 +88,17 @@ void EndDirectWrites(int fd, const std::string& path) {
 #endif
 }
 
+namespace {
+std::atomic<int> direct_writes_left{-1};  // RefuseDirectWritesAfterForTesting
+}  // namespace
+
+void RefuseDirectWritesAfterForTesting(int n) { direct_writes_left.store(n < 0 ? -1 : n); }
+
 bool PwriteDirect(int fd, std::string_view bytes, uint64_t offset, const std::string& path) {
+  for (int left = direct_writes_left.load(std::memory_order_relaxed); left >= 0;) {
+    if (left == 0) return false;
+    if (direct_writes_left.compare_exchange_weak(left, left - 1)) break;
+  }
   return PwriteLoop(fd, bytes, offset, path, /*refusable=*/true);
 }
 

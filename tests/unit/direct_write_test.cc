@@ -209,5 +209,65 @@ TEST(DirectWrites, OffsetWritesFromManyThreadsFillTheFileExactly) {
   }
 }
 
+// Refuses direct writes after the next `n` while in scope.
+class RefuseDirectWritesAfter {
+ public:
+  explicit RefuseDirectWritesAfter(int n) { RefuseDirectWritesAfterForTesting(n); }
+  ~RefuseDirectWritesAfter() { RefuseDirectWritesAfterForTesting(-1); }
+  RefuseDirectWritesAfter(const RefuseDirectWritesAfter&) = delete;
+  RefuseDirectWritesAfter& operator=(const RefuseDirectWritesAfter&) = delete;
+};
+
+// A filesystem that refuses a direct write (EINVAL) at the first buffer, or
+// after some: that buffer and the rest are written through the page cache,
+// and the file holds exactly the bytes appended.
+TEST(DirectWrites, AWriterRefusedDirectWritesWritesTheRestBuffered) {
+  testing::TempDir tmp("/tmp");
+  if (!DirectWritesIn(tmp.dir())) GTEST_SKIP() << "no direct writes on " << tmp.dir();
+  const std::string want = Lines((6u << 20) + 12345);
+  for (const int taken : {0, 1, 3}) {
+    SCOPED_TRACE(std::to_string(taken) + " direct writes taken");
+    {
+      const RefuseDirectWritesAfter refuse(taken);
+      AtomicFileWriter out(tmp.Path("out.jsonl"), /*overwrite=*/true);
+      for (size_t at = 0; at < want.size(); at += 700000) {
+        out.Append(std::string_view(want).substr(at, 700000));
+      }
+      out.Commit(/*durable=*/true);
+    }
+    EXPECT_TRUE(tmp.Read("out.jsonl") == want);
+    // Buffered after the refusal: the file's later whole buffers are cached.
+    const std::vector<bool> cached = CachedPages(tmp.Path("out.jsonl"));
+    EXPECT_TRUE(cached[cached.size() - 300]);
+  }
+}
+
+// The same for offset writes from several threads: the refusal ends their
+// direct writes, and every byte still lands where it belongs.
+TEST(DirectWrites, OffsetWritesRefusedDirectWritesFillTheFileExactly) {
+  testing::TempDir tmp("/tmp");
+  if (!DirectWritesIn(tmp.dir())) GTEST_SKIP() << "no direct writes on " << tmp.dir();
+  const std::string want = Lines(5u << 20);
+  const std::string path = tmp.Path("merged.jsonl");
+  ScopedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_GE(fd.get(), 0);
+  {
+    const RefuseDirectWritesAfter refuse(2);
+    OffsetWriter writer(fd.get(), path);
+    std::vector<std::thread> threads;
+    constexpr size_t kPiece = (320u << 10) + 7;
+    for (size_t t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        for (size_t at = t * kPiece; at < want.size(); at += 3 * kPiece) {
+          writer.Write(std::string_view(want).substr(at, kPiece), at);
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+  }
+  ASSERT_EQ(::fsync(fd.get()), 0);
+  EXPECT_TRUE(tmp.Read("merged.jsonl") == want);
+}
+
 }  // namespace
 }  // namespace djshard::io

@@ -42,6 +42,10 @@ void EndDirectWrites(int fd, const std::string& path);
 // when the filesystem refuses this write (EINVAL), so the caller can write
 // it buffered instead. Other errors throw.
 bool PwriteDirect(int fd, std::string_view bytes, uint64_t offset, const std::string& path);
+// For tests of the fallbacks: PwriteDirect takes the next `n` direct writes
+// of this process and refuses every one after them, as a filesystem that
+// will not take them would; a negative `n` (the default) refuses none.
+void RefuseDirectWritesAfterForTesting(int n);
 
 // Writes at offsets into one file, from any number of threads at once: the
 // whole blocks of each write of 64 KiB or more go with O_DIRECT (through a block-aligned copy,

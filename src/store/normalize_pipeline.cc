@@ -264,10 +264,6 @@ class NormalizePipeline {
   std::exception_ptr failure_;  // the first failure in input order
 };
 
-}  // namespace
-
-namespace {
-
 Error ChangedWhileRead(const std::string& display_path) {
   return Error(display_path, 0, "input changed while prepare read it",
                "prepare again once nothing writes to the input");

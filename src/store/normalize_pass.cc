@@ -41,33 +41,71 @@ class InputReader : public ChunkReader {
       : inputs_(inputs),
         files_(files),
         first_(first),
-        raw_states_(inputs.size()),
+        read_(inputs.size()),
         chunker_(
             inputs.size(), kChunkBytes, 0, [this](size_t i) { return Open(i); },
             [this](size_t i, uint64_t lines) { Close(i, lines); }) {}
 
   // The next chunk, or false after the last one.
   bool Next(Chunk* c) override {
-    if (!chunker_.Next(&c->lines)) return false;
-    c->first_row = next_row_;
-    next_row_ += c->lines.lines;
-    return true;
+    const bool more = chunker_.Next(&c->lines);
+    if (more) {
+      c->first_row = next_row_;
+      next_row_ += c->lines.lines;
+      c->raw_before.reset();
+      if (first_ == nullptr) HashChunk(c);
+    }
+    // The files the chunker finished: each of their chunks is hashed now.
+    for (const Closed& done : closed_) Record(done);
+    closed_.clear();
+    return more;
   }
 
   // Pass 1: the SHA-256 state of file `i`'s stored bytes, kept for a
   // FollowingDigest when no earlier file had a byte and this one is not
   // compressed (else null). Read after the chunker moved past the file.
-  const io::Sha256* RawState(size_t i) const { return raw_states_[i].state.get(); }
+  const io::Sha256* RawState(size_t i) const { return read_[i].state.get(); }
   // Pass 1: file `i`'s stored bytes, once the chunker moved past it.
-  uint64_t StoredBytes(size_t i) const { return raw_states_[i].size; }
+  uint64_t StoredBytes(size_t i) const { return read_[i].size; }
 
  private:
+  struct Closed {
+    size_t file;
+    uint64_t lines;
+    FileStamp stamp;
+  };
+
   std::unique_ptr<io::ByteSource> Open(size_t i) {
     before_ = Stamp(inputs_[i].path);
     if (first_ != nullptr) return io::OpenInput(inputs_[i].path);
-    raw_hash_ = std::make_unique<io::ChecksumHasher>(io::ChecksumKind::kSha256);
-    return io::OpenInput(inputs_[i].path, raw_hash_.get());
+    ReadFile& f = read_[i];
+    f.hash = std::make_unique<io::ChecksumHasher>(io::ChecksumKind::kSha256);
+    f.size = before_.size;
+    if (io::IsCompressedInput(inputs_[i].path)) {
+      return io::OpenInput(inputs_[i].path, f.hash.get());  // its stored bytes are not its lines
+    }
+    // An uncompressed file's lines are its bytes: HashChunk hashes them, and
+    // the first file with any gives each chunk the state before it.
+    f.by_chunk = true;
+    f.followed = !had_bytes_;
+    had_bytes_ = had_bytes_ || before_.size > 0;
+    return io::OpenInput(inputs_[i].path);
   }
+
+  void HashChunk(Chunk* c) {
+    ReadFile& f = read_[c->lines.file];
+    if (!f.by_chunk) return;
+    if (f.followed) {
+      auto before = std::make_shared<io::Sha256>();
+      before->CopyFrom(*f.hash->sha256());
+      c->raw_before = std::move(before);
+    }
+    // Not the '\n' the chunker ends a last line with when the file lacks it.
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(c->lines.size, f.size - f.hashed));
+    f.hash->Update(c->lines.data.data(), n);
+    f.hashed += n;
+  }
+
   void Close(size_t i, uint64_t lines) {
     const io::InputCandidate& in = inputs_[i];
     const FileStamp after = Stamp(in.path);
@@ -82,27 +120,39 @@ class InputReader : public ChunkReader {
       }
       return;
     }
-    raw_states_[i].size = after.size;
-    if (!had_bytes_ && !io::IsCompressedInput(in.path)) {
-      raw_states_[i].state = std::make_unique<io::Sha256>();
-      raw_states_[i].state->CopyFrom(*raw_hash_->sha256());
-    }
-    had_bytes_ = had_bytes_ || after.size > 0;
-    files_->push_back({in.path, in.relative_path, after.size, after.mtime_ns, lines,
-                       raw_hash_->Finish().hex, "", "", 0});
+    // Its last chunk may not be hashed yet: Next records it.
+    closed_.push_back({i, lines, after});
   }
+
+  // Pass 1: a file whose every chunk is hashed.
+  void Record(const Closed& done) {
+    const io::InputCandidate& in = inputs_[done.file];
+    ReadFile& f = read_[done.file];
+    if (f.followed) {
+      f.state = std::make_unique<io::Sha256>();
+      f.state->CopyFrom(*f.hash->sha256());
+    }
+    files_->push_back({in.path, in.relative_path, done.stamp.size, done.stamp.mtime_ns, done.lines,
+                       f.hash->Finish().hex, "", "", 0});
+    f.hash.reset();
+  }
+
+  // Pass 1, per file.
+  struct ReadFile {
+    std::unique_ptr<io::ChecksumHasher> hash;  // of the file's bytes as stored
+    bool by_chunk = false;                     // hashed by HashChunk, not as read
+    bool followed = false;                     // chunks carry raw_before; state is kept
+    uint64_t size = 0, hashed = 0;
+    std::unique_ptr<io::Sha256> state;  // followed: the bytes' state at the end
+  };
 
   const std::vector<io::InputCandidate>& inputs_;
   std::vector<InputFile>* files_;
   const std::vector<InputFile>* first_;
   FileStamp before_;
-  std::unique_ptr<io::ChecksumHasher> raw_hash_;  // of the file's bytes as stored
-  struct Stored {
-    std::unique_ptr<io::Sha256> state;
-    uint64_t size = 0;
-  };
-  std::vector<Stored> raw_states_;  // each file's, set when it is closed
-  bool had_bytes_ = false;          // an earlier file had a byte
+  std::vector<ReadFile> read_;
+  std::vector<Closed> closed_;  // closed by the chunker, not yet recorded
+  bool had_bytes_ = false;      // an earlier file had a byte
   uint64_t next_row_ = 0;
   io::LineChunker chunker_;  // last: its callbacks use the members above
 };

@@ -286,7 +286,15 @@ void FollowingDigest::Add(const Chunk& c) {
     followed_ += c.normalized.size();
     return;
   }
-  if (following_) CatchUp(followed_);
+  if (following_ && c.raw_before != nullptr) {
+    // The bytes followed are the file's bytes before this chunk.
+    following_ = false;
+    sha_->CopyFrom(*c.raw_before);
+    bytes_ += followed_;
+    followed_ = 0;
+  } else if (following_) {
+    CatchUp(followed_);
+  }
   sha_->Update(c.normalized);
   bytes_ += c.normalized.size();
 }

@@ -45,6 +45,9 @@ struct Chunk {
   SecondPass second_pass = SecondPass::kCopy;  // pass 1: what these lines need in pass 2
   std::exception_ptr error;   // the chunk's first bad line, or the reader's failure
   std::vector<Piece> pieces;  // what of it must be written where
+  // The SHA-256 state of its file's stored bytes before this chunk, from a
+  // reader that hashes them chunk by chunk (for FollowingDigest); else null.
+  std::shared_ptr<const io::Sha256> raw_before;
 };
 
 struct FileStamp {
@@ -81,9 +84,10 @@ class ChunkSink {
 // stored bytes (an input already minified): while that file's chunks come
 // unchanged (kCopy), they are not hashed a second time, and at the file's end
 // the stream takes the SHA-256 state of its bytes, which the reader computed.
-// A chunk that differs first hashes the bytes so far, read again from the
-// file and checked against an XXH3-128 of what the chunks held. Used by the
-// placer thread, in input order.
+// A chunk that differs takes the state of the file's bytes before it
+// (Chunk::raw_before), or, from a reader that keeps none, hashes the bytes so
+// far read again from the file and checked against an XXH3-128 of what the
+// chunks held. Used by the placer thread, in input order.
 class FollowingDigest {
  public:
   explicit FollowingDigest(io::Sha256* sha) : sha_(sha) {}

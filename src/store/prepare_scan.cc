@@ -110,8 +110,12 @@ class ScanTaskSource : public io::ByteSource {
   std::string BlockSha256() { return block_sha256_.HexDigest(); }
   // After the last Read, before BlockSha256: the hashed bytes' SHA-256 state.
   const io::Sha256& block_sha256() const { return block_sha256_; }
-  // Whether the task hashes its whole file, from the first byte.
+  // Whether the task hashes its whole file, from the first byte: then its
+  // lines are the file's bytes, and ScanTaskReader hashes them chunk by chunk
+  // (HashLines) so that each chunk can carry the state before it.
   bool hashes_whole_file() const { return hash_begin_ == 0 && hash_end_ == file_.size_bytes; }
+  void HashLines(const char* data, size_t size) { block_sha256_.Update(data, size); }
+  uint64_t file_size() const { return file_.size_bytes; }
   const std::string& CheckBlocks() const { return check_blocks_; }
   uint64_t check_block_count() const { return check_block_count_; }
 
@@ -146,7 +150,7 @@ class ScanTaskSource : public io::ByteSource {
     while (at < stop) {
       const uint64_t block_end = std::min(stop, (at / check_block_bytes_ + 1) * check_block_bytes_);
       const std::string_view bytes(buf + (at - from), block_end - at);
-      block_sha256_.Update(bytes);
+      if (!hashes_whole_file()) block_sha256_.Update(bytes);  // else ScanTaskReader does
       check_->Update(bytes);
       at = block_end;
       if (at % check_block_bytes_ == 0 || at == hash_end_) {
@@ -177,7 +181,7 @@ class ScanTaskSource : public io::ByteSource {
 class ScanTaskReader : public ChunkReader {
  public:
   explicit ScanTaskReader(ScanTaskSource* source)
-      : chunker_(1, kChunkBytes, 0, [source](size_t) {
+      : source_(source), chunker_(1, kChunkBytes, 0, [source](size_t) {
           return std::unique_ptr<io::ByteSource>(new BorrowedSource(source));
         }) {}
 
@@ -185,6 +189,17 @@ class ScanTaskReader : public ChunkReader {
     if (!chunker_.Next(&c->lines)) return false;
     c->first_row = rows_;
     rows_ += c->lines.lines;
+    c->raw_before.reset();
+    if (source_->hashes_whole_file()) {
+      auto before = std::make_shared<io::Sha256>();
+      before->CopyFrom(source_->block_sha256());
+      c->raw_before = std::move(before);
+      // Not the '\n' the chunker ends a last line with when the file lacks it.
+      const size_t n =
+          static_cast<size_t>(std::min<uint64_t>(c->lines.size, source_->file_size() - hashed_));
+      source_->HashLines(c->lines.data.data(), n);
+      hashed_ += n;
+    }
     return true;
   }
 
@@ -199,8 +214,10 @@ class ScanTaskReader : public ChunkReader {
     ScanTaskSource* s_;
   };
 
+  ScanTaskSource* source_;
   io::LineChunker chunker_;
   uint64_t rows_ = 0;
+  uint64_t hashed_ = 0;  // bytes of the file given to HashLines
 };
 
 // Each line's raw and normalized sizes, the normalized lines' SHA-256.

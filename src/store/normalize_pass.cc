@@ -62,10 +62,11 @@ class InputReader : public ChunkReader {
   }
 
   // Pass 1: the SHA-256 state of file `i`'s stored bytes, kept for a
-  // FollowingDigest when no earlier file had a byte and this one is not
-  // compressed (else null). Read after the chunker moved past the file.
+  // FollowingDigest when the file is not compressed and no earlier
+  // uncompressed file had a byte (else null). Read after the chunker moved
+  // past the file.
   const io::Sha256* RawState(size_t i) const { return read_[i].state.get(); }
-  // Pass 1: file `i`'s stored bytes, once the chunker moved past it.
+  // Pass 1: file `i`'s stored bytes, once the chunker opened it.
   uint64_t StoredBytes(size_t i) const { return read_[i].size; }
 
  private:

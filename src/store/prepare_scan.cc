@@ -106,9 +106,10 @@ class ScanTaskSource : public io::ByteSource {
 
   uint64_t begin() const { return begin_; }
   uint64_t end() const { return end_; }
-  // After the last Read: the SHA-256 of the hashed bytes and their check blocks.
+  // After the last Read (and, for a whole-file task, the reader's last chunk):
+  // the SHA-256 of the hashed bytes and their check blocks.
   std::string BlockSha256() { return block_sha256_.HexDigest(); }
-  // After the last Read, before BlockSha256: the hashed bytes' SHA-256 state.
+  // The same time, before BlockSha256: the hashed bytes' SHA-256 state.
   const io::Sha256& block_sha256() const { return block_sha256_; }
   // Whether the task hashes its whole file, from the first byte: then its
   // lines are the file's bytes, and ScanTaskReader hashes them chunk by chunk

@@ -299,19 +299,24 @@ bool LineChunker::Next(LineChunk* chunk) {
       next_line_ = 1;
       carry_.clear();
     }
+    // The carried bytes go to the front of the chunk's buffer, which keeps its
+    // size from the chunk it held before: growing a string zero-fills what it
+    // adds, a pass over every byte read.
     std::string& data = chunk->data;
-    data.swap(carry_);
+    size_t len = carry_.size();
+    if (data.size() < len) data.resize(len);
+    if (len > 0) std::memcpy(data.data(), carry_.data(), len);
     carry_.clear();
-    bool has_newline = data.find('\n') != std::string::npos;
-    while (!exhausted_ && (data.size() < chunk_bytes_ || !has_newline)) {
-      const size_t want = std::max(chunk_bytes_, data.size() + (64 << 10)) - data.size();
-      const size_t old = data.size();
-      data.resize(old + want);
-      const size_t n = source_->Read(data.data() + old, want);
-      data.resize(old + n);
+    bool has_newline = len > 0 && std::memchr(data.data(), '\n', len) != nullptr;
+    while (!exhausted_ && (len < chunk_bytes_ || !has_newline)) {
+      const size_t want = std::max(chunk_bytes_, len + (64 << 10)) - len;
+      if (data.size() < len + want) data.resize(len + want);
+      const size_t n = source_->Read(data.data() + len, want);
       exhausted_ = (n == 0);
-      has_newline = has_newline || std::memchr(data.data() + old, '\n', n) != nullptr;
+      has_newline = has_newline || std::memchr(data.data() + len, '\n', n) != nullptr;
+      len += n;
     }
+    data.resize(len);
     // The file's last line may lack its '\n'.
     if (exhausted_ && !data.empty() && data.back() != '\n') data.push_back('\n');
     size_t cut = exhausted_ ? data.size() : data.rfind('\n') + 1;

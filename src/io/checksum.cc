@@ -92,8 +92,6 @@ Checksum ChecksumHasher::Finish() {
   return {state_->kind, state_->xxh3 ? state_->xxh3->HexDigest() : state_->sha256->HexDigest()};
 }
 
-const Sha256* ChecksumHasher::sha256() const { return state_->sha256.get(); }
-
 Checksum ChecksumOfFile(const std::string& path, ChecksumKind kind) {
   const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) ThrowSystemError(path, "cannot open");

@@ -53,7 +53,8 @@ class InputReader : public ChunkReader {
       c->first_row = next_row_;
       next_row_ += c->lines.lines;
       c->raw_before.reset();
-      if (first_ == nullptr) HashChunk(c);
+      ReadFile& f = read_[c->lines.file];
+      if (first_ == nullptr && f.sha) HashStoredChunk(*f.sha, f.size, &f.hashed, f.kept, c);
     }
     // The files the chunker finished: each of their chunks is hashed now.
     for (const Closed& done : closed_) Record(done);
@@ -61,10 +62,12 @@ class InputReader : public ChunkReader {
     return more;
   }
 
-  // Pass 1: the SHA-256 state of file `i`'s stored bytes, kept for a
-  // FollowingDigest when the file is not compressed and no earlier
-  // uncompressed file had a byte (else null). Read after the chunker moved
-  // past the file.
+  // Pass 1: whether file `i`'s chunks carry the state of its stored bytes
+  // before them (for a FollowingDigest): it is not compressed and no earlier
+  // uncompressed file had a byte. Known once its first chunk is out.
+  bool Kept(size_t i) const { return read_[i].kept; }
+  // Pass 1, a kept file: the SHA-256 state of its stored bytes, once the
+  // chunker moved past it.
   const io::Sha256* RawState(size_t i) const { return read_[i].state.get(); }
   // Pass 1: file `i`'s stored bytes, once the chunker opened it.
   uint64_t StoredBytes(size_t i) const { return read_[i].size; }
@@ -80,31 +83,18 @@ class InputReader : public ChunkReader {
     before_ = Stamp(inputs_[i].path);
     if (first_ != nullptr) return io::OpenInput(inputs_[i].path);
     ReadFile& f = read_[i];
-    f.hash = std::make_unique<io::ChecksumHasher>(io::ChecksumKind::kSha256);
     f.size = before_.size;
     if (io::IsCompressedInput(inputs_[i].path)) {
-      return io::OpenInput(inputs_[i].path, f.hash.get());  // its stored bytes are not its lines
+      // Its stored bytes are not its lines: hashed as read.
+      f.compressed = std::make_unique<io::ChecksumHasher>(io::ChecksumKind::kSha256);
+      return io::OpenInput(inputs_[i].path, f.compressed.get());
     }
-    // An uncompressed file's lines are its bytes: HashChunk hashes them, and
-    // the first file with any gives each chunk the state before it.
-    f.by_chunk = true;
-    f.followed = !had_bytes_;
+    // Its lines are its bytes, hashed chunk by chunk; the first file with any
+    // keeps the states.
+    f.sha = std::make_unique<io::Sha256>();
+    f.kept = !had_bytes_;
     had_bytes_ = had_bytes_ || before_.size > 0;
     return io::OpenInput(inputs_[i].path);
-  }
-
-  void HashChunk(Chunk* c) {
-    ReadFile& f = read_[c->lines.file];
-    if (!f.by_chunk) return;
-    if (f.followed) {
-      auto before = std::make_shared<io::Sha256>();
-      before->CopyFrom(*f.hash->sha256());
-      c->raw_before = std::move(before);
-    }
-    // Not the '\n' the chunker ends a last line with when the file lacks it.
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(c->lines.size, f.size - f.hashed));
-    f.hash->Update(c->lines.data.data(), n);
-    f.hashed += n;
   }
 
   void Close(size_t i, uint64_t lines) {
@@ -129,22 +119,29 @@ class InputReader : public ChunkReader {
   void Record(const Closed& done) {
     const io::InputCandidate& in = inputs_[done.file];
     ReadFile& f = read_[done.file];
-    if (f.followed) {
-      f.state = std::make_unique<io::Sha256>();
-      f.state->CopyFrom(*f.hash->sha256());
+    std::string sha256;
+    if (f.compressed) {
+      sha256 = f.compressed->Finish().hex;
+      f.compressed.reset();
+    } else {
+      if (f.kept) {
+        f.state = std::make_unique<io::Sha256>();
+        f.state->CopyFrom(*f.sha);
+      }
+      sha256 = f.sha->HexDigest();
+      f.sha.reset();
     }
     files_->push_back({in.path, in.relative_path, done.stamp.size, done.stamp.mtime_ns, done.lines,
-                       f.hash->Finish().hex, "", "", 0});
-    f.hash.reset();
+                       sha256, "", "", 0});
   }
 
-  // Pass 1, per file.
+  // Pass 1, per file: the SHA-256 of its bytes as stored.
   struct ReadFile {
-    std::unique_ptr<io::ChecksumHasher> hash;  // of the file's bytes as stored
-    bool by_chunk = false;                     // hashed by HashChunk, not as read
-    bool followed = false;                     // chunks carry raw_before; state is kept
+    std::unique_ptr<io::ChecksumHasher> compressed;  // a compressed file's, as read
+    std::unique_ptr<io::Sha256> sha;                 // else, chunk by chunk
+    bool kept = false;  // its chunks carry raw_before, and state is kept
     uint64_t size = 0, hashed = 0;
-    std::unique_ptr<io::Sha256> state;  // followed: the bytes' state at the end
+    std::unique_ptr<io::Sha256> state;  // kept: the bytes' state at the end
   };
 
   const std::vector<io::InputCandidate>& inputs_;
@@ -168,8 +165,7 @@ class ScanSink : public ChunkSink {
     if (file_ != c.lines.file) {
       EndFile();
       file_ = c.lines.file;
-      digest_.StartFile(inputs_[file_].path, inputs_[file_].display_path,
-                        !io::IsCompressedInput(inputs_[file_].path));
+      digest_.StartFile(reader_.Kept(file_));
     }
     digest_.Add(c);
     check_.Update(c.normalized);

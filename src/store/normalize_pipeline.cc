@@ -1,16 +1,14 @@
 #include "src/store/normalize_pipeline.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "djshard/common/clock.h"
@@ -264,36 +262,25 @@ class NormalizePipeline {
   std::exception_ptr failure_;  // the first failure in input order
 };
 
-Error ChangedWhileRead(const std::string& display_path) {
-  return Error(display_path, 0, "input changed while prepare read it",
-               "prepare again once nothing writes to the input");
-}
-
 }  // namespace
 
-void FollowingDigest::StartFile(const std::string& path, const std::string& display_path,
-                                bool stored_as_lines) {
-  following_ = stored_as_lines && bytes() == 0;
-  path_ = path;
-  display_path_ = display_path;
+void FollowingDigest::StartFile(bool kept) {
+  following_ = kept && bytes() == 0;
   followed_ = 0;
-  followed_check_ = following_ ? std::make_unique<io::Xxh3>() : nullptr;
 }
 
 void FollowingDigest::Add(const Chunk& c) {
   if (following_ && c.second_pass == SecondPass::kCopy) {
-    followed_check_->Update(c.normalized);
     followed_ += c.normalized.size();
     return;
   }
-  if (following_ && c.raw_before != nullptr) {
+  if (following_) {
     // The bytes followed are the file's bytes before this chunk.
+    if (c.raw_before == nullptr) throw std::logic_error("a followed chunk has no raw state");
     following_ = false;
     sha_->CopyFrom(*c.raw_before);
     bytes_ += followed_;
     followed_ = 0;
-  } else if (following_) {
-    CatchUp(followed_);
   }
   sha_->Update(c.normalized);
   bytes_ += c.normalized.size();
@@ -301,10 +288,8 @@ void FollowingDigest::Add(const Chunk& c) {
 
 void FollowingDigest::EndFile(const io::Sha256* raw, uint64_t size) {
   if (!following_) return;
-  if (followed_ != size && followed_ != size + 1) throw ChangedWhileRead(display_path_);
-  if (raw == nullptr) {
-    CatchUp(size);
-    return;
+  if (raw == nullptr || (followed_ != size && followed_ != size + 1)) {
+    throw std::logic_error("a followed file ends without its raw state");
   }
   following_ = false;
   sha_->CopyFrom(*raw);
@@ -313,30 +298,16 @@ void FollowingDigest::EndFile(const io::Sha256* raw, uint64_t size) {
   followed_ = 0;
 }
 
-void FollowingDigest::CatchUp(uint64_t stored) {
-  following_ = false;
-  io::ScopedFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) ThrowSystemError(path_, "cannot open");
-  io::Xxh3 check;
-  std::string buf(static_cast<size_t>(std::min<uint64_t>(stored, kChunkBytes)), '\0');
-  for (uint64_t at = 0; at < stored;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), stored - at));
-    const ssize_t got = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) ThrowSystemError(path_, "cannot read");
-    if (got == 0) throw ChangedWhileRead(display_path_);
-    const std::string_view bytes(buf.data(), static_cast<size_t>(got));
-    sha_->Update(bytes);
-    check.Update(bytes);
-    at += static_cast<uint64_t>(got);
+void HashStoredChunk(io::Sha256& file_sha, uint64_t size, uint64_t* hashed, bool keep, Chunk* c) {
+  c->raw_before.reset();
+  if (keep) {
+    auto before = std::make_shared<io::Sha256>();
+    before->CopyFrom(file_sha);
+    c->raw_before = std::move(before);
   }
-  if (followed_ > stored) {
-    sha_->Update("\n", 1);
-    check.Update("\n", 1);
-  }
-  if (check.HexDigest() != followed_check_->HexDigest()) throw ChangedWhileRead(display_path_);
-  bytes_ += followed_;
-  followed_ = 0;
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(c->lines.size, size - *hashed));
+  file_sha.Update(c->lines.data.data(), n);
+  *hashed += n;
 }
 
 FileStamp Stamp(const std::string& path) {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "djshard/common/error.h"
-#include "djshard/io/checksum.h"
 #include "djshard/io/fd.h"
 #include "djshard/io/input.h"
 #include "djshard/io/sha256.h"
@@ -82,40 +81,39 @@ class ChunkSink {
 
 // The normalized stream's SHA-256 where the stream may begin as one file's
 // stored bytes (an input already minified): while that file's chunks come
-// unchanged (kCopy), they are not hashed a second time, and at the file's end
-// the stream takes the SHA-256 state of its bytes, which the reader computed.
-// A chunk that differs takes the state of the file's bytes before it
-// (Chunk::raw_before), or, from a reader that keeps none, hashes the bytes so
-// far read again from the file and checked against an XXH3-128 of what the
-// chunks held. Used by the placer thread, in input order.
+// unchanged (kCopy), they are not hashed a second time. A chunk that differs
+// takes the state of the file's bytes before it (Chunk::raw_before), and the
+// file's end the state of all of them, which its reader keeps
+// (HashStoredChunk). Used by the placer thread, in input order.
 class FollowingDigest {
  public:
   explicit FollowingDigest(io::Sha256* sha) : sha_(sha) {}
 
-  // Before a file's first chunk. `stored_as_lines`: the file's bytes are its
-  // lines (not compressed). It is followed when nothing was hashed yet.
-  void StartFile(const std::string& path, const std::string& display_path, bool stored_as_lines);
+  // Before a file's first chunk. `kept`: its reader hashes its stored bytes
+  // chunk by chunk and keeps the states. It is followed when nothing was
+  // hashed yet.
+  void StartFile(bool kept);
   // Each chunk, in input order.
   void Add(const Chunk& c);
   // After the file's last chunk: `raw`, the SHA-256 state of its `size`
-  // stored bytes, or null to read them again. The chunker ends a last line
+  // stored bytes (needed when it was followed). The chunker ends a last line
   // lacking '\n' with one.
   void EndFile(const io::Sha256* raw, uint64_t size);
   // The normalized bytes in the stream so far.
   uint64_t bytes() const { return bytes_ + followed_; }
 
  private:
-  // Hashes the followed bytes: `stored` of them read again from the file, and
-  // the '\n' the chunker added after them if there is one more.
-  void CatchUp(uint64_t stored);
-
   io::Sha256* sha_;
   uint64_t bytes_ = 0;  // hashed into *sha_
   bool following_ = false;
-  std::string path_, display_path_;
   uint64_t followed_ = 0;  // bytes of the file's start not hashed into *sha_
-  std::unique_ptr<io::Xxh3> followed_check_;
 };
+
+// A reader's part of FollowingDigest: hashes chunk `c` of a file of `size`
+// stored bytes into `file_sha` (without the '\n' the chunker ends a last line
+// with when the file lacks it), `*hashed` counting the bytes hashed; with
+// `keep`, c->raw_before first takes the state before it.
+void HashStoredChunk(io::Sha256& file_sha, uint64_t size, uint64_t* hashed, bool keep, Chunk* c);
 
 // Reads chunks from `reader` (on the caller's thread), normalizes them on
 // `threads` threads, hands them to `sink` in input order (on a placer thread)

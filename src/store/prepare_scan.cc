@@ -115,8 +115,9 @@ class ScanTaskSource : public io::ByteSource {
   // lines are the file's bytes, and ScanTaskReader hashes them chunk by chunk
   // (HashLines) so that each chunk can carry the state before it.
   bool hashes_whole_file() const { return hash_begin_ == 0 && hash_end_ == file_.size_bytes; }
-  void HashLines(const char* data, size_t size) { block_sha256_.Update(data, size); }
-  uint64_t file_size() const { return file_.size_bytes; }
+  void HashLines(Chunk* c) {
+    HashStoredChunk(block_sha256_, file_.size_bytes, &lines_hashed_, /*keep=*/true, c);
+  }
   const std::string& CheckBlocks() const { return check_blocks_; }
   uint64_t check_block_count() const { return check_block_count_; }
 
@@ -172,6 +173,7 @@ class ScanTaskSource : public io::ByteSource {
   bool end_known_ = false;
   uint64_t pos_ = 0;  // the next byte to read
   uint64_t hashed_to_ = 0;
+  uint64_t lines_hashed_ = 0;  // by HashLines
   io::Sha256 block_sha256_;
   std::unique_ptr<io::Xxh3> check_ = std::make_unique<io::Xxh3>();
   std::string check_blocks_;  // one line of hex per block
@@ -191,16 +193,7 @@ class ScanTaskReader : public ChunkReader {
     c->first_row = rows_;
     rows_ += c->lines.lines;
     c->raw_before.reset();
-    if (source_->hashes_whole_file()) {
-      auto before = std::make_shared<io::Sha256>();
-      before->CopyFrom(source_->block_sha256());
-      c->raw_before = std::move(before);
-      // Not the '\n' the chunker ends a last line with when the file lacks it.
-      const size_t n =
-          static_cast<size_t>(std::min<uint64_t>(c->lines.size, source_->file_size() - hashed_));
-      source_->HashLines(c->lines.data.data(), n);
-      hashed_ += n;
-    }
+    if (source_->hashes_whole_file()) source_->HashLines(c);
     return true;
   }
 
@@ -218,19 +211,18 @@ class ScanTaskReader : public ChunkReader {
   ScanTaskSource* source_;
   io::LineChunker chunker_;
   uint64_t rows_ = 0;
-  uint64_t hashed_ = 0;  // bytes of the file given to HashLines
 };
 
 // Each line's raw and normalized sizes, the normalized lines' SHA-256.
 class ScanTaskSink : public ChunkSink {
  public:
   // `stream`: a digest that earlier tasks of the input updated, which this
-  // one goes on with instead of its own. The digest follows `file`
-  // (FollowingDigest) when the task's lines are the whole file and start it.
-  ScanTaskSink(NormalizedStream* stream, const ScanPlan::File& file, bool whole_file)
+  // one goes on with instead of its own. The digest follows the task's file
+  // (FollowingDigest) when its lines are the whole file (`whole_file`) and
+  // start the digest.
+  ScanTaskSink(NormalizedStream* stream, bool whole_file)
       : stream_(stream), following_(stream != nullptr ? &stream->sha256 : &digest_) {
-    following_.StartFile(file.path, file.display_path,
-                         whole_file && (stream == nullptr || stream->bytes == 0));
+    following_.StartFile(whole_file && (stream == nullptr || stream->bytes == 0));
   }
 
   void Place(Chunk& c) override {
@@ -449,7 +441,7 @@ ScanTaskResult RunScanTask(const ScanPlan& plan, size_t task, int threads, const
   ScanTaskReader reader(&source);
   ScanTaskResult r;
   r.task = task;
-  ScanTaskSink sink(stream, file, source.hashes_whole_file());
+  ScanTaskSink sink(stream, source.hashes_whole_file());
   const std::vector<io::InputCandidate> input{{file.path, file.display_path, file.relative_path}};
   const NormalizeRules rules{plan.media_keys, plan.media_root, {}};
   try {

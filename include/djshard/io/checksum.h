@@ -12,8 +12,6 @@
 
 namespace djshard::io {
 
-class Sha256;
-
 // Incremental XXH3-128 (libxxhash). Not copyable.
 class Xxh3 {
  public:
@@ -74,8 +72,6 @@ class ChecksumHasher {
   void Update(std::string_view data) { Update(data.data(), data.size()); }
   // The checksum; the hasher must not be updated afterwards.
   Checksum Finish();
-  // A SHA-256 hasher's state before Finish (nullptr for XXH3-128).
-  const Sha256* sha256() const;
 
  private:
   struct State;

@@ -158,9 +158,7 @@ class InputReader : public ChunkReader {
 // Pass 1: totals and hashes, nothing written.
 class ScanSink : public ChunkSink {
  public:
-  ScanSink(const std::vector<io::InputCandidate>& inputs, const InputReader& reader,
-           NormalizedInput* out)
-      : inputs_(inputs), reader_(reader), out_(out) {}
+  ScanSink(const InputReader& reader, NormalizedInput* out) : reader_(reader), out_(out) {}
   void Place(Chunk& c) override {
     if (file_ != c.lines.file) {
       EndFile();
@@ -189,7 +187,6 @@ class ScanSink : public ChunkSink {
   }
 
   static constexpr size_t kNoFile = SIZE_MAX;
-  const std::vector<io::InputCandidate>& inputs_;
   const InputReader& reader_;
   NormalizedInput* out_;
   size_t file_ = kNoFile;
@@ -444,7 +441,7 @@ NormalizedInput ScanNormalized(const std::vector<io::InputCandidate>& inputs,
   NormalizedInput result;
   result.second_pass.assign(inputs.size(), SecondPass::kCopy);
   InputReader reader(inputs, &result.files, nullptr);
-  ScanSink sink(inputs, reader, &result);
+  ScanSink sink(reader, &result);
   RunNormalizePipeline(inputs, rules, threads, reader, sink);
   sink.Finish();
   return result;

@@ -36,6 +36,10 @@ class OpenCcConverter {
   void Convert(std::string_view text, std::string* out) const;
   // The same through libopencc itself, for tests.
   std::string LibraryConvert(std::string_view text) const;
+  // Whether the segmentation and the first conversion are one walk per
+  // character (SegmentAndConvert): the first conversion's group begins with
+  // the segmentation dictionary, as in s2t, t2s and most of OpenCC's own.
+  bool SegmentsWhileConverting() const { return fused_; }
 
  private:
   // A dictionary group, flattened (the first dictionary with a match wins),
@@ -51,8 +55,13 @@ class OpenCcConverter {
 
   explicit OpenCcConverter(const std::string& mode);
   // The length of the group's match at the start of `text` (0: none) and, in
-  // *value, its replacement.
-  static size_t Match(const Group& group, std::string_view text, const std::string** value);
+  // *value, its replacement; in *dict (when given) the index of the
+  // dictionary it comes from.
+  static size_t Match(const Group& group, std::string_view text, const std::string** value,
+                      size_t* dict = nullptr);
+  // The length of the longest key of the group's first dictionary at the
+  // start of `text` (0: none).
+  static size_t MatchFirst(const Group& group, std::string_view text);
   // Where each segment of `text` ends: a key of the segmentation dictionary
   // (the longest at each place), or a run of characters none starts. False
   // when a byte starts no character; OpError when the last one is cut short.
@@ -63,12 +72,22 @@ class OpenCcConverter {
   static bool ConvertSegments(const Group& group, std::string_view source,
                               const std::vector<size_t>& ends, std::string* target,
                               std::vector<size_t>* target_ends);
+  // Segment and the first conversion in one pass, when fused_: a key of the
+  // first dictionary where Segment would find one (the same dictionary: its
+  // longest key, one segment), else one character converted by the group's
+  // later dictionaries, within the run of characters Segment would make.
+  // False when a byte starts no character; *exact false (and nothing
+  // usable) when a later dictionary's key spans characters, whose match the
+  // run's end could cut: the caller then segments first.
+  bool SegmentAndConvert(std::string_view text, std::string* target,
+                         std::vector<size_t>* target_ends, bool* exact) const;
   // The group of `dicts` (leaf dictionaries, in order).
   static Group MakeGroup(const std::vector<std::shared_ptr<opencc::Dict>>& dicts);
 
   std::unique_ptr<Library> library_;
-  Group segmentation_;
+  Group segmentation_;  // empty when fused_: the first of chain_ holds it
   std::vector<Group> chain_;
+  bool fused_ = false;  // see SegmentsWhileConverting
 };
 
 }  // namespace djshard::ops

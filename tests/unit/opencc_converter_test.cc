@@ -20,6 +20,7 @@
 
 #include "djshard/ops/sample.h"
 #include "djshard/ops/text.h"
+#include "tests/unit/temp_dir.h"
 
 namespace djshard::ops {
 namespace {
@@ -136,6 +137,50 @@ TEST(OpenCcConverter, ATextEndingInsideACharacterIsAnError) {
     } catch (const OpError& e) {
       EXPECT_STREQ(e.what(), "OpenCC failed: the text ends inside a UTF-8 character");
     }
+  }
+}
+
+// Where the first conversion's group begins with the segmentation
+// dictionary, segmenting and that conversion are one walk per character:
+// s2t and t2s, the modes Data-Juicer's recipes name, among them.
+TEST(OpenCcConverter, TheCommonConfigurationsSegmentWhileConverting) {
+  for (const char* mode : {"s2t", "t2s", "s2tw", "s2hk", "s2twp", "t2tw", "t2hk", "t2jp", "jp2t"}) {
+    EXPECT_TRUE(OpenCcConverter::ForMode(mode).SegmentsWhileConverting()) << mode;
+  }
+  // hk2s converts by HKVariantsRevPhrases first and segments by TSPhrases.
+  EXPECT_FALSE(OpenCcConverter::ForMode("hk2s").SegmentsWhileConverting());
+}
+
+// A configuration of one's own (text dictionaries) whose group's later
+// dictionary has a key of two characters: where that key would run into a
+// segment that the segmentation dictionary starts, the run's end cuts it,
+// as in the library. The one-walk conversion must not take it.
+TEST(OpenCcConverter, ALaterKeyAcrossASegmentsStartIsCutAsTheLibraryCutsIt) {
+  const testing::TempDir dir;
+  const std::string phrases = dir.Write("phrases.txt", "丁戊\tDE\n甲乙\tAB\n");
+  const std::string chars = dir.Write("chars.txt", "丁\td\n丙\tc\n丙丁\tCD\n戊\te\n");
+  dir.Write("custom.json", R"({"name": "custom",
+    "segmentation": {"type": "mmseg", "dict": {"type": "text", "file": ")" +
+                               phrases + R"("}},
+    "conversion_chain": [{"dict": {"type": "group", "dicts": [
+      {"type": "text", "file": ")" +
+                               phrases + R"("},
+      {"type": "text", "file": ")" +
+                               chars + R"("}]}}]})");
+  const OpenCcConverter& converter = OpenCcConverter::ForMode(dir.Path("custom"));
+  ASSERT_TRUE(converter.SegmentsWhileConverting());
+  std::string ours;
+  converter.Convert("丙丁戊", &ours);
+  EXPECT_EQ(ours, "cDE");  // not "CDe": 丁戊 is a segment of its own
+  EXPECT_EQ(ours, converter.LibraryConvert("丙丁戊"));
+  std::mt19937 rng(5);
+  const std::vector<std::string> keys = {"丁戊", "甲乙", "丁", "丙", "丙丁", "戊", "甲", "乙", "x"};
+  std::uniform_int_distribution<size_t> pick(0, keys.size() - 1), count(0, 8);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    for (size_t n = count(rng); n > 0; --n) text += keys[pick(rng)];
+    converter.Convert(text, &ours);
+    ASSERT_EQ(ours, converter.LibraryConvert(text)) << "text: " << text;
   }
 }
 

@@ -6,6 +6,10 @@
 # checks that both give byte-for-byte identical ids. Node is used here only.
 #
 #   bench/tokenizer_bench.sh [--workdir DIR] [--shared ../shared] [--mb 100] [--repeats 2]
+#                            [--families "roberta-base bert-base-uncased"]
+#
+# --families: tokenizers of tests/data/tokenizers/ to measure (mistral-bpe is
+# the one token_num_filter's benchmark uses).
 #
 # Target: djshard at least as fast as the Rust library, ids identical.
 set -euo pipefail
@@ -14,13 +18,16 @@ workdir=/tmp/djshard-tokenizer-bench
 shared="$root/../shared"
 mb=100
 repeats=2
+families="roberta-base bert-base-uncased"
 while [ $# -gt 0 ]; do
   case "$1" in
     --workdir) workdir=$2; shift 2 ;;
     --shared) shared=$2; shift 2 ;;
     --mb) mb=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
-    *) echo "usage: $0 [--workdir DIR] [--shared DIR] [--mb N] [--repeats N]" >&2; exit 2 ;;
+    --families) families=$2; shift 2 ;;
+    *) echo "usage: $0 [--workdir DIR] [--shared DIR] [--mb N] [--repeats N] [--families LIST]" >&2
+       exit 2 ;;
   esac
 done
 bench="$root/build/bin/djshard_tokenizer_bench"
@@ -37,7 +44,7 @@ fi
 cp "$root/bench/tokenizer_bench.js" "$workdir/node/"
 printf '| tokenizer | runner | seconds | MB/s | rows/s | ids identical |\n'
 printf '| --- | --- | --- | --- | --- | --- |\n'
-for family in roberta-base bert-base-uncased; do
+for family in $families; do
   tok="$workdir/$family.json"
   zstd -q -dc "$root/tests/data/tokenizers/$family/tokenizer.json.zst" > "$tok"
   cpp=$("$bench" "$tok" "$corpus" "$workdir/ids-djshard-$family.txt" "$repeats")

@@ -261,6 +261,46 @@ TEST(Tokenizer, UncompilableSplitPatternIsALoadError) {
 
 // ------------------------------------------------------------ threads
 
+// A BPE without a pre-tokenizer merges a long text as one word. djshard
+// merges it in pieces cut before each "▁" when no merge can join another
+// character to a "▁" (Mistral's and Llama 2's vocabularies: the Hugging Face
+// vectors above cover them); here one merge does ("a" + "▁"), so the text
+// must stay one word, as Hugging Face merges it.
+TEST(Tokenizer, ALongWordIsNotCutWhereAMergeJoinsACharacterToAMetaspace) {
+  const json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", json::array()},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", "▁"}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", nullptr},
+      {"decoder", nullptr},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"vocab", {{"▁", 0}, {"a", 1}, {"b", 2}, {"a▁", 3}, {"▁b", 4}}},
+        {"merges", {"a ▁", "▁ b"}}}}};
+  const auto tok = Tokenizer::FromJson(tokenizer.dump(), "t.json");
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "a b ";
+  text.pop_back();
+  const Encoding e = tok->Encode(text, false);
+  // "▁a▁b▁a▁b...": every "a▁" first (rank 0), after which no "▁b" is left.
+  std::vector<std::string> expected;
+  for (int i = 0; i < 100; ++i) expected.insert(expected.end(), {"▁", "a▁", "b"});
+  EXPECT_EQ(e.tokens, expected);
+}
+
 TEST(Tokenizer, EightThreadsGiveTheSameEncodingsAsOne) {
   for (const std::string family : {"roberta-base", "bert-base-uncased", "unigram-metaspace"}) {
     const auto tok = Tokenizer::Load(DataDir(family));

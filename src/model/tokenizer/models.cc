@@ -171,6 +171,7 @@ class Bpe : public Model {
       const auto id = Find(vocab_, name);
       byte_ids_[b] = id ? static_cast<int64_t>(*id) : -1;
     }
+    split_at_metaspace_ = NoMergeJoinsAWordToAMetaspace(merges);
   }
 
   void Tokenize(std::string_view word, std::vector<Token>* out) const override {
@@ -181,6 +182,65 @@ class Bpe : public Model {
         return;
       }
     }
+    if (!split_at_metaspace_ || word.size() < kMaxCachedLength) {
+      TokenizePiece(word, 0, out);
+      return;
+    }
+    // A long word of a tokenizer without a pre-tokenizer (Llama 2's,
+    // Mistral's: a whole text is one word, its spaces made "▁"): no merge
+    // joins a character other than "▁" to a "▁" after it, so the pieces that
+    // start there are merged apart, the same merges in the same order, and
+    // each piece is a word the cache can hold.
+    size_t start = 0;
+    for (size_t at = word.find(kMetaspace, 1); at != std::string_view::npos;
+         at = word.find(kMetaspace, at + kMetaspace.size())) {
+      if (at >= kMetaspace.size() &&
+          word.substr(at - kMetaspace.size(), kMetaspace.size()) == kMetaspace) {
+        continue;  // a run of "▁" stays with the word after it
+      }
+      TokenizePiece(word.substr(start, at - start), static_cast<uint32_t>(start), out);
+      start = at;
+    }
+    TokenizePiece(word.substr(start), static_cast<uint32_t>(start), out);
+  }
+
+  std::optional<uint32_t> TokenToId(std::string_view token) const override {
+    return Find(vocab_, token);
+  }
+  size_t VocabSize() const override { return vocab_.size(); }
+
+ private:
+  static constexpr std::string_view kMetaspace = "\xe2\x96\x81";  // U+2581 "▁"
+
+  // Whether words can be cut before each "▁" that follows another
+  // character: "▁" is a token, there is no prefix, suffix or ignore_merges,
+  // and no merge has a right side starting with "▁" unless its left side is
+  // made of "▁" only (so no merge ever makes a token with another character
+  // before a "▁").
+  bool NoMergeJoinsAWordToAMetaspace(
+      const std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>>& merges) const {
+    if (o_.ignore_merges || !o_.prefix.empty() || !o_.suffix.empty()) return false;
+    if (!Find(vocab_, kMetaspace)) return false;
+    const auto only_metaspace = [](std::string_view t) {
+      if (t.empty()) return false;
+      for (; !t.empty(); t.remove_prefix(kMetaspace.size())) {
+        if (t.substr(0, kMetaspace.size()) != kMetaspace) return false;
+      }
+      return true;
+    };
+    for (const auto& [pair, merged] : merges) {
+      const auto a = static_cast<uint32_t>(pair >> 32), b = static_cast<uint32_t>(pair);
+      if (a >= by_id_.size() || b >= by_id_.size()) return false;
+      if (by_id_[b].compare(0, kMetaspace.size(), kMetaspace) == 0 && !only_metaspace(by_id_[a])) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The tokens of one word (or piece of one, at byte `offset` of the word),
+  // through the per-thread cache for short ones.
+  void TokenizePiece(std::string_view word, uint32_t offset, std::vector<Token>* out) const {
     Cache& cache = ThreadCache();
     const std::vector<Piece>* pieces = nullptr;
     std::vector<Piece> fresh;
@@ -198,19 +258,13 @@ class Bpe : public Model {
         pieces = &fresh;
       }
     }
-    uint32_t pos = 0;
+    uint32_t pos = offset;
     for (const Piece& p : *pieces) {
       out->push_back({p.id, by_id_[p.id], pos, pos + p.len});
       pos += p.len;
     }
   }
 
-  std::optional<uint32_t> TokenToId(std::string_view token) const override {
-    return Find(vocab_, token);
-  }
-  size_t VocabSize() const override { return vocab_.size(); }
-
- private:
   struct Piece {
     uint32_t id;
     uint32_t len;  // bytes of the word
@@ -360,6 +414,7 @@ class Bpe : public Model {
   std::optional<uint32_t> unk_id_;
   std::array<int64_t, 256> byte_ids_{};  // ids of "<0xXX>", -1 when absent
   uint64_t instance_;                    // keys the per-thread word cache
+  bool split_at_metaspace_ = false;      // see NoMergeJoinsAWordToAMetaspace
 };
 
 std::unique_ptr<Model> MakeBpe(const json& j, const LoadContext& ctx) {

@@ -104,7 +104,7 @@ OpenCcConverter::OpenCcConverter(const std::string& mode) : library_(std::make_u
        converter->GetConversionChain()->GetConversions()) {
     leaves.clear();
     Flatten(conversion->GetDict(), &leaves);
-    if (chain_.empty() && segmentation_leaves.size() == 1) {
+    if (chain_.empty() && segmentation_leaves.size() == 1 && !leaves.empty()) {
       fused_ = SameDictionary(*segmentation_leaves.front(), *leaves.front());
     }
     chain_.push_back(MakeGroup(leaves));
@@ -194,10 +194,14 @@ std::string OpenCcConverter::LibraryConvert(std::string_view text) const {
 
 bool OpenCcConverter::Segment(std::string_view text, std::vector<size_t>* ends) const {
   ends->clear();
-  const Group& segmentation = fused_ ? chain_.front() : segmentation_;
+  const std::string* value = nullptr;
   size_t run_start = 0;
   for (size_t pos = 0; pos < text.size();) {
-    const size_t matched = MatchFirst(segmentation, text.substr(pos));
+    // Fused, the segmentation dictionary is the first of the first
+    // conversion's group; else the segmentation's own group (several
+    // dictionaries: the first that matches).
+    const size_t matched = fused_ ? MatchFirst(chain_.front(), text.substr(pos))
+                                  : Match(segmentation_, text.substr(pos), &value);
     if (matched == 0) {
       const size_t length = NextCharLength(static_cast<unsigned char>(text[pos]));
       if (length == 0) return false;

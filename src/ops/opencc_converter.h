@@ -62,8 +62,9 @@ class OpenCcConverter {
   // The length of the longest key of the group's first dictionary at the
   // start of `text` (0: none).
   static size_t MatchFirst(const Group& group, std::string_view text);
-  // Where each segment of `text` ends: a key of the segmentation dictionary
-  // (the longest at each place), or a run of characters none starts. False
+  // Where each segment of `text` ends: a key of the segmentation's group
+  // (the longest of its first dictionary with one at each place), or a run
+  // of characters none starts. False
   // when a byte starts no character; OpError when the last one is cut short.
   bool Segment(std::string_view text, std::vector<size_t>* ends) const;
   // Each segment of `source` (ending at `ends`) converted by `group` on its

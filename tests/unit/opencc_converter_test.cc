@@ -144,7 +144,8 @@ TEST(OpenCcConverter, ATextEndingInsideACharacterIsAnError) {
 // dictionary, segmenting and that conversion are one walk per character:
 // s2t and t2s, the modes Data-Juicer's recipes name, among them.
 TEST(OpenCcConverter, TheCommonConfigurationsSegmentWhileConverting) {
-  for (const char* mode : {"s2t", "t2s", "s2tw", "s2hk", "s2twp", "t2tw", "t2hk", "t2jp", "jp2t"}) {
+  for (const char* mode :
+       {"s2t", "t2s", "s2tw", "s2hk", "s2twp", "t2tw", "tw2t", "hk2t", "t2hk", "t2jp", "jp2t"}) {
     EXPECT_TRUE(OpenCcConverter::ForMode(mode).SegmentsWhileConverting()) << mode;
   }
   // hk2s converts by HKVariantsRevPhrases first and segments by TSPhrases.
@@ -181,6 +182,47 @@ TEST(OpenCcConverter, ALaterKeyAcrossASegmentsStartIsCutAsTheLibraryCutsIt) {
     for (size_t n = count(rng); n > 0; --n) text += keys[pick(rng)];
     converter.Convert(text, &ours);
     ASSERT_EQ(ours, converter.LibraryConvert(text)) << "text: " << text;
+  }
+}
+
+// A segmentation of several dictionaries (a group: the first that matches)
+// and a first conversion group with no dictionary at all, in configurations
+// of one's own: converted as the library converts them.
+TEST(OpenCcConverter, ConfigurationsOfOnesOwnSegmentAndConvertAsTheLibraryDoes) {
+  const testing::TempDir dir;
+  const std::string first = dir.Write("first.txt", "甲\tA\n");
+  const std::string second = dir.Write("second.txt", "乙丙\tBC\n");
+  const std::string later = dir.Write("later.txt", "丙丁\tY\n");
+  const auto text_dict = [](const std::string& path) {
+    return R"({"type": "text", "file": ")" + path + R"("})";
+  };
+  dir.Write("grouped.json", R"({"name": "grouped",
+    "segmentation": {"type": "mmseg", "dict": {"type": "group", "dicts": [)" +
+                                text_dict(first) + ", " + text_dict(second) + R"(]}},
+    "conversion_chain": [{"dict": )" +
+                                text_dict(later) + "}]}");
+  dir.Write("empty.json", R"({"name": "empty",
+    "segmentation": {"type": "mmseg", "dict": )" +
+                              text_dict(first) + R"(},
+    "conversion_chain": [{"dict": {"type": "group", "dicts": []}},
+                         {"dict": )" +
+                              text_dict(later) + "}]}");
+  const std::vector<std::string> pieces = {"甲", "乙", "丙", "丁", "乙丙", "丙丁", "x", "甲乙"};
+  for (const char* name : {"grouped", "empty"}) {
+    SCOPED_TRACE(name);
+    const OpenCcConverter& converter = OpenCcConverter::ForMode(dir.Path(name));
+    EXPECT_FALSE(converter.SegmentsWhileConverting());
+    std::string ours;
+    converter.Convert("乙丙丁", &ours);
+    EXPECT_EQ(ours, converter.LibraryConvert("乙丙丁"));
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<size_t> pick(0, pieces.size() - 1), count(0, 8);
+    for (int i = 0; i < 2000; ++i) {
+      std::string text;
+      for (size_t n = count(rng); n > 0; --n) text += pieces[pick(rng)];
+      converter.Convert(text, &ours);
+      ASSERT_EQ(ours, converter.LibraryConvert(text)) << "text: " << text;
+    }
   }
 }
 

@@ -259,14 +259,9 @@ TEST(Tokenizer, UncompilableSplitPatternIsALoadError) {
       << err;
 }
 
-// ------------------------------------------------------------ threads
-
-// A BPE without a pre-tokenizer merges a long text as one word. djshard
-// merges it in pieces cut before each "▁" when no merge can join another
-// character to a "▁" (Mistral's and Llama 2's vocabularies: the Hugging Face
-// vectors above cover them); here one merge does ("a" + "▁"), so the text
-// must stay one word, as Hugging Face merges it.
-TEST(Tokenizer, ALongWordIsNotCutWhereAMergeJoinsACharacterToAMetaspace) {
+// A BPE tokenizer as Mistral's is made: no pre-tokenizer, spaces made "▁",
+// a "▁" put first; a vocabulary of "▁", "a", "b", "a▁" and "▁b" and their merges.
+std::string MetaspaceBpeJson() {
   const json tokenizer = {
       {"version", "1.0"},
       {"truncation", nullptr},
@@ -290,7 +285,16 @@ TEST(Tokenizer, ALongWordIsNotCutWhereAMergeJoinsACharacterToAMetaspace) {
         {"byte_fallback", false},
         {"vocab", {{"▁", 0}, {"a", 1}, {"b", 2}, {"a▁", 3}, {"▁b", 4}}},
         {"merges", {"a ▁", "▁ b"}}}}};
-  const auto tok = Tokenizer::FromJson(tokenizer.dump(), "t.json");
+  return tokenizer.dump();
+}
+
+// A BPE without a pre-tokenizer merges a long text as one word. djshard
+// merges it in pieces cut before each "▁" when no merge can join another
+// character to a "▁" (Mistral's and Llama 2's vocabularies: the Hugging Face
+// vectors above cover them); here one merge does ("a" + "▁"), so the text
+// must stay one word, as Hugging Face merges it.
+TEST(Tokenizer, ALongWordIsNotCutWhereAMergeJoinsACharacterToAMetaspace) {
+  const auto tok = Tokenizer::FromJson(MetaspaceBpeJson(), "t.json");
   std::string text;
   for (int i = 0; i < 100; ++i) text += "a b ";
   text.pop_back();
@@ -300,6 +304,24 @@ TEST(Tokenizer, ALongWordIsNotCutWhereAMergeJoinsACharacterToAMetaspace) {
   for (int i = 0; i < 100; ++i) expected.insert(expected.end(), {"▁", "a▁", "b"});
   EXPECT_EQ(e.tokens, expected);
 }
+
+// The same cut, where an unknown character becomes an unk token made of
+// "▁": the merge "▁ ▁" joins it to the "▁" after it, so the word stays whole.
+TEST(Tokenizer, ALongWordIsNotCutWhereTheUnkTokenIsAMetaspace) {
+  json tokenizer = json::parse(MetaspaceBpeJson());
+  tokenizer["model"]["vocab"] = {{"▁", 0}, {"a", 1}, {"b", 2}, {"▁▁", 3}};
+  tokenizer["model"]["merges"] = {"▁ ▁"};
+  tokenizer["model"]["unk_token"] = "▁";
+  const auto tok = Tokenizer::FromJson(tokenizer.dump(), "t.json");
+  const std::string text = std::string(300, 'a') + "﹏ b";  // "﹏" is not in the vocabulary
+  const Encoding e = tok->Encode(text, false);
+  std::vector<std::string> expected = {"▁"};
+  expected.insert(expected.end(), 300, "a");
+  expected.insert(expected.end(), {"▁▁", "b"});  // the unk "▁" and the space's "▁", merged
+  EXPECT_EQ(e.tokens, expected);
+}
+
+// ------------------------------------------------------------ threads
 
 TEST(Tokenizer, EightThreadsGiveTheSameEncodingsAsOne) {
   for (const std::string family : {"roberta-base", "bert-base-uncased", "unigram-metaspace"}) {

@@ -214,9 +214,9 @@ class Bpe : public Model {
 
   // Whether words can be cut before each "▁" that follows another
   // character: "▁" is a token, there is no prefix, suffix or ignore_merges,
-  // and no merge has a right side starting with "▁" unless its left side is
-  // made of "▁" only (so no merge ever makes a token with another character
-  // before a "▁").
+  // the unk token is not made of "▁" only, and no merge has a right side
+  // starting with "▁" unless its left side is made of "▁" only (so no merge
+  // ever joins what another character became to a "▁" after it).
   bool NoMergeJoinsAWordToAMetaspace(
       const std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>>& merges) const {
     if (o_.ignore_merges || !o_.prefix.empty() || !o_.suffix.empty()) return false;
@@ -228,6 +228,9 @@ class Bpe : public Model {
       }
       return true;
     };
+    // An unknown character becomes the unk token, which a merge may then
+    // join to the "▁" after it when the token is itself made of "▁".
+    if (only_metaspace(o_.unk_token)) return false;
     for (const auto& [pair, merged] : merges) {
       const auto a = static_cast<uint32_t>(pair >> 32), b = static_cast<uint32_t>(pair);
       if (a >= by_id_.size() || b >= by_id_.size()) return false;

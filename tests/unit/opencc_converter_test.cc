@@ -152,6 +152,21 @@ TEST(OpenCcConverter, TheCommonConfigurationsSegmentWhileConverting) {
   EXPECT_FALSE(OpenCcConverter::ForMode("hk2s").SegmentsWhileConverting());
 }
 
+// 2,000 texts of up to 8 of `pieces` (random, from `seed`), each converted
+// as libopencc converts it.
+void ExpectPiecesConvertAsTheLibraryDoes(const OpenCcConverter& converter,
+                                         const std::vector<std::string>& pieces, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<size_t> pick(0, pieces.size() - 1), count(0, 8);
+  std::string ours;
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    for (size_t n = count(rng); n > 0; --n) text += pieces[pick(rng)];
+    converter.Convert(text, &ours);
+    ASSERT_EQ(ours, converter.LibraryConvert(text)) << "text: " << text;
+  }
+}
+
 // A configuration of one's own (text dictionaries) whose group's later
 // dictionary has a key of two characters: where that key would run into a
 // segment that the segmentation dictionary starts, the run's end cuts it,
@@ -174,15 +189,8 @@ TEST(OpenCcConverter, ALaterKeyAcrossASegmentsStartIsCutAsTheLibraryCutsIt) {
   converter.Convert("丙丁戊", &ours);
   EXPECT_EQ(ours, "cDE");  // not "CDe": 丁戊 is a segment of its own
   EXPECT_EQ(ours, converter.LibraryConvert("丙丁戊"));
-  std::mt19937 rng(5);
-  const std::vector<std::string> keys = {"丁戊", "甲乙", "丁", "丙", "丙丁", "戊", "甲", "乙", "x"};
-  std::uniform_int_distribution<size_t> pick(0, keys.size() - 1), count(0, 8);
-  for (int i = 0; i < 2000; ++i) {
-    std::string text;
-    for (size_t n = count(rng); n > 0; --n) text += keys[pick(rng)];
-    converter.Convert(text, &ours);
-    ASSERT_EQ(ours, converter.LibraryConvert(text)) << "text: " << text;
-  }
+  ExpectPiecesConvertAsTheLibraryDoes(
+      converter, {"丁戊", "甲乙", "丁", "丙", "丙丁", "戊", "甲", "乙", "x"}, 5);
 }
 
 // A segmentation of several dictionaries (a group: the first that matches)
@@ -215,14 +223,7 @@ TEST(OpenCcConverter, ConfigurationsOfOnesOwnSegmentAndConvertAsTheLibraryDoes) 
     std::string ours;
     converter.Convert("乙丙丁", &ours);
     EXPECT_EQ(ours, converter.LibraryConvert("乙丙丁"));
-    std::mt19937 rng(3);
-    std::uniform_int_distribution<size_t> pick(0, pieces.size() - 1), count(0, 8);
-    for (int i = 0; i < 2000; ++i) {
-      std::string text;
-      for (size_t n = count(rng); n > 0; --n) text += pieces[pick(rng)];
-      converter.Convert(text, &ours);
-      ASSERT_EQ(ours, converter.LibraryConvert(text)) << "text: " << text;
-    }
+    ExpectPiecesConvertAsTheLibraryDoes(converter, pieces, 3);
   }
 }
 

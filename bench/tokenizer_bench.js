@@ -1,13 +1,14 @@
 // One-thread throughput of Hugging Face's tokenizers (Rust, through its Node
 // binding) on the same corpus as djshard_tokenizer_bench; writes the ids the
-// same way. Run with RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false.
+// same way. Run with RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false. Each
+// pass loads the tokenizer again (untimed): every pass starts with an empty
+// word cache, as djshard_tokenizer_bench's do.
 //   node tokenizer_bench.js TOKENIZER.json CORPUS.jsonl IDS_OUT [REPEATS]
 const fs = require('fs');
 const { Tokenizer } = require('tokenizers');
 
 async function main() {
   const [tokPath, corpus, idsOut, repeatsArg] = process.argv.slice(2);
-  const tok = Tokenizer.fromFile(tokPath);
   const texts = fs.readFileSync(corpus, 'utf8').split('\n').filter((l) => l.length > 0)
     .map((l) => JSON.parse(l).text);
   const bytes = texts.reduce((n, t) => n + Buffer.byteLength(t, 'utf8'), 0);
@@ -16,6 +17,7 @@ async function main() {
   let best = Infinity;
   let lines = null;
   for (let r = 0; r < repeats; r++) {
+    const tok = Tokenizer.fromFile(tokPath);
     let seconds = 0;
     const out = [];
     for (let i = 0; i < texts.length; i += chunk) {

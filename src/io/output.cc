@@ -251,10 +251,20 @@ bool AtomicFileWriter::LinkContents(const std::string& source) {
 }
 
 void AtomicFileWriter::Flush() {
-  // Direct writes take whole buffers only: a file smaller than one is
-  // written as before, and what ends a larger one goes buffered, at a
+  // A file smaller than one buffer is written through the page cache, as a
+  // small file is best written. What ends a larger one goes direct in whole
+  // blocks, and only its last partial block through the page cache, at a
   // block-aligned offset, as does everything after it.
   if (queue_) queue_->Drain();
+  if (direct_ && queue_) {
+    const size_t blocks = buffered_ - buffered_ % kDirectWriteAlign;
+    if (blocks > 0 &&
+        PwriteDirect(fd_, std::string_view(buffer_, blocks), file_offset_, temp_path_)) {
+      file_offset_ += blocks;
+      buffered_ -= blocks;
+      std::memmove(buffer_, buffer_ + blocks, buffered_);
+    }
+  }
   if (direct_) {
     EndDirectWrites(fd_, temp_path_);
     direct_ = false;

@@ -49,9 +49,11 @@ bytes=$(stat -c %s "$corpus")
 cat "$corpus" >/dev/null
 
 # timed ARGS...: runs djshard, its stderr into $outdir/err, and appends
-# "wall cpu" seconds to $outdir/time.
+# "wall cpu" seconds to $outdir/time. Each command starts after a sync (not
+# timed), so that none pays for the writeback of the one before.
 timed() {
   local TIMEFORMAT='%R %U %S'
+  sync
   { time "$bin" "$@" >/dev/null 2>"$outdir/err"; } 2>"$outdir/time.raw" || { fail; }
   awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' "$outdir/time.raw" >"$outdir/time"
 }

@@ -94,7 +94,10 @@ LinesRead ReadOutputLines(std::unique_ptr<io::ByteSource> source, const std::str
       ++read.rows;
     }
   } else {
-    std::string buf(4 << 20, '\0');
+    // One buffer a thread for every output it reads: a fresh one would fault
+    // its pages in again for each shard.
+    thread_local std::string buf;
+    buf.resize(4 << 20);
     char last = '\n';
     for (size_t n; (n = source->Read(buf.data(), buf.size())) > 0;) {
       const std::string_view piece(buf.data(), n);
@@ -204,6 +207,7 @@ class ContentPipe {
 
  private:
   static constexpr size_t kChunk = 1 << 20;
+  static constexpr size_t kSpares = 4;
 
   void Push() {
     if (chunk_.empty()) return;
@@ -211,6 +215,10 @@ class ContentPipe {
     cv_.wait(lock, [&] { return queue_.size() < 4 || failure_; });
     queue_.push_back(std::move(chunk_));
     chunk_.clear();
+    if (!spare_.empty()) {
+      chunk_ = std::move(spare_.back());
+      spare_.pop_back();
+    }
     cv_.notify_all();
   }
 
@@ -228,6 +236,10 @@ class ContentPipe {
       try {
         hash_.Update(chunk);
         sink_(chunk);
+        // Its memory serves again: a new string's pages would fault in again.
+        chunk.clear();
+        std::lock_guard<std::mutex> lock(mu_);
+        if (spare_.size() < kSpares) spare_.push_back(std::move(chunk));
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
         failure_ = std::current_exception();
@@ -244,6 +256,7 @@ class ContentPipe {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
+  std::vector<std::string> spare_;  // emptied chunks, their memory kept
   bool closed_ = false;
   std::exception_ptr failure_;
   std::thread thread_;  // last: starts once the members above exist
